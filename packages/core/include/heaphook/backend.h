@@ -1,0 +1,95 @@
+/*
+ * heaphook/backend.h — the plain C form of the backend contract.
+ *
+ * A backend is a set of functions the core calls after it has normalised the arguments of the
+ * malloc family the way glibc does. A C backend defines heaphook_backend_get(); a C++ backend
+ * derives from heaphook::GlobalAllocator (heaphook/heaphook.hpp) and the core's C++ adapter
+ * defines heaphook_backend_get() for it. Exactly one of the two per preload library.
+ *
+ * What the core guarantees to every backend function:
+ *   - size > 0 (malloc(0) and friends ask for 1 byte);
+ *   - align is 1, meaning "the default alignment", or a power of two that is a multiple of
+ *     sizeof(void*) and greater than HEAPHOOK_DEFAULT_ALIGNMENT;
+ *   - ptr is non-null and was returned by this backend (pointers from the bootstrap arena
+ *     never reach the backend);
+ *   - calloc's count * size did not overflow; realloc's new_size > 0 (realloc(p, 0) frees).
+ * What every backend must do:
+ *   - return memory aligned to at least HEAPHOOK_DEFAULT_ALIGNMENT (16, glibc's guarantee on
+ *     x86-64 and aarch64) when align == 1, and to align otherwise;
+ *   - return NULL when it cannot serve a request (the core sets errno = ENOMEM);
+ *   - be thread safe, and never call stdio or anything that may take a lock held across fork;
+ *   - if it takes locks, take all of them in fork_prepare and release / re-initialise them in
+ *     fork_parent / fork_child.
+ * The backend may call malloc itself (for example from its initialisation): the core serves
+ * such calls from its bootstrap arena while the backend is being initialised.
+ */
+#ifndef HEAPHOOK_BACKEND_H
+#define HEAPHOOK_BACKEND_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The alignment of every block returned for align == 1: alignof(max_align_t) on x86-64. */
+#define HEAPHOOK_DEFAULT_ALIGNMENT 16
+
+/* Figures a backend may report; they feed mallinfo2, mallinfo and malloc_stats.
+ * A field the backend does not know stays 0. */
+typedef struct heaphook_stats {
+    size_t pool_bytes;         /* bytes obtained from the system and managed by the backend */
+    size_t used_bytes;         /* bytes in blocks currently handed out, headers included */
+    size_t free_bytes;         /* bytes in free blocks inside the pool */
+    size_t used_blocks;        /* blocks currently handed out */
+    size_t free_blocks;        /* free blocks inside the pool */
+    size_t largest_free_block; /* bytes of the largest block a request could get now */
+    size_t mmapped_bytes;      /* bytes in blocks mapped individually (outside the pool) */
+    size_t mmapped_blocks;     /* number of such blocks */
+    size_t growth_count;       /* how many times the pool grew after start-up */
+} heaphook_stats;
+
+/* The backend's entry points. Required: name, alloc, dealloc, get_block_size.
+ * Every other member may be NULL, and the core then uses the default described beside it. */
+typedef struct heaphook_backend {
+    /* Short name, as in libheaphook_<name>.so; shown in logs. */
+    const char *name;
+    /* Called once, before the first alloc, with the core's bootstrap arena serving any malloc
+     * it makes. Returns 0, or -1 to refuse (the core then stops the program with a message).
+     * Default: nothing. */
+    int (*init)(void);
+    void *(*alloc)(size_t size, size_t align);
+    void (*dealloc)(void *ptr);
+    /* The usable size of a block: at least what was asked, what malloc_usable_size returns. */
+    size_t (*get_block_size)(void *ptr);
+    /* Default: alloc(size, 1) then memset. */
+    void *(*alloc_zeroed)(size_t size);
+    /* Must keep the contents up to min(old, new_size) and keep the block's original
+     * alignment. On failure returns NULL and leaves ptr untouched.
+     * Default: alloc, memcpy of min(get_block_size(ptr), new_size), dealloc. */
+    void *(*realloc)(void *ptr, size_t new_size);
+    /* Fork: prepare takes every lock of the backend, parent releases them, child
+     * re-initialises them (the child has one thread). Default: nothing. */
+    void (*fork_prepare)(void);
+    void (*fork_parent)(void);
+    void (*fork_child)(void);
+    /* Fills *out and returns 0, or returns -1 when the backend keeps no statistics. */
+    int (*get_stats)(heaphook_stats *out);
+    /* mallopt(param, value): return 1 when accepted, 0 when refused. Default: 1 (ignored). */
+    int (*mallopt)(int param, int value);
+    /* malloc_trim(pad): return 1 when memory was released to the system. Default: 0. */
+    int (*trim)(size_t pad);
+    /* Writes a human-readable statistics report to fd (write(2) only). Default: the core
+     * prints the heaphook_stats figures. */
+    void (*print_stats)(int fd);
+} heaphook_backend;
+
+/* Defined by the backend (or by the core's C++ adapter for a GlobalAllocator backend).
+ * Called once by the core; the returned table must stay valid for the life of the process. */
+const heaphook_backend *heaphook_backend_get(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEAPHOOK_BACKEND_H */
