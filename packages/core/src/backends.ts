@@ -1,0 +1,172 @@
+/**
+ * Backend discovery. A backend is any installed package whose package.json declares
+ *
+ *   "heaphook": { "backends": { "<name>": "<path of its preload library, relative to the package>" } }
+ *
+ * Discovery walks the node_modules folders from a starting directory up to the file system
+ * root (as Node's own resolution does), plus the folders around this package itself, and reads
+ * the package.json of every package there (scoped ones included).
+ */
+import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { BackendNotFoundError, LibraryNotBuiltError } from './errors.js';
+
+export interface BackendInfo {
+  /** The name users type: `heaphook run -b <name>`. */
+  readonly name: string;
+  /** The npm package that declares it. */
+  readonly packageName: string;
+  /** The package's folder (symlinks resolved). */
+  readonly packageDir: string;
+  /** Absolute path of the preload library `libheaphook_<name>.so`. */
+  readonly libraryPath: string;
+  /** Whether the library exists on disk. */
+  readonly built: boolean;
+  /** The nx project that builds it (the package's `nx.name`, else its unscoped name). */
+  readonly nxProject: string;
+}
+
+/** The `heaphook` field of a package.json. */
+export interface HeaphookManifest {
+  readonly backends?: Readonly<Record<string, string>>;
+  /** Modules (relative paths) exporting `register(program)` to add CLI subcommands. */
+  readonly commands?: readonly string[];
+}
+
+export interface PackageRecord {
+  readonly name: string;
+  readonly dir: string;
+  readonly heaphook: HeaphookManifest;
+  readonly nxProject: string;
+}
+
+export interface DiscoveryOptions {
+  /** Where to start looking for node_modules; defaults to the current directory. */
+  readonly from?: string;
+}
+
+const ownPackageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+function readManifest(dir: string): PackageRecord | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null) return undefined;
+  const pkg = parsed as { name?: unknown; heaphook?: unknown; nx?: { name?: unknown } };
+  if (typeof pkg.name !== 'string' || typeof pkg.heaphook !== 'object' || pkg.heaphook === null) {
+    return undefined;
+  }
+  const nxName = typeof pkg.nx?.name === 'string' ? pkg.nx.name : pkg.name.replace(/^@[^/]+\//, '');
+  return {
+    name: pkg.name,
+    dir: realpathSync(dir),
+    heaphook: pkg.heaphook as HeaphookManifest,
+    nxProject: nxName,
+  };
+}
+
+function packageDirsIn(nodeModules: string): string[] {
+  let entries: string[];
+  try {
+    entries = readdirSync(nodeModules);
+  } catch {
+    return [];
+  }
+  const dirs: string[] = [];
+  for (const entry of entries) {
+    if (entry.startsWith('.')) continue;
+    const full = join(nodeModules, entry);
+    if (entry.startsWith('@')) {
+      let scoped: string[] = [];
+      try {
+        scoped = readdirSync(full);
+      } catch {
+        continue;
+      }
+      for (const inner of scoped) dirs.push(join(full, inner));
+    } else {
+      dirs.push(full);
+    }
+  }
+  return dirs;
+}
+
+function nodeModulesChain(start: string): string[] {
+  const chain: string[] = [];
+  let dir = resolve(start);
+  for (;;) {
+    const candidate = join(dir, 'node_modules');
+    if (existsSync(candidate)) chain.push(candidate);
+    const parent = dirname(dir);
+    if (parent === dir) return chain;
+    dir = parent;
+  }
+}
+
+/** Every installed package with a `heaphook` field, nearest first, each package once. */
+export function findHeaphookPackages(options: DiscoveryOptions = {}): PackageRecord[] {
+  const roots = [
+    ...nodeModulesChain(options.from ?? process.cwd()),
+    ...nodeModulesChain(ownPackageDir),
+  ];
+  const seen = new Set<string>();
+  const records: PackageRecord[] = [];
+  const consider = (dir: string): void => {
+    const record = readManifest(dir);
+    if (record === undefined || seen.has(record.name)) return;
+    seen.add(record.name);
+    records.push(record);
+  };
+  consider(ownPackageDir);
+  for (const root of roots) for (const dir of packageDirsIn(root)) consider(dir);
+  return records;
+}
+
+/** The installed backends, sorted by name. A name declared twice is taken from the nearest. */
+export function listBackends(options: DiscoveryOptions = {}): BackendInfo[] {
+  const byName = new Map<string, BackendInfo>();
+  for (const record of findHeaphookPackages(options)) {
+    for (const [name, relative] of Object.entries(record.heaphook.backends ?? {})) {
+      if (byName.has(name)) continue;
+      const path = resolve(record.dir, relative);
+      byName.set(name, {
+        name,
+        packageName: record.name,
+        packageDir: record.dir,
+        libraryPath: path,
+        built: existsSync(path),
+        nxProject: record.nxProject,
+      });
+    }
+  }
+  return [...byName.values()].sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/** The backend of that name; throws BackendNotFoundError when none is installed. */
+export function findBackend(name: string, options: DiscoveryOptions = {}): BackendInfo {
+  const all = listBackends(options);
+  const found = all.find((b) => b.name === name);
+  if (found === undefined)
+    throw new BackendNotFoundError(
+      name,
+      all.map((b) => b.name),
+    );
+  return found;
+}
+
+/**
+ * The absolute path of a backend's preload library. Throws BackendNotFoundError when no
+ * package declares it and LibraryNotBuiltError when the library is not on disk.
+ */
+export function libraryPath(name: string, options: DiscoveryOptions = {}): string {
+  const backend = findBackend(name, options);
+  if (!backend.built) {
+    throw new LibraryNotBuiltError(name, backend.libraryPath, backend.nxProject);
+  }
+  return backend.libraryPath;
+}

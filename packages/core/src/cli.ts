@@ -1,0 +1,152 @@
+/**
+ * The `heaphook` command. Core subcommands: list, path, run. Backend packages add their own
+ * (record, report, recommend ...) by naming modules in their package.json's
+ * `heaphook.commands`; each module exports `register(program: Command): void`.
+ */
+import { pathToFileURL } from 'node:url';
+import { resolve } from 'node:path';
+
+import { Command, CommanderError } from 'commander';
+
+import { findHeaphookPackages, libraryPath, listBackends } from './backends.js';
+import { HeaphookError } from './errors.js';
+import { exitStatusOf, spawnWith } from './preload.js';
+
+/** A module contributing subcommands. */
+export interface CommandModule {
+  register(program: Command): void;
+}
+
+function parseEnvAssignment(
+  value: string,
+  previous: Record<string, string>,
+): Record<string, string> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) {
+    throw new HeaphookError(
+      `--env expects KEY=VALUE, got "${value}" (e.g. --env INITIAL_MEMPOOL_SIZE=64M)`,
+    );
+  }
+  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
+}
+
+function collectBackends(value: string, previous: string[]): string[] {
+  return [...previous, ...value.split(',').filter((v) => v.length > 0)];
+}
+
+export function buildProgram(): Command {
+  const program = new Command('heaphook')
+    .description('Replace or observe the heap of any Linux program without recompiling it.')
+    .enablePositionalOptions()
+    .showHelpAfterError()
+    .exitOverride();
+
+  program
+    .command('list')
+    .description('list the installed backends and their preload libraries')
+    .option('--json', 'print JSON instead of a table')
+    .action((options: { json?: boolean }) => {
+      const backends = listBackends();
+      if (options.json === true) {
+        process.stdout.write(`${JSON.stringify(backends, null, 2)}\n`);
+        return;
+      }
+      if (backends.length === 0) {
+        process.stdout.write('no backends installed (try: npm i @heaphook/tlsf)\n');
+        return;
+      }
+      const width = Math.max(...backends.map((b) => b.name.length));
+      for (const b of backends) {
+        const state = b.built ? '' : `   (not built: npx nx build ${b.nxProject})`;
+        process.stdout.write(
+          `${b.name.padEnd(width)}  ${b.packageName}  ${b.libraryPath}${state}\n`,
+        );
+      }
+    });
+
+  program
+    .command('path')
+    .description("print the absolute path of a backend's preload library")
+    .argument('<backend>', 'backend name, e.g. tlsf')
+    .action((backend: string) => {
+      process.stdout.write(`${libraryPath(backend)}\n`);
+    });
+
+  program
+    .command('run')
+    .description('run a command with backends preloaded and pass its exit status through')
+    .requiredOption(
+      '-b, --backend <name>',
+      'backend to preload (repeat or comma-separate to stack; first is outermost)',
+      collectBackends,
+      [],
+    )
+    .option(
+      '-e, --env <KEY=VALUE>',
+      'set an environment variable for the command (repeatable)',
+      parseEnvAssignment,
+      {},
+    )
+    .argument('<command>', 'the program to run')
+    .argument('[args...]', 'its arguments (put -- before the command)')
+    .passThroughOptions()
+    .action(
+      async (
+        command: string,
+        args: string[],
+        options: { backend: string[]; env: Record<string, string> },
+      ) => {
+        const child = spawnWith(options.backend, command, args, { env: options.env });
+        const forward = (signal: NodeJS.Signals): void => {
+          child.kill(signal);
+        };
+        for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, forward);
+        const code = await new Promise<number>((resolvePromise) => {
+          child.on('error', (error: NodeJS.ErrnoException) => {
+            process.stderr.write(`heaphook: cannot run ${command}: ${error.message}\n`);
+            resolvePromise(error.code === 'ENOENT' ? 127 : 126);
+          });
+          child.on('close', (status, signal) => resolvePromise(exitStatusOf(status, signal)));
+        });
+        process.exitCode = code;
+      },
+    );
+
+  return program;
+}
+
+/** Adds the subcommands of every installed package that declares `heaphook.commands`. */
+export async function registerContributedCommands(program: Command): Promise<void> {
+  for (const record of findHeaphookPackages()) {
+    for (const modulePath of record.heaphook.commands ?? []) {
+      const url = pathToFileURL(resolve(record.dir, modulePath)).href;
+      let contributed: Partial<CommandModule>;
+      try {
+        contributed = (await import(url)) as Partial<CommandModule>;
+      } catch (error) {
+        process.stderr.write(
+          `heaphook: warning: cannot load commands of ${record.name} from ${modulePath} ` +
+            `(${(error as Error).message}); build it with "npx nx build ${record.nxProject}"\n`,
+        );
+        continue;
+      }
+      contributed.register?.(program);
+    }
+  }
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const program = buildProgram();
+  await registerContributedCommands(program);
+  try {
+    await program.parseAsync([...argv]);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (error) {
+    if (error instanceof CommanderError) return error.exitCode;
+    if (error instanceof HeaphookError) {
+      process.stderr.write(`heaphook: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * @heaphook/core — find heaphook backends and run programs with them preloaded.
+ *
+ *   import { libraryPath, runWith } from '@heaphook/core';
+ *   libraryPath('tlsf');                       // absolute path of libheaphook_tlsf.so
+ *   await runWith('tlsf', 'python3', ['-c', 'print(1)'], { env: { INITIAL_MEMPOOL_SIZE: '64M' } });
+ */
+export {
+  findBackend,
+  findHeaphookPackages,
+  libraryPath,
+  listBackends,
+  type BackendInfo,
+  type DiscoveryOptions,
+  type HeaphookManifest,
+  type PackageRecord,
+} from './backends.js';
+export { BackendNotFoundError, HeaphookError, LibraryNotBuiltError } from './errors.js';
+export {
+  exitStatusOf,
+  preloadEnv,
+  runWith,
+  spawnWith,
+  type PreloadOptions,
+  type RunResult,
+  type SpawnWithOptions,
+} from './preload.js';
+export type { CommandModule } from './cli.js';

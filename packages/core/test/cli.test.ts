@@ -1,0 +1,79 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+import { describe, expect, it } from 'vitest';
+
+import { libraryPath } from '../src/index.js';
+
+const bin = fileURLToPath(new URL('../bin/heaphook.js', import.meta.url));
+
+function heaphook(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8' });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe('the heaphook command', () => {
+  it('path prints the absolute library path and nothing else', () => {
+    const result = heaphook('path', 'example');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toBe(`${libraryPath('example')}\n`);
+    expect(result.stdout).toMatch(/^\/.*libheaphook_example\.so\n$/);
+  });
+
+  it('list shows each backend with its package and library', () => {
+    const result = heaphook('list');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/^example\s+@heaphook\/core\s+\/\S+libheaphook_example\.so$/m);
+    const json = JSON.parse(heaphook('list', '--json').stdout) as Array<{
+      name: string;
+      built: boolean;
+    }>;
+    expect(json.find((b) => b.name === 'example')?.built).toBe(true);
+  });
+
+  it('run preloads the backend, passes --env and the exit status through', () => {
+    const result = heaphook(
+      'run',
+      '-b',
+      'example',
+      '--env',
+      'GREETING=hi',
+      '--',
+      'sh',
+      '-c',
+      'echo "$LD_PRELOAD $GREETING"; exit 3',
+    );
+    expect(result.status).toBe(3);
+    expect(result.stdout).toBe(`${libraryPath('example')} hi\n`);
+  });
+
+  it('run reports death by a signal as 128 + the signal number', () => {
+    const result = heaphook('run', '-b', 'example', '--', 'sh', '-c', 'kill -TERM $$');
+    expect(result.status).toBe(143);
+  });
+
+  it('run leaves options after the command to the command', () => {
+    const result = heaphook('run', '-b', 'example', '--', 'echo', '-b', '--env');
+    expect(result.stdout).toBe('-b --env\n');
+  });
+
+  it('an unknown backend is one clear line and status 2', () => {
+    const result = heaphook('run', '-b', 'nope', '--', 'true');
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(
+      /^heaphook: no heaphook backend named "nope" \(installed: .*example.*\)\..*\n$/,
+    );
+  });
+
+  it('a missing command exits 127 like a shell', () => {
+    const result = heaphook('run', '-b', 'example', '--', '/nonexistent/program');
+    expect(result.status).toBe(127);
+    expect(result.stderr).toMatch(/cannot run \/nonexistent\/program/);
+  });
+
+  it('a bad --env value names the expected form', () => {
+    const result = heaphook('run', '-b', 'example', '--env', 'NOVALUE', '--', 'true');
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/--env expects KEY=VALUE, got "NOVALUE"/);
+  });
+});

@@ -1,0 +1,68 @@
+#!/usr/bin/env node
+// `npm test`: every package's vitest suite through nx, then one closing line that CI reads:
+//   N passed, N failed[, N skipped]
+// Each package's vitest writes a JSON report (test-results.json in the package); this script
+// removes stale ones first, runs nx, and adds the reports up. A package whose suite did not
+// produce a report (it crashed, or its build failed) counts as one failure, named.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const packagesDir = join(root, 'packages');
+const packages = readdirSync(packagesDir).filter((name) => {
+  const manifest = join(packagesDir, name, 'package.json');
+  if (!existsSync(manifest)) return false;
+  return typeof JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test === 'string';
+});
+const reportOf = (name) => join(packagesDir, name, 'test-results.json');
+for (const name of packages) rmSync(reportOf(name), { force: true });
+
+const extra = process.argv.slice(2);
+const nx = spawnSync(
+  'npx',
+  [
+    'nx',
+    'run-many',
+    '-t',
+    'test',
+    '--outputStyle=stream',
+    ...extra,
+    '--',
+    '--reporter=default',
+    '--reporter=json',
+    '--outputFile.json=test-results.json',
+  ],
+  { cwd: root, stdio: 'inherit' },
+);
+
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+const missing = [];
+for (const name of packages) {
+  if (!existsSync(reportOf(name))) {
+    missing.push(name);
+    continue;
+  }
+  const report = JSON.parse(readFileSync(reportOf(name), 'utf8'));
+  passed += report.numPassedTests ?? 0;
+  failed += report.numFailedTests ?? 0;
+  skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
+  // A suite that failed to load (syntax error, missing build) has no tests but failed.
+  failed += (report.testResults ?? []).filter(
+    (suite) => suite.status === 'failed' && (suite.assertionResults ?? []).length === 0,
+  ).length;
+}
+const selective = extra.some((arg) => arg.startsWith('--projects') || arg === '-p');
+if (!selective && missing.length > 0) {
+  process.stdout.write(
+    `no test report from: ${missing.join(', ')} (its build or test run failed)\n`,
+  );
+  failed += missing.length;
+}
+process.stdout.write(
+  `\n${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}\n`,
+);
+process.exit(nx.status !== 0 || failed > 0 ? 1 : 0);
