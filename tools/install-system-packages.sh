@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Debian packages heaphook's tests and benchmarks use, beyond Node, g++, cmake and python3:
+#   peers the benchmark compares against: libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4,
+#   KDE heaptrack (tracer overhead and log size), clang-format (npm run format).
+# Without them the benchmark prints "skipped: install <package>" for the missing peers.
+# Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
+set -euo pipefail
+packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack clang-format)
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then sudo="sudo"; else
+    echo "install-system-packages: run as root to install: ${packages[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+echo "installed: ${packages[*]}"
