@@ -1,0 +1,115 @@
+/*
+ * internal.h — what the core's files share and nobody else sees.
+ *
+ * Naming: public functions are heaphook_* (include/heaphook/), internal ones are hh_* and are
+ * hidden (the whole core is compiled with -fvisibility=hidden; only the malloc family and
+ * core.h's functions carry HH_EXPORT). Every file here is one concept:
+ *
+ *   interpose.c  the malloc family: glibc-compatible normalisation, then the backend
+ *   stats.c      mallinfo2, mallinfo, malloc_stats, malloc_trim, mallopt, heaphook_get_stats
+ *   init.c       the backend's life cycle (uninit -> initialising -> ready) and the constructor
+ *   bootstrap.c  the static arena serving allocations made before the backend is ready
+ *   fork.c       pthread_atfork handlers forwarding to the backend's fork hooks
+ *   config.c     environment parsing (config.h)
+ *   log.c        the malloc-safe logger and the report fd (log.h)
+ *   os.c         the seam for OS memory calls (os.h)
+ *   cxx_adapter.cpp  heaphook_backend_get() for a heaphook::GlobalAllocator backend
+ */
+#ifndef HH_INTERNAL_H
+#define HH_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heaphook/backend.h"
+
+/* ---- Compiler helpers -------------------------------------------------------------------- */
+
+#define HH_EXPORT __attribute__((visibility("default")))
+#define HH_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HH_NOINLINE __attribute__((noinline))
+#define HH_COLD __attribute__((cold))
+
+/* ---- Debug assertions -------------------------------------------------------------------- */
+/* Built with -DHEAPHOOK_DEBUG=1 (cmake -DHEAPHOOK_DEBUG=ON) the core checks its invariants and
+ * the backend's promises (alignment, usable size) and stops with one line naming the broken
+ * one. In a normal build they cost nothing. */
+#ifdef HEAPHOOK_DEBUG
+#define hh_assert(cond) ((cond) ? (void)0 : hh_assert_fail(#cond, __FILE__, __LINE__))
+#else
+#define hh_assert(cond) ((void)0)
+#endif
+__attribute__((noreturn)) HH_COLD void hh_assert_fail(const char *cond, const char *file, int line);
+
+/* ---- Requests ---------------------------------------------------------------------------- */
+
+/* The largest request the core passes on: as glibc, anything above PTRDIFF_MAX fails with
+ * ENOMEM before reaching the backend, so a backend may add headers and round up without
+ * checking for overflow. */
+#define HH_MAX_REQUEST ((size_t)PTRDIFF_MAX)
+
+static inline bool hh_is_power_of_two(size_t x) {
+    return x != 0 && (x & (x - 1)) == 0;
+}
+
+static inline uintptr_t hh_align_up(uintptr_t x, size_t align) {
+    return (x + (align - 1)) & ~(uintptr_t)(align - 1);
+}
+
+/* ---- The backend (init.c) ---------------------------------------------------------------- */
+
+/* The backend's table as the core uses it: a copy of heaphook_backend_get()'s table with every
+ * optional member that has a default (alloc_zeroed, realloc) filled in. Valid once
+ * hh_backend_state is HH_STATE_READY. */
+extern heaphook_backend hh_backend;
+
+enum hh_backend_state_value {
+    HH_STATE_UNINIT = 0,       /* nobody asked yet */
+    HH_STATE_INITIALISING = 1, /* one thread is running heaphook_backend_get() and init() */
+    HH_STATE_READY = 2,        /* hh_backend may be used by everyone */
+};
+extern _Atomic int hh_backend_state;
+
+/* Makes the backend ready if it is not. Returns true when the caller may use hh_backend, and
+ * false when the caller is the thread initialising the backend (a recursive call from
+ * heaphook_backend_get(), init() or what they call): it must use the bootstrap arena. Other
+ * threads wait for the initialisation to finish. */
+bool hh_backend_make_ready(void);
+
+static inline bool hh_backend_is_ready(void) {
+    return HH_LIKELY(atomic_load_explicit(&hh_backend_state, memory_order_acquire) ==
+                     HH_STATE_READY) ||
+           hh_backend_make_ready();
+}
+
+/* ---- The bootstrap arena (bootstrap.c) ---------------------------------------------------- */
+
+/* Serves size bytes aligned to align (1 = HEAPHOOK_DEFAULT_ALIGNMENT) from the static arena;
+ * the memory is zero-filled (arena memory is never reused). Stops the program when the arena
+ * is exhausted. */
+void *hh_bootstrap_alloc(size_t size, size_t align);
+/* True when ptr lies in the arena: free ignores it, realloc moves it to the backend. */
+bool hh_bootstrap_owns(const void *ptr);
+/* The usable size of an arena block. */
+size_t hh_bootstrap_block_size(const void *ptr);
+/* Bytes of the arena handed out so far (for logs and malloc_stats). */
+size_t hh_bootstrap_used_bytes(void);
+size_t hh_bootstrap_capacity(void);
+
+/* ---- Fork (fork.c) ------------------------------------------------------------------------ */
+
+/* Registers the pthread_atfork handlers (once). */
+void hh_fork_register(void);
+
+/* ---- Logging (log.c) ----------------------------------------------------------------------- */
+
+/* Takes the report fd and reads HEAPHOOK_LOG_FILE / HEAPHOOK_LOG_LEVEL (once; later calls
+ * return at once). Called from the constructor and lazily by anything that logs first. */
+void hh_log_init(void);
+/* True when the report fd is a HEAPHOOK_LOG_FILE rather than a duplicate of stderr. */
+bool hh_log_is_file(void);
+
+#endif /* HH_INTERNAL_H */
