@@ -1,0 +1,179 @@
+# heaphook.cmake — build heaphook preload libraries (backends) and check them with the
+# conformance suite. Usable from this repository and from a backend outside it:
+#
+#   cmake_minimum_required(VERSION 3.16)
+#   project(my_backend C CXX)
+#   # the directory of the installed @heaphook/core package, e.g. from
+#   #   node -p "require('path').dirname(require.resolve('@heaphook/core/package.json'))"
+#   set(HEAPHOOK_CORE "${CMAKE_SOURCE_DIR}/node_modules/@heaphook/core")
+#   include(${HEAPHOOK_CORE}/cmake/heaphook.cmake)
+#   heaphook_add_backend(mine src/my_allocator.cpp)        # -> libheaphook_mine.so
+#   heaphook_add_backend_test(mine)                         # -> heaphook_conformance_mine
+#
+# Functions:
+#   heaphook_add_backend(<name> [C_API] <sources>...)
+#       Shared library target heaphook_<name>, file libheaphook_<name>.so in
+#       HEAPHOOK_OUTPUT_DIR. The heaphook core is compiled into it (target heaphook_core_objects,
+#       built once per project), so the library is self-contained. Without C_API the sources
+#       define a heaphook::GlobalAllocator and the core's C++ adapter is added; with C_API they
+#       define heaphook_backend_get() themselves (heaphook/backend.h). Compiled with hidden
+#       visibility, initial-exec TLS, -fno-exceptions -fno-rtti -fno-threadsafe-statics for
+#       C++; linked by the C driver with the core's version script (only the malloc family and
+#       heaphook/core.h are exported), -z now, and no libstdc++.
+#   heaphook_add_backend_test(<name> [<sources>...])
+#       Executable heaphook_conformance_<name> in HEAPHOOK_OUTPUT_DIR: the conformance suite
+#       (test/native/conformance.c, built with -fno-builtin) linked against libheaphook_<name>.so
+#       (DT_NEEDED before libc, found through RPATH $ORIGIN), so it runs against the backend
+#       with no LD_PRELOAD: `heaphook_conformance_<name> <name>`. Extra sources are linked into
+#       it and may define `int heaphook_conformance_extra(const char *backend)` returning the
+#       number of failed checks, run after the suite's own groups. Registered with add_test()
+#       when testing is enabled.
+#
+# Variables:
+#   HEAPHOOK_OUTPUT_DIR  where libraries and programs go. Default: CMAKE_LIBRARY_OUTPUT_DIRECTORY
+#                        when set (cmake-js sets it to <out>/Release), else
+#                        ${CMAKE_BINARY_DIR}/Release.
+#   HEAPHOOK_DEBUG       ON: -Og -g3 and the core's debug assertions (hh_assert) and checks of
+#                        every block the backend returns. Default: ON for CMAKE_BUILD_TYPE Debug,
+#                        else OFF (then -O2 -g).
+#   HEAPHOOK_CORE_DIR    set by this module: the @heaphook/core package directory.
+include_guard(GLOBAL)
+
+get_filename_component(HEAPHOOK_CORE_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
+enable_language(C)
+include(CheckLanguage)
+check_language(CXX)
+if(CMAKE_CXX_COMPILER)
+  enable_language(CXX)
+endif()
+find_package(Threads REQUIRED)
+
+if(CMAKE_BUILD_TYPE STREQUAL "Debug")
+  set(_heaphook_debug_default ON)
+else()
+  set(_heaphook_debug_default OFF)
+endif()
+option(HEAPHOOK_DEBUG "heaphook: debug build with assertions" ${_heaphook_debug_default})
+
+if(NOT DEFINED HEAPHOOK_OUTPUT_DIR)
+  if(CMAKE_LIBRARY_OUTPUT_DIRECTORY)
+    set(HEAPHOOK_OUTPUT_DIR "${CMAKE_LIBRARY_OUTPUT_DIRECTORY}")
+  else()
+    set(HEAPHOOK_OUTPUT_DIR "${CMAKE_BINARY_DIR}/Release")
+  endif()
+endif()
+
+set(HEAPHOOK_CORE_SOURCES
+    ${HEAPHOOK_CORE_DIR}/native/bootstrap.c
+    ${HEAPHOOK_CORE_DIR}/native/config.c
+    ${HEAPHOOK_CORE_DIR}/native/fork.c
+    ${HEAPHOOK_CORE_DIR}/native/init.c
+    ${HEAPHOOK_CORE_DIR}/native/interpose.c
+    ${HEAPHOOK_CORE_DIR}/native/log.c
+    ${HEAPHOOK_CORE_DIR}/native/os.c
+    ${HEAPHOOK_CORE_DIR}/native/stats.c)
+set(HEAPHOOK_CXX_ADAPTER ${HEAPHOOK_CORE_DIR}/native/cxx_adapter.cpp)
+set(HEAPHOOK_VERSION_SCRIPT ${HEAPHOOK_CORE_DIR}/native/exports.map)
+set(HEAPHOOK_CONFORMANCE_SOURCE ${HEAPHOOK_CORE_DIR}/test/native/conformance.c)
+
+# Flags of all code that goes into a preload library.
+if(HEAPHOOK_DEBUG)
+  set(_heaphook_optimisation -Og -g3)
+else()
+  set(_heaphook_optimisation -O2 -g)
+endif()
+set(_heaphook_preload_flags
+    ${_heaphook_optimisation}
+    -fPIC
+    -fvisibility=hidden
+    -ftls-model=initial-exec
+    # gcc turns malloc + memset into calloc and the like: inside calloc that is recursion.
+    -fno-builtin-malloc
+    -fno-builtin-calloc
+    -fno-builtin-realloc
+    -fno-builtin-free
+    -Wall
+    -Wextra
+    $<$<COMPILE_LANGUAGE:CXX>:-fno-exceptions>
+    $<$<COMPILE_LANGUAGE:CXX>:-fno-rtti>
+    $<$<COMPILE_LANGUAGE:CXX>:-fno-threadsafe-statics>
+    $<$<COMPILE_LANGUAGE:CXX>:-fvisibility-inlines-hidden>)
+set(_heaphook_preload_definitions _GNU_SOURCE $<$<BOOL:${HEAPHOOK_DEBUG}>:HEAPHOOK_DEBUG=1>)
+
+# The core, compiled once per project: object files for the preload libraries (every object
+# must be linked, interpose.o in particular, so a static archive would not do), and the same
+# objects as libheaphook_core.a for test programs that want single functions (the parsers).
+if(NOT TARGET heaphook_core_objects)
+  add_library(heaphook_core_objects OBJECT ${HEAPHOOK_CORE_SOURCES})
+  target_include_directories(heaphook_core_objects PUBLIC ${HEAPHOOK_CORE_DIR}/include)
+  target_compile_options(heaphook_core_objects PRIVATE ${_heaphook_preload_flags})
+  target_compile_definitions(heaphook_core_objects PRIVATE ${_heaphook_preload_definitions})
+  set_target_properties(heaphook_core_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
+                                                         C_STANDARD 11 C_EXTENSIONS ON)
+  target_link_libraries(heaphook_core_objects INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+
+  add_library(heaphook_core STATIC $<TARGET_OBJECTS:heaphook_core_objects>)
+  target_include_directories(heaphook_core PUBLIC ${HEAPHOOK_CORE_DIR}/include)
+  target_link_libraries(heaphook_core INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+  set_target_properties(heaphook_core PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR}
+                                                 LINKER_LANGUAGE C)
+endif()
+
+function(heaphook_add_backend name)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API" "" "")
+  set(sources ${ARG_UNPARSED_ARGUMENTS})
+  if(NOT sources)
+    message(FATAL_ERROR "heaphook_add_backend(${name}): no sources")
+  endif()
+  set(target heaphook_${name})
+  add_library(${target} SHARED ${sources})
+  if(NOT ARG_C_API)
+    if(NOT CMAKE_CXX_COMPILER)
+      message(FATAL_ERROR "heaphook_add_backend(${name}): a C++ backend needs a C++ compiler "
+                          "(or pass C_API for a backend written against heaphook/backend.h)")
+    endif()
+    target_sources(${target} PRIVATE ${HEAPHOOK_CXX_ADAPTER})
+  endif()
+  target_link_libraries(${target} PRIVATE heaphook_core_objects)
+  target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
+  target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions}
+                                               HEAPHOOK_BACKEND_NAME="${name}")
+  # --as-needed drops the libstdc++ CMake adds for mixed C/C++ targets: nothing references it.
+  target_link_options(${target} PRIVATE "-Wl,--version-script=${HEAPHOOK_VERSION_SCRIPT}"
+                      -Wl,--no-undefined -Wl,--as-needed -Wl,-z,now -Wl,-z,relro)
+  set_target_properties(
+    ${target}
+    PROPERTIES LINKER_LANGUAGE C
+               C_STANDARD 11
+               C_EXTENSIONS ON
+               CXX_STANDARD 17
+               CXX_EXTENSIONS OFF
+               LIBRARY_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR}
+               LINK_DEPENDS ${HEAPHOOK_VERSION_SCRIPT})
+endfunction()
+
+function(heaphook_add_backend_test name)
+  set(backend heaphook_${name})
+  if(NOT TARGET ${backend})
+    message(FATAL_ERROR "heaphook_add_backend_test(${name}): call heaphook_add_backend(${name} ...) first")
+  endif()
+  set(target heaphook_conformance_${name})
+  add_executable(${target} ${HEAPHOOK_CONFORMANCE_SOURCE} ${ARGN})
+  # -fno-builtin: otherwise gcc deletes malloc/free pairs and folds the very calls under test.
+  target_compile_options(${target} PRIVATE -O2 -g -fno-builtin -Wall -Wextra)
+  target_compile_definitions(${target} PRIVATE _GNU_SOURCE HEAPHOOK_CONFORMANCE_BACKEND="${name}")
+  target_include_directories(${target} PRIVATE ${HEAPHOOK_CORE_DIR}/include)
+  target_link_options(${target} PRIVATE -Wl,--no-as-needed)
+  target_link_libraries(${target} PRIVATE ${backend} Threads::Threads ${CMAKE_DL_LIBS})
+  set_target_properties(
+    ${target}
+    PROPERTIES C_STANDARD 11
+               C_EXTENSIONS ON
+               RUNTIME_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR}
+               BUILD_WITH_INSTALL_RPATH ON
+               INSTALL_RPATH "$ORIGIN")
+  if(BUILD_TESTING)
+    add_test(NAME ${target} COMMAND ${target} ${name})
+  endif()
+endfunction()
