@@ -1,0 +1,727 @@
+/*
+ * tlsf.c — Two-Level Segregated Fit allocator core. See tlsf.h for the contract.
+ *
+ * Sections, top-down: tunables and constants; the block head and its helpers; size-class
+ * mapping; free lists; block split/merge/trim; the public API; validation and checking.
+ */
+#include "tlsf.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/*
+ * Tunables.
+ */
+
+/* log2 of the number of second-level lists per first-level class (32 lists). */
+#define SL_INDEX_COUNT_LOG2 5
+/* log2 of the payload alignment (16 bytes). */
+#define ALIGN_SIZE_LOG2 4
+/* Blocks are smaller than 2^FL_INDEX_MAX bytes (the head's size field has 46 bits). */
+#define FL_INDEX_MAX 46
+
+/*
+ * Derived constants.
+ */
+#define ALIGN_SIZE ((size_t)1 << ALIGN_SIZE_LOG2)
+#define SL_INDEX_COUNT (1 << SL_INDEX_COUNT_LOG2)
+/* Blocks below SMALL_BLOCK_SIZE all live in first-level class 0, in 16-byte steps. */
+#define FL_INDEX_SHIFT (SL_INDEX_COUNT_LOG2 + ALIGN_SIZE_LOG2)
+#define FL_INDEX_COUNT (FL_INDEX_MAX - FL_INDEX_SHIFT + 1)
+#define SMALL_BLOCK_SIZE ((size_t)1 << FL_INDEX_SHIFT)
+
+_Static_assert(sizeof(size_t) == 8, "the block head layout needs a 64-bit size_t");
+_Static_assert(sizeof(void *) == 8, "the block layout needs 64-bit pointers");
+_Static_assert(ALIGN_SIZE == TLSF_ALIGN, "payload alignment");
+_Static_assert(SMALL_BLOCK_SIZE / SL_INDEX_COUNT == ALIGN_SIZE, "class 0 steps by the alignment");
+_Static_assert(FL_INDEX_COUNT <= 64, "the first-level bitmap is 64 bits");
+_Static_assert(SL_INDEX_COUNT <= 32, "second-level bitmaps are 32 bits");
+_Static_assert(TLSF_BLOCK_MAX == ((size_t)1 << FL_INDEX_MAX), "block size limit");
+
+/*
+ * The block.
+ *
+ * A block_t pointer addresses the word *before* the block's head: that word is the last word
+ * of the physically previous block, where the previous block keeps a pointer to itself while
+ * it is free (the boundary tag). The head follows; the payload starts 16 bytes after the
+ * block_t pointer. A free block keeps its list links in the first two payload words.
+ *
+ *   block_t*  -> [prev_phys]   last word of the previous block (valid when it is free)
+ *                [head]        size | flags | align | owner | tag     <- the only overhead
+ *   payload   -> [next_free]   (free blocks only)
+ *                [prev_free]
+ *                ...
+ *
+ * "size" is the footprint: the distance from this head to the next block's head, a multiple
+ * of 16. The usable bytes of a used block are size - 8 (its last word overlaps the next
+ * block's prev_phys slot, which only matters while this block is free).
+ */
+typedef struct block {
+    struct block *prev_phys;
+    size_t head;
+    struct block *next_free;
+    struct block *prev_free;
+} block_t;
+
+/* Head bits. */
+#define HEAD_FREE ((size_t)1 << 0)      /* this block is free */
+#define HEAD_PREV_FREE ((size_t)1 << 1) /* the physically previous block is free */
+#define HEAD_FIRST ((size_t)1 << 2)     /* first block of its pool */
+#define HEAD_RESERVED ((size_t)1 << 3)  /* always 0 (checked) */
+#define HEAD_FLAGS ((size_t)0xf)
+#define HEAD_SIZE_MASK ((((size_t)1 << FL_INDEX_MAX) - 1) & ~HEAD_FLAGS)
+#define HEAD_ALIGN_SHIFT 46 /* log2 of the alignment asked of memalign, 0 for malloc */
+#define HEAD_ALIGN_MASK ((size_t)0x3f << HEAD_ALIGN_SHIFT)
+#define HEAD_OWNER_SHIFT 52 /* owner id, 8 bits */
+#define HEAD_OWNER_MASK ((size_t)0xff << HEAD_OWNER_SHIFT)
+#define HEAD_TAG_SHIFT 60 /* a 4-bit hash of the block's address, checked by validation */
+#define HEAD_TAG_MASK ((size_t)0xf << HEAD_TAG_SHIFT)
+
+_Static_assert((HEAD_SIZE_MASK & HEAD_ALIGN_MASK) == 0, "head fields overlap");
+_Static_assert((HEAD_ALIGN_MASK & HEAD_OWNER_MASK) == 0, "head fields overlap");
+_Static_assert((HEAD_OWNER_MASK & HEAD_TAG_MASK) == 0, "head fields overlap");
+
+/* Overhead of a used block: its head. */
+#define BLOCK_OVERHEAD sizeof(size_t)
+/* Payload offset from the block_t pointer. */
+#define BLOCK_START_OFFSET (offsetof(block_t, head) + sizeof(size_t))
+/* Smallest footprint: head + two links + the boundary tag, rounded to the alignment. */
+#define BLOCK_SIZE_MIN ((size_t)32)
+
+_Static_assert(BLOCK_OVERHEAD == TLSF_BLOCK_OVERHEAD, "overhead");
+_Static_assert(BLOCK_START_OFFSET == ALIGN_SIZE, "payload offset must equal the alignment");
+_Static_assert(BLOCK_SIZE_MIN >= sizeof(block_t), "a free block must hold its links and tag");
+_Static_assert(BLOCK_SIZE_MIN % ALIGN_SIZE == 0, "block sizes are multiples of 16");
+
+/* A pool starts with this descriptor; its first block follows, a sentinel ends it. */
+typedef struct tlsf_pool {
+    struct tlsf_pool *next;
+    struct tlsf_pool *prev;
+    size_t bytes;
+    size_t magic;
+} tlsf_pool;
+
+#define POOL_MAGIC ((size_t)0x544c5346706f6f6cull) /* "TLSFpool" */
+_Static_assert(sizeof(tlsf_pool) == 32, "pool descriptor size");
+/* descriptor (32) + the first block's prev_phys slot (8) + head (8) ... sentinel head (8) and
+ * the sentinel's prev_phys slot (8, the first block's last word, counted in its footprint). */
+_Static_assert(TLSF_POOL_OVERHEAD == sizeof(tlsf_pool) + 16, "pool overhead");
+
+struct tlsf_control {
+    uint64_t fl_bitmap;
+    uint32_t sl_bitmap[FL_INDEX_COUNT];
+    block_t *blocks[FL_INDEX_COUNT][SL_INDEX_COUNT];
+    tlsf_pool *pools;
+    size_t owner_bits;
+    unsigned owner;
+    /* Counters. */
+    size_t pool_bytes;
+    size_t pool_count;
+    size_t block_bytes; /* footprint of all blocks of all pools */
+    size_t free_bytes;
+    size_t free_blocks;
+    size_t used_blocks;
+};
+
+/*
+ * Bit scans.
+ */
+static inline int tlsf_fls(size_t x) {
+    return x ? 63 - __builtin_clzll(x) : -1;
+}
+static inline int tlsf_ffs(uint64_t x) {
+    return x ? __builtin_ctzll(x) : -1;
+}
+
+static inline size_t align_up(size_t x, size_t align) {
+    return (x + align - 1) & ~(align - 1);
+}
+
+/*
+ * Block helpers.
+ */
+static inline size_t block_tag(const block_t *b) {
+    return (((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull) & HEAD_TAG_MASK;
+}
+static inline size_t block_size(const block_t *b) {
+    return b->head & HEAD_SIZE_MASK;
+}
+static inline void block_set_size(block_t *b, size_t size) {
+    b->head = (b->head & ~HEAD_SIZE_MASK) | size;
+}
+static inline int block_is_last(const block_t *b) {
+    return block_size(b) == 0;
+}
+static inline int block_is_free(const block_t *b) {
+    return (b->head & HEAD_FREE) != 0;
+}
+static inline void block_set_free(block_t *b) {
+    b->head = (b->head | HEAD_FREE) & ~HEAD_ALIGN_MASK;
+}
+static inline void block_set_used(block_t *b) {
+    b->head &= ~HEAD_FREE;
+}
+static inline int block_is_prev_free(const block_t *b) {
+    return (b->head & HEAD_PREV_FREE) != 0;
+}
+static inline void block_set_prev_free(block_t *b) {
+    b->head |= HEAD_PREV_FREE;
+}
+static inline void block_set_prev_used(block_t *b) {
+    b->head &= ~HEAD_PREV_FREE;
+}
+static inline void block_set_align_log(block_t *b, unsigned log2) {
+    b->head = (b->head & ~HEAD_ALIGN_MASK) | ((size_t)log2 << HEAD_ALIGN_SHIFT);
+}
+/* Writes a fresh head: size, flags, the allocator's owner id and the address tag. */
+static inline void block_init(const tlsf_t *t, block_t *b, size_t size, size_t flags) {
+    b->head = size | flags | t->owner_bits | block_tag(b);
+}
+
+static inline block_t *block_from_ptr(const void *ptr) {
+    return (block_t *)((char *)ptr - BLOCK_START_OFFSET);
+}
+static inline void *block_to_ptr(const block_t *b) {
+    return (char *)b + BLOCK_START_OFFSET;
+}
+static inline block_t *block_at(const void *p, size_t offset) {
+    return (block_t *)((char *)p + offset);
+}
+static inline block_t *block_next(const block_t *b) {
+    return block_at(b, block_size(b));
+}
+static inline block_t *block_prev(const block_t *b) {
+    return b->prev_phys;
+}
+
+/* Records b as the previous physical block of its successor; returns the successor. */
+static inline block_t *block_link_next(block_t *b) {
+    block_t *next = block_next(b);
+    next->prev_phys = b;
+    return next;
+}
+static inline void block_mark_as_free(block_t *b) {
+    block_t *next = block_link_next(b);
+    block_set_prev_free(next);
+    block_set_free(b);
+}
+static inline void block_mark_as_used(block_t *b) {
+    block_t *next = block_next(b);
+    block_set_prev_used(next);
+    block_set_used(b);
+}
+
+/* Footprint for a request of size usable bytes; 0 when it can never be served. */
+static inline size_t adjust_request_size(size_t size) {
+    if (size == 0 || size >= TLSF_BLOCK_MAX / 2) return 0;
+    size_t f = align_up(size + BLOCK_OVERHEAD, ALIGN_SIZE);
+    return f < BLOCK_SIZE_MIN ? BLOCK_SIZE_MIN : f;
+}
+
+/*
+ * Size-class mapping: the first level is the power of two, the second level splits it into
+ * SL_INDEX_COUNT linear steps. Blocks below SMALL_BLOCK_SIZE go to class 0 in 16-byte steps.
+ */
+static inline void mapping_insert(size_t size, int *fli, int *sli) {
+    int fl, sl;
+    if (size < SMALL_BLOCK_SIZE) {
+        fl = 0;
+        sl = (int)(size >> ALIGN_SIZE_LOG2);
+    } else {
+        fl = tlsf_fls(size);
+        sl = (int)(size >> (fl - SL_INDEX_COUNT_LOG2)) ^ SL_INDEX_COUNT;
+        fl -= FL_INDEX_SHIFT - 1;
+    }
+    *fli = fl;
+    *sli = sl;
+}
+
+/* Rounds size up to the next class boundary, so that every block of the class found fits:
+ * this is what makes the search O(1) (no walk along a list). */
+static inline size_t mapping_round(size_t size) {
+    if (size >= SMALL_BLOCK_SIZE) size += ((size_t)1 << (tlsf_fls(size) - SL_INDEX_COUNT_LOG2)) - 1;
+    return size;
+}
+
+/*
+ * Free lists.
+ */
+static block_t *search_suitable_block(const tlsf_t *t, int *fli, int *sli) {
+    int fl = *fli;
+    int sl = *sli;
+    uint32_t sl_map = t->sl_bitmap[fl] & (~(uint32_t)0 << sl);
+    if (!sl_map) {
+        const uint64_t fl_map = t->fl_bitmap & (~(uint64_t)0 << (fl + 1));
+        if (!fl_map) return NULL;
+        fl = tlsf_ffs(fl_map);
+        sl_map = t->sl_bitmap[fl];
+    }
+    sl = tlsf_ffs(sl_map);
+    *fli = fl;
+    *sli = sl;
+    return t->blocks[fl][sl];
+}
+
+static inline void remove_free_block(tlsf_t *t, block_t *b, int fl, int sl) {
+    block_t *prev = b->prev_free;
+    block_t *next = b->next_free;
+    if (next) next->prev_free = prev;
+    if (prev) {
+        prev->next_free = next;
+    } else {
+        t->blocks[fl][sl] = next;
+        if (!next) {
+            t->sl_bitmap[fl] &= ~((uint32_t)1 << sl);
+            if (!t->sl_bitmap[fl]) t->fl_bitmap &= ~((uint64_t)1 << fl);
+        }
+    }
+    t->free_bytes -= block_size(b);
+    t->free_blocks--;
+}
+
+static inline void insert_free_block(tlsf_t *t, block_t *b, int fl, int sl) {
+    block_t *current = t->blocks[fl][sl];
+    b->next_free = current;
+    b->prev_free = NULL;
+    if (current) current->prev_free = b;
+    t->blocks[fl][sl] = b;
+    t->fl_bitmap |= (uint64_t)1 << fl;
+    t->sl_bitmap[fl] |= (uint32_t)1 << sl;
+    t->free_bytes += block_size(b);
+    t->free_blocks++;
+}
+
+static inline void block_remove(tlsf_t *t, block_t *b) {
+    int fl, sl;
+    mapping_insert(block_size(b), &fl, &sl);
+    remove_free_block(t, b, fl, sl);
+}
+
+static inline void block_insert(tlsf_t *t, block_t *b) {
+    int fl, sl;
+    mapping_insert(block_size(b), &fl, &sl);
+    insert_free_block(t, b, fl, sl);
+}
+
+/*
+ * Split, merge, trim.
+ */
+static inline int block_can_split(const block_t *b, size_t size) {
+    return block_size(b) >= size + BLOCK_SIZE_MIN;
+}
+
+/* Cuts b to size; the rest becomes a new free block (not inserted), which is returned. */
+static inline block_t *block_split(const tlsf_t *t, block_t *b, size_t size) {
+    block_t *rest = block_at(b, size);
+    block_init(t, rest, block_size(b) - size, 0);
+    block_set_size(b, size);
+    block_mark_as_free(rest);
+    return rest;
+}
+
+/* prev absorbs its physical successor b (both already out of the free lists). */
+static inline block_t *block_absorb(block_t *prev, block_t *b) {
+    block_set_size(prev, block_size(prev) + block_size(b));
+    block_link_next(prev);
+    return prev;
+}
+
+static inline block_t *block_merge_prev(tlsf_t *t, block_t *b) {
+    if (block_is_prev_free(b)) {
+        block_t *prev = block_prev(b);
+        block_remove(t, prev);
+        b = block_absorb(prev, b);
+    }
+    return b;
+}
+
+static inline block_t *block_merge_next(tlsf_t *t, block_t *b) {
+    block_t *next = block_next(b);
+    if (block_is_free(next)) {
+        block_remove(t, next);
+        b = block_absorb(b, next);
+    }
+    return b;
+}
+
+/* Gives the tail of a free block (about to be used) back to the lists. */
+static inline void block_trim_free(tlsf_t *t, block_t *b, size_t size) {
+    if (block_can_split(b, size)) {
+        block_t *rest = block_split(t, b, size);
+        block_link_next(b);
+        block_set_prev_free(rest);
+        block_insert(t, rest);
+    }
+}
+
+/* Gives the tail of a used block back to the lists, coalescing it with a free successor. */
+static inline void block_trim_used(tlsf_t *t, block_t *b, size_t size) {
+    if (block_can_split(b, size)) {
+        block_t *rest = block_split(t, b, size);
+        block_set_prev_used(rest);
+        rest = block_merge_next(t, rest);
+        block_insert(t, rest);
+    }
+}
+
+/* Splits the leading gap of a free block off as a free block; returns the rest. */
+static inline block_t *block_trim_free_leading(tlsf_t *t, block_t *b, size_t gap) {
+    block_t *rest = block_split(t, b, gap);
+    block_set_prev_free(rest);
+    block_link_next(b);
+    block_insert(t, b);
+    return rest;
+}
+
+static inline block_t *block_locate_free(tlsf_t *t, size_t size) {
+    int fl, sl;
+    size = mapping_round(size);
+    if (size >= TLSF_BLOCK_MAX) return NULL;
+    mapping_insert(size, &fl, &sl);
+    block_t *b = search_suitable_block(t, &fl, &sl);
+    if (b) remove_free_block(t, b, fl, sl);
+    return b;
+}
+
+static inline void *block_prepare_used(tlsf_t *t, block_t *b, size_t size) {
+    block_trim_free(t, b, size);
+    block_mark_as_used(b);
+    t->used_blocks++;
+    return block_to_ptr(b);
+}
+
+static inline block_t *pool_first_block(const tlsf_pool *pool) {
+    return block_at(pool, sizeof(tlsf_pool));
+}
+static inline block_t *pool_sentinel(const tlsf_pool *pool) {
+    return block_at(pool, pool->bytes - 2 * sizeof(size_t));
+}
+
+/*
+ * Public API.
+ */
+size_t tlsf_control_size(void) {
+    return align_up(sizeof(tlsf_t), ALIGN_SIZE);
+}
+
+tlsf_t *tlsf_create(void *mem, unsigned owner) {
+    if (!mem || ((uintptr_t)mem & (ALIGN_SIZE - 1)) || owner > TLSF_OWNER_MAX) return NULL;
+    tlsf_t *t = (tlsf_t *)mem;
+    memset(t, 0, sizeof(*t));
+    t->owner = owner;
+    t->owner_bits = (size_t)owner << HEAD_OWNER_SHIFT;
+    return t;
+}
+
+int tlsf_add_pool(tlsf_t *t, void *mem, size_t bytes) {
+    uintptr_t start = align_up((uintptr_t)mem, ALIGN_SIZE);
+    size_t lost = start - (uintptr_t)mem;
+    if (bytes < lost) return -1;
+    bytes = (bytes - lost) & ~(ALIGN_SIZE - 1);
+    if (bytes < TLSF_POOL_OVERHEAD + BLOCK_SIZE_MIN) return -1;
+    if (bytes - TLSF_POOL_OVERHEAD >= TLSF_BLOCK_MAX) return -1;
+
+    tlsf_pool *pool = (tlsf_pool *)start;
+    pool->bytes = bytes;
+    pool->magic = POOL_MAGIC;
+    pool->prev = NULL;
+    pool->next = t->pools;
+    if (t->pools) t->pools->prev = pool;
+    t->pools = pool;
+
+    /* One free block spanning the pool, then a zero-sized used sentinel. */
+    block_t *b = pool_first_block(pool);
+    const size_t size = bytes - TLSF_POOL_OVERHEAD;
+    block_init(t, b, size, HEAD_FREE | HEAD_FIRST);
+    block_insert(t, b);
+    block_t *sentinel = block_link_next(b);
+    block_init(t, sentinel, 0, HEAD_PREV_FREE);
+
+    t->pool_bytes += bytes;
+    t->pool_count++;
+    t->block_bytes += size;
+    return 0;
+}
+
+size_t tlsf_pool_need(size_t size, size_t align) {
+    size_t f = adjust_request_size(size);
+    if (!f) return 0;
+    if (align > ALIGN_SIZE) {
+        if (align >= TLSF_BLOCK_MAX / 2) return 0;
+        f += align + BLOCK_SIZE_MIN;
+    }
+    f = align_up(mapping_round(f), ALIGN_SIZE);
+    if (f >= TLSF_BLOCK_MAX) return 0;
+    return f + TLSF_POOL_OVERHEAD;
+}
+
+void *tlsf_malloc(tlsf_t *t, size_t size) {
+    const size_t adjusted = adjust_request_size(size);
+    if (!adjusted) return NULL;
+    block_t *b = block_locate_free(t, adjusted);
+    if (!b) return NULL;
+    return block_prepare_used(t, b, adjusted);
+}
+
+void *tlsf_memalign(tlsf_t *t, size_t align, size_t size) {
+    if (align <= ALIGN_SIZE) return tlsf_malloc(t, size);
+    if (align & (align - 1)) return NULL;
+    const size_t adjusted = adjust_request_size(size);
+    if (!adjusted || align >= TLSF_BLOCK_MAX / 2) return NULL;
+
+    /* Room for the payload at any alignment offset, plus a leading gap large enough to be a
+     * free block of its own. */
+    const size_t search = adjusted + align + BLOCK_SIZE_MIN;
+    block_t *b = block_locate_free(t, search);
+    if (!b) return NULL;
+
+    const uintptr_t ptr = (uintptr_t)block_to_ptr(b);
+    uintptr_t aligned = align_up(ptr, align);
+    size_t gap = aligned - ptr;
+    if (gap && gap < BLOCK_SIZE_MIN) {
+        aligned = align_up(ptr + BLOCK_SIZE_MIN, align);
+        gap = aligned - ptr;
+    }
+    if (gap) b = block_trim_free_leading(t, b, gap);
+    void *p = block_prepare_used(t, b, adjusted);
+    block_set_align_log(b, (unsigned)tlsf_fls(align));
+    return p;
+}
+
+void tlsf_free(tlsf_t *t, void *ptr) {
+    block_t *b = block_from_ptr(ptr);
+    t->used_blocks--;
+    block_mark_as_free(b);
+    b = block_merge_prev(t, b);
+    b = block_merge_next(t, b);
+    block_insert(t, b);
+}
+
+void *tlsf_resize(tlsf_t *t, void *ptr, size_t size) {
+    block_t *b = block_from_ptr(ptr);
+    const size_t current = block_size(b);
+    const size_t adjusted = adjust_request_size(size);
+    if (!adjusted) return NULL;
+    if (adjusted > current) {
+        block_t *next = block_next(b);
+        if (!block_is_free(next) || current + block_size(next) < adjusted) return NULL;
+        block_remove(t, next);
+        block_absorb(b, next);
+        block_mark_as_used(b);
+    }
+    block_trim_used(t, b, adjusted);
+    return ptr;
+}
+
+size_t tlsf_block_size(const void *ptr) {
+    return block_size(block_from_ptr(ptr)) - BLOCK_OVERHEAD;
+}
+
+unsigned tlsf_block_owner(const void *ptr) {
+    return (unsigned)((block_from_ptr(ptr)->head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+}
+
+size_t tlsf_block_align(const void *ptr) {
+    const unsigned log2 =
+        (unsigned)((block_from_ptr(ptr)->head & HEAD_ALIGN_MASK) >> HEAD_ALIGN_SHIFT);
+    return log2 ? (size_t)1 << log2 : ALIGN_SIZE;
+}
+
+void tlsf_get_counters(const tlsf_t *t, tlsf_stats *out) {
+    out->pool_bytes = t->pool_bytes;
+    out->pool_count = t->pool_count;
+    out->free_bytes = t->free_bytes;
+    out->free_blocks = t->free_blocks;
+    out->used_bytes = t->block_bytes - t->free_bytes;
+    out->used_blocks = t->used_blocks;
+    out->largest_free = 0;
+}
+
+void tlsf_get_stats(const tlsf_t *t, tlsf_stats *out) {
+    out->pool_bytes = t->pool_bytes;
+    out->pool_count = t->pool_count;
+    out->free_bytes = t->free_bytes;
+    out->free_blocks = t->free_blocks;
+    out->used_bytes = t->block_bytes - t->free_bytes;
+    out->used_blocks = t->used_blocks;
+    out->largest_free = 0;
+    /* The largest free block is in the highest non-empty list; that one list is scanned. */
+    const int fl = tlsf_fls(t->fl_bitmap);
+    if (fl >= 0) {
+        const int sl = tlsf_fls(t->sl_bitmap[fl]);
+        size_t largest = 0;
+        for (const block_t *b = t->blocks[fl][sl]; b; b = b->next_free)
+            if (block_size(b) > largest) largest = block_size(b);
+        out->largest_free = largest - BLOCK_OVERHEAD;
+    }
+}
+
+void *tlsf_find_pool(const tlsf_t *t, const void *ptr) {
+    const uintptr_t p = (uintptr_t)ptr;
+    for (const tlsf_pool *pool = t->pools; pool; pool = pool->next)
+        if (p >= (uintptr_t)pool && p < (uintptr_t)pool + pool->bytes) return (void *)pool;
+    return NULL;
+}
+
+void *tlsf_next_pool(const tlsf_t *t, void *prev, size_t *bytes) {
+    const tlsf_pool *pool = prev ? ((const tlsf_pool *)prev)->next : t->pools;
+    if (pool && bytes) *bytes = pool->bytes;
+    return (void *)pool;
+}
+
+void tlsf_walk(const tlsf_t *t, tlsf_walker fn, void *user) {
+    for (const tlsf_pool *pool = t->pools; pool; pool = pool->next) {
+        for (block_t *b = pool_first_block(pool); !block_is_last(b); b = block_next(b))
+            fn(block_to_ptr(b), block_size(b) - BLOCK_OVERHEAD, !block_is_free(b), user);
+    }
+}
+
+/*
+ * Validation (the backend's checking mode and the addon) and the integrity walk.
+ */
+
+/* Whether b's head is one this allocator could have written: the right tag and owner, no
+ * reserved bit, a size that stays inside the pool, the sentinel only at the pool's end. */
+static int head_plausible(const tlsf_t *t, const tlsf_pool *pool, const block_t *b) {
+    const uintptr_t lo = (uintptr_t)pool_first_block(pool);
+    const uintptr_t end = (uintptr_t)pool_sentinel(pool);
+    const uintptr_t at = (uintptr_t)b;
+    if (at < lo || at > end || (at & (ALIGN_SIZE - 1))) return 0;
+    const size_t head = b->head;
+    if ((head & HEAD_TAG_MASK) != block_tag(b)) return 0;
+    if ((head & HEAD_OWNER_MASK) != t->owner_bits) return 0;
+    if (head & HEAD_RESERVED) return 0;
+    const size_t size = head & HEAD_SIZE_MASK;
+    if (at == end) return size == 0 && !(head & HEAD_FREE);
+    if (size < BLOCK_SIZE_MIN || size > end - at) return 0;
+    if (((head & HEAD_FIRST) != 0) != (at == lo)) return 0;
+    return 1;
+}
+
+tlsf_error tlsf_validate(const tlsf_t *t, const void *ptr, const void **where) {
+    *where = ptr;
+    const tlsf_pool *pool = (const tlsf_pool *)tlsf_find_pool(t, ptr);
+    if (!pool) return TLSF_ERR_FOREIGN;
+    const uintptr_t p = (uintptr_t)ptr;
+    const block_t *sentinel = pool_sentinel(pool);
+    if ((p & (ALIGN_SIZE - 1)) || p < (uintptr_t)block_to_ptr(pool_first_block(pool)) ||
+        p > (uintptr_t)sentinel)
+        return TLSF_ERR_INTERIOR;
+
+    const block_t *b = block_from_ptr(ptr);
+    if (head_plausible(t, pool, b) && b != sentinel) {
+        if (block_is_free(b)) return TLSF_ERR_DOUBLE_FREE;
+        const block_t *next = block_next(b);
+        if (!head_plausible(t, pool, next) || block_is_prev_free(next)) {
+            *where = block_to_ptr(next);
+            return TLSF_ERR_HEADER;
+        }
+        if (block_is_prev_free(b)) {
+            const block_t *prev = block_prev(b);
+            if (!head_plausible(t, pool, prev) || !block_is_free(prev) || block_next(prev) != b)
+                return TLSF_ERR_HEADER;
+        }
+        return TLSF_OK;
+    }
+
+    /* Explain: walk the pool from its start to the block that holds ptr. */
+    for (const block_t *c = pool_first_block(pool); c != sentinel; c = block_next(c)) {
+        if (!head_plausible(t, pool, c)) {
+            *where = block_to_ptr(c);
+            return TLSF_ERR_HEADER;
+        }
+        const block_t *next = block_next(c);
+        if (p > (uintptr_t)block_to_ptr(c) - BLOCK_OVERHEAD && p < (uintptr_t)block_to_ptr(next)) {
+            if (c == b) return TLSF_ERR_HEADER;
+            return block_is_free(c) ? TLSF_ERR_DOUBLE_FREE : TLSF_ERR_INTERIOR;
+        }
+    }
+    return TLSF_ERR_HEADER;
+}
+
+const char *tlsf_error_name(tlsf_error e) {
+    switch (e) {
+        case TLSF_OK:
+            return "ok";
+        case TLSF_ERR_FOREIGN:
+            return "free of a foreign pointer (not allocated by this heap)";
+        case TLSF_ERR_INTERIOR:
+            return "free of an interior pointer (not the start of a block)";
+        case TLSF_ERR_DOUBLE_FREE:
+            return "double free";
+        case TLSF_ERR_HEADER:
+            return "overwritten block header (heap corruption)";
+    }
+    return "unknown error";
+}
+
+#define CHECK_FAIL(...)                           \
+    do {                                          \
+        if (cap) snprintf(msg, cap, __VA_ARGS__); \
+        return -1;                                \
+    } while (0)
+
+int tlsf_check(const tlsf_t *t, char *msg, size_t cap) {
+    size_t walked_free = 0, walked_free_bytes = 0, walked_used = 0, pool_bytes = 0;
+    size_t block_bytes = 0, pools = 0;
+    for (const tlsf_pool *pool = t->pools; pool; pool = pool->next) {
+        pools++;
+        if (pool->magic != POOL_MAGIC) CHECK_FAIL("pool %p: descriptor overwritten", (void *)pool);
+        pool_bytes += pool->bytes;
+        block_bytes += pool->bytes - TLSF_POOL_OVERHEAD;
+        const block_t *sentinel = pool_sentinel(pool);
+        int prev_free = 0;
+        const block_t *b = pool_first_block(pool);
+        for (;;) {
+            if (!head_plausible(t, pool, b))
+                CHECK_FAIL("block %p: head overwritten (0x%zx)", block_to_ptr(b), b->head);
+            if (block_is_prev_free(b) != prev_free)
+                CHECK_FAIL("block %p: prev-free flag wrong", block_to_ptr(b));
+            if (b == sentinel) break;
+            if (block_is_free(b)) {
+                if (prev_free) CHECK_FAIL("block %p: two adjacent free blocks", block_to_ptr(b));
+                if (block_next(b)->prev_phys != b)
+                    CHECK_FAIL("block %p: boundary tag wrong", block_to_ptr(b));
+                if (b->head & HEAD_ALIGN_MASK)
+                    CHECK_FAIL("block %p: free block with an alignment", block_to_ptr(b));
+                walked_free++;
+                walked_free_bytes += block_size(b);
+            } else {
+                walked_used++;
+            }
+            prev_free = block_is_free(b);
+            b = block_next(b);
+        }
+    }
+    if (pools != t->pool_count || pool_bytes != t->pool_bytes || block_bytes != t->block_bytes)
+        CHECK_FAIL("pool counters wrong");
+
+    size_t listed = 0;
+    for (int fl = 0; fl < FL_INDEX_COUNT; fl++) {
+        if (((t->fl_bitmap >> fl) & 1) != (t->sl_bitmap[fl] != 0))
+            CHECK_FAIL("first-level bitmap wrong at %d", fl);
+        for (int sl = 0; sl < SL_INDEX_COUNT; sl++) {
+            const block_t *head = t->blocks[fl][sl];
+            if (((t->sl_bitmap[fl] >> sl) & 1) != (head != NULL))
+                CHECK_FAIL("second-level bitmap wrong at %d/%d", fl, sl);
+            const block_t *prev = NULL;
+            for (const block_t *b = head; b; b = b->next_free) {
+                int bfl, bsl;
+                if (!block_is_free(b)) CHECK_FAIL("block %p: listed but used", block_to_ptr(b));
+                mapping_insert(block_size(b), &bfl, &bsl);
+                if (bfl != fl || bsl != sl)
+                    CHECK_FAIL("block %p: in the wrong list", block_to_ptr(b));
+                if (b->prev_free != prev) CHECK_FAIL("block %p: list link wrong", block_to_ptr(b));
+                prev = b;
+                if (++listed > walked_free) CHECK_FAIL("free lists longer than the free blocks");
+            }
+        }
+    }
+    if (listed != walked_free) CHECK_FAIL("%zu free blocks, %zu listed", walked_free, listed);
+    if (walked_free != t->free_blocks || walked_free_bytes != t->free_bytes)
+        CHECK_FAIL("free counters wrong");
+    if (walked_used != t->used_blocks)
+        CHECK_FAIL("used counter wrong (%zu walked, %zu counted)", walked_used, t->used_blocks);
+    if (cap) msg[0] = '\0';
+    return 0;
+}

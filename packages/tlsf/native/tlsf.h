@@ -1,0 +1,119 @@
+/*
+ * tlsf.h — Two-Level Segregated Fit allocator core (heaphook's TLSF backend and addon).
+ *
+ * One tlsf_t manages any number of pools (memory areas handed to it with tlsf_add_pool).
+ * malloc, memalign, free and in-place resize are O(1): a size maps to a (first level, second
+ * level) list index with two bit scans, free blocks are coalesced immediately with their
+ * physical neighbours, and no operation loops over blocks.
+ *
+ * Layout: every block carries one word (its "head": size, flags, owner id, check tag) in
+ * front of its payload; a free block also keeps its free-list links in its payload and a
+ * pointer to itself in its last word (the boundary tag its successor uses to coalesce).
+ * Payloads are aligned to TLSF_ALIGN (16) bytes; memalign reaches any power of two inside the
+ * block structure by splitting off the leading gap as a free block (no side table).
+ *
+ * This file has no dependency on the heaphook core: the addon and the unit test link it alone.
+ * A tlsf_t is not thread safe; callers serialise (the backend gives each thread its own).
+ */
+#ifndef HEAPHOOK_TLSF_H
+#define HEAPHOOK_TLSF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Alignment of every payload returned by tlsf_malloc. */
+#define TLSF_ALIGN 16
+/* Bytes of bookkeeping in front of every used block. */
+#define TLSF_BLOCK_OVERHEAD 8
+/* Bytes of bookkeeping per pool (descriptor at the start, sentinel at the end). */
+#define TLSF_POOL_OVERHEAD 48
+/* Largest block footprint (exclusive) and so the largest usable pool: 64 TiB. */
+#define TLSF_BLOCK_MAX ((size_t)1 << 46)
+/* Owner ids are 8 bits: 0..255. */
+#define TLSF_OWNER_MAX 255
+
+typedef struct tlsf_control tlsf_t;
+
+/* Figures kept incrementally (O(1) to read) except largest_free, which scans one list. */
+typedef struct tlsf_stats {
+    size_t pool_bytes;   /* bytes handed to tlsf_add_pool, all pools */
+    size_t pool_count;   /* number of pools */
+    size_t used_bytes;   /* footprint of used blocks, heads included */
+    size_t used_blocks;  /* used blocks */
+    size_t free_bytes;   /* footprint of free blocks */
+    size_t free_blocks;  /* free blocks */
+    size_t largest_free; /* usable bytes of the largest free block */
+} tlsf_stats;
+
+/* What tlsf_validate found about a pointer that is about to be freed or resized. */
+typedef enum tlsf_error {
+    TLSF_OK = 0,
+    TLSF_ERR_FOREIGN,     /* not inside any pool of this tlsf_t */
+    TLSF_ERR_INTERIOR,    /* inside a pool but not the start of a block's payload */
+    TLSF_ERR_DOUBLE_FREE, /* the start of a block that is already free */
+    TLSF_ERR_HEADER,      /* a block head (this block's or a neighbour's) was overwritten */
+} tlsf_error;
+
+/* Size of the control structure; tlsf_create places it in mem (TLSF_ALIGN-aligned). */
+size_t tlsf_control_size(void);
+/* Builds an empty allocator in mem; every block it creates carries owner (0..255). */
+tlsf_t *tlsf_create(void *mem, unsigned owner);
+
+/* Adds [mem, mem + bytes) as a pool. mem is aligned up to TLSF_ALIGN and bytes trimmed.
+ * Returns 0, or -1 when the area is too small (< TLSF_POOL_OVERHEAD + 32) or too large. */
+int tlsf_add_pool(tlsf_t *t, void *mem, size_t bytes);
+
+/* The pool bytes a new pool needs so that one request (size, align) surely fits in it;
+ * 0 when no pool can ever hold it. */
+size_t tlsf_pool_need(size_t size, size_t align);
+
+/* size > 0. NULL when no free block is large enough. */
+void *tlsf_malloc(tlsf_t *t, size_t size);
+/* align: a power of two; <= TLSF_ALIGN means plain malloc. */
+void *tlsf_memalign(tlsf_t *t, size_t align, size_t size);
+/* ptr must be a used block of t. */
+void tlsf_free(tlsf_t *t, void *ptr);
+/* Grows (into a free successor) or shrinks ptr's block in place. Returns ptr on success, NULL
+ * when the block cannot grow in place (ptr is then unchanged). */
+void *tlsf_resize(tlsf_t *t, void *ptr, size_t size);
+
+/* Usable bytes of a used block (>= the size asked). */
+size_t tlsf_block_size(const void *ptr);
+/* The owner id stored in a used block's head. */
+unsigned tlsf_block_owner(const void *ptr);
+/* The alignment the block was allocated with (TLSF_ALIGN for plain malloc). */
+size_t tlsf_block_align(const void *ptr);
+
+void tlsf_get_stats(const tlsf_t *t, tlsf_stats *out);
+/* The counters only (largest_free = 0): reads no list, so another thread may call it while
+ * the owner works (the figures are then approximate). */
+void tlsf_get_counters(const tlsf_t *t, tlsf_stats *out);
+
+/* The pool containing ptr (its start as given to tlsf_add_pool), or NULL. O(pools). */
+void *tlsf_find_pool(const tlsf_t *t, const void *ptr);
+/* Iterates the pools: first with prev == NULL. Reports each pool's start and bytes. */
+void *tlsf_next_pool(const tlsf_t *t, void *prev, size_t *bytes);
+
+/* Checks ptr before free/resize. On error, *where is the address to report: ptr itself, or
+ * the payload of the block whose head was found overwritten. O(1) when ptr is valid; walks
+ * the pool only to explain an error. */
+tlsf_error tlsf_validate(const tlsf_t *t, const void *ptr, const void **where);
+const char *tlsf_error_name(tlsf_error e);
+
+/* Full integrity walk: every pool, every block, the free lists, the bitmaps, the counters.
+ * Returns 0, or -1 with a one-line description in msg. O(blocks). */
+int tlsf_check(const tlsf_t *t, char *msg, size_t cap);
+
+/* Calls fn for every block of every pool (payload, usable bytes, used). */
+typedef void (*tlsf_walker)(void *ptr, size_t size, int used, void *user);
+void tlsf_walk(const tlsf_t *t, tlsf_walker fn, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEAPHOOK_TLSF_H */

@@ -1,0 +1,518 @@
+/*
+ * tlsf_backend.c — the heaphook backend: libheaphook_tlsf.so.
+ *
+ * Memory comes from the pool: a first area of INITIAL_MEMPOOL_SIZE bytes, grown by
+ * ADDITIONAL_MEMPOOL_SIZE, 2x, 4x ... when a request cannot be served (tlsf_grow.c). The pool
+ * is one TLSF heap, the shared heap (owner id 0), guarded by one mutex.
+ *
+ * Threads. Each thread gets a thread heap (owner ids 1..255): a TLSF heap of its own whose
+ * memory is chunks borrowed from the shared heap (1 MiB, then doubling with the heap's size up
+ * to 64 MiB; a smaller chunk when the pool has no large one left). A thread allocates and frees
+ * its own blocks with no lock and no atomic read-modify-write. A block freed by another thread
+ * is pushed on its owner's remote-free stack (one CAS); the owner takes the whole stack with
+ * one exchange and frees at most DRAIN_FAST of those blocks per malloc (DRAIN_SLOW more before
+ * it borrows a new chunk), so no operation runs an unbounded loop. Requests of LARGE_REQUEST
+ * bytes or more, or aligned to LARGE_ALIGN or more, go to the shared heap under its mutex.
+ * The owner of a block is read from its head (8 bits), so free needs no lookup.
+ *
+ * Worst cases (each TLSF call is O(1)):
+ *   malloc: DRAIN_FAST + DRAIN_SLOW frees, two TLSF searches, one chunk borrowed under the
+ *           mutex; when the pool itself must grow, log2(request / ADDITIONAL) mappings.
+ *   free:   one TLSF free, or one CAS push (retried only while other threads push).
+ * A thread heap is released when its thread exits and adopted by the next new thread, with
+ * its chunks; chunks are not returned to the shared heap.
+ *
+ * Checking mode (HEAPHOOK_TLSF_CHECK=1) turns thread heaps off: every call goes to the shared
+ * heap under the mutex, and every free/realloc/malloc_usable_size validates its pointer first
+ * (tlsf_validate), stopping the program with one line on a bad one.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "heaphook/backend.h"
+#include "heaphook/config.h"
+#include "heaphook/log.h"
+#include "heaphook/os.h"
+#include "tlsf.h"
+#include "tlsf_grow.h"
+
+/*
+ * Tunables.
+ */
+#define DEFAULT_POOL_SIZE ((size_t)100 * 1000 * 1000) /* the original's 100 MB */
+#define THREAD_HEAPS_MAX TLSF_OWNER_MAX               /* ids 1..255 */
+#define CHUNK_MIN ((size_t)1 << 20)
+#define CHUNK_MAX ((size_t)64 << 20)
+#define LARGE_REQUEST ((size_t)256 << 10)
+#define LARGE_ALIGN ((size_t)64 << 10)
+#define DRAIN_FAST 4
+#define DRAIN_SLOW 64
+#define CONTROL_BYTES 12288 /* >= tlsf_control_size(), checked at init */
+
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+enum { HEAP_FREE = 0, HEAP_OWNED = 1, HEAP_DEAD = 2 };
+
+typedef struct thread_heap {
+    tlsf_t *tlsf;
+    void *pending; /* blocks taken from `remote`, freed a few at a time (owner only) */
+    unsigned id;
+    _Atomic int state;
+    size_t chunk_bytes; /* bytes borrowed from the shared heap */
+    /* Blocks freed by other threads: a lock-free LIFO linked through the blocks' first word.
+     * On its own cache line: other threads write it, the owner only reads it when not NULL. */
+    _Alignas(64) _Atomic(void *) remote;
+    _Alignas(64) unsigned char control[];
+} thread_heap;
+
+static struct {
+    size_t initial;
+    size_t additional;
+    bool prefault;
+    bool mlock;
+    bool check;
+    bool thread_heaps;
+} cfg;
+
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Alignas(64) unsigned char shared_control[CONTROL_BYTES];
+static tlsf_growing shared;                      /* the pool: guarded by shared_lock */
+static thread_heap *heaps[THREAD_HEAPS_MAX + 1]; /* by owner id; [0] unused */
+static _Atomic unsigned heap_count;              /* ids 1..heap_count exist */
+static pthread_key_t heap_key;
+static bool mlock_warned;
+
+static __thread thread_heap *t_heap __attribute__((tls_model("initial-exec")));
+/* Set when this thread must not (or cannot) get a heap: it uses the shared heap. */
+static __thread bool t_no_heap __attribute__((tls_model("initial-exec")));
+
+/*
+ * The pool's areas.
+ */
+static size_t page_round(size_t bytes) {
+    const size_t page = heaphook_os_page_size();
+    return (bytes + page - 1) & ~(page - 1);
+}
+
+static void *area_map(void *ctx, size_t bytes) {
+    (void)ctx;
+    const size_t len = page_round(bytes);
+    void *mem = heaphook_os_map(len);
+    if (!mem) return NULL;
+    if (cfg.prefault || cfg.mlock) heaphook_os_prefault(mem, len);
+    if (cfg.mlock && heaphook_os_lock(mem, len) != 0 && !mlock_warned) {
+        mlock_warned = true;
+        heaphook_log_warn(
+            "tlsf: HEAPHOOK_TLSF_MLOCK: mlock of %zu bytes failed (errno %d); raise the "
+            "locked-memory limit (ulimit -l)",
+            len, errno);
+    }
+    return mem;
+}
+
+static int area_probe(void *ctx, size_t bytes) {
+    (void)ctx;
+    const size_t len = page_round(bytes);
+    void *mem = heaphook_os_map(len);
+    if (!mem) return 0;
+    heaphook_os_unmap(mem, len);
+    return 1;
+}
+
+static void area_grew(void *ctx, size_t added, size_t total, size_t count) {
+    (void)ctx;
+    heaphook_log_info("tlsf: pool grew by %zu bytes to %zu bytes (growth %zu)", added, total,
+                      count);
+}
+
+static inline void shared_lock_take(void) {
+    pthread_mutex_lock(&shared_lock);
+}
+static inline void shared_lock_give(void) {
+    pthread_mutex_unlock(&shared_lock);
+}
+
+/* The shared heap; shared_lock held. */
+static inline void *shared_alloc_locked(size_t size, size_t align) {
+    return tlsf_growing_alloc(&shared, size, align);
+}
+
+static void *shared_alloc(size_t size, size_t align) {
+    shared_lock_take();
+    void *p = shared_alloc_locked(size, align);
+    shared_lock_give();
+    return p;
+}
+
+/*
+ * Checking mode.
+ */
+static void check_pointer_locked(const void *ptr, const char *call) {
+    const void *where;
+    const tlsf_error e = tlsf_validate(shared.tlsf, ptr, &where);
+    if (LIKELY(e == TLSF_OK)) return;
+    if (where != ptr)
+        heaphook_fatal("tlsf: %s(%p): %s at %p", call, ptr, tlsf_error_name(e), where);
+    heaphook_fatal("tlsf: %s(%p): %s at %p", call, ptr, tlsf_error_name(e), ptr);
+}
+
+/*
+ * Thread heaps.
+ */
+static void heap_release(void *arg) {
+    thread_heap *h = (thread_heap *)arg;
+    t_heap = NULL;
+    t_no_heap = true; /* what this thread still allocates while exiting goes to the shared heap */
+    atomic_store_explicit(&h->state, HEAP_FREE, memory_order_release);
+}
+
+static thread_heap *heap_adopt(void) {
+    t_no_heap = true; /* allocations made while adopting (pthread_setspecific) go shared */
+    thread_heap *h = NULL;
+    shared_lock_take();
+    const unsigned count = atomic_load_explicit(&heap_count, memory_order_relaxed);
+    for (unsigned id = 1; id <= count; id++) {
+        if (atomic_load_explicit(&heaps[id]->state, memory_order_acquire) == HEAP_FREE) {
+            h = heaps[id];
+            break;
+        }
+    }
+    if (!h && count < THREAD_HEAPS_MAX) {
+        /* The heap's own structure is a block of the pool: prefaulted and locked with it. */
+        void *mem = shared_alloc_locked(sizeof(thread_heap) + tlsf_control_size(), 64);
+        if (mem) {
+            memset(mem, 0, sizeof(thread_heap));
+            h = (thread_heap *)mem;
+            h->id = count + 1;
+            h->tlsf = tlsf_create(h->control, h->id);
+            heaps[h->id] = h;
+            atomic_store_explicit(&heap_count, h->id, memory_order_release);
+        }
+    }
+    if (h) atomic_store_explicit(&h->state, HEAP_OWNED, memory_order_relaxed);
+    shared_lock_give();
+    if (!h) return NULL; /* more than 255 threads at once: this one uses the shared heap */
+    t_heap = h;
+    pthread_setspecific(heap_key, h);
+    t_no_heap = false;
+    return h;
+}
+
+/* Frees at most max blocks that other threads returned to h. */
+static inline bool heap_drain(thread_heap *h, int max) {
+    void *p = h->pending;
+    if (LIKELY(!p)) {
+        if (LIKELY(!atomic_load_explicit(&h->remote, memory_order_relaxed))) return false;
+        p = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
+    }
+    for (int i = 0; p && i < max; i++) {
+        void *next = *(void **)p;
+        tlsf_free(h->tlsf, p);
+        p = next;
+    }
+    h->pending = p;
+    return true;
+}
+
+static void remote_push(thread_heap *h, void *ptr) {
+    void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
+    do {
+        *(void **)ptr = head;
+    } while (!atomic_compare_exchange_weak_explicit(&h->remote, &head, ptr, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+static inline void *heap_try(thread_heap *h, size_t size, size_t align) {
+    return align > TLSF_ALIGN ? tlsf_memalign(h->tlsf, align, size) : tlsf_malloc(h->tlsf, size);
+}
+
+/* Borrows a chunk from the shared heap for a request (size, align) of h. */
+static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
+    const size_t need = tlsf_pool_need(size, align);
+    if (!need) return false;
+    size_t want = h->chunk_bytes < CHUNK_MIN ? CHUNK_MIN : h->chunk_bytes;
+    if (want > CHUNK_MAX) want = CHUNK_MAX;
+    if (want < need) want = need;
+    const size_t least = need < CHUNK_MIN ? CHUNK_MIN : need;
+    shared_lock_take();
+    /* The preferred size if the pool has it, else the least that serves, else grow. */
+    void *chunk = tlsf_malloc(shared.tlsf, want);
+    if (!chunk && want > least) chunk = tlsf_malloc(shared.tlsf, least);
+    if (!chunk) chunk = shared_alloc_locked(least, 1);
+    shared_lock_give();
+    if (!chunk) return false;
+    const size_t bytes = tlsf_block_size(chunk);
+    if (tlsf_add_pool(h->tlsf, chunk, bytes) != 0) {
+        shared_lock_take();
+        tlsf_free(shared.tlsf, chunk);
+        shared_lock_give();
+        return false;
+    }
+    h->chunk_bytes += bytes;
+    return true;
+}
+
+static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
+    void *p;
+    if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
+    if (heap_add_chunk(h, size, align) && (p = heap_try(h, size, align))) return p;
+    return shared_alloc(size, align);
+}
+
+/*
+ * The backend's entry points.
+ */
+static void *alloc_slow(size_t size, size_t align);
+
+static void *tlsf_backend_alloc(size_t size, size_t align) {
+    thread_heap *h = t_heap;
+    if (LIKELY(h != NULL && size < LARGE_REQUEST && align < LARGE_ALIGN)) {
+        heap_drain(h, DRAIN_FAST);
+        void *p = heap_try(h, size, align);
+        if (LIKELY(p != NULL)) return p;
+        return heap_alloc_slow(h, size, align);
+    }
+    return alloc_slow(size, align);
+}
+
+static void *alloc_slow(size_t size, size_t align) {
+    if (cfg.thread_heaps && !t_heap && !t_no_heap && heap_adopt())
+        return tlsf_backend_alloc(size, align);
+    return shared_alloc(size, align);
+}
+
+static void dealloc_slow(void *ptr);
+
+static void tlsf_backend_dealloc(void *ptr) {
+    thread_heap *h = t_heap;
+    if (LIKELY(h != NULL && tlsf_block_owner(ptr) == h->id)) {
+        tlsf_free(h->tlsf, ptr);
+        return;
+    }
+    dealloc_slow(ptr);
+}
+
+static void dealloc_slow(void *ptr) {
+    if (cfg.check) {
+        shared_lock_take();
+        check_pointer_locked(ptr, "free");
+        tlsf_free(shared.tlsf, ptr);
+        shared_lock_give();
+        return;
+    }
+    const unsigned owner = tlsf_block_owner(ptr);
+    if (owner == 0) {
+        shared_lock_take();
+        tlsf_free(shared.tlsf, ptr);
+        shared_lock_give();
+        return;
+    }
+    thread_heap *o =
+        owner <= atomic_load_explicit(&heap_count, memory_order_acquire) ? heaps[owner] : NULL;
+    if (UNLIKELY(!o))
+        heaphook_fatal(
+            "tlsf: free(%p): not a block of this heap (run with HEAPHOOK_TLSF_CHECK=1 "
+            "to find out more)",
+            ptr);
+    remote_push(o, ptr);
+}
+
+static size_t tlsf_backend_block_size(void *ptr) {
+    if (UNLIKELY(cfg.check)) {
+        shared_lock_take();
+        check_pointer_locked(ptr, "malloc_usable_size");
+        shared_lock_give();
+    }
+    return tlsf_block_size(ptr);
+}
+
+static void *tlsf_backend_realloc(void *ptr, size_t size) {
+    const size_t old = tlsf_block_size(ptr);
+    if (UNLIKELY(cfg.check)) {
+        shared_lock_take();
+        check_pointer_locked(ptr, "realloc");
+        void *q = tlsf_resize(shared.tlsf, ptr, size);
+        if (!q) {
+            const size_t align = tlsf_block_align(ptr);
+            q = shared_alloc_locked(size, align > TLSF_ALIGN ? align : 1);
+            if (q) {
+                memcpy(q, ptr, old < size ? old : size);
+                tlsf_free(shared.tlsf, ptr);
+            }
+        }
+        shared_lock_give();
+        return q;
+    }
+    thread_heap *h = t_heap;
+    const unsigned owner = tlsf_block_owner(ptr);
+    if (h && owner == h->id) {
+        if (size < LARGE_REQUEST && tlsf_resize(h->tlsf, ptr, size)) return ptr;
+    } else if (owner == 0) {
+        shared_lock_take();
+        void *q = tlsf_resize(shared.tlsf, ptr, size);
+        shared_lock_give();
+        if (q) return q;
+    } else if (size <= old) {
+        return ptr; /* another thread's block: shrinking it would touch that thread's heap */
+    }
+    const size_t align = tlsf_block_align(ptr);
+    void *q = tlsf_backend_alloc(size, align > TLSF_ALIGN ? align : 1);
+    if (!q) return NULL;
+    memcpy(q, ptr, old < size ? old : size);
+    tlsf_backend_dealloc(ptr);
+    return q;
+}
+
+/*
+ * Fork: the shared lock is the only lock. A thread heap that belonged to another thread may
+ * have been half-way through an operation at the fork: the child never touches it again
+ * (its blocks freed in the child are pushed on its remote stack and stay there).
+ */
+static void tlsf_backend_fork_prepare(void) {
+    shared_lock_take();
+}
+static void tlsf_backend_fork_parent(void) {
+    shared_lock_give();
+}
+static void tlsf_backend_fork_child(void) {
+    pthread_mutex_init(&shared_lock, NULL);
+    const unsigned count = atomic_load_explicit(&heap_count, memory_order_relaxed);
+    for (unsigned id = 1; id <= count; id++) {
+        if (heaps[id] != t_heap &&
+            atomic_load_explicit(&heaps[id]->state, memory_order_relaxed) == HEAP_OWNED)
+            atomic_store_explicit(&heaps[id]->state, HEAP_DEAD, memory_order_relaxed);
+    }
+}
+
+/*
+ * Statistics.
+ */
+typedef struct tlsf_totals {
+    heaphook_stats s;
+    size_t areas;
+    size_t thread_heaps;
+    size_t chunk_bytes;
+} tlsf_totals;
+
+static void collect(tlsf_totals *out) {
+    memset(out, 0, sizeof(*out));
+    tlsf_stats g;
+    shared_lock_take();
+    tlsf_get_stats(shared.tlsf, &g);
+    out->s.pool_bytes = shared.total;
+    out->s.growth_count = shared.growth_count;
+    shared_lock_give();
+    out->areas = g.pool_count;
+    size_t used = g.used_bytes, used_blocks = g.used_blocks;
+    size_t free = g.free_bytes, free_blocks = g.free_blocks;
+    const unsigned count = atomic_load_explicit(&heap_count, memory_order_acquire);
+    for (unsigned id = 1; id <= count; id++) {
+        tlsf_stats h;
+        /* Another thread's counters, read while it works: approximate. */
+        tlsf_get_counters(heaps[id]->tlsf, &h);
+        used = used - (h.pool_bytes + h.pool_count * TLSF_BLOCK_OVERHEAD) + h.used_bytes;
+        used_blocks = used_blocks - h.pool_count + h.used_blocks;
+        free += h.free_bytes;
+        free_blocks += h.free_blocks;
+        out->chunk_bytes += h.pool_bytes;
+        if (atomic_load_explicit(&heaps[id]->state, memory_order_relaxed) == HEAP_OWNED)
+            out->thread_heaps++;
+    }
+    out->s.used_bytes = used;
+    out->s.used_blocks = used_blocks;
+    out->s.free_bytes = free;
+    out->s.free_blocks = free_blocks;
+    out->s.largest_free_block = g.largest_free;
+}
+
+static int tlsf_backend_get_stats(heaphook_stats *out) {
+    tlsf_totals t;
+    collect(&t);
+    *out = t.s;
+    return 0;
+}
+
+static void print_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void print_line(int fd, const char *fmt, ...) {
+    char line[256];
+    va_list args;
+    va_start(args, fmt);
+    size_t len = heaphook_format(line, sizeof line - 1, fmt, args);
+    va_end(args);
+    line[len++] = '\n';
+    heaphook_write_all(fd, line, len);
+}
+
+static void tlsf_backend_print_stats(int fd) {
+    tlsf_totals t;
+    collect(&t);
+    print_line(fd, "heaphook tlsf: pool %zu bytes in %zu area(s), grew %zu time(s)", t.s.pool_bytes,
+               t.areas, t.s.growth_count);
+    print_line(fd, "  in use:       %zu bytes in %zu blocks", t.s.used_bytes, t.s.used_blocks);
+    print_line(fd, "  free:         %zu bytes in %zu blocks, largest %zu", t.s.free_bytes,
+               t.s.free_blocks, t.s.largest_free_block);
+    print_line(fd, "  thread heaps: %zu active, %u created, %zu bytes borrowed", t.thread_heaps,
+               atomic_load(&heap_count), t.chunk_bytes);
+    print_line(fd,
+               "  options:      INITIAL_MEMPOOL_SIZE=%zu ADDITIONAL_MEMPOOL_SIZE=%zu "
+               "prefault=%d mlock=%d check=%d thread_heaps=%d",
+               cfg.initial, cfg.additional, cfg.prefault, cfg.mlock, cfg.check, cfg.thread_heaps);
+}
+
+/*
+ * Initialisation.
+ */
+static int tlsf_backend_init(void) {
+    cfg.initial = heaphook_env_size("INITIAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
+    cfg.additional = heaphook_env_size("ADDITIONAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
+    if (cfg.additional == 0)
+        heaphook_config_fail("ADDITIONAL_MEMPOOL_SIZE",
+                             heaphook_env_get("ADDITIONAL_MEMPOOL_SIZE", NULL),
+                             "a size greater than 0", "100M");
+    cfg.prefault = heaphook_env_bool("HEAPHOOK_TLSF_PREFAULT", NULL, false);
+    cfg.mlock = heaphook_env_bool("HEAPHOOK_TLSF_MLOCK", NULL, false);
+    cfg.check = heaphook_env_bool("HEAPHOOK_TLSF_CHECK", NULL, false);
+    cfg.thread_heaps = heaphook_env_bool("HEAPHOOK_TLSF_THREAD_HEAPS", NULL, true) && !cfg.check;
+
+    if (tlsf_control_size() > sizeof shared_control) {
+        heaphook_log_error("tlsf: control structure larger than its static buffer");
+        return -1;
+    }
+    static const tlsf_grow_ops ops = {area_map, area_probe, area_grew, NULL};
+    tlsf_t *t = tlsf_create(shared_control, 0);
+    if (tlsf_growing_init(&shared, t, cfg.initial, cfg.additional, &ops) != 0) {
+        heaphook_log_error("tlsf: cannot map the initial pool of %zu bytes (INITIAL_MEMPOOL_SIZE)",
+                           cfg.initial);
+        return -1;
+    }
+    if (cfg.thread_heaps && pthread_key_create(&heap_key, heap_release) != 0)
+        cfg.thread_heaps = false;
+    heaphook_log_debug(
+        "tlsf: pool of %zu bytes, additions of %zu; prefault=%d mlock=%d check=%d "
+        "thread_heaps=%d",
+        cfg.initial, cfg.additional, cfg.prefault, cfg.mlock, cfg.check, cfg.thread_heaps);
+    return 0;
+}
+
+static const heaphook_backend tlsf_backend = {
+    .name = "tlsf",
+    .init = tlsf_backend_init,
+    .alloc = tlsf_backend_alloc,
+    .dealloc = tlsf_backend_dealloc,
+    .get_block_size = tlsf_backend_block_size,
+    .realloc = tlsf_backend_realloc,
+    .fork_prepare = tlsf_backend_fork_prepare,
+    .fork_parent = tlsf_backend_fork_parent,
+    .fork_child = tlsf_backend_fork_child,
+    .get_stats = tlsf_backend_get_stats,
+    .print_stats = tlsf_backend_print_stats,
+};
+
+const heaphook_backend *heaphook_backend_get(void) {
+    return &tlsf_backend;
+}

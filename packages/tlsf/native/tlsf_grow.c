@@ -1,0 +1,66 @@
+/*
+ * tlsf_grow.c — growth policy of the TLSF heap (see tlsf_grow.h).
+ */
+#include "tlsf_grow.h"
+
+#include <errno.h>
+
+/* Areas are limited so that a block never exceeds the TLSF size limit. */
+#define AREA_MAX (TLSF_BLOCK_MAX / 2)
+/* A growth adds at most this many areas (doubling from `additional` reaches AREA_MAX long
+ * before; the bound makes the loop visibly finite). */
+#define GROWTH_STEPS_MAX 64
+
+int tlsf_growing_init(tlsf_growing *g, tlsf_t *t, size_t initial, size_t additional,
+                      const tlsf_grow_ops *ops) {
+    g->tlsf = t;
+    g->initial = initial;
+    g->additional = additional;
+    g->total = 0;
+    g->growth_count = 0;
+    g->last_addition = 0;
+    g->ops = *ops;
+    if (initial == 0) return 0;
+    if (initial > AREA_MAX) return -1;
+    void *mem = g->ops.map(g->ops.ctx, initial);
+    if (!mem || tlsf_add_pool(t, mem, initial) != 0) return -1;
+    g->total = initial;
+    return 0;
+}
+
+void *tlsf_growing_alloc(tlsf_growing *g, size_t size, size_t align) {
+    void *p = tlsf_memalign(g->tlsf, align, size);
+    if (p) return p;
+    const size_t need = tlsf_pool_need(size, align);
+    if (need == 0 || need > AREA_MAX || g->additional == 0) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* The last area this growth would add: if the system refuses it, fail now, before
+     * adding (and, with prefaulting, touching) the smaller ones. */
+    size_t last = g->additional;
+    while (last < need && last <= AREA_MAX / 2) last *= 2;
+    if (last < need || (g->ops.probe && !g->ops.probe(g->ops.ctx, last))) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    /* Add `additional`, then double the previous addition, until the request fits. Each area
+     * that fits no better is kept for later requests, as the original did. */
+    size_t add = g->additional;
+    for (int step = 0; step < GROWTH_STEPS_MAX && add <= AREA_MAX; step++, add *= 2) {
+        void *mem = g->ops.map(g->ops.ctx, add);
+        if (!mem) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        if (tlsf_add_pool(g->tlsf, mem, add) != 0) continue;
+        g->total += add;
+        g->growth_count++;
+        g->last_addition = add;
+        if (g->ops.grew) g->ops.grew(g->ops.ctx, add, g->total, g->growth_count);
+        p = tlsf_memalign(g->tlsf, align, size);
+        if (p) return p;
+    }
+    errno = ENOMEM;
+    return NULL;
+}

@@ -1,0 +1,237 @@
+/*
+ * tlsf_probe.c — scenarios run under LD_PRELOAD=libheaphook_tlsf.so by the vitest tests.
+ * Built with -fno-builtin so every malloc call really happens.
+ *
+ *   tlsf_probe double-free | interior | foreign | header   (checking mode: must be stopped)
+ *   tlsf_probe grow <bytes>      one request of <bytes>; prints "ok"
+ *   tlsf_probe stats             prints mallinfo2 figures, then malloc_stats()
+ *   tlsf_probe align             aligned allocation, realloc and free of aligned blocks
+ *   tlsf_probe inplace           realloc grows and shrinks in place
+ *   tlsf_probe threads <n>       n threads allocate, exchange and free blocks
+ *   tlsf_probe fork              a threaded program forks while allocating
+ *   tlsf_probe enomem            an impossible request fails with ENOMEM
+ *   tlsf_probe backend           prints the active backend's name
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void say(const char *fmt, void *p) {
+    printf(fmt, p);
+    fflush(stdout);
+}
+
+static int fail(const char *what) {
+    printf("FAIL %s\n", what);
+    return 1;
+}
+
+static int scenario_bad_free(const char *kind) {
+    char *p = malloc(64);
+    char *q = malloc(64);
+    char *r = malloc(64);
+    memset(p, 1, 64);
+    if (!strcmp(kind, "double-free")) {
+        say("%p\n", q);
+        free(q);
+        free(q);
+    } else if (!strcmp(kind, "interior")) {
+        say("%p\n", q + 16);
+        free(q + 16);
+    } else if (!strcmp(kind, "foreign")) {
+        char *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        say("%p\n", m + 64);
+        free(m + 64);
+    } else if (!strcmp(kind, "header")) {
+        size_t usable = malloc_usable_size(p);
+        say("%p\n", q);
+        memset(p, 0x41, usable + 8); /* runs over p's end into q's block header */
+        free(q);
+    }
+    free(r);
+    printf("not stopped\n");
+    return 0;
+}
+
+static int scenario_grow(size_t bytes) {
+    char *p = malloc(bytes);
+    if (!p) return fail("malloc");
+    p[0] = 1;
+    p[bytes - 1] = 2;
+    char *small[1000];
+    for (int i = 0; i < 1000; i++) small[i] = malloc(1000);
+    for (int i = 0; i < 1000; i++) free(small[i]);
+    free(p);
+    printf("ok\n");
+    return 0;
+}
+
+static int scenario_stats(void) {
+    void *blocks[100];
+    for (int i = 0; i < 100; i++) blocks[i] = malloc(1000);
+    struct mallinfo2 a = mallinfo2();
+    for (int i = 0; i < 100; i++) free(blocks[i]);
+    struct mallinfo2 b = mallinfo2();
+    printf("arena %zu uordblks %zu fordblks %zu after_free_uordblks %zu\n", a.arena, a.uordblks,
+           a.fordblks, b.uordblks);
+    fflush(stdout);
+    malloc_stats();
+    return 0;
+}
+
+static int scenario_align(void) {
+    for (size_t align = 16; align <= ((size_t)1 << 20); align <<= 1) {
+        void *p = NULL;
+        if (posix_memalign(&p, align, 100) != 0 || ((uintptr_t)p & (align - 1)))
+            return fail("posix_memalign");
+        memset(p, 7, 100);
+        char *q = realloc(p, 5000);
+        if (!q || ((uintptr_t)q & (align - 1))) return fail("realloc keeps the alignment");
+        for (int i = 0; i < 100; i++)
+            if (q[i] != 7) return fail("realloc keeps the contents");
+        q = realloc(q, 50);
+        if (!q || ((uintptr_t)q & (align - 1))) return fail("shrink keeps the alignment");
+        free(q);
+        void *r = aligned_alloc(align, align * 2);
+        if (!r || ((uintptr_t)r & (align - 1))) return fail("aligned_alloc");
+        free(r);
+    }
+    printf("ok\n");
+    return 0;
+}
+
+static int scenario_inplace(void) {
+    char *p = malloc(100);
+    char *grown = realloc(p, 1000);
+    char *shrunk = realloc(grown, 50);
+    printf("%s %s\n", grown == p ? "grew-in-place" : "moved",
+           shrunk == grown ? "shrank-in-place" : "moved");
+    free(shrunk);
+    return 0;
+}
+
+#define SLOTS 256
+static void *_Atomic exchange_slots[SLOTS];
+static int thread_iterations = 200000;
+
+static void *worker(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *mine[64] = {0};
+    for (int i = 0; i < thread_iterations; i++) {
+        seed = seed * 1103515245u + 12345u;
+        size_t size = 1 + (seed >> 8) % (seed % 16 == 0 ? 70000 : 400);
+        int k = (seed >> 4) % 64;
+        if (mine[k]) {
+            /* Check the fill, then hand it to another thread (or free it here). */
+            unsigned char *b = mine[k];
+            if (b[0] != (unsigned char)(uintptr_t)b || b[malloc_usable_size(b) - 1] != 0x5a) {
+                printf("FAIL corrupted block\n");
+                exit(1);
+            }
+            if (seed & 1) {
+                void *old = atomic_exchange(&exchange_slots[(seed >> 12) % SLOTS], mine[k]);
+                free(old);
+            } else {
+                free(mine[k]);
+            }
+            mine[k] = NULL;
+        } else {
+            unsigned char *b = (seed & 64) ? malloc(size) : realloc(NULL, size);
+            if (!b) {
+                printf("FAIL malloc\n");
+                exit(1);
+            }
+            b[0] = (unsigned char)(uintptr_t)b;
+            b[malloc_usable_size(b) - 1] = 0x5a;
+            mine[k] = b;
+        }
+    }
+    for (int k = 0; k < 64; k++) free(mine[k]);
+    return NULL;
+}
+
+static int scenario_threads(int n) {
+    pthread_t t[64];
+    if (n > 64) n = 64;
+    for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < SLOTS; i++) free(exchange_slots[i]);
+    /* Thread heaps are adopted again by new threads. */
+    thread_iterations = 1000;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < n; i++)
+            pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 100));
+        for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+    }
+    for (int i = 0; i < SLOTS; i++) free(atomic_exchange(&exchange_slots[i], NULL));
+    printf("ok\n");
+    return 0;
+}
+
+static volatile int stop_workers;
+static void *busy(void *arg) {
+    (void)arg;
+    while (!stop_workers) {
+        void *p = malloc(100);
+        free(p);
+    }
+    return NULL;
+}
+
+static int scenario_fork(void) {
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) pthread_create(&t[i], NULL, busy, NULL);
+    for (int i = 0; i < 50; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            void *p = malloc(1000);
+            free(p);
+            _exit(p ? 0 : 1);
+        }
+        int status;
+        waitpid(pid, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return fail("child");
+    }
+    stop_workers = 1;
+    for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
+    printf("ok\n");
+    return 0;
+}
+
+static int scenario_enomem(void) {
+    errno = 0;
+    void *p = malloc((size_t)1 << 50);
+    printf("%s %s\n", p ? "allocated" : "null", errno == ENOMEM ? "ENOMEM" : "other");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *s = argc > 1 ? argv[1] : "";
+    if (!strcmp(s, "double-free") || !strcmp(s, "interior") || !strcmp(s, "foreign") ||
+        !strcmp(s, "header"))
+        return scenario_bad_free(s);
+    if (!strcmp(s, "grow") && argc > 2) return scenario_grow(strtoull(argv[2], NULL, 0));
+    if (!strcmp(s, "stats")) return scenario_stats();
+    if (!strcmp(s, "align")) return scenario_align();
+    if (!strcmp(s, "inplace")) return scenario_inplace();
+    if (!strcmp(s, "threads")) return scenario_threads(argc > 2 ? atoi(argv[2]) : 4);
+    if (!strcmp(s, "fork")) return scenario_fork();
+    if (!strcmp(s, "enomem")) return scenario_enomem();
+    if (!strcmp(s, "backend")) {
+        const char *(*name)(void) =
+            (const char *(*)(void))dlsym(RTLD_DEFAULT, "heaphook_active_backend");
+        printf("%s\n", name ? name() : "none");
+        return 0;
+    }
+    fprintf(stderr, "usage: tlsf_probe <scenario>\n");
+    return 2;
+}

@@ -1,0 +1,231 @@
+/*
+ * tlsf_unit.c — unit test of the TLSF core (native/tlsf.c, native/tlsf_grow.c) without the
+ * heaphook core: random sequences checked against a shadow model, alignment, in-place
+ * realloc, validation of bad frees, growth. Prints "N passed, N failed" and exits non-zero
+ * on failure.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "tlsf.h"
+#include "tlsf_grow.h"
+
+static int passed, failed;
+#define EXPECT(cond, ...)                                                   \
+    do {                                                                    \
+        if (cond) {                                                         \
+            passed++;                                                       \
+        } else {                                                            \
+            failed++;                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                   \
+            fprintf(stderr, "\n");                                          \
+        }                                                                   \
+    } while (0)
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next_rand(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void *map(size_t bytes) {
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static tlsf_t *make_heap(size_t pool) {
+    void *control = map(tlsf_control_size());
+    tlsf_t *t = tlsf_create(control, 7);
+    if (pool) tlsf_add_pool(t, map(pool), pool);
+    return t;
+}
+
+static int heap_ok(tlsf_t *t) {
+    char msg[256];
+    if (tlsf_check(t, msg, sizeof msg) == 0) return 1;
+    fprintf(stderr, "check: %s\n", msg);
+    return 0;
+}
+
+#define SLOTS 512
+typedef struct slot {
+    unsigned char *p;
+    size_t size;
+    size_t align;
+    unsigned char fill;
+} slot;
+
+static int contents_ok(const slot *s) {
+    for (size_t i = 0; i < s->size; i++)
+        if (s->p[i] != s->fill) return 0;
+    return 1;
+}
+
+static void test_random(void) {
+    tlsf_t *t = make_heap(64 << 20);
+    slot slots[SLOTS] = {0};
+    int bad_contents = 0, bad_align = 0, bad_size = 0, bad_check = 0;
+    for (int step = 0; step < 200000; step++) {
+        slot *s = &slots[next_rand() % SLOTS];
+        const unsigned op = next_rand() % 10;
+        if (s->p && op < 4) {
+            if (!contents_ok(s)) bad_contents++;
+            if (tlsf_block_owner(s->p) != 7) bad_contents++;
+            tlsf_free(t, s->p);
+            s->p = NULL;
+        } else if (s->p && op < 6) {
+            size_t size = 1 + next_rand() % (next_rand() % 4 == 0 ? 20000 : 300);
+            if (!contents_ok(s)) bad_contents++;
+            void *q = tlsf_resize(t, s->p, size);
+            if (q) {
+                if (q != s->p) bad_contents++;
+                if (size < s->size) s->size = size;
+                memset(s->p, s->fill, size);
+                s->size = size;
+                if (tlsf_block_size(s->p) < size) bad_size++;
+                if ((uintptr_t)s->p % s->align) bad_align++;
+            }
+        } else if (!s->p) {
+            size_t size = 1 + next_rand() % (next_rand() % 8 == 0 ? 100000 : 256);
+            size_t align = next_rand() % 4 == 0 ? (size_t)1 << (next_rand() % 17) : 1;
+            unsigned char *p = tlsf_memalign(t, align, size);
+            if (!p) continue;
+            s->p = p;
+            s->size = size;
+            s->align = align < 16 ? 16 : align;
+            s->fill = (unsigned char)next_rand();
+            memset(p, s->fill, size);
+            if ((uintptr_t)p % s->align) bad_align++;
+            if (tlsf_block_size(p) < size) bad_size++;
+            if (tlsf_block_align(p) != s->align) bad_align++;
+        }
+        if (step % 5000 == 0 && !heap_ok(t)) bad_check++;
+    }
+    EXPECT(bad_contents == 0, "%d blocks lost their contents (overlap)", bad_contents);
+    EXPECT(bad_align == 0, "%d misaligned", bad_align);
+    EXPECT(bad_size == 0, "%d too small", bad_size);
+    EXPECT(bad_check == 0, "%d integrity failures", bad_check);
+    for (int i = 0; i < SLOTS; i++)
+        if (slots[i].p) tlsf_free(t, slots[i].p);
+    tlsf_stats st;
+    tlsf_get_stats(t, &st);
+    EXPECT(st.used_blocks == 0 && st.free_blocks == 1,
+           "everything coalesces back: %zu used %zu free", st.used_blocks, st.free_blocks);
+    EXPECT(st.largest_free == st.pool_bytes - TLSF_POOL_OVERHEAD - TLSF_BLOCK_OVERHEAD,
+           "largest free %zu", st.largest_free);
+    EXPECT(heap_ok(t), "final check");
+}
+
+static void test_overhead_and_inplace(void) {
+    tlsf_t *t = make_heap(1 << 20);
+    tlsf_stats before, after;
+    tlsf_get_stats(t, &before);
+    char *a = tlsf_malloc(t, 100);
+    tlsf_get_stats(t, &after);
+    EXPECT(after.used_bytes <= 100 + 8 + 15, "one word of overhead: used %zu", after.used_bytes);
+    EXPECT(((uintptr_t)a & 15) == 0, "16-byte aligned");
+    char *b = tlsf_malloc(t, 100);
+    char *c = tlsf_malloc(t, 100);
+    tlsf_free(t, b);
+    EXPECT(tlsf_resize(t, a, 200) == a, "grows into the free successor");
+    EXPECT(tlsf_resize(t, a, 5000) == NULL, "cannot grow past a used block");
+    EXPECT(tlsf_resize(t, c, 5000) == c, "last block grows into the pool");
+    EXPECT(tlsf_resize(t, c, 16) == c, "shrinks in place");
+    EXPECT(heap_ok(t), "check");
+    tlsf_free(t, a);
+    tlsf_free(t, c);
+    tlsf_get_stats(t, &after);
+    EXPECT(after.free_blocks == 1 && after.used_blocks == 0, "coalesced");
+    /* Big alignments. */
+    for (int log2 = 4; log2 <= 18; log2++) {
+        void *p = tlsf_memalign(t, (size_t)1 << log2, 24);
+        EXPECT(p && ((uintptr_t)p & (((size_t)1 << log2) - 1)) == 0, "align 2^%d", log2);
+        void *q = tlsf_resize(t, p, 3000);
+        if (q) EXPECT(q == p && tlsf_block_align(q) == ((size_t)1 << log2), "aligned resize keeps");
+        tlsf_free(t, p);
+    }
+    EXPECT(heap_ok(t), "check after aligned");
+    tlsf_get_stats(t, &after);
+    EXPECT(after.free_blocks == 1, "aligned gaps coalesce back");
+    EXPECT(tlsf_malloc(t, 2 << 20) == NULL, "too large for the pool");
+    EXPECT(tlsf_malloc(t, (size_t)1 << 60) == NULL, "absurd size");
+    EXPECT(tlsf_pool_need((size_t)1 << 60, 1) == 0, "absurd size needs no pool");
+}
+
+static void test_validate(void) {
+    tlsf_t *t = make_heap(1 << 20);
+    const void *where;
+    char *a = tlsf_malloc(t, 64);
+    char *b = tlsf_malloc(t, 64);
+    char *c = tlsf_malloc(t, 64);
+    EXPECT(tlsf_validate(t, a, &where) == TLSF_OK, "valid");
+    int local;
+    EXPECT(tlsf_validate(t, &local, &where) == TLSF_ERR_FOREIGN, "foreign");
+    EXPECT(tlsf_validate(t, a + 16, &where) == TLSF_ERR_INTERIOR, "interior");
+    EXPECT(tlsf_validate(t, a + 3, &where) == TLSF_ERR_INTERIOR, "misaligned interior");
+    tlsf_free(t, b);
+    EXPECT(tlsf_validate(t, b, &where) == TLSF_ERR_DOUBLE_FREE, "double free");
+    tlsf_free(t, a); /* merges with b */
+    EXPECT(tlsf_validate(t, b, &where) == TLSF_ERR_DOUBLE_FREE, "double free after merge");
+    EXPECT(tlsf_validate(t, a, &where) == TLSF_ERR_DOUBLE_FREE, "double free of the merged");
+    char *d = tlsf_malloc(t, 64);
+    char *e = tlsf_malloc(t, 64);
+    memset(d, 0x41, tlsf_block_size(d) + 8); /* overflow into e's head */
+    EXPECT(tlsf_validate(t, e, &where) == TLSF_ERR_HEADER && where == e, "overwritten head");
+    EXPECT(tlsf_validate(t, d, &where) == TLSF_ERR_HEADER && where == e, "neighbour overwritten");
+    memset(c - 8, 0, 8);
+    EXPECT(tlsf_validate(t, c, &where) == TLSF_ERR_HEADER, "zeroed head");
+    char msg[200];
+    EXPECT(tlsf_check(t, msg, sizeof msg) != 0, "check notices");
+}
+
+static size_t grew_log[64];
+static size_t grew_count;
+static void *grow_map(void *ctx, size_t bytes) {
+    (void)ctx;
+    return map(bytes);
+}
+static void grow_grew(void *ctx, size_t added, size_t total, size_t count) {
+    (void)ctx;
+    (void)total;
+    (void)count;
+    grew_log[grew_count++] = added;
+}
+
+static void test_growth(void) {
+    void *control = map(tlsf_control_size());
+    tlsf_growing g;
+    tlsf_grow_ops ops = {grow_map, NULL, grow_grew, NULL};
+    EXPECT(tlsf_growing_init(&g, tlsf_create(control, 0), 1 << 20, 1 << 20, &ops) == 0, "init");
+    void *p = tlsf_growing_alloc(&g, 7 << 20, 1);
+    EXPECT(p != NULL, "grown allocation");
+    EXPECT(grew_count == 4 && grew_log[0] == 1 << 20 && grew_log[1] == 2 << 20 &&
+               grew_log[2] == 4 << 20 && grew_log[3] == 8 << 20,
+           "N, 2N, 4N, 8N (got %zu additions)", grew_count);
+    EXPECT(g.growth_count == 4 && g.total == (1 << 20) + (15 << 20), "totals");
+    void *q = tlsf_growing_alloc(&g, 3 << 20, 1);
+    EXPECT(q != NULL && grew_count == 4, "served from an earlier addition");
+    errno = 0;
+    EXPECT(tlsf_growing_alloc(&g, (size_t)1 << 50, 1) == NULL && errno == ENOMEM,
+           "too large fails at once");
+    EXPECT(grew_count == 4, "no growth for an impossible request");
+    void *r = tlsf_growing_alloc(&g, 100, 1 << 22);
+    EXPECT(r && ((uintptr_t)r & ((1 << 22) - 1)) == 0, "aligned with growth");
+    EXPECT(heap_ok(g.tlsf), "check");
+}
+
+int main(void) {
+    test_random();
+    test_overhead_and_inplace();
+    test_validate();
+    test_growth();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
