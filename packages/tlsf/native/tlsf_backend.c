@@ -37,7 +37,8 @@
 #include "heaphook/config.h"
 #include "heaphook/log.h"
 #include "heaphook/os.h"
-#include "tlsf.h"
+/* The TLSF core is compiled into this file so that its O(1) paths inline into the hooks. */
+#include "tlsf.c"
 #include "tlsf_grow.h"
 
 /*
@@ -51,6 +52,9 @@
 #define LARGE_ALIGN ((size_t)64 << 10)
 #define DRAIN_FAST 4
 #define DRAIN_SLOW 64
+#define CACHE_CLASSES 64 /* footprints 32 .. 1008 bytes, one class per 16 bytes */
+#define CACHE_DEPTH_DEFAULT 8
+#define CACHE_DEPTH_MAX 64
 #define CONTROL_BYTES 12288 /* >= tlsf_control_size(), checked at init */
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -64,6 +68,11 @@ typedef struct thread_heap {
     unsigned id;
     _Atomic int state;
     size_t chunk_bytes; /* bytes borrowed from the shared heap */
+    /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
+     * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint. */
+    size_t cache_bytes;
+    void *cache_head[CACHE_CLASSES];
+    uint8_t cache_count[CACHE_CLASSES];
     /* Blocks freed by other threads: a lock-free LIFO linked through the blocks' first word.
      * On its own cache line: other threads write it, the owner only reads it when not NULL. */
     _Alignas(64) _Atomic(void *) remote;
@@ -77,7 +86,11 @@ static struct {
     bool mlock;
     bool check;
     bool thread_heaps;
+    unsigned cache_depth;
 } cfg;
+
+/* Marks a block in a thread cache (its second word), to catch a double free cheaply. */
+static uintptr_t cache_key;
 
 static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Alignas(64) unsigned char shared_control[CONTROL_BYTES];
@@ -227,6 +240,66 @@ static void remote_push(thread_heap *h, void *ptr) {
                                                     memory_order_relaxed));
 }
 
+/* The footprint class of a request, for the cache; CACHE_CLASSES when it is not cached. */
+static inline unsigned cache_class(size_t size) {
+    if (size > CACHE_CLASSES * 16 - 16 - BLOCK_OVERHEAD) return CACHE_CLASSES;
+    const size_t f = adjust_request_size(size);
+    return (unsigned)(f >> 4);
+}
+
+static inline void *cache_pop(thread_heap *h, unsigned cls) {
+    void **p = (void **)h->cache_head[cls];
+    if (!p) return NULL;
+    h->cache_head[cls] = p[0];
+    h->cache_count[cls]--;
+    h->cache_bytes -= (size_t)cls << 4;
+    p[1] = NULL;
+    return p;
+}
+
+/* Frees every cached block into the TLSF heap (at most CACHE_CLASSES * cache_depth). */
+static void cache_flush(thread_heap *h) {
+    for (unsigned cls = 0; cls < CACHE_CLASSES; cls++) {
+        void **p;
+        while ((p = (void **)h->cache_head[cls])) {
+            h->cache_head[cls] = p[0];
+            tlsf_free(h->tlsf, p);
+        }
+        h->cache_count[cls] = 0;
+    }
+    h->cache_bytes = 0;
+}
+
+static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
+    heaphook_fatal("tlsf: free(%p): double free at %p (HEAPHOOK_TLSF_CHECK=1 checks every free)",
+                   ptr, ptr);
+}
+
+/* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
+static inline void heap_free_own(thread_heap *h, void *ptr) {
+    block_t *b = block_from_ptr(ptr);
+    const size_t head = b->head;
+    if (UNLIKELY(head & HEAD_FREE)) double_free(ptr);
+    const size_t f = head & HEAD_SIZE_MASK;
+    if (f < CACHE_CLASSES * 16 && !(head & HEAD_ALIGN_MASK)) {
+        const unsigned cls = (unsigned)(f >> 4);
+        void **p = (void **)ptr;
+        if (UNLIKELY(p[1] == (void *)cache_key)) {
+            for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
+                if (c == p) double_free(ptr);
+        }
+        if (h->cache_count[cls] < cfg.cache_depth) {
+            p[0] = h->cache_head[cls];
+            p[1] = (void *)cache_key;
+            h->cache_head[cls] = p;
+            h->cache_count[cls]++;
+            h->cache_bytes += f;
+            return;
+        }
+    }
+    tlsf_free(h->tlsf, ptr);
+}
+
 static inline void *heap_try(thread_heap *h, size_t size, size_t align) {
     return align > TLSF_ALIGN ? tlsf_memalign(h->tlsf, align, size) : tlsf_malloc(h->tlsf, size);
 }
@@ -260,6 +333,10 @@ static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
 static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     void *p;
     if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
+    if (h->cache_bytes) {
+        cache_flush(h);
+        if ((p = heap_try(h, size, align))) return p;
+    }
     if (heap_add_chunk(h, size, align) && (p = heap_try(h, size, align))) return p;
     return shared_alloc(size, align);
 }
@@ -272,8 +349,13 @@ static void *alloc_slow(size_t size, size_t align);
 static void *tlsf_backend_alloc(size_t size, size_t align) {
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL && size < LARGE_REQUEST && align < LARGE_ALIGN)) {
+        void *p;
+        if (LIKELY(align == 1)) {
+            const unsigned cls = cache_class(size);
+            if (cls < CACHE_CLASSES && (p = cache_pop(h, cls))) return p;
+        }
         heap_drain(h, DRAIN_FAST);
-        void *p = heap_try(h, size, align);
+        p = heap_try(h, size, align);
         if (LIKELY(p != NULL)) return p;
         return heap_alloc_slow(h, size, align);
     }
@@ -291,7 +373,7 @@ static void dealloc_slow(void *ptr);
 static void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL && tlsf_block_owner(ptr) == h->id)) {
-        tlsf_free(h->tlsf, ptr);
+        heap_free_own(h, ptr);
         return;
     }
     dealloc_slow(ptr);
@@ -419,6 +501,15 @@ static void collect(tlsf_totals *out) {
         used_blocks = used_blocks - h.pool_count + h.used_blocks;
         free += h.free_bytes;
         free_blocks += h.free_blocks;
+        /* Cached blocks are free for the program, used for TLSF. */
+        size_t cached_blocks = 0;
+        for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
+            cached_blocks += heaps[id]->cache_count[cls];
+        const size_t cached_bytes = heaps[id]->cache_bytes;
+        used -= cached_bytes;
+        free += cached_bytes;
+        used_blocks -= cached_blocks;
+        free_blocks += cached_blocks;
         out->chunk_bytes += h.pool_bytes;
         if (atomic_load_explicit(&heaps[id]->state, memory_order_relaxed) == HEAP_OWNED)
             out->thread_heaps++;
@@ -478,6 +569,9 @@ static int tlsf_backend_init(void) {
     cfg.mlock = heaphook_env_bool("HEAPHOOK_TLSF_MLOCK", NULL, false);
     cfg.check = heaphook_env_bool("HEAPHOOK_TLSF_CHECK", NULL, false);
     cfg.thread_heaps = heaphook_env_bool("HEAPHOOK_TLSF_THREAD_HEAPS", NULL, true) && !cfg.check;
+    cfg.cache_depth = (unsigned)heaphook_env_long("HEAPHOOK_TLSF_CACHE", NULL, CACHE_DEPTH_DEFAULT,
+                                                  0, CACHE_DEPTH_MAX);
+    cache_key = ((uintptr_t)&cache_key * 0x9E3779B97F4A7C15ull) | 1;
 
     if (tlsf_control_size() > sizeof shared_control) {
         heaphook_log_error("tlsf: control structure larger than its static buffer");

@@ -164,7 +164,7 @@ static int scenario_threads(int n) {
     if (n > 64) n = 64;
     for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
     for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
-    for (int i = 0; i < SLOTS; i++) free(exchange_slots[i]);
+    for (int i = 0; i < SLOTS; i++) free(atomic_exchange(&exchange_slots[i], NULL));
     /* Thread heaps are adopted again by new threads. */
     thread_iterations = 1000;
     for (int round = 0; round < 20; round++) {
