@@ -1,0 +1,85 @@
+// The conformance suite (test/native/conformance.c) against the backends built here, against
+// glibc (to check the suite itself), and with wrong expectations (to check that it bites).
+import { describe, expect, it } from 'vitest';
+
+import { backendLibrary, built, run } from './helpers/native.js';
+
+const GROUPS = [
+  'backend',
+  'sizes',
+  'calloc',
+  'realloc',
+  'reallocarray',
+  'alignment',
+  'invalid-alignment',
+  'exhaustion',
+  'statistics',
+  'churn',
+  'threads',
+  'fork',
+];
+
+// The suite's malloc_stats call writes a report on stderr; keep the output short.
+const quiet = { HEAPHOOK_CONFORMANCE_QUIET: '1' };
+
+function expectAllGroupsPass(stdout: string, backend: string): void {
+  for (const group of GROUPS) {
+    expect(stdout).toMatch(new RegExp(`^ok +${group} +\\d+ checks$`, 'm'));
+  }
+  expect(stdout).not.toContain('FAIL');
+  expect(stdout).toMatch(
+    new RegExp(
+      `^heaphook conformance: backend ${backend}: ${GROUPS.length} groups, \\d+ checks, 0 failed$`,
+      'm',
+    ),
+  );
+}
+
+describe('conformance suite', () => {
+  for (const backend of ['example', 'passthrough']) {
+    it(`passes for the ${backend} backend (heaphook_conformance_${backend}, linked)`, () => {
+      const result = run(built(`heaphook_conformance_${backend}`), [backend], { env: quiet });
+      expect(result.stderr).toBe('');
+      expectAllGroupsPass(result.stdout, backend);
+      expect(result.status).toBe(0);
+    });
+  }
+
+  it('passes for the example backend through LD_PRELOAD (the generic suite program)', () => {
+    const result = run(built('heaphook_conformance'), ['example'], {
+      preload: backendLibrary('example'),
+      env: quiet,
+    });
+    expectAllGroupsPass(result.stdout, 'example');
+    expect(result.status).toBe(0);
+  });
+
+  it('agrees with glibc itself when no heaphook library is loaded', () => {
+    const result = run(built('heaphook_conformance'), ['glibc'], { env: quiet });
+    expectAllGroupsPass(result.stdout, 'glibc');
+    expect(result.status).toBe(0);
+  });
+
+  it('fails when another backend than the expected one serves malloc', () => {
+    const result = run(built('heaphook_conformance_example'), ['tlsf'], { env: quiet });
+    expect(result.stdout).toContain('active backend is "example", expected "tlsf"');
+    expect(result.stdout).toMatch(/^FAIL backend +1 of \d+ checks failed$/m);
+    expect(result.stdout).toMatch(/backend tlsf: 12 groups, \d+ checks, 1 failed/);
+    expect(result.status).toBe(1);
+  });
+
+  it('fails when no heaphook library serves malloc', () => {
+    const result = run(built('heaphook_conformance'), ['example'], { env: quiet });
+    expect(result.stdout).toContain('heaphook_active_backend not found');
+    expect(result.status).toBe(1);
+  });
+
+  it('takes the expected name from HEAPHOOK_EXPECTED_BACKEND when there is no argument', () => {
+    const result = run(built('heaphook_conformance'), [], {
+      preload: backendLibrary('example'),
+      env: { ...quiet, HEAPHOOK_EXPECTED_BACKEND: 'example' },
+    });
+    expectAllGroupsPass(result.stdout, 'example');
+    expect(result.status).toBe(0);
+  });
+});

@@ -1,0 +1,80 @@
+/*
+ * passthrough_backend.c — a C backend (heaphook/backend.h, built with C_API) that hands every
+ * request to the next allocator, glibc's, found with dlsym(RTLD_NEXT, ...).
+ *
+ * It exists to test the core, not to be used: it is the C form of the contract, and its
+ * initialisation does what makes the bootstrap arena necessary. dlsym calls calloc, and init
+ * itself mallocs, reallocs and frees, all while the backend is not ready yet: those calls must
+ * be served by the arena, without recursion and without deadlock. (With HEAPHOOK_LOG_LEVEL=debug
+ * the core logs how much of the arena was used; the tests check it is not zero.)
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heaphook/backend.h"
+#include "heaphook/log.h"
+
+typedef void *(*malloc_fn)(size_t);
+typedef void (*free_fn)(void *);
+typedef void *(*realloc_fn)(void *, size_t);
+typedef void *(*memalign_fn)(size_t, size_t);
+typedef size_t (*usable_size_fn)(void *);
+
+static malloc_fn next_malloc;
+static free_fn next_free;
+static realloc_fn next_realloc;
+static memalign_fn next_memalign;
+static usable_size_fn next_usable_size;
+
+static void *lookup(const char *name) {
+    void *symbol = dlsym(RTLD_NEXT, name);
+    if (symbol == NULL) heaphook_fatal("passthrough: dlsym(RTLD_NEXT, \"%s\") failed", name);
+    return symbol;
+}
+
+static int passthrough_init(void) {
+    /* Allocations during init: served by the bootstrap arena. */
+    char *early = malloc(100);
+    if (early == NULL) return -1;
+    strcpy(early, "made before the backend was ready");
+    early = realloc(early, 4000);
+    if (early == NULL || strcmp(early, "made before the backend was ready") != 0) return -1;
+    free(early);
+    next_malloc = (malloc_fn)lookup("malloc");
+    next_free = (free_fn)lookup("free");
+    next_realloc = (realloc_fn)lookup("realloc");
+    next_memalign = (memalign_fn)lookup("memalign");
+    next_usable_size = (usable_size_fn)lookup("malloc_usable_size");
+    return 0;
+}
+
+static void *passthrough_alloc(size_t size, size_t align) {
+    return align == 1 ? next_malloc(size) : next_memalign(align, size);
+}
+
+static void passthrough_dealloc(void *ptr) {
+    next_free(ptr);
+}
+
+static size_t passthrough_block_size(void *ptr) {
+    return next_usable_size(ptr);
+}
+
+static void *passthrough_realloc(void *ptr, size_t new_size) {
+    return next_realloc(ptr, new_size);
+}
+
+static const heaphook_backend passthrough = {
+    .name = "passthrough",
+    .init = passthrough_init,
+    .alloc = passthrough_alloc,
+    .dealloc = passthrough_dealloc,
+    .get_block_size = passthrough_block_size,
+    .realloc = passthrough_realloc,
+    /* alloc_zeroed, fork hooks, statistics: the core's defaults */
+};
+
+const heaphook_backend *heaphook_backend_get(void) {
+    return &passthrough;
+}
