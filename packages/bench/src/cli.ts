@@ -1,0 +1,118 @@
+#!/usr/bin/env node
+/**
+ * heaphook-bench compare | micro | list   (nx: `nx run bench:compare`, `nx run bench:micro`)
+ */
+import { listBackends } from '@heaphook/core';
+import { Command, InvalidArgumentError, Option } from 'commander';
+
+import { discoverAllocators, parseCustom, parseVariant, type VariantDef } from './allocators.js';
+import { compare } from './compare.js';
+import { micro } from './micro.js';
+import { packageDir } from './paths.js';
+import { selectWorkloads, WORKLOADS } from './workloads.js';
+
+function positiveInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a positive integer');
+  return n;
+}
+
+function list(v: string): string[] {
+  return v
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+function intList(v: string): number[] {
+  return list(v).map(positiveInt);
+}
+
+function collect<T>(parse: (v: string) => T) {
+  return (v: string, prev: T[] = []) => [...prev, parse(v)];
+}
+
+const program = new Command('heaphook-bench')
+  .description('Compare heaphook backends with glibc, jemalloc, mimalloc and tcmalloc on native workloads.')
+  .showHelpAfterError();
+
+program
+  .command('compare')
+  .description('run every workload under every allocator, interleaved and repeated; print the tables; write results/latest.{json,md,svg}')
+  .option('--quick', 'smoke run: small sizes, 1 run, 2 threads (under a minute)')
+  .option('--runs <n>', 'repetitions per cell (default 5; 1 with --quick)', positiveInt)
+  .option('--tracer-runs <n>', 'repetitions of the heap-tracer runs (default 3; 1 with --quick)', positiveInt)
+  .option('--allocators <list>', 'only these allocators (glibc is always run: it is the baseline)', list)
+  .option('--workloads <list>', `only these workloads (${WORKLOADS.map((w) => w.base).join(', ')}; or instances like larson-t2)`, list)
+  .option('--threads <list>', 'thread counts for threaded workloads (default 1,2; 2 with --quick)', intList)
+  .option('--tracers <list>', "heap tracers to measure ('none' for none; default: every available one)", list)
+  .option('--no-tracers', 'do not measure heap-tracer overhead')
+  .option('--variant <spec>', 'an extra allocator: NAME=BACKEND[:KEY=VALUE,...] (repeatable)', collect(parseVariant), [] as VariantDef[])
+  .option('--preload <spec>', 'an extra allocator from any library: NAME=/path/lib.so (repeatable)', collect(parseCustom), [] as Array<{ name: string; path: string }>)
+  .option('--timeout <seconds>', 'kill a run after this long and count it as failed (default 300; 60 with --quick)', positiveInt)
+  .option('--seed <n>', 'seed of every workload', positiveInt, 42)
+  .addOption(new Option('--size <n>', 'the same size for every workload (for tests)').argParser(positiveInt).hideHelp())
+  .option('--out <dir>', 'where to write latest.json, latest.md, latest.svg (default packages/bench/results)')
+  .option('--no-write', 'do not write result files')
+  .option('--no-progress', 'no progress bar')
+  .option('--no-warmup', 'skip the untimed warm-up pass')
+  .option('--strict', 'exit 1 when any cell failed (default: only when a glibc cell failed)')
+  .action(async (o: Record<string, unknown>) => {
+    let tracers: boolean | string[] = true;
+    if (o.tracers === false) tracers = false;
+    else if (Array.isArray(o.tracers)) tracers = o.tracers.includes('none') ? false : (o.tracers as string[]);
+    const outcome = await compare({
+      profile: o.quick ? 'quick' : 'default',
+      ...(o.runs !== undefined ? { runs: o.runs as number } : {}),
+      ...(o.tracerRuns !== undefined ? { tracerRuns: o.tracerRuns as number } : {}),
+      ...(o.allocators ? { allocators: o.allocators as string[] } : {}),
+      ...(o.workloads ? { workloads: o.workloads as string[] } : {}),
+      ...(o.threads ? { threads: o.threads as number[] } : {}),
+      tracers,
+      variants: o.variant as VariantDef[],
+      custom: o.preload as Array<{ name: string; path: string }>,
+      ...(o.timeout !== undefined ? { timeoutS: o.timeout as number } : {}),
+      seed: o.seed as number,
+      ...(o.size !== undefined ? { size: o.size as number } : {}),
+      ...(typeof o.out === 'string' ? { outDir: o.out } : {}),
+      write: o.write !== false,
+      progress: o.progress !== false,
+      warmup: o.warmup !== false,
+      command: ['compare', ...process.argv.slice(3)].join(' '),
+    });
+    process.stdout.write(`\n${outcome.report}\n`);
+    const cells = outcome.results.cells;
+    const glibcFailed = cells.some((c) => c.allocator === 'glibc' && c.status === 'failed');
+    const anyFailed = cells.some((c) => c.status === 'failed');
+    if (glibcFailed) process.stderr.write('error: a workload failed under glibc: the bench itself is broken\n');
+    process.exitCode = glibcFailed || (o.strict && anyFailed) ? 1 : 0;
+  });
+
+program
+  .command('micro')
+  .description('benchmark.js micro-benchmarks of hot paths through the addons (TLSF); skips what is not built')
+  .option('--quick', 'short sampling (0.25 s per case)')
+  .option('--out <dir>', 'where to write micro.json (default packages/bench/results)')
+  .option('--no-write', 'do not write micro.json')
+  .action(async (o: { quick?: boolean; out?: string; write?: boolean }) => {
+    await micro({ quick: o.quick ?? false, ...(o.out ? { outDir: o.out } : {}), write: o.write !== false });
+  });
+
+program
+  .command('list')
+  .description('the allocators, tracers and workloads a comparison would use, and what is skipped')
+  .option('--threads <list>', 'thread counts for threaded workloads', intList, [1, 2])
+  .action((o: { threads: number[] }) => {
+    const found = discoverAllocators({ backends: listBackends({ from: packageDir }) });
+    const line = (a: { name: string; status: string; reason?: string; description: string }) =>
+      `  ${a.name.padEnd(26)} ${a.status === 'ready' ? a.description : `skipped: ${a.reason ?? ''}`}`;
+    process.stdout.write(['allocators:', ...found.allocators.map(line), 'tracers:', ...found.tracers.map(line), 'workloads:'].join('\n') + '\n');
+    for (const w of selectWorkloads({ profile: 'default', threads: o.threads })) {
+      process.stdout.write(`  ${w.name.padEnd(26)} ${w.status === 'ready' ? w.description : `skipped: ${w.reason ?? ''}`}\n`);
+    }
+  });
+
+program.parseAsync(process.argv).catch((e: unknown) => {
+  process.stderr.write(`heaphook-bench: ${(e as Error).message}\n`);
+  process.exitCode = 2;
+});

@@ -1,0 +1,327 @@
+/**
+ * The tables: built once as data, rendered for the terminal (aligned text, best cell marked
+ * with *) and as Markdown (best cell in bold).
+ */
+import { formatBytes, formatMetric, formatRatio, metricLabel } from './format.js';
+import type { Results } from './results.js';
+import { bestAllocator } from './stats.js';
+import type { Cell } from './types.js';
+
+export interface Table {
+  title: string;
+  notes: string[];
+  header: string[];
+  rows: string[][];
+  /** Same shape as rows: cells to mark as the best of their row. */
+  best: boolean[][];
+}
+
+function cellOf(cells: readonly Cell[], workload: string, allocator: string): Cell | undefined {
+  return cells.find((c) => c.workload === workload && c.allocator === allocator);
+}
+
+function failedText(c: Cell): string {
+  if (c.failed_runs > 0 && c.failed_runs < c.runs) return `failed ${c.failed_runs}/${c.runs}`;
+  return 'failed';
+}
+
+function readyColumns(r: Results): string[] {
+  return r.allocators.filter((a) => a.status === 'ready').map((a) => a.name);
+}
+
+function readyWorkloads(r: Results): Results['workloads'] {
+  return r.workloads.filter((w) => w.status === 'ready');
+}
+
+/** Main table: each workload's primary figure; glibc absolute, the others as ratios to glibc. */
+export function mainTable(r: Results): Table {
+  const cols = readyColumns(r);
+  const header = ['workload', 'figure (lower is better)', ...cols];
+  const rows: string[][] = [];
+  const best: boolean[][] = [];
+  for (const w of readyWorkloads(r)) {
+    const metric = w.primary;
+    const winner = bestAllocator(r.cells, w.name, metric, cols);
+    const row = [w.name, metricLabel(metric)];
+    const marks = [false, false];
+    for (const a of cols) {
+      const c = cellOf(r.cells, w.name, a);
+      let text = '–';
+      if (c?.status === 'failed') text = failedText(c);
+      else if (c?.status === 'ok') {
+        const m = c.metrics[metric];
+        const ratio = c.ratios[metric];
+        if (a === c.baseline && m) text = formatMetric(metric, m.median);
+        else if (ratio !== undefined) text = formatRatio(ratio);
+        else if (m) text = formatMetric(metric, m.median);
+      }
+      row.push(text);
+      marks.push(winner === a && cols.length > 1);
+    }
+    rows.push(row);
+    best.push(marks);
+  }
+  const n = r.options.runs;
+  return {
+    title: `Allocators compared: ${r.options.profile === 'quick' ? 'quick smoke run' : 'full run'}, median of ${n} run${n === 1 ? '' : 's'} each`,
+    notes: [
+      'glibc column: absolute median; other columns: median divided by glibc\'s median in the same session (below 1 is better).',
+      '* marks the best of the row; "failed" means a run crashed, timed out or computed a wrong result.',
+    ],
+    header,
+    rows,
+    best,
+  };
+}
+
+/** One figure in absolute values, "median [min–max]", for every workload and allocator. */
+export function figureTable(r: Results, metric: string, title: string): Table {
+  const cols = readyColumns(r);
+  const rows: string[][] = [];
+  const best: boolean[][] = [];
+  for (const w of readyWorkloads(r)) {
+    const winner = bestAllocator(r.cells, w.name, metric, cols);
+    const row = [w.name];
+    const marks = [false];
+    for (const a of cols) {
+      const c = cellOf(r.cells, w.name, a);
+      const m = c?.metrics[metric];
+      let text = '–';
+      if (c?.status === 'failed') text = failedText(c);
+      else if (m) text = m.n > 1 && m.min !== m.max ? `${formatMetric(metric, m.median)} [${formatMetric(metric, m.min)}–${formatMetric(metric, m.max)}]` : formatMetric(metric, m.median);
+      row.push(text);
+      marks.push(winner === a && cols.length > 1);
+    }
+    rows.push(row);
+    best.push(marks);
+  }
+  return { title, notes: ['median [min–max] over the runs'], header: ['workload', ...cols], rows, best };
+}
+
+const LATENCY_FIGURES: Array<[string, string]> = [
+  ['reported.p50_ns', 'p50'],
+  ['reported.p99_ns', 'p99'],
+  ['reported.p99_9_ns', 'p99.9'],
+  ['reported.p99_99_ns', 'p99.99'],
+  ['reported.max_ns', 'max'],
+  ['reported.malloc_max_ns', 'malloc max'],
+  ['reported.free_max_ns', 'free max'],
+  ['reported.minflt', 'minor faults'],
+  ['reported.overruns', 'overruns'],
+];
+
+/** Per-call latency of the real-time workload, one row per allocator. */
+export function latencyTables(r: Results): Table[] {
+  const out: Table[] = [];
+  for (const w of readyWorkloads(r).filter((x) => x.base === 'latency')) {
+    const cols = readyColumns(r);
+    const rows: string[][] = [];
+    const cells = cols.map((a) => cellOf(r.cells, w.name, a));
+    const best: boolean[][] = [];
+    const winners = LATENCY_FIGURES.map(([k]) => bestAllocator(r.cells, w.name, k, cols));
+    cols.forEach((a, i) => {
+      const c = cells[i];
+      const row = [a];
+      const marks = [false];
+      LATENCY_FIGURES.forEach(([k], j) => {
+        const m = c?.metrics[k];
+        let text = '–';
+        if (c?.status === 'failed') text = j === 0 ? failedText(c) : '';
+        else if (m) text = k === 'reported.max_ns' && m.n > 1 ? `${formatMetric(k, m.median)} (worst ${formatMetric(k, m.max)})` : formatMetric(k, m.median);
+        row.push(text);
+        marks.push(winners[j] === a && cols.length > 1);
+      });
+      rows.push(row);
+      best.push(marks);
+    });
+    const rep = r.runs.find((x) => x.workload === w.name && x.status === 'ok')?.reported;
+    const period = typeof rep?.period_ns === 'number' ? rep.period_ns : undefined;
+    const samples = typeof rep?.ops === 'number' ? rep.ops : undefined;
+    out.push({
+      title: `Real-time latency (${w.name}): per malloc/free call`,
+      notes: [
+        `${samples ?? '?'} timed calls per run${period ? ` in a ${1e9 / period} Hz loop` : ''}; medians over the runs; the timer read (~${typeof rep?.clock_overhead_ns === 'number' ? rep.clock_overhead_ns : '?'} ns) is included.`,
+        'minor faults: page faults during the timed phase (allocator and first touch of returned memory); overruns: cycles that missed their deadline.',
+      ],
+      header: ['allocator', ...LATENCY_FIGURES.map(([, label]) => label)],
+      rows,
+      best,
+    });
+  }
+  return out;
+}
+
+const FRAG_FIGURES: Array<[string, string]> = [
+  ['reported.peak_live_bytes', 'peak live'],
+  ['reported.peak_rss_bytes', 'peak RSS'],
+  ['reported.rss_over_live', 'peak RSS / live'],
+  ['reported.end_rss_over_live', 'RSS / live at end'],
+  ['reported.rss_after_free_bytes', 'RSS after free'],
+  ['wall_s', 'wall time'],
+];
+
+export function fragmentationTables(r: Results): Table[] {
+  const out: Table[] = [];
+  for (const w of readyWorkloads(r).filter((x) => x.base === 'fragmentation')) {
+    const cols = readyColumns(r);
+    const winners = FRAG_FIGURES.map(([k]) => (k === 'reported.peak_live_bytes' ? undefined : bestAllocator(r.cells, w.name, k, cols)));
+    const rows: string[][] = [];
+    const best: boolean[][] = [];
+    for (const a of cols) {
+      const c = cellOf(r.cells, w.name, a);
+      const row = [a];
+      const marks = [false];
+      FRAG_FIGURES.forEach(([k], j) => {
+        const m = c?.metrics[k];
+        row.push(c?.status === 'failed' ? (j === 0 ? failedText(c) : '') : m ? formatMetric(k, m.median) : '–');
+        marks.push(winners[j] === a && cols.length > 1);
+      });
+      rows.push(row);
+      best.push(marks);
+    }
+    out.push({
+      title: `Fragmentation (${w.name}): memory held against memory in use`,
+      notes: [
+        'RSS is the whole process (a few MB of it is the program itself); "RSS after free": resident after every object was freed.',
+      ],
+      header: ['allocator', ...FRAG_FIGURES.map(([, l]) => l)],
+      rows,
+      best,
+    });
+  }
+  return out;
+}
+
+/** Slowdown of each tracer against the untraced run of what it traces. */
+export function tracerTable(r: Results): Table | null {
+  const tracers = r.tracers.filter((t) => t.status === 'ready');
+  if (tracers.length === 0) return null;
+  const rows: string[][] = [];
+  const best: boolean[][] = [];
+  for (const w of readyWorkloads(r)) {
+    const row = [w.name];
+    const marks = [false];
+    let winner: string | undefined;
+    let bestRatio = Infinity;
+    for (const t of tracers) {
+      const c = cellOf(r.cells, w.name, t.name);
+      const ratio = c?.ratios.wall_s;
+      if (c?.status === 'ok' && ratio !== undefined && ratio < bestRatio) {
+        bestRatio = ratio;
+        winner = t.name;
+      }
+    }
+    for (const t of tracers) {
+      const c = cellOf(r.cells, w.name, t.name);
+      let text = '–';
+      if (c?.status === 'failed') text = failedText(c);
+      else if (c?.status === 'ok') {
+        const ratio = c.ratios.wall_s;
+        const size = c.metrics.trace_bytes?.median;
+        text = `${ratio !== undefined ? formatRatio(ratio) : formatMetric('wall_s', c.metrics.wall_s?.median ?? NaN)}${size !== undefined ? ` (${formatBytes(size)})` : ''}`;
+      }
+      row.push(text);
+      marks.push(winner === t.name && tracers.length > 1);
+    }
+    rows.push(row);
+    best.push(marks);
+  }
+  return {
+    title: `Heap tracer overhead: wall-time slowdown against the untraced run (median of ${r.options.tracer_runs})`,
+    notes: [
+      'in parentheses: the size of the trace written. ' + tracers.map((t) => `${t.name}: ${t.description}; against ${t.baseline}`).join('. ') + '.',
+    ],
+    header: ['workload', ...tracers.map((t) => t.name)],
+    rows,
+    best,
+  };
+}
+
+/** The lines about what was not measured and why. */
+export function skipLines(r: Results): string[] {
+  const lines: string[] = [];
+  for (const a of [...r.allocators, ...r.tracers]) if (a.status === 'skipped') lines.push(`${a.name}: skipped: ${a.reason ?? ''}`);
+  for (const w of r.workloads) if (w.status === 'skipped') lines.push(`workload ${w.name}: skipped: ${w.reason ?? ''}`);
+  return lines;
+}
+
+export function failureLines(r: Results): string[] {
+  const lines: string[] = [];
+  for (const c of r.cells) {
+    if (c.status === 'failed') lines.push(`${c.workload} under ${c.allocator}: ${c.failed_runs}/${c.runs} runs failed: ${c.error ?? ''}`);
+  }
+  return lines;
+}
+
+export function allTables(r: Results): Table[] {
+  const t: Table[] = [mainTable(r), ...latencyTables(r), ...fragmentationTables(r)];
+  const tr = tracerTable(r);
+  if (tr) t.push(tr);
+  return t;
+}
+
+/* ---------------- rendering ---------------- */
+
+function width(s: string): number {
+  return [...s].length;
+}
+
+export function renderText(t: Table): string {
+  const rows = [t.header, ...t.rows.map((row, i) => row.map((cell, j) => (t.best[i]?.[j] ? `${cell} *` : cell)))];
+  const widths = t.header.map((_, j) => Math.max(...rows.map((r) => width(r[j] ?? ''))));
+  const fmt = (r: string[]) =>
+    r
+      .map((c, j) => {
+        const pad = widths[j]! - width(c);
+        return j === 0 ? c + ' '.repeat(pad) : ' '.repeat(pad) + c;
+      })
+      .join('  ');
+  const sep = widths.map((w) => '-'.repeat(w)).join('  ');
+  return [t.title, fmt(rows[0]!), sep, ...rows.slice(1).map(fmt), ...t.notes.map((n) => `  ${n}`)].join('\n');
+}
+
+function mdEscape(s: string): string {
+  return s.replaceAll('|', '\\|');
+}
+
+export function renderMarkdown(t: Table, level = 3): string {
+  const head = `| ${t.header.map(mdEscape).join(' | ')} |`;
+  const align = `| ${t.header.map((_, j) => (j === 0 ? '---' : '---:')).join(' | ')} |`;
+  const body = t.rows.map((row, i) => `| ${row.map((c, j) => (t.best[i]?.[j] && c ? `**${mdEscape(c)}**` : mdEscape(c))).join(' | ')} |`);
+  return [`${'#'.repeat(level)} ${t.title}`, '', head, align, ...body, '', ...t.notes.map((n) => `${n}`)].join('\n');
+}
+
+export function terminalReport(r: Results, files: string[]): string {
+  const parts = allTables(r).map(renderText);
+  const skips = skipLines(r);
+  if (skips.length > 0) parts.push(['Not measured:', ...skips.map((s) => `  ${s}`)].join('\n'));
+  const fails = failureLines(r);
+  if (fails.length > 0) parts.push(['Failures:', ...fails.map((s) => `  ${s}`)].join('\n'));
+  if (files.length > 0) parts.push(`Written: ${files.join(', ')}`);
+  return parts.join('\n\n');
+}
+
+export function markdownReport(r: Results): string {
+  const m = r.machine;
+  const out: string[] = [
+    `# heaphook bench: ${r.date.slice(0, 10)}`,
+    '',
+    `Command: \`${r.command}\`, ${r.options.runs} run(s) per cell, interleaved; threads ${r.options.threads.join(', ')}; ${r.duration_s.toFixed(0)} s in all.`,
+    `Machine: ${m.cpu_model}, ${m.logical_cpus} logical CPUs, ${formatBytes(m.memory_bytes)}, ${m.os}, Linux ${m.kernel}; load average ${m.loadavg_start}${m.loadavg_end !== undefined ? ` → ${m.loadavg_end}` : ''}.`,
+    `Versions: Node ${r.versions.node}, glibc ${r.versions.glibc ?? '?'}, ${r.versions.compiler ?? 'cc ?'}${r.versions.python3 ? `, Python ${r.versions.python3}` : ''}${r.versions.git ? `, heaphook ${r.versions.git}` : ''}.`,
+    '',
+    'Allocators: ' + r.allocators.filter((a) => a.status === 'ready').map((a) => `${a.name}${a.version ? ` ${a.version}` : ''}`).join(', ') + '.',
+    '',
+  ];
+  for (const t of allTables(r)) out.push(renderMarkdown(t), '');
+  out.push(renderMarkdown(figureTable(r, 'wall_s', 'Wall time'), 3), '');
+  out.push(renderMarkdown(figureTable(r, 'cpu_s', 'CPU time (user + system)'), 3), '');
+  out.push(renderMarkdown(figureTable(r, 'peak_rss_bytes', 'Peak RSS'), 3), '');
+  out.push(renderMarkdown(figureTable(r, 'minflt', 'Minor page faults (whole run)'), 3), '');
+  const skips = skipLines(r);
+  if (skips.length > 0) out.push('### Not measured', '', ...skips.map((s) => `- ${s}`), '');
+  const fails = failureLines(r);
+  if (fails.length > 0) out.push('### Failures', '', ...fails.map((s) => `- ${s}`), '');
+  out.push('### Workloads', '', ...r.workloads.map((w) => `- \`${w.name}\` (size ${w.size}): ${w.description}`), '');
+  return out.join('\n');
+}

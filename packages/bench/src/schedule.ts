@@ -1,0 +1,41 @@
+/**
+ * The order of the runs. Repetitions are interleaved: every repetition runs each workload under
+ * every allocator once (A B C A B C ...), so a burst of noise on the machine hits all
+ * allocators alike instead of all the runs of one. Tracer runs join the same rounds, for as
+ * many repetitions as `tracerRuns`.
+ */
+export interface Named {
+  readonly name: string;
+  readonly status: 'ready' | 'skipped';
+}
+
+export interface ScheduledRun<W extends Named, A extends Named> {
+  /** Position in the schedule, 0-based. */
+  readonly seq: number;
+  /** Repetition, 0-based. */
+  readonly rep: number;
+  readonly workload: W;
+  readonly allocator: A;
+}
+
+export function buildSchedule<W extends Named, A extends Named>(
+  workloads: readonly W[],
+  allocators: readonly A[],
+  runs: number,
+  tracers: readonly A[] = [],
+  tracerRuns = 0,
+): Array<ScheduledRun<W, A>> {
+  if (!Number.isInteger(runs) || runs < 1) throw new Error(`runs must be a positive integer, got ${runs}`);
+  const ws = workloads.filter((w) => w.status === 'ready');
+  const as = allocators.filter((a) => a.status === 'ready');
+  const ts = tracers.filter((t) => t.status === 'ready');
+  const out: Array<ScheduledRun<W, A>> = [];
+  const reps = Math.max(runs, ts.length > 0 ? tracerRuns : 0);
+  for (let rep = 0; rep < reps; rep++) {
+    for (const workload of ws) {
+      if (rep < runs) for (const allocator of as) out.push({ seq: out.length, rep, workload, allocator });
+      if (rep < tracerRuns) for (const allocator of ts) out.push({ seq: out.length, rep, workload, allocator });
+    }
+  }
+  return out;
+}

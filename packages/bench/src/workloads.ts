@@ -1,0 +1,204 @@
+/**
+ * The workload catalogue: native programs built from native/workloads/ and two real programs.
+ * Every workload checks its own results and exits non-zero when they are wrong (see
+ * native/workloads/bench.h for the contract); its `--size` knob is chosen per profile so that a
+ * run takes about 0.1-0.3 s (quick) or 0.5-1.5 s (default) under glibc on a 2-core machine.
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { nativeProgram, scriptsDir } from './paths.js';
+import type { MetricKey, Profile, Workload } from './types.js';
+
+const MiB = 1024 * 1024;
+
+export interface WorkloadDef {
+  readonly base: string;
+  readonly description: string;
+  /** Takes --threads; `effectiveThreads` maps the requested count to what the program runs. */
+  readonly threaded: boolean;
+  readonly effectiveThreads?: (requested: number) => number;
+  readonly sizes: Readonly<Record<Profile, number>>;
+  readonly primary: MetricKey;
+  readonly rtPoolBytes: number;
+  /** Resolves the command; returns a skip reason when the program is not available. */
+  readonly resolve: () => { command: string; args: string[]; env?: Record<string, string> } | { skip: string };
+}
+
+function native(program: string) {
+  return () => ({ command: nativeProgram(program), args: [] as string[] });
+}
+
+let pythonCache: string | null | undefined;
+/** The python3 on PATH, resolved to the real interpreter (not a pyenv shim script). */
+export function findPython(): string | null {
+  if (pythonCache !== undefined) return pythonCache;
+  try {
+    const out = execFileSync('python3', ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 10_000,
+    }).trim();
+    pythonCache = out && existsSync(out) ? out : null;
+  } catch {
+    pythonCache = null;
+  }
+  return pythonCache;
+}
+
+export const WORKLOADS: readonly WorkloadDef[] = [
+  {
+    base: 'churn',
+    description: 'small-object churn on one thread: replace random objects of 16 B-1 KiB in a table of 20000',
+    threaded: false,
+    sizes: { quick: 1_500_000, default: 8_000_000 },
+    primary: 'wall_s',
+    rtPoolBytes: 32 * MiB,
+    resolve: native('wl_churn'),
+  },
+  {
+    base: 'larson',
+    description: 'server pattern (Larson): threads replace random objects; every round new threads take over the tables, so blocks are freed by other threads',
+    threaded: true,
+    sizes: { quick: 1_500_000, default: 8_000_000 },
+    primary: 'wall_s',
+    rtPoolBytes: 32 * MiB,
+    resolve: native('wl_larson'),
+  },
+  {
+    base: 'xthread',
+    description: 'producer/consumer pairs: messages of 16 B-32 KiB allocated by one thread, checked and freed by another',
+    threaded: true,
+    effectiveThreads: (t) => 2 * Math.max(1, Math.floor(t / 2)),
+    sizes: { quick: 200_000, default: 1_000_000 },
+    primary: 'wall_s',
+    rtPoolBytes: 64 * MiB,
+    resolve: native('wl_xthread'),
+  },
+  {
+    base: 'false_sharing',
+    description: 'cache-thrash + cache-scratch (Hoard): threads write their own 8-byte objects; slow when the allocator puts them on one cache line',
+    threaded: true,
+    sizes: { quick: 15_000, default: 60_000 },
+    primary: 'wall_s',
+    rtPoolBytes: 16 * MiB,
+    resolve: native('wl_false_sharing'),
+  },
+  {
+    base: 'realloc_growth',
+    description: '128 buffers grown by appends with realloc to the exact length, up to 32 KiB (some 1 MiB), checked and retired',
+    threaded: false,
+    sizes: { quick: 40_000, default: 200_000 },
+    primary: 'wall_s',
+    rtPoolBytes: 192 * MiB,
+    resolve: native('wl_realloc_growth'),
+  },
+  {
+    base: 'fragmentation',
+    description: 'long run of mixed lifetimes and a size mix that changes by phase; peak RSS against peak live bytes',
+    threaded: false,
+    sizes: { quick: 80_000, default: 400_000 },
+    primary: 'reported.rss_over_live',
+    rtPoolBytes: 256 * MiB,
+    resolve: native('wl_fragmentation'),
+  },
+  {
+    base: 'latency',
+    description: 'real-time loop at 10 kHz, 16 mixed malloc/free per cycle, each call timed; percentiles and page faults of the timed phase',
+    threaded: false,
+    sizes: { quick: 2_500, default: 15_000 },
+    primary: 'reported.p99_99_ns',
+    rtPoolBytes: 32 * MiB,
+    resolve: native('wl_latency'),
+  },
+  {
+    base: 'python-json',
+    description: 'real program, as-is: python3 builds a document of N records, JSON dump + parse round trips, checked',
+    threaded: false,
+    sizes: { quick: 1_500, default: 6_000 },
+    primary: 'wall_s',
+    rtPoolBytes: 192 * MiB,
+    resolve: () => {
+      const python = findPython();
+      if (!python) return { skip: 'install python3' };
+      return { command: python, args: [join(scriptsDir, 'json_roundtrip.py')] };
+    },
+  },
+  {
+    base: 'node-json',
+    description: 'real program, as-is: node builds a document of N records, JSON stringify + parse round trips through a Buffer, checked',
+    threaded: false,
+    sizes: { quick: 1_500, default: 6_000 },
+    primary: 'wall_s',
+    rtPoolBytes: 128 * MiB,
+    resolve: () => ({ command: process.execPath, args: [join(scriptsDir, 'json_roundtrip.mjs')] }),
+  },
+];
+
+export const WORKLOAD_NAMES = WORKLOADS.map((w) => w.base);
+
+export interface WorkloadSelection {
+  readonly profile: Profile;
+  /** Thread counts for threaded workloads (each becomes an instance `<name>-t<N>`). */
+  readonly threads: readonly number[];
+  /** Names to keep (base or instance names); all when empty. */
+  readonly only?: readonly string[];
+  /** Overrides the profile's size of every workload (tests use tiny sizes). */
+  readonly sizeOverride?: number;
+  readonly seed?: number;
+  /** Extra definitions (tests add fake workloads). */
+  readonly extra?: readonly WorkloadDef[];
+}
+
+/** Expands the catalogue into workload instances, in catalogue order. */
+export function selectWorkloads(sel: WorkloadSelection): Workload[] {
+  const defs = [...WORKLOADS, ...(sel.extra ?? [])];
+  const only = (sel.only ?? []).filter((s) => s.length > 0);
+  const known = new Set(defs.map((d) => d.base));
+  for (const name of only) {
+    const base = name.replace(/-t\d+$/, '');
+    if (!known.has(base)) {
+      throw new Error(`unknown workload '${name}'; known: ${[...known].join(', ')}`);
+    }
+  }
+  const out: Workload[] = [];
+  for (const def of defs) {
+    const instances: Array<number | undefined> = def.threaded ? [] : [undefined];
+    if (def.threaded) {
+      for (const t of sel.threads) {
+        const eff = def.effectiveThreads ? def.effectiveThreads(t) : t;
+        if (!instances.includes(eff)) instances.push(eff);
+      }
+    }
+    for (const threads of instances) {
+      const name = threads === undefined ? def.base : `${def.base}-t${threads}`;
+      if (only.length > 0 && !only.includes(def.base) && !only.includes(name)) continue;
+      const size = sel.sizeOverride ?? def.sizes[sel.profile];
+      const resolved = def.resolve();
+      const args = [`--size=${size}`, `--seed=${sel.seed ?? 42}`];
+      if (threads !== undefined) args.push(`--threads=${threads}`);
+      const common = {
+        name,
+        base: def.base,
+        description: def.description,
+        size,
+        primary: def.primary,
+        rtPoolBytes: def.rtPoolBytes,
+        ...(threads !== undefined ? { threads } : {}),
+      };
+      if ('skip' in resolved) {
+        out.push({ ...common, command: '', args: [], env: {}, status: 'skipped', reason: resolved.skip });
+      } else {
+        out.push({
+          ...common,
+          command: resolved.command,
+          args: [...resolved.args, ...args],
+          env: resolved.env ?? {},
+          status: 'ready',
+        });
+      }
+    }
+  }
+  return out;
+}
