@@ -154,4 +154,16 @@ describe('real programs under the example backend', () => {
     expect(ready).not.toBeNull();
     expect(Number(ready![1])).toBeGreaterThan(4000);
   });
+
+  it('an exhausted bootstrap arena stops the program with one fatal line, not a crash', () => {
+    const result = run('/bin/echo', ['main ran'], {
+      preload: backendLibrary('passthrough'),
+      env: { HEAPHOOK_PASSTHROUGH_EARLY_BYTES: '1M' },
+    });
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(
+      /^heaphook\[\d+\] fatal: the bootstrap arena \(256 KiB\) cannot serve 1000000 bytes: the backend allocates too much before it is ready\n$/,
+    );
+    expect(result.signal).toBe('SIGABRT');
+  });
 });

@@ -7,12 +7,16 @@
  * itself mallocs, reallocs and frees, all while the backend is not ready yet: those calls must
  * be served by the arena, without recursion and without deadlock. (With HEAPHOOK_LOG_LEVEL=debug
  * the core logs how much of the arena was used; the tests check it is not zero.)
+ *
+ * HEAPHOOK_PASSTHROUGH_EARLY_BYTES=<size> makes init allocate that much more before it is
+ * ready, to check what happens when the arena runs out (one fatal line, then abort).
  */
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "heaphook/backend.h"
+#include "heaphook/config.h"
 #include "heaphook/log.h"
 
 typedef void *(*malloc_fn)(size_t);
@@ -41,6 +45,8 @@ static int passthrough_init(void) {
     early = realloc(early, 4000);
     if (early == NULL || strcmp(early, "made before the backend was ready") != 0) return -1;
     free(early);
+    size_t extra = heaphook_env_size("HEAPHOOK_PASSTHROUGH_EARLY_BYTES", NULL, 0);
+    if (extra > 0 && malloc(extra) == NULL) return -1;
     next_malloc = (malloc_fn)lookup("malloc");
     next_free = (free_fn)lookup("free");
     next_realloc = (realloc_fn)lookup("realloc");

@@ -1,0 +1,63 @@
+// cmake/heaphook.cmake from a project outside this repository, the way a user's backend uses
+// it: include() the module of the installed package, add a backend and its conformance test,
+// build with plain cmake, run the suite.
+import { copyFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { run } from './helpers/native.js';
+
+const coreDir = fileURLToPath(new URL('..', import.meta.url));
+let project: string;
+
+beforeAll(() => {
+  project = mkdtempSync(join(tmpdir(), 'heaphook-external-backend-'));
+  // The example allocator, as a user would start from it.
+  copyFileSync(
+    join(coreDir, 'example', 'example_allocator.cpp'),
+    join(project, 'my_allocator.cpp'),
+  );
+  writeFileSync(
+    join(project, 'CMakeLists.txt'),
+    [
+      'cmake_minimum_required(VERSION 3.16)',
+      'project(my_backend C CXX)',
+      'include(CTest)',
+      `include(${JSON.stringify(join(coreDir, 'cmake', 'heaphook.cmake'))})`,
+      'heaphook_add_backend(mine my_allocator.cpp)',
+      'heaphook_add_backend_test(mine)',
+      '',
+    ].join('\n'),
+  );
+});
+
+afterAll(() => {
+  rmSync(project, { recursive: true, force: true });
+});
+
+describe('the CMake module, used from outside the repository', () => {
+  it('builds libheaphook_mine.so and heaphook_conformance_mine into build/Release, and they pass', () => {
+    const build = join(project, 'build');
+    const configured = run('cmake', ['-S', project, '-B', build, '-DCMAKE_BUILD_TYPE=Release']);
+    expect(configured.stderr).toBe('');
+    expect(configured.status).toBe(0);
+    const compiled = run('cmake', ['--build', build, '-j', '2']);
+    expect(compiled.status).toBe(0);
+    expect(existsSync(join(build, 'Release', 'libheaphook_mine.so'))).toBe(true);
+
+    const suite = run(join(build, 'Release', 'heaphook_conformance_mine'), ['mine'], {
+      env: { HEAPHOOK_CONFORMANCE_QUIET: '1' },
+    });
+    expect(suite.stdout).toMatch(
+      /^heaphook conformance: backend mine: 12 groups, \d+ checks, 0 failed$/m,
+    );
+    expect(suite.status).toBe(0);
+
+    const ctest = run('ctest', ['--test-dir', build, '--output-on-failure']);
+    expect(ctest.stdout).toContain('100% tests passed');
+    expect(ctest.status).toBe(0);
+  });
+});
