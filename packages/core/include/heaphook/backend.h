@@ -7,9 +7,11 @@
  * defines heaphook_backend_get() for it. Exactly one of the two per preload library.
  *
  * What the core guarantees to every backend function:
- *   - size > 0 (malloc(0) and friends ask for 1 byte);
+ *   - 0 < size <= PTRDIFF_MAX (malloc(0) and friends ask for 1 byte; larger requests fail
+ *     with ENOMEM before reaching the backend, as in glibc), so a backend may add a header
+ *     and round up without checking for overflow;
  *   - align is 1, meaning "the default alignment", or a power of two that is a multiple of
- *     sizeof(void*) and greater than HEAPHOOK_DEFAULT_ALIGNMENT;
+ *     sizeof(void*), greater than HEAPHOOK_DEFAULT_ALIGNMENT and at most PTRDIFF_MAX;
  *   - ptr is non-null and was returned by this backend (pointers from the bootstrap arena
  *     never reach the backend);
  *   - calloc's count * size did not overflow; realloc's new_size > 0 (realloc(p, 0) frees).
@@ -64,8 +66,10 @@ typedef struct heaphook_backend {
     size_t (*get_block_size)(void *ptr);
     /* Default: alloc(size, 1) then memset. */
     void *(*alloc_zeroed)(size_t size);
-    /* Must keep the contents up to min(old, new_size) and keep the block's original
-     * alignment. On failure returns NULL and leaves ptr untouched.
+    /* Must keep the contents up to min(old, new_size). On failure returns NULL and leaves
+     * ptr untouched. The result needs only the default alignment: like glibc, a block that
+     * moves need not keep a larger alignment it was allocated with (a backend that resizes
+     * in place keeps it, which is better).
      * Default: alloc, memcpy of min(get_block_size(ptr), new_size), dealloc. */
     void *(*realloc)(void *ptr, size_t new_size);
     /* Fork: prepare takes every lock of the backend, parent releases them, child
