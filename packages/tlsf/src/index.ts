@@ -1,0 +1,235 @@
+/**
+ * @heaphook/tlsf — the TLSF real-time allocator backend for heaphook.
+ *
+ *   import { libraryPath, env, TlsfHeap } from '@heaphook/tlsf';
+ *   spawn(cmd, args, { env: { ...process.env, ...env({ initialPoolSize: '64M' }), LD_PRELOAD: libraryPath() } });
+ *
+ *   const heap = new TlsfHeap({ initialPoolSize: 1 << 20, additionalPoolSize: 1 << 20 });
+ *   const a = heap.alloc(100);          // an offset, or null
+ *   heap.free(a!);
+ *   heap.stats().growthCount;
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The package's folder. */
+export const packageDir: string = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Absolute path of the preload library libheaphook_tlsf.so (built by `nx build tlsf`). */
+export function libraryPath(): string {
+  return join(packageDir, 'build', 'Release', 'libheaphook_tlsf.so');
+}
+
+/** Absolute path of the addon (tlsf_addon.node). */
+export function addonPath(): string {
+  return join(packageDir, 'build', 'Release', 'tlsf_addon.node');
+}
+
+/** A size in bytes, or a string the heaphook core parses: "100000000", "64M", "1GiB", "1.5G". */
+export type Size = number | string;
+
+/** Options of the preload library; each maps to one environment variable. */
+export interface TlsfOptions {
+  /** INITIAL_MEMPOOL_SIZE: bytes of the first pool (default 100 MB). */
+  readonly initialPoolSize?: Size;
+  /** ADDITIONAL_MEMPOOL_SIZE: first addition when the pool must grow (default 100 MB). */
+  readonly additionalPoolSize?: Size;
+  /** HEAPHOOK_TLSF_PREFAULT: touch the pool at start-up (and each addition) so no page faults later. */
+  readonly prefault?: boolean;
+  /** HEAPHOOK_TLSF_MLOCK: lock the pool in memory (needs RLIMIT_MEMLOCK). */
+  readonly mlock?: boolean;
+  /** HEAPHOOK_TLSF_CHECK: validate every free/realloc; stop on a double, interior or foreign free. */
+  readonly check?: boolean;
+  /** HEAPHOOK_TLSF_THREAD_HEAPS: one heap per thread (default true); false = one shared heap. */
+  readonly threadHeaps?: boolean;
+  /** HEAPHOOK_TLSF_CACHE: blocks kept per small size in each thread's cache (0..64, default 8; 0 = none). */
+  readonly cache?: number;
+  /** HEAPHOOK_LOG_LEVEL: 'info' shows every pool growth. */
+  readonly logLevel?: 'error' | 'warn' | 'info' | 'debug' | 'trace';
+}
+
+function sizeValue(name: string, value: Size): string {
+  if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      throw new RangeError(`${name}: a size must be a non-negative integer, got ${value}`);
+    }
+    return String(value);
+  }
+  return value;
+}
+
+const flag = (value: boolean): string => (value ? '1' : '0');
+
+/** The environment variables that configure libheaphook_tlsf.so (only the options given). */
+export function env(options: TlsfOptions = {}): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (options.initialPoolSize !== undefined) {
+    out.INITIAL_MEMPOOL_SIZE = sizeValue('initialPoolSize', options.initialPoolSize);
+  }
+  if (options.additionalPoolSize !== undefined) {
+    out.ADDITIONAL_MEMPOOL_SIZE = sizeValue('additionalPoolSize', options.additionalPoolSize);
+  }
+  if (options.prefault !== undefined) out.HEAPHOOK_TLSF_PREFAULT = flag(options.prefault);
+  if (options.mlock !== undefined) out.HEAPHOOK_TLSF_MLOCK = flag(options.mlock);
+  if (options.check !== undefined) out.HEAPHOOK_TLSF_CHECK = flag(options.check);
+  if (options.threadHeaps !== undefined) out.HEAPHOOK_TLSF_THREAD_HEAPS = flag(options.threadHeaps);
+  if (options.cache !== undefined) {
+    if (!Number.isInteger(options.cache) || options.cache < 0 || options.cache > 64) {
+      throw new RangeError(`cache: an integer in 0..64, got ${options.cache}`);
+    }
+    out.HEAPHOOK_TLSF_CACHE = String(options.cache);
+  }
+  if (options.logLevel !== undefined) out.HEAPHOOK_LOG_LEVEL = options.logLevel;
+  return out;
+}
+
+/** Figures of an in-process heap. Byte counts are block footprints (heads included). */
+export interface TlsfHeapStats {
+  /** Bytes of all areas: the first pool plus every addition (what INITIAL/ADDITIONAL name). */
+  readonly poolSize: number;
+  /** Number of areas. */
+  readonly areas: number;
+  /** Bytes managed by TLSF (areas less alignment trimming). */
+  readonly managedBytes: number;
+  readonly used: number;
+  readonly usedBlocks: number;
+  readonly free: number;
+  readonly freeBlocks: number;
+  /** Usable bytes of the largest free block. */
+  readonly largestFree: number;
+  /** Highest `used` seen after an allocation. */
+  readonly peakUsed: number;
+  /** Bytes of per-area bookkeeping. */
+  readonly overhead: number;
+  /** How many areas were added after the first pool. */
+  readonly growthCount: number;
+  /** The size of each addition, in order (N, 2N, 4N ... within one growth). */
+  readonly additions: readonly number[];
+}
+
+/** One block of the heap, in address order (from blocks()). */
+export interface TlsfBlock {
+  readonly offset: number;
+  /** Usable bytes. */
+  readonly size: number;
+  readonly used: boolean;
+}
+
+/** Options of an in-process heap. */
+export interface TlsfHeapOptions {
+  /** Bytes of the first pool (default 100 MB). */
+  readonly initialPoolSize?: number;
+  /** First addition when the heap must grow (default 100 MB; 0 = never grow). */
+  readonly additionalPoolSize?: number;
+  /** Address space reserved for all areas (default 64 GiB); growth beyond it fails. */
+  readonly maxPoolSize?: number;
+}
+
+/** Error codes of free/realloc/usableSize/fill/verify on a bad offset. */
+export type TlsfErrorCode = 'DOUBLE_FREE' | 'INTERIOR' | 'FOREIGN' | 'HEADER';
+
+interface NativeHeap {
+  alloc(size: number, align?: number): number | null;
+  free(offset: number): void;
+  realloc(offset: number, size: number): number | null;
+  usableSize(offset: number): number;
+  stats(): TlsfHeapStats;
+  check(): boolean;
+  blocks(): TlsfBlock[];
+  fill(offset: number, byte: number, length?: number): void;
+  verify(offset: number, byte: number, length?: number): boolean;
+  destroy(): void;
+}
+
+interface NativeAddon {
+  TlsfHeap: new (arg: number | TlsfHeapOptions) => NativeHeap;
+  blockOverhead: number;
+  poolOverhead: number;
+  alignment: number;
+}
+
+let addon: NativeAddon | undefined;
+
+/** Loads the addon (once). Throws with a hint when it has not been built. */
+export function loadAddon(): NativeAddon {
+  if (addon === undefined) {
+    const path = addonPath();
+    if (!existsSync(path)) {
+      throw new Error(`${path} is not built: run \`npx nx build tlsf\``);
+    }
+    addon = createRequire(import.meta.url)(path) as NativeAddon;
+  }
+  return addon;
+}
+
+/**
+ * A TLSF heap inside this process, run by the same C code as libheaphook_tlsf.so, over memory
+ * of its own. Addresses are offsets (numbers); an offset is aligned exactly as the memory it
+ * names. `new TlsfHeap(size)` is one pool that never grows; `new TlsfHeap({ initialPoolSize,
+ * additionalPoolSize })` grows like the preload library (N, 2N, 4N ... until a request fits).
+ */
+export class TlsfHeap {
+  /** Bytes of bookkeeping in front of every used block (one word). */
+  static get blockOverhead(): number {
+    return loadAddon().blockOverhead;
+  }
+  /** Bytes of bookkeeping per area. */
+  static get poolOverhead(): number {
+    return loadAddon().poolOverhead;
+  }
+  /** Alignment of every alloc() without an explicit alignment. */
+  static get alignment(): number {
+    return loadAddon().alignment;
+  }
+
+  readonly #native: NativeHeap;
+
+  constructor(sizeOrOptions: number | TlsfHeapOptions) {
+    this.#native = new (loadAddon().TlsfHeap)(sizeOrOptions);
+  }
+
+  /** Allocates size bytes (0 counts as 1) aligned to align (a power of two; default 16).
+   * Returns the offset, or null when the heap cannot serve it (after growing, if it may). */
+  alloc(size: number, align?: number): number | null {
+    return align === undefined ? this.#native.alloc(size) : this.#native.alloc(size, align);
+  }
+  /** Frees a block; throws (error.code: TlsfErrorCode) for a double, interior or foreign free. */
+  free(offset: number): void {
+    this.#native.free(offset);
+  }
+  /** Resizes in place when it can, else moves (keeping the block's alignment); null on failure
+   * (the block is then unchanged). */
+  realloc(offset: number, size: number): number | null {
+    return this.#native.realloc(offset, size);
+  }
+  /** Usable bytes of a used block. */
+  usableSize(offset: number): number {
+    return this.#native.usableSize(offset);
+  }
+  stats(): TlsfHeapStats {
+    return this.#native.stats();
+  }
+  /** Full integrity walk (blocks, free lists, bitmaps, counters); throws on the first problem. */
+  check(): true {
+    this.#native.check();
+    return true;
+  }
+  /** Every block in address order (areas in the order they were added, newest first). */
+  blocks(): TlsfBlock[] {
+    return this.#native.blocks();
+  }
+  /** Writes byte over a used block (its whole usable size unless length is given). */
+  fill(offset: number, byte: number, length?: number): void {
+    this.#native.fill(offset, byte, length);
+  }
+  /** Whether a used block still holds byte (as written by fill). */
+  verify(offset: number, byte: number, length?: number): boolean {
+    return this.#native.verify(offset, byte, length);
+  }
+  /** Releases the heap's memory now (otherwise at garbage collection). */
+  destroy(): void {
+    this.#native.destroy();
+  }
+}

@@ -1,0 +1,184 @@
+// The preload library against the conformance suite and the scenarios of tlsf_probe:
+// checking mode, growth, statistics, alignment, in-place realloc, threads, fork, ENOMEM,
+// configuration errors. Plus the TLSF core's own unit test.
+import { describe, expect, it } from 'vitest';
+
+import { built, loggedAdditions, run } from './helpers/run.js';
+
+const probe = (args: string[], env: Record<string, string> = {}) =>
+  run(built('tlsf_probe'), args, { tlsf: true, env });
+
+describe('TLSF core unit test', () => {
+  it('passes', () => {
+    const r = run(built('tlsf_unit'), []);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/^\d+ passed, 0 failed$/m);
+    expect(r.status).toBe(0);
+  });
+});
+
+describe('conformance suite', () => {
+  const variants: Record<string, Record<string, string>> = {
+    default: {},
+    'checking mode': { HEAPHOOK_TLSF_CHECK: '1' },
+    'no thread heaps': { HEAPHOOK_TLSF_THREAD_HEAPS: '0' },
+    'no thread cache': { HEAPHOOK_TLSF_CACHE: '0' },
+    'small pool (growth during the run)': {
+      INITIAL_MEMPOOL_SIZE: '2M',
+      ADDITIONAL_MEMPOOL_SIZE: '1M',
+    },
+    'prefault and mlock': {
+      HEAPHOOK_TLSF_PREFAULT: '1',
+      HEAPHOOK_TLSF_MLOCK: '1',
+      INITIAL_MEMPOOL_SIZE: '16M',
+    },
+  };
+  for (const [name, env] of Object.entries(variants)) {
+    it(name, () => {
+      const r = run(built('heaphook_conformance_tlsf'), ['tlsf'], { env });
+      expect(r.stdout).toMatch(/backend tlsf: \d+ groups, \d+ checks, 0 failed/);
+      expect(r.status).toBe(0);
+    });
+  }
+});
+
+describe('checking mode stops bad frees with one line naming the address', () => {
+  const kinds: Record<string, RegExp> = {
+    'double-free': /double free/,
+    interior: /interior pointer/,
+    foreign: /foreign pointer/,
+    header: /overwritten block header/,
+  };
+  for (const [kind, message] of Object.entries(kinds)) {
+    it(kind, () => {
+      const r = probe([kind], { HEAPHOOK_TLSF_CHECK: '1' });
+      const address = r.stdout.trim().split('\n')[0]!;
+      expect(address).toMatch(/^0x[0-9a-f]+$/);
+      expect(r.stdout).not.toContain('not stopped');
+      expect(r.signal).toBe('SIGABRT');
+      const fatal = r.stderr.split('\n').filter((line) => line.includes('fatal'));
+      expect(fatal).toHaveLength(1);
+      expect(fatal[0]).toMatch(message);
+      expect(fatal[0]).toContain(`at ${address}`);
+    });
+  }
+
+  it('an immediate double free is caught even without checking mode', () => {
+    const r = probe(['double-free']);
+    expect(r.signal).toBe('SIGABRT');
+    expect(r.stderr).toMatch(/double free at 0x/);
+  });
+});
+
+describe('pool growth', () => {
+  it('adds N, 2N, 4N, 8N until the request fits, logged at info level', () => {
+    const N = 1 << 20;
+    const r = probe(['grow', String(7 * N)], {
+      INITIAL_MEMPOOL_SIZE: String(N),
+      ADDITIONAL_MEMPOOL_SIZE: String(N),
+      HEAPHOOK_LOG_LEVEL: 'info',
+    });
+    expect(r.stdout.trim()).toBe('ok');
+    expect(r.status).toBe(0);
+    expect(loggedAdditions(r.stderr)).toEqual([N, 2 * N, 4 * N, 8 * N]);
+    expect(r.stderr).toMatch(/pool grew by 8388608 bytes to 16777216 bytes \(growth 4\)/);
+  });
+
+  it('accepts the core size suffixes', () => {
+    const r = probe(['grow', String(3_000_000)], {
+      INITIAL_MEMPOOL_SIZE: '1MiB',
+      ADDITIONAL_MEMPOOL_SIZE: '1M',
+      HEAPHOOK_LOG_LEVEL: 'info',
+    });
+    expect(r.status).toBe(0);
+    expect(loggedAdditions(r.stderr)).toEqual([1_000_000, 2_000_000, 4_000_000]);
+  });
+
+  it('is silent at the default log level', () => {
+    const r = probe(['grow', String(5_000_000)], { INITIAL_MEMPOOL_SIZE: '1M' });
+    expect(r.status).toBe(0);
+    expect(r.stderr).toBe('');
+  });
+
+  it('an impossible request fails at once with ENOMEM, without growing', () => {
+    const r = probe(['enomem'], { HEAPHOOK_LOG_LEVEL: 'info' });
+    expect(r.stdout.trim()).toBe('null ENOMEM');
+    expect(loggedAdditions(r.stderr)).toEqual([]);
+  });
+});
+
+describe('configuration', () => {
+  it('a bad size stops the program before main with exit 78', () => {
+    const r = run('/bin/echo', ['main ran'], { tlsf: true, env: { INITIAL_MEMPOOL_SIZE: 'abc' } });
+    expect(r.status).toBe(78);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain('INITIAL_MEMPOOL_SIZE');
+  });
+
+  it('ADDITIONAL_MEMPOOL_SIZE=0 is refused', () => {
+    const r = run('/bin/echo', ['main ran'], { tlsf: true, env: { ADDITIONAL_MEMPOOL_SIZE: '0' } });
+    expect(r.status).toBe(78);
+    expect(r.stderr).toContain('ADDITIONAL_MEMPOOL_SIZE');
+  });
+
+  it('a bad boolean is refused', () => {
+    const r = run('/bin/echo', ['x'], { tlsf: true, env: { HEAPHOOK_TLSF_PREFAULT: 'maybe' } });
+    expect(r.status).toBe(78);
+  });
+});
+
+describe('behaviour', () => {
+  it('serves malloc as the tlsf backend', () => {
+    expect(probe(['backend']).stdout.trim()).toBe('tlsf');
+  });
+
+  it('statistics: mallinfo2 and malloc_stats', () => {
+    const r = probe(['stats'], { INITIAL_MEMPOOL_SIZE: '32M' });
+    expect(r.status).toBe(0);
+    const m = /arena (\d+) uordblks (\d+) fordblks (\d+) after_free_uordblks (\d+)/.exec(r.stdout);
+    expect(m).not.toBeNull();
+    const [arena, used, free, usedAfter] = m!.slice(1).map(Number) as [number, number, number, number];
+    expect(arena).toBe(32_000_000);
+    expect(used).toBeGreaterThanOrEqual(100 * 1000);
+    expect(usedAfter).toBeLessThan(used - 90 * 1000);
+    expect(used + free).toBeLessThanOrEqual(arena);
+    expect(r.stderr).toMatch(/heaphook tlsf: pool 32000000 bytes in 1 area\(s\), grew 0 time\(s\)/);
+    expect(r.stderr).toMatch(/largest \d+/);
+  });
+
+  it('aligned allocation to 1 MiB, realloc and free of aligned blocks', () => {
+    for (const env of [{}, { HEAPHOOK_TLSF_CHECK: '1' }]) {
+      const r = probe(['align'], env);
+      expect(r.stdout.trim()).toBe('ok');
+      expect(r.status).toBe(0);
+    }
+  });
+
+  it('realloc grows and shrinks in place', () => {
+    expect(probe(['inplace']).stdout.trim()).toBe('grew-in-place shrank-in-place');
+  });
+
+  it('threads allocate, exchange and free blocks; heaps are adopted by new threads', () => {
+    for (const env of [{}, { HEAPHOOK_TLSF_CACHE: '0' }, { INITIAL_MEMPOOL_SIZE: '4M', ADDITIONAL_MEMPOOL_SIZE: '2M' }]) {
+      const r = probe(['threads', '6'], env);
+      expect(r.stdout.trim()).toBe('ok');
+      expect(r.status).toBe(0);
+    }
+  });
+
+  it('a threaded program forks while allocating; the children allocate', () => {
+    const r = probe(['fork']);
+    expect(r.stdout.trim()).toBe('ok');
+    expect(r.status).toBe(0);
+  });
+
+  it('prefault and mlock leave the program working (mlock may warn without the limit)', () => {
+    const r = probe(['grow', '1000000'], {
+      HEAPHOOK_TLSF_PREFAULT: '1',
+      HEAPHOOK_TLSF_MLOCK: '1',
+      INITIAL_MEMPOOL_SIZE: '8M',
+    });
+    expect(r.stdout.trim()).toBe('ok');
+    expect(r.status).toBe(0);
+  });
+});
