@@ -20,6 +20,21 @@ beforeAll(() => {
     join(coreDir, 'example', 'example_allocator.cpp'),
     join(project, 'my_allocator.cpp'),
   );
+  // A backend-specific check linked into the suite (it runs as the group "extra").
+  writeFileSync(
+    join(project, 'extra_checks.c'),
+    [
+      '#include <stdlib.h>',
+      '#include <string.h>',
+      'int heaphook_conformance_extra(const char *backend) {',
+      '    void *p = malloc(100);',
+      '    int failures = (p == NULL) + (strcmp(backend, "mine") != 0);',
+      '    free(p);',
+      '    return failures;',
+      '}',
+      '',
+    ].join('\n'),
+  );
   writeFileSync(
     join(project, 'CMakeLists.txt'),
     [
@@ -28,7 +43,7 @@ beforeAll(() => {
       'include(CTest)',
       `include(${JSON.stringify(join(coreDir, 'cmake', 'heaphook.cmake'))})`,
       'heaphook_add_backend(mine my_allocator.cpp)',
-      'heaphook_add_backend_test(mine)',
+      'heaphook_add_backend_test(mine extra_checks.c)',
       '',
     ].join('\n'),
   );
@@ -51,8 +66,9 @@ describe('the CMake module, used from outside the repository', () => {
     const suite = run(join(build, 'Release', 'heaphook_conformance_mine'), ['mine'], {
       env: { HEAPHOOK_CONFORMANCE_QUIET: '1' },
     });
+    expect(suite.stdout).toMatch(/^ok +extra +1 checks$/m);
     expect(suite.stdout).toMatch(
-      /^heaphook conformance: backend mine: 12 groups, \d+ checks, 0 failed$/m,
+      /^heaphook conformance: backend mine: 13 groups, \d+ checks, 0 failed$/m,
     );
     expect(suite.status).toBe(0);
 
