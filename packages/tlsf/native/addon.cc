@@ -93,7 +93,7 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
 
         control_ = std::aligned_alloc(64, (tlsf_control_size() + 63) & ~size_t(63));
         tlsf_t *t = tlsf_create(control_, 0);
-        tlsf_grow_ops ops = {&TlsfHeap::MapArea, nullptr, &TlsfHeap::Grew, this};
+        tlsf_grow_ops ops = {&TlsfHeap::MapArea, &TlsfHeap::ProbeArea, &TlsfHeap::Grew, this};
         if (tlsf_growing_init(&grow_, t, static_cast<size_t>(initial),
                               static_cast<size_t>(additional), &ops) != 0) {
             Release();
@@ -118,6 +118,15 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
         if (mprotect(area, len, PROT_READ | PROT_WRITE) != 0) return nullptr;
         self->cursor_ += len + PageSize();  // a guard page: areas are not contiguous
         return area;
+    }
+
+    // Whether a growth ending with an area of bytes fits in what is left of the reservation
+    // (the smaller areas before it add up to less than the last one).
+    static int ProbeArea(void *ctx, size_t bytes) {
+        auto *self = static_cast<TlsfHeap *>(ctx);
+        const size_t len = PageRound(bytes);
+        const size_t left = self->reserve_ - self->cursor_;
+        return len <= left / 2 ? 1 : 0;
     }
 
     static void Grew(void *ctx, size_t added, size_t, size_t) {

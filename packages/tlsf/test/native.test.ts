@@ -137,7 +137,12 @@ describe('behaviour', () => {
     expect(r.status).toBe(0);
     const m = /arena (\d+) uordblks (\d+) fordblks (\d+) after_free_uordblks (\d+)/.exec(r.stdout);
     expect(m).not.toBeNull();
-    const [arena, used, free, usedAfter] = m!.slice(1).map(Number) as [number, number, number, number];
+    const [arena, used, free, usedAfter] = m!.slice(1).map(Number) as [
+      number,
+      number,
+      number,
+      number,
+    ];
     expect(arena).toBe(32_000_000);
     expect(used).toBeGreaterThanOrEqual(100 * 1000);
     expect(usedAfter).toBeLessThan(used - 90 * 1000);
@@ -147,7 +152,7 @@ describe('behaviour', () => {
   });
 
   it('aligned allocation to 1 MiB, realloc and free of aligned blocks', () => {
-    for (const env of [{}, { HEAPHOOK_TLSF_CHECK: '1' }]) {
+    for (const env of [{}, { HEAPHOOK_TLSF_CHECK: '1' }] as Record<string, string>[]) {
       const r = probe(['align'], env);
       expect(r.stdout.trim()).toBe('ok');
       expect(r.status).toBe(0);
@@ -159,7 +164,12 @@ describe('behaviour', () => {
   });
 
   it('threads allocate, exchange and free blocks; heaps are adopted by new threads', () => {
-    for (const env of [{}, { HEAPHOOK_TLSF_CACHE: '0' }, { INITIAL_MEMPOOL_SIZE: '4M', ADDITIONAL_MEMPOOL_SIZE: '2M' }]) {
+    const variants: Record<string, string>[] = [
+      {},
+      { HEAPHOOK_TLSF_CACHE: '0' },
+      { INITIAL_MEMPOOL_SIZE: '4M', ADDITIONAL_MEMPOOL_SIZE: '2M' },
+    ];
+    for (const env of variants) {
       const r = probe(['threads', '6'], env);
       expect(r.stdout.trim()).toBe('ok');
       expect(r.status).toBe(0);

@@ -54,7 +54,12 @@ export function run(command: string, args: string[], options: RunOptions = {}): 
     maxBuffer: 64 * 1024 * 1024,
   });
   if (result.error) throw result.error;
-  return { status: result.status, signal: result.signal, stdout: result.stdout, stderr: result.stderr };
+  return {
+    status: result.status,
+    signal: result.signal,
+    stdout: result.stdout,
+    stderr: result.stderr,
+  };
 }
 
 /** Growth lines logged at info level: the bytes added by each growth, in order. */
