@@ -36,11 +36,10 @@ const char *heaphook_env_get(const char *name, const char *alias);
 size_t heaphook_env_size(const char *name, const char *alias, size_t default_value);
 bool heaphook_env_bool(const char *name, const char *alias, bool default_value);
 /* An integer in [min, max]. */
-long heaphook_env_long(const char *name, const char *alias, long default_value, long min,
-                       long max);
+long heaphook_env_long(const char *name, const char *alias, long default_value, long min, long max);
 /* One of choices[0..count-1] (compared case-insensitively); returns its index. */
-int heaphook_env_choice(const char *name, const char *alias, const char *const *choices,
-                        int count, int default_index);
+int heaphook_env_choice(const char *name, const char *alias, const char *const *choices, int count,
+                        int default_index);
 
 /* Stops the process for a bad value of name: one line, then _exit(HEAPHOOK_EXIT_CONFIG). */
 __attribute__((noreturn)) void heaphook_config_fail(const char *name, const char *value,
