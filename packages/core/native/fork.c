@@ -15,6 +15,13 @@
  *
  * Between 2 and 4 nothing may allocate through the backend; glibc's fork does not.
  *
+ * Known limit, shared by every allocator that uses pthread_atfork (jemalloc, tcmalloc):
+ * glibc takes its stdio list lock in step 3, after our prepare. A cycle "forking thread holds
+ * the backend's locks and waits for the list lock; a thread in fflush(NULL) holds the list
+ * lock and waits for a FILE lock; a thread in getline holds that FILE lock and waits in
+ * realloc for the backend" is possible in principle. glibc's own malloc avoids it only
+ * because fork calls it directly, after the list lock.
+ *
  * The handlers are registered by the library constructor, which runs before the program's
  * constructors and main, so every fork the program makes is covered.
  */
