@@ -21,7 +21,8 @@ export interface RunOptions {
   readonly launcher?: string;
 }
 
-const signalNames = new Map<number, string>(Object.entries(constants.signals).map(([name, num]) => [num, name]));
+const signalNames = new Map<number, string>();
+for (const [name, num] of Object.entries(constants.signals)) if (!signalNames.has(num)) signalNames.set(num, name); // SIGABRT before SIGIOT
 
 export function signalName(sig: number): string {
   return signalNames.get(sig) ?? `signal ${sig}`;

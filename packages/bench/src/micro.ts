@@ -160,6 +160,8 @@ export interface MicroOptions {
   readonly outDir?: string;
   readonly write?: boolean;
   readonly log?: (line: string) => void;
+  /** Injected for tests. */
+  readonly loadTlsf?: () => Promise<Loaded>;
 }
 
 export async function micro(opts: MicroOptions = {}): Promise<{ results: MicroResult[]; skipped: string[] }> {
@@ -168,7 +170,7 @@ export async function micro(opts: MicroOptions = {}): Promise<{ results: MicroRe
   const results: MicroResult[] = [];
   const maxTime = opts.quick ? 0.25 : 2;
   log(`benchmark.js ${Benchmark.version}, ${maxTime} s per case`);
-  const tlsf = await loadTlsfHeap();
+  const tlsf = await (opts.loadTlsf ?? loadTlsfHeap)();
   if ('skipped' in tlsf) {
     log(`tlsf: ${tlsf.skipped}`);
     skipped.push(`tlsf: ${tlsf.skipped}`);

@@ -4,7 +4,7 @@
  */
 import { formatBytes, formatMetric, formatRatio, metricLabel } from './format.js';
 import type { Results } from './results.js';
-import { bestAllocator } from './stats.js';
+import { bestAllocators } from './stats.js';
 import type { Cell } from './types.js';
 
 export interface Table {
@@ -41,7 +41,7 @@ export function mainTable(r: Results): Table {
   const best: boolean[][] = [];
   for (const w of readyWorkloads(r)) {
     const metric = w.primary;
-    const winner = bestAllocator(r.cells, w.name, metric, cols);
+    const winners = bestAllocators(r.cells, w.name, metric, cols);
     const row = [w.name, metricLabel(metric)];
     const marks = [false, false];
     for (const a of cols) {
@@ -56,7 +56,7 @@ export function mainTable(r: Results): Table {
         else if (m) text = formatMetric(metric, m.median);
       }
       row.push(text);
-      marks.push(winner === a && cols.length > 1);
+      marks.push(winners.includes(a));
     }
     rows.push(row);
     best.push(marks);
@@ -80,7 +80,7 @@ export function figureTable(r: Results, metric: string, title: string): Table {
   const rows: string[][] = [];
   const best: boolean[][] = [];
   for (const w of readyWorkloads(r)) {
-    const winner = bestAllocator(r.cells, w.name, metric, cols);
+    const winners = bestAllocators(r.cells, w.name, metric, cols);
     const row = [w.name];
     const marks = [false];
     for (const a of cols) {
@@ -90,7 +90,7 @@ export function figureTable(r: Results, metric: string, title: string): Table {
       if (c?.status === 'failed') text = failedText(c);
       else if (m) text = m.n > 1 && m.min !== m.max ? `${formatMetric(metric, m.median)} [${formatMetric(metric, m.min)}–${formatMetric(metric, m.max)}]` : formatMetric(metric, m.median);
       row.push(text);
-      marks.push(winner === a && cols.length > 1);
+      marks.push(winners.includes(a));
     }
     rows.push(row);
     best.push(marks);
@@ -118,7 +118,7 @@ export function latencyTables(r: Results): Table[] {
     const rows: string[][] = [];
     const cells = cols.map((a) => cellOf(r.cells, w.name, a));
     const best: boolean[][] = [];
-    const winners = LATENCY_FIGURES.map(([k]) => bestAllocator(r.cells, w.name, k, cols));
+    const winners = LATENCY_FIGURES.map(([k]) => bestAllocators(r.cells, w.name, k, cols));
     cols.forEach((a, i) => {
       const c = cells[i];
       const row = [a];
@@ -129,7 +129,7 @@ export function latencyTables(r: Results): Table[] {
         if (c?.status === 'failed') text = j === 0 ? failedText(c) : '';
         else if (m) text = k === 'reported.max_ns' && m.n > 1 ? `${formatMetric(k, m.median)} (worst ${formatMetric(k, m.max)})` : formatMetric(k, m.median);
         row.push(text);
-        marks.push(winners[j] === a && cols.length > 1);
+        marks.push(winners[j]!.includes(a));
       });
       rows.push(row);
       best.push(marks);
@@ -164,7 +164,7 @@ export function fragmentationTables(r: Results): Table[] {
   const out: Table[] = [];
   for (const w of readyWorkloads(r).filter((x) => x.base === 'fragmentation')) {
     const cols = readyColumns(r);
-    const winners = FRAG_FIGURES.map(([k]) => (k === 'reported.peak_live_bytes' ? undefined : bestAllocator(r.cells, w.name, k, cols)));
+    const winners = FRAG_FIGURES.map(([k]) => (k === 'reported.peak_live_bytes' ? [] : bestAllocators(r.cells, w.name, k, cols)));
     const rows: string[][] = [];
     const best: boolean[][] = [];
     for (const a of cols) {
@@ -174,7 +174,7 @@ export function fragmentationTables(r: Results): Table[] {
       FRAG_FIGURES.forEach(([k], j) => {
         const m = c?.metrics[k];
         row.push(c?.status === 'failed' ? (j === 0 ? failedText(c) : '') : m ? formatMetric(k, m.median) : '–');
-        marks.push(winners[j] === a && cols.length > 1);
+        marks.push(winners[j]!.includes(a));
       });
       rows.push(row);
       best.push(marks);

@@ -117,17 +117,26 @@ export function summarize(runs: readonly RunRecord[], keys: readonly CellKey[]):
   return cells;
 }
 
-/** The allocator with the best median of `metric` among the passing cells of one workload. */
-export function bestAllocator(cells: readonly Cell[], workload: string, metric: string, among?: readonly string[]): string | undefined {
+/**
+ * The allocators with the best median of `metric` among the passing cells of one workload
+ * (several when they tie; none when every cell has the same value: there is no winner).
+ */
+export function bestAllocators(cells: readonly Cell[], workload: string, metric: string, among?: readonly string[]): string[] {
   const higher = HIGHER_IS_BETTER.has(metric);
-  let best: Cell | undefined;
+  const vals: Array<[string, number]> = [];
   for (const c of cells) {
     if (c.workload !== workload || c.status !== 'ok') continue;
     if (among && !among.includes(c.allocator)) continue;
     const v = c.metrics[metric]?.median;
-    if (v === undefined) continue;
-    const b = best?.metrics[metric]?.median;
-    if (b === undefined || (higher ? v > b : v < b)) best = c;
+    if (v !== undefined) vals.push([c.allocator, v]);
   }
-  return best?.allocator;
+  if (vals.length < 2) return [];
+  const best = higher ? Math.max(...vals.map(([, v]) => v)) : Math.min(...vals.map(([, v]) => v));
+  const winners = vals.filter(([, v]) => v === best).map(([a]) => a);
+  return winners.length === vals.length ? [] : winners;
+}
+
+/** The first of bestAllocators(), if any. */
+export function bestAllocator(cells: readonly Cell[], workload: string, metric: string, among?: readonly string[]): string | undefined {
+  return bestAllocators(cells, workload, metric, among)[0];
 }

@@ -21,7 +21,8 @@ export interface WorkloadDef {
   readonly effectiveThreads?: (requested: number) => number;
   readonly sizes: Readonly<Record<Profile, number>>;
   readonly primary: MetricKey;
-  readonly rtPoolBytes: number;
+  /** Initial pool of the real-time TLSF variant: about 1.5× the workload's peak RSS under glibc. */
+  readonly rtPoolBytes: Readonly<Record<Profile, number>>;
   /** Resolves the command; returns a skip reason when the program is not available. */
   readonly resolve: () => { command: string; args: string[]; env?: Record<string, string> } | { skip: string };
 }
@@ -54,7 +55,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: false,
     sizes: { quick: 1_500_000, default: 8_000_000 },
     primary: 'wall_s',
-    rtPoolBytes: 32 * MiB,
+    rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_churn'),
   },
   {
@@ -63,7 +64,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: true,
     sizes: { quick: 1_500_000, default: 8_000_000 },
     primary: 'wall_s',
-    rtPoolBytes: 32 * MiB,
+    rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_larson'),
   },
   {
@@ -71,9 +72,9 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description: 'producer/consumer pairs: messages of 16 B-32 KiB allocated by one thread, checked and freed by another',
     threaded: true,
     effectiveThreads: (t) => 2 * Math.max(1, Math.floor(t / 2)),
-    sizes: { quick: 200_000, default: 1_000_000 },
+    sizes: { quick: 200_000, default: 2_000_000 },
     primary: 'wall_s',
-    rtPoolBytes: 64 * MiB,
+    rtPoolBytes: { quick: 32 * MiB, default: 32 * MiB },
     resolve: native('wl_xthread'),
   },
   {
@@ -82,7 +83,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: true,
     sizes: { quick: 15_000, default: 60_000 },
     primary: 'wall_s',
-    rtPoolBytes: 16 * MiB,
+    rtPoolBytes: { quick: 8 * MiB, default: 8 * MiB },
     resolve: native('wl_false_sharing'),
   },
   {
@@ -91,7 +92,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: false,
     sizes: { quick: 40_000, default: 200_000 },
     primary: 'wall_s',
-    rtPoolBytes: 192 * MiB,
+    rtPoolBytes: { quick: 32 * MiB, default: 96 * MiB },
     resolve: native('wl_realloc_growth'),
   },
   {
@@ -100,7 +101,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: false,
     sizes: { quick: 80_000, default: 400_000 },
     primary: 'reported.rss_over_live',
-    rtPoolBytes: 256 * MiB,
+    rtPoolBytes: { quick: 96 * MiB, default: 160 * MiB },
     resolve: native('wl_fragmentation'),
   },
   {
@@ -109,7 +110,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: false,
     sizes: { quick: 2_500, default: 15_000 },
     primary: 'reported.p99_99_ns',
-    rtPoolBytes: 32 * MiB,
+    rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_latency'),
   },
   {
@@ -118,7 +119,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: false,
     sizes: { quick: 1_500, default: 6_000 },
     primary: 'wall_s',
-    rtPoolBytes: 192 * MiB,
+    rtPoolBytes: { quick: 48 * MiB, default: 96 * MiB },
     resolve: () => {
       const python = findPython();
       if (!python) return { skip: 'install python3' };
@@ -131,7 +132,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     threaded: false,
     sizes: { quick: 1_500, default: 6_000 },
     primary: 'wall_s',
-    rtPoolBytes: 128 * MiB,
+    rtPoolBytes: { quick: 64 * MiB, default: 64 * MiB },
     resolve: () => ({ command: process.execPath, args: [join(scriptsDir, 'json_roundtrip.mjs')] }),
   },
 ];
@@ -184,7 +185,7 @@ export function selectWorkloads(sel: WorkloadSelection): Workload[] {
         description: def.description,
         size,
         primary: def.primary,
-        rtPoolBytes: def.rtPoolBytes,
+        rtPoolBytes: def.rtPoolBytes[sel.profile],
         ...(threads !== undefined ? { threads } : {}),
       };
       if ('skip' in resolved) {

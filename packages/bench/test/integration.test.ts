@@ -1,0 +1,111 @@
+/**
+ * The driver for real: native workloads through hh-run, under glibc and a deliberately broken
+ * allocator (test/native/broken_alloc.c), and the CLI on a --quick subset. Needs `nx build bench`
+ * (the test target depends on it).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { compare } from '../src/compare.js';
+import { nativeDir, packageDir } from '../src/paths.js';
+import { validateResults, type Results } from '../src/results.js';
+import type { WorkloadDef } from '../src/workloads.js';
+
+const tmp = mkdtempSync(join(tmpdir(), 'bench-test-'));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+const brokenLib = join(nativeDir, 'libbench_broken_alloc.so');
+
+/** A workload that always reports a wrong result. */
+const alwaysFails: WorkloadDef = {
+  base: 'always-fails',
+  description: 'test only: reports a verification failure',
+  threaded: false,
+  sizes: { quick: 1, default: 1 },
+  primary: 'wall_s',
+  rtPoolBytes: { quick: 1 << 20, default: 1 << 20 },
+  resolve: () => ({ command: '/bin/sh', args: ['-c', 'echo "verification failed: fake result" >&2; exit 2', 'sh'] }),
+};
+
+describe('compare: failures stay in their cell and the run goes on', () => {
+  let results: Results;
+
+  it('runs churn and a failing workload under glibc, an overlapping allocator and a crashing one', async () => {
+    const out = await compare({
+      profile: 'quick',
+      size: 20_000,
+      runs: 1,
+      workloads: ['churn', 'always-fails'],
+      allocators: ['broken', 'broken-crash'],
+      tracers: false,
+      backends: [{ name: 'broken', packageName: 'test', libraryPath: brokenLib, built: true }],
+      variants: [{ name: 'broken-crash', backend: 'broken', description: 'crashes', env: { BROKEN_ALLOC_MODE: 'crash' } }],
+      extraWorkloads: [alwaysFails],
+      write: false,
+      progress: false,
+      warmup: false,
+      log: () => {},
+    });
+    results = out.results;
+    const cell = (w: string, a: string) => results.cells.find((c) => c.workload === w && c.allocator === a)!;
+    expect(results.runs).toHaveLength(6);
+    expect(cell('churn', 'glibc')).toMatchObject({ status: 'ok', ratios: { wall_s: 1 } });
+    expect(cell('churn', 'glibc').metrics['reported.ops']!.median).toBe(40_000);
+    expect(cell('churn', 'broken').status).toBe('failed');
+    expect(cell('churn', 'broken').error).toMatch(/exit code 2: verification failed: churn/);
+    expect(cell('churn', 'broken-crash').status).toBe('failed');
+    expect(cell('churn', 'broken-crash').error).toMatch(/killed by SIGABRT/);
+    expect(cell('always-fails', 'glibc')).toMatchObject({ status: 'failed', error: 'exit code 2: verification failed: fake result' });
+    expect(out.report).toMatch(/churn\s+wall time\s+\S+ ms\s+failed\s+failed/);
+    expect(out.report).toMatch(/Failures:/);
+  });
+
+  it('produces a latest.json that follows the documented schema', () => {
+    const doc = JSON.parse(JSON.stringify(results)) as Results;
+    expect(validateResults(doc)).toEqual([]);
+  });
+
+  it('the schema check catches what is wrong', () => {
+    const doc = JSON.parse(JSON.stringify(results)) as Record<string, any>;
+    delete doc.machine.cpu_model;
+    doc.runs[0].status = 'maybe';
+    doc.cells[0].metrics.wall_s = { median: 1, min: 2, max: 3, n: 1 };
+    doc.schema = 'other/9';
+    const problems = validateResults(doc);
+    expect(problems).toContain('machine.cpu_model: unexpected value undefined');
+    expect(problems.some((p) => p.startsWith('runs[0].status'))).toBe(true);
+    expect(problems.some((p) => p.startsWith('cells[0].metrics'))).toBe(true);
+    expect(problems.some((p) => p.startsWith('.schema'))).toBe(true);
+  });
+});
+
+describe('heaphook-bench compare --quick (the CLI)', () => {
+  it('prints the table and writes latest.json, latest.md and latest.svg', () => {
+    const out = join(tmp, 'cli');
+    const r = spawnSync(
+      process.execPath,
+      [join(packageDir, 'dist', 'cli.js'), 'compare', '--quick', '--workloads', 'churn,latency', '--allocators', 'glibc,jemalloc', '--no-tracers', '--runs', '1', '--no-progress', '--no-warmup', '--out', out],
+      { encoding: 'utf8', timeout: 120_000 },
+    );
+    expect(r.stderr).not.toMatch(/heaphook-bench:/);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/Allocators compared: quick smoke run/);
+    expect(r.stdout).toMatch(/^churn\s+wall time/m);
+    expect(r.stdout).toMatch(/Real-time latency \(latency\)/);
+    for (const f of ['latest.json', 'latest.md', 'latest.svg']) expect(existsSync(join(out, f))).toBe(true);
+    const doc = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as Results;
+    expect(validateResults(doc)).toEqual([]);
+    expect(doc.options).toMatchObject({ profile: 'quick', runs: 1, workloads: ['churn', 'latency'] });
+    const jemalloc = doc.allocators.find((a) => a.name === 'jemalloc')!;
+    if (jemalloc.status === 'skipped') expect(r.stdout).toMatch(/jemalloc: skipped: install libjemalloc2/);
+    const lat = doc.cells.find((c) => c.workload === 'latency' && c.allocator === 'glibc')!;
+    expect(lat.status).toBe('ok');
+    for (const k of ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt']) expect(lat.metrics[`reported.${k}`]).toBeDefined();
+    expect(readFileSync(join(out, 'latest.svg'), 'utf8')).toMatch(/^<svg[^>]+xmlns="http:\/\/www.w3.org\/2000\/svg"/);
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toMatch(/\| workload \| figure \(lower is better\) \| glibc \|/);
+  });
+});
