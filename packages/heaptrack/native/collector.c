@@ -1,0 +1,307 @@
+/*
+ * collector.c — heaphook-heaptrack-collector, the out-of-process side of `heaphook record`.
+ *
+ *   heaphook-heaptrack-collector [--dir DIR] [--preload LIBS] [--manifest FILE] [--quiet]
+ *                                -- command [args...]
+ *
+ * Listens on an abstract Unix socket, starts the command with LD_PRELOAD=LIBS and
+ * HEAPHOOK_COLLECTOR=@<socket>, and serves every traced process that connects (the command,
+ * its forked children, the programs they exec): it creates the process's ring buffer (a
+ * memfd), hands it over with SCM_RIGHTS, drains it when woken (one byte per batch) or every
+ * 50 ms, and writes DIR/heaplog.<pid>.log. When a connection closes — exit, crash, _exit,
+ * exec — it reads what the ring still holds, skipping only records left half-written, and
+ * closes the log. It exits with the command's status once every traced process is gone.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ring.h"
+#include "trace.h"
+#include "writer.h"
+
+typedef struct hh_hello {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t pid, ppid;
+    uint32_t flags;
+    uint32_t pad;
+    uint64_t capacity;
+} hh_hello;
+#define HH_HELLO_MAGIC 0x31434848u
+
+typedef struct client {
+    int fd;
+    int pid;
+    hh_ring ring;
+    hh_writer *writer;
+    bool saw_exit;
+    char path[4096];
+} client;
+
+static client **clients;
+static size_t nclients, capclients;
+static const char *dir = ".";
+static const char *manifest;
+static bool quiet;
+static pid_t child = -1;
+static long pending_forks;
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void forward_signal(int sig) {
+    if (child > 0) kill(child, sig);
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: heaphook-heaptrack-collector [--dir DIR] [--preload LIBS] [--manifest FILE] "
+            "[--quiet] -- command [args...]\n");
+    exit(2);
+}
+
+static void drain(client *c, bool crashed) {
+    while (hh_ring_read(&c->ring, hh_writer_record, c->writer, crashed) > 0) {
+    }
+    hh_writer_flush(c->writer);
+}
+
+static void finish(client *c) {
+    drain(c, true);
+    uint64_t events = hh_writer_events(c->writer);
+    bool exited = c->saw_exit || hh_writer_saw_exit(c->writer);
+    hh_ring_close(&c->ring);
+    hh_writer_close(c->writer, exited ? HH_END_EXIT : HH_END_LOST,
+                    atomic_load(&c->ring.hdr->dropped));
+    hh_ring_unmap(&c->ring);
+    close(c->fd);
+    if (!quiet) {
+        fprintf(stderr, "heaphook record: wrote %s (%llu events%s)\n", c->path,
+                (unsigned long long)events, exited ? "" : ", process ended without exit");
+    }
+    if (manifest != NULL) {
+        FILE *m = fopen(manifest, "a");
+        if (m != NULL) {
+            fprintf(m, "%s\t%d\t%llu\t%s\n", c->path, c->pid, (unsigned long long)events,
+                    exited ? "exit" : "lost");
+            fclose(m);
+        }
+    }
+}
+
+static bool read_full(int fd, void *buf, size_t len, int timeout_ms) {
+    uint8_t *p = buf;
+    while (len > 0) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        if (poll(&pfd, 1, timeout_ms) <= 0) return false;
+        ssize_t n = read(fd, p, len);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR) continue;
+            return false;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return true;
+}
+
+static void accept_client(int listener) {
+    int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    hh_hello hello;
+    if (!read_full(fd, &hello, sizeof hello, 5000) || hello.magic != HH_HELLO_MAGIC ||
+        hello.capacity < HH_RING_MIN_CAPACITY || (hello.capacity & (hello.capacity - 1)) != 0) {
+        close(fd);
+        return;
+    }
+    client *c = calloc(1, sizeof *c);
+    int memfd = hh_ring_create_fd(hello.capacity);
+    if (c == NULL || memfd < 0 || hh_ring_map(&c->ring, memfd) != 0) {
+        fprintf(stderr, "heaphook record: cannot create a %llu-byte buffer for pid %u: %s\n",
+                (unsigned long long)hello.capacity, hello.pid, strerror(errno));
+        if (memfd >= 0) close(memfd);
+        free(c);
+        close(fd);
+        return;
+    }
+    c->writer = hh_writer_open(dir, (int)hello.pid, c->path, sizeof c->path);
+    if (c->writer == NULL) {
+        fprintf(stderr, "heaphook record: cannot create a log in %s: %s\n", dir, strerror(errno));
+        hh_ring_unmap(&c->ring);
+        close(memfd);
+        free(c);
+        close(fd);
+        return;
+    }
+    char status = 'R';
+    struct iovec iov = {&status, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &memfd, sizeof memfd);
+    ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    close(memfd);
+    c->fd = fd;
+    c->pid = (int)hello.pid;
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    if ((hello.flags & HH_PF_FORK_CHILD) && pending_forks > 0) pending_forks--;
+    if (nclients == capclients) {
+        capclients = capclients ? capclients * 2 : 16;
+        clients = realloc(clients, capclients * sizeof *clients);
+    }
+    clients[nclients++] = c;
+    if (sent != 1) { /* the process went away during the handshake */
+        finish(c);
+        clients[--nclients] = NULL;
+        free(c);
+    }
+}
+
+int main(int argc, char **argv) {
+    const char *preload = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+            dir = argv[++i];
+        } else if (strcmp(argv[i], "--preload") == 0 && i + 1 < argc) {
+            preload = argv[++i];
+        } else if (strcmp(argv[i], "--manifest") == 0 && i + 1 < argc) {
+            manifest = argv[++i];
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = true;
+        } else {
+            usage();
+        }
+    }
+    if (i >= argc) usage();
+
+    char name[108];
+    snprintf(name, sizeof name, "@heaphook-%d-%llx", (int)getpid(),
+             (unsigned long long)now_ms() ^ ((unsigned long long)rand() << 20));
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    size_t name_len = strlen(name);
+    memcpy(addr.sun_path, name, name_len);
+    addr.sun_path[0] = '\0';
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listener < 0 ||
+        bind(listener, (struct sockaddr *)&addr,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + name_len)) != 0 ||
+        listen(listener, 128) != 0) {
+        fprintf(stderr, "heaphook record: cannot listen on a Unix socket: %s\n", strerror(errno));
+        return 2;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+
+    child = fork();
+    if (child < 0) {
+        fprintf(stderr, "heaphook record: fork: %s\n", strerror(errno));
+        return 2;
+    }
+    if (child == 0) {
+        signal(SIGPIPE, SIG_DFL);
+        setenv("HEAPHOOK_COLLECTOR", name, 1);
+        if (preload != NULL) setenv("LD_PRELOAD", preload, 1);
+        execvp(argv[i], argv + i);
+        fprintf(stderr, "heaphook record: cannot run %s: %s\n", argv[i], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+
+    int status = 0;
+    bool child_done = false;
+    uint64_t last_activity = now_ms();
+    struct pollfd *pfds = NULL;
+    size_t pcap = 0;
+    for (;;) {
+        if (pcap < nclients + 1) {
+            pcap = (nclients + 1) * 2;
+            pfds = realloc(pfds, pcap * sizeof *pfds);
+        }
+        pfds[0] = (struct pollfd){listener, POLLIN, 0};
+        for (size_t k = 0; k < nclients; k++)
+            pfds[k + 1] = (struct pollfd){clients[k]->fd, POLLIN, 0};
+        int ready = poll(pfds, nclients + 1, 50);
+        if (ready < 0 && errno != EINTR) break;
+        if (ready > 0 && (pfds[0].revents & POLLIN)) {
+            accept_client(listener);
+            last_activity = now_ms();
+        }
+        size_t polled = ready > 0 ? nclients : 0;
+        for (size_t k = 0; k < polled && k < nclients; k++) {
+            client *c = clients[k];
+            if (pfds[k + 1].fd != c->fd || pfds[k + 1].revents == 0) continue;
+            char buf[512];
+            bool closed = false;
+            for (;;) {
+                ssize_t n = read(c->fd, buf, sizeof buf);
+                if (n > 0) {
+                    for (ssize_t b = 0; b < n; b++) {
+                        if (buf[b] == 'F') pending_forks++;
+                        if (buf[b] == 'X') c->saw_exit = true;
+                    }
+                    continue;
+                }
+                if (n == 0 || (errno != EAGAIN && errno != EINTR)) closed = true;
+                break;
+            }
+            if (closed) {
+                finish(c);
+                free(c);
+                clients[k] = clients[--nclients];
+                pfds[k + 1] = pfds[nclients + 1];
+                k--;
+                last_activity = now_ms();
+            }
+        }
+        for (size_t k = 0; k < nclients; k++) drain(clients[k], false);
+        if (!child_done) {
+            pid_t r = waitpid(child, &status, WNOHANG);
+            if (r == child) {
+                child_done = true;
+                last_activity = now_ms();
+            }
+        }
+        if (child_done && nclients == 0) {
+            uint64_t quiet_for = now_ms() - last_activity;
+            /* A child announced by a fork may still be connecting; wait for it a little. */
+            if (quiet_for >= (pending_forks > 0 ? 2000u : 100u)) break;
+        }
+    }
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}

@@ -1,0 +1,477 @@
+/*
+ * hooks.c — the interposed allocation family.
+ *
+ * Every function forwards to the next allocator in the lookup order (dlsym(RTLD_NEXT)), so
+ * LD_PRELOAD="libheaphook_heaptrack.so libheaphook_tlsf.so" traces TLSF. Until the next
+ * allocator is known, requests are served from a static arena (dlsym itself may allocate);
+ * its blocks are recognised and never passed on. A per-thread guard (hh_busy) sends the
+ * tracer's own allocations straight to the next allocator, untraced.
+ *
+ * Ordering: a free is reserved in the ring before the block is released and an allocation
+ * after it is obtained, so when one thread frees an address and another gets it back, the
+ * log has them in that order. A realloc that moves the block is two records: the realloc
+ * (reserved before the call: the old block's end) and a REALLOC_DONE after it (the new
+ * block's start).
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stacks.h"
+#include "trace.h"
+#include "tracer.h"
+#include "unwinder.h"
+
+typedef void *(*hh_malloc_fn)(size_t);
+typedef void (*hh_free_fn)(void *);
+typedef void *(*hh_calloc_fn)(size_t, size_t);
+typedef void *(*hh_realloc_fn)(void *, size_t);
+typedef void *(*hh_reallocarray_fn)(void *, size_t, size_t);
+typedef int (*hh_posix_memalign_fn)(void **, size_t, size_t);
+typedef void *(*hh_memalign_fn)(size_t, size_t);
+typedef size_t (*hh_usable_fn)(void *);
+
+static struct {
+    hh_malloc_fn malloc;
+    hh_free_fn free;
+    hh_calloc_fn calloc;
+    hh_realloc_fn realloc;
+    hh_reallocarray_fn reallocarray;
+    hh_posix_memalign_fn posix_memalign;
+    hh_memalign_fn memalign;
+    hh_memalign_fn aligned_alloc;
+    hh_malloc_fn valloc;
+    hh_malloc_fn pvalloc;
+    hh_usable_fn usable;
+} next;
+
+static _Atomic int g_next_state; /* 0 unresolved, 1 resolving, 2 resolved */
+
+/* ---- the bootstrap arena ----------------------------------------------------------------- */
+
+#define HH_ARENA_SIZE (1024u * 1024u)
+static _Alignas(64) uint8_t g_arena[HH_ARENA_SIZE];
+static _Atomic size_t g_arena_used;
+
+static inline bool hh_in_arena(const void *p) {
+    return (const uint8_t *)p >= g_arena && (const uint8_t *)p < g_arena + HH_ARENA_SIZE;
+}
+
+static void *hh_arena_alloc(size_t size, size_t align) {
+    if (align < 16) align = 16;
+    size_t used = atomic_load(&g_arena_used);
+    for (;;) {
+        uintptr_t start = ((uintptr_t)g_arena + used + 16 + align - 1) & ~(uintptr_t)(align - 1);
+        size_t end = start - (uintptr_t)g_arena + size;
+        if (size > HH_ARENA_SIZE || end > HH_ARENA_SIZE) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        if (atomic_compare_exchange_weak(&g_arena_used, &used, end)) {
+            ((size_t *)start)[-1] = size;
+            return (void *)start; /* the arena is never reused: already zero */
+        }
+    }
+}
+
+static size_t hh_arena_size(const void *p) {
+    return ((const size_t *)p)[-1];
+}
+
+/* ---- the next allocator ------------------------------------------------------------------ */
+
+static void hh_resolve(void) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_next_state, &expected, 1)) return;
+    next.malloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "malloc");
+    next.free = (hh_free_fn)dlsym(RTLD_NEXT, "free");
+    next.calloc = (hh_calloc_fn)dlsym(RTLD_NEXT, "calloc");
+    next.realloc = (hh_realloc_fn)dlsym(RTLD_NEXT, "realloc");
+    next.reallocarray = (hh_reallocarray_fn)dlsym(RTLD_NEXT, "reallocarray");
+    next.posix_memalign = (hh_posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
+    next.memalign = (hh_memalign_fn)dlsym(RTLD_NEXT, "memalign");
+    next.aligned_alloc = (hh_memalign_fn)dlsym(RTLD_NEXT, "aligned_alloc");
+    next.valloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "valloc");
+    next.pvalloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
+    next.usable = (hh_usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
+    if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL) {
+        static const char msg[] =
+            "heaphook heaptrack: no allocator after libheaphook_heaptrack.so in the lookup "
+            "order (dlsym(RTLD_NEXT, \"malloc\") failed)\n";
+        ssize_t r = write(2, msg, sizeof msg - 1);
+        (void)r;
+        _exit(127);
+    }
+    atomic_store(&g_next_state, 2);
+}
+
+static inline bool hh_next_ready(void) {
+    if (HH_LIKELY(atomic_load_explicit(&g_next_state, memory_order_acquire) == 2)) return true;
+    hh_resolve();
+    return atomic_load_explicit(&g_next_state, memory_order_acquire) == 2;
+}
+
+/* ---- sampling ---------------------------------------------------------------------------- */
+
+static HH_TLS int64_t t_until_sample;
+static HH_TLS uint64_t t_rng;
+
+/* ln(x) for x in (0, 1], without libm. */
+static double hh_ln(double x) {
+    int e = 0;
+    while (x < 0.5) {
+        x *= 2;
+        e--;
+    }
+    double z = (x - 1) / (x + 1), z2 = z * z, term = z, sum = 0;
+    for (int k = 1; k < 40; k += 2) {
+        sum += term / k;
+        term *= z2;
+    }
+    return 2 * sum + e * 0.6931471805599453;
+}
+
+static int64_t hh_next_gap(void) {
+    if (t_rng == 0) t_rng = hh_now() ^ ((uint64_t)hh_tid() << 32) ^ 0x9e3779b97f4a7c15ull;
+    t_rng ^= t_rng << 13;
+    t_rng ^= t_rng >> 7;
+    t_rng ^= t_rng << 17;
+    double u = ((t_rng >> 11) + 1) * (1.0 / 9007199254740992.0); /* (0, 1] */
+    double gap = -hh_ln(u) * (double)hh_cfg.sample_bytes;
+    return gap < 1 ? 1 : (int64_t)gap;
+}
+
+/* 0 when not sampled, else the bytes this allocation stands for (as heapprofd). */
+static inline uint64_t hh_sample(size_t size) {
+    uint64_t interval = hh_cfg.sample_bytes;
+    if (HH_LIKELY(interval == 0)) return size;
+    if (size >= interval) return size;
+    if (t_until_sample == 0) t_until_sample = hh_next_gap();
+    t_until_sample -= (int64_t)size;
+    if (t_until_sample > 0) return 0;
+    uint64_t samples = 0;
+    while (t_until_sample <= 0) {
+        t_until_sample += hh_next_gap();
+        samples++;
+    }
+    return samples * interval;
+}
+
+/* ---- records ----------------------------------------------------------------------------- */
+
+static inline uint32_t hh_stack(bool wanted) {
+    return wanted ? hh_stack_capture(hh_cfg.depth) : 0;
+}
+
+static void hh_fill(hh_rec_event *e, uint8_t op, uint64_t t0, uint32_t stack) {
+    e->time = t0;
+    e->tid = hh_tid();
+    e->stack = stack;
+    e->op = op;
+    e->flags = 0;
+    e->pad0 = 0;
+    e->pad1 = 0;
+    e->addr = e->old = e->size = e->count = e->align = e->weight = e->duration = 0;
+}
+
+/* An allocation that has returned p. */
+static void hh_record_alloc(uint8_t op, void *p, size_t size, size_t count, size_t align,
+                            uint64_t t0, uint64_t weight) {
+    uint64_t duration = hh_cfg.timing ? hh_now() - t0 : 0;
+    uint32_t stack = hh_stack(hh_cfg.stacks);
+    if (stack == UINT32_MAX) return;
+    hh_rec_event *e = hh_tracer_reserve(sizeof *e);
+    if (e == NULL) return;
+    hh_fill(e, op, t0, stack);
+    e->addr = (uintptr_t)p;
+    e->size = size;
+    e->count = count;
+    e->align = align;
+    e->weight = weight;
+    e->duration = duration;
+    hh_tracer_commit(e, HH_REC_EVENT);
+}
+
+#define HH_ENTER()      \
+    int hh_saved_errno; \
+    uint64_t hh_t0;     \
+    hh_busy = 1;        \
+    hh_t0 = hh_now();   \
+    (void)hh_saved_errno
+
+#define HH_LEAVE() hh_busy = 0
+
+/* ---- the allocation family --------------------------------------------------------------- */
+
+HH_EXPORT void *malloc(size_t size) {
+    if (HH_UNLIKELY(!hh_next_ready())) return hh_arena_alloc(size, 16);
+    if (hh_busy || !hh_tracer_active()) return next.malloc(size);
+    uint64_t weight = hh_sample(size);
+    if (weight == 0) return next.malloc(size);
+    HH_ENTER();
+    void *p = next.malloc(size);
+    hh_saved_errno = errno;
+    hh_record_alloc(HH_OP_MALLOC, p, size, 0, 0, hh_t0, weight);
+    errno = hh_saved_errno;
+    HH_LEAVE();
+    return p;
+}
+
+HH_EXPORT void free(void *p) {
+    if (p == NULL) return;
+    if (HH_UNLIKELY(hh_in_arena(p))) return;
+    if (HH_UNLIKELY(!hh_next_ready())) return;
+    if (hh_busy || !hh_tracer_active()) {
+        next.free(p);
+        return;
+    }
+    HH_ENTER();
+    hh_saved_errno = errno;
+    uint32_t stack = hh_stack(hh_cfg.free_stacks);
+    hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *e);
+    if (e != NULL) {
+        hh_fill(e, HH_OP_FREE, hh_t0, stack);
+        e->addr = (uintptr_t)p;
+    }
+    next.free(p);
+    if (e != NULL) {
+        if (hh_cfg.timing) e->duration = hh_now() - hh_t0;
+        hh_tracer_commit(e, HH_REC_EVENT);
+    }
+    errno = hh_saved_errno;
+    HH_LEAVE();
+}
+
+HH_EXPORT void *calloc(size_t n, size_t size) {
+    if (HH_UNLIKELY(!hh_next_ready())) {
+        size_t total;
+        if (__builtin_mul_overflow(n, size, &total)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        return hh_arena_alloc(total, 16);
+    }
+    if (hh_busy || !hh_tracer_active()) return next.calloc(n, size);
+    size_t total;
+    uint64_t weight = __builtin_mul_overflow(n, size, &total) ? 1 : hh_sample(total);
+    if (weight == 0) return next.calloc(n, size);
+    HH_ENTER();
+    void *p = next.calloc(n, size);
+    hh_saved_errno = errno;
+    hh_record_alloc(HH_OP_CALLOC, p, size, n, 0, hh_t0, weight);
+    errno = hh_saved_errno;
+    HH_LEAVE();
+    return p;
+}
+
+/* realloc and reallocarray: op, and count = 0 for realloc. */
+static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size) {
+    size_t total = size;
+    if (op == HH_OP_REALLOCARRAY && __builtin_mul_overflow(count, size, &total)) total = SIZE_MAX;
+    HH_ENTER();
+    uint64_t weight = total == SIZE_MAX ? 1 : hh_sample(total);
+    uint32_t stack = hh_stack(hh_cfg.stacks);
+    hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *e);
+    void *p;
+    if (op == HH_OP_REALLOC) {
+        p = next.realloc(old, size);
+    } else if (next.reallocarray != NULL) {
+        p = next.reallocarray(old, count, size);
+    } else if (total == SIZE_MAX) {
+        errno = ENOMEM;
+        p = NULL;
+    } else {
+        p = next.realloc(old, total);
+    }
+    hh_saved_errno = errno;
+    bool split = p != NULL && old != NULL && p != old;
+    if (e != NULL) {
+        hh_fill(e, op, hh_t0, stack);
+        e->addr = (uintptr_t)p;
+        e->old = (uintptr_t)old;
+        e->size = size;
+        e->count = count;
+        e->weight = weight;
+        e->flags = split ? HH_EV_SPLIT : 0;
+        if (hh_cfg.timing) e->duration = hh_now() - hh_t0;
+        hh_tracer_commit(e, HH_REC_EVENT);
+        if (split) {
+            hh_rec_event *done = hh_tracer_reserve(sizeof *done);
+            if (done != NULL) {
+                hh_fill(done, HH_OP_REALLOC_DONE, hh_t0, 0);
+                hh_tracer_commit(done, HH_REC_EVENT);
+            }
+        }
+    }
+    errno = hh_saved_errno;
+    HH_LEAVE();
+    return p;
+}
+
+HH_EXPORT void *realloc(void *old, size_t size) {
+    if (HH_UNLIKELY(old != NULL && hh_in_arena(old))) {
+        void *p = malloc(size);
+        if (p != NULL) {
+            size_t n = hh_arena_size(old);
+            memcpy(p, old, n < size ? n : size);
+        }
+        return p;
+    }
+    if (HH_UNLIKELY(!hh_next_ready())) return hh_arena_alloc(size, 16);
+    if (hh_busy || !hh_tracer_active()) return next.realloc(old, size);
+    return hh_realloc_common(HH_OP_REALLOC, old, 0, size);
+}
+
+HH_EXPORT void *reallocarray(void *old, size_t count, size_t size) {
+    size_t total;
+    if (HH_UNLIKELY((old != NULL && hh_in_arena(old)) || !hh_next_ready() ||
+                    next.reallocarray == NULL)) {
+        if (__builtin_mul_overflow(count, size, &total)) {
+            errno = ENOMEM;
+            return NULL;
+        }
+        if (!hh_next_ready() || (old != NULL && hh_in_arena(old))) return realloc(old, total);
+    }
+    if (hh_busy || !hh_tracer_active()) {
+        if (next.reallocarray != NULL) return next.reallocarray(old, count, size);
+        return next.realloc(old, count * size);
+    }
+    return hh_realloc_common(HH_OP_REALLOCARRAY, old, count, size);
+}
+
+/* posix_memalign, memalign, aligned_alloc, valloc, pvalloc. */
+static void *hh_aligned_common(uint8_t op, size_t align, size_t size, int *rc) {
+    void *p = NULL;
+    switch (op) {
+        case HH_OP_POSIX_MEMALIGN:
+            *rc = next.posix_memalign(&p, align, size);
+            if (*rc != 0) p = NULL;
+            break;
+        case HH_OP_MEMALIGN:
+            p = next.memalign(align, size);
+            break;
+        case HH_OP_ALIGNED_ALLOC:
+            p = next.aligned_alloc != NULL ? next.aligned_alloc(align, size)
+                                           : next.memalign(align, size);
+            break;
+        case HH_OP_VALLOC:
+            p = next.valloc != NULL ? next.valloc(size)
+                                    : next.memalign((size_t)sysconf(_SC_PAGESIZE), size);
+            break;
+        default: {
+            size_t page = (size_t)sysconf(_SC_PAGESIZE);
+            p = next.pvalloc != NULL ? next.pvalloc(size)
+                                     : next.memalign(page, (size + page - 1) & ~(page - 1));
+            break;
+        }
+    }
+    return p;
+}
+
+static void *hh_aligned(uint8_t op, size_t align, size_t size, int *rc) {
+    if (HH_UNLIKELY(!hh_next_ready())) {
+        size_t a = op == HH_OP_VALLOC || op == HH_OP_PVALLOC ? 4096 : align;
+        if (a == 0 || (a & (a - 1)) != 0) {
+            *rc = EINVAL;
+            return NULL;
+        }
+        void *p = hh_arena_alloc(size, a);
+        *rc = p != NULL ? 0 : ENOMEM;
+        return p;
+    }
+    if (hh_busy || !hh_tracer_active()) return hh_aligned_common(op, align, size, rc);
+    uint64_t weight = hh_sample(size);
+    if (weight == 0) return hh_aligned_common(op, align, size, rc);
+    HH_ENTER();
+    void *p = hh_aligned_common(op, align, size, rc);
+    hh_saved_errno = errno;
+    hh_record_alloc(op, p, size, 0, align, hh_t0, weight);
+    errno = hh_saved_errno;
+    HH_LEAVE();
+    return p;
+}
+
+HH_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
+    int rc = 0;
+    void *p = hh_aligned(HH_OP_POSIX_MEMALIGN, align, size, &rc);
+    if (rc == 0) *out = p;
+    return rc;
+}
+
+HH_EXPORT void *memalign(size_t align, size_t size) {
+    int rc = 0;
+    return hh_aligned(HH_OP_MEMALIGN, align, size, &rc);
+}
+
+HH_EXPORT void *aligned_alloc(size_t align, size_t size) {
+    int rc = 0;
+    return hh_aligned(HH_OP_ALIGNED_ALLOC, align, size, &rc);
+}
+
+HH_EXPORT void *valloc(size_t size) {
+    int rc = 0;
+    return hh_aligned(HH_OP_VALLOC, 0, size, &rc);
+}
+
+HH_EXPORT void *pvalloc(size_t size) {
+    int rc = 0;
+    return hh_aligned(HH_OP_PVALLOC, 0, size, &rc);
+}
+
+HH_EXPORT size_t malloc_usable_size(void *p) {
+    if (p == NULL) return 0;
+    if (hh_in_arena(p)) return hh_arena_size(p);
+    if (!hh_next_ready() || next.usable == NULL) return 0;
+    return next.usable(p);
+}
+
+/* ---- dlclose and exec -------------------------------------------------------------------- */
+
+HH_EXPORT int dlclose(void *handle) {
+    static int (*real)(void *);
+    if (real == NULL) real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+    int rc = real(handle);
+    hh_unwind_invalidate(); /* code may be unmapped and other code mapped there */
+    return rc;
+}
+
+/* Standalone mode: write out what the ring holds before the process image is replaced. */
+static void hh_before_exec(void) {
+    if (hh_busy) return;
+    hh_busy = 1;
+    hh_tracer_flush_now();
+    hh_busy = 0;
+}
+
+typedef int (*hh_execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*hh_execv_fn)(const char *, char *const[]);
+
+HH_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
+    static hh_execve_fn real;
+    if (real == NULL) real = (hh_execve_fn)dlsym(RTLD_NEXT, "execve");
+    hh_before_exec();
+    return real(path, argv, envp);
+}
+
+HH_EXPORT int execv(const char *path, char *const argv[]) {
+    static hh_execv_fn real;
+    if (real == NULL) real = (hh_execv_fn)dlsym(RTLD_NEXT, "execv");
+    hh_before_exec();
+    return real(path, argv);
+}
+
+HH_EXPORT int execvp(const char *file, char *const argv[]) {
+    static hh_execv_fn real;
+    if (real == NULL) real = (hh_execv_fn)dlsym(RTLD_NEXT, "execvp");
+    hh_before_exec();
+    return real(file, argv);
+}
+
+HH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    static hh_execve_fn real;
+    if (real == NULL) real = (hh_execve_fn)dlsym(RTLD_NEXT, "execvpe");
+    hh_before_exec();
+    return real(file, argv, envp);
+}

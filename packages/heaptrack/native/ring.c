@@ -1,0 +1,172 @@
+/*
+ * ring.c — the shared-memory ring buffer (ring.h). Only system calls and atomics: it runs
+ * inside malloc, in fork handlers and in the collector alike.
+ */
+#include "ring.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "trace.h"
+
+static uint64_t hh_tag_of(uint64_t pos) {
+    return (pos >> 3) & 0xffffffffu;
+}
+
+static uint64_t hh_make_header(uint64_t pos, uint32_t len, unsigned type) {
+    return (hh_tag_of(pos) << 32) | ((uint64_t)(type & 0xff) << 24) | (len & 0xffffff);
+}
+
+int hh_ring_create_fd(uint64_t capacity) {
+    int fd = (int)syscall(SYS_memfd_create, "heaphook-ring", 1u /* MFD_CLOEXEC */);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, (off_t)(HH_RING_HEADER_SIZE + capacity)) != 0) {
+        close(fd);
+        return -1;
+    }
+    hh_ring_header *hdr =
+        mmap(NULL, HH_RING_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (hdr == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    hdr->magic = HH_RING_MAGIC;
+    hdr->capacity = capacity;
+    munmap(hdr, HH_RING_HEADER_SIZE);
+    return fd;
+}
+
+int hh_ring_map(hh_ring *ring, int fd) {
+    hh_ring_header *hdr =
+        mmap(NULL, HH_RING_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (hdr == MAP_FAILED) return -1;
+    uint64_t capacity = hdr->capacity;
+    if (hdr->magic != HH_RING_MAGIC || capacity < HH_RING_MIN_CAPACITY ||
+        (capacity & (capacity - 1)) != 0) {
+        munmap(hdr, HH_RING_HEADER_SIZE);
+        errno = EINVAL;
+        return -1;
+    }
+    munmap(hdr, HH_RING_HEADER_SIZE);
+    size_t total = HH_RING_HEADER_SIZE + 2 * capacity;
+    uint8_t *base = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return -1;
+    int prot = PROT_READ | PROT_WRITE;
+    if (mmap(base, HH_RING_HEADER_SIZE + capacity, prot, MAP_SHARED | MAP_FIXED, fd, 0) ==
+            MAP_FAILED ||
+        mmap(base + HH_RING_HEADER_SIZE + capacity, capacity, prot, MAP_SHARED | MAP_FIXED, fd,
+             HH_RING_HEADER_SIZE) == MAP_FAILED) {
+        munmap(base, total);
+        return -1;
+    }
+    ring->hdr = (hh_ring_header *)base;
+    ring->data = base + HH_RING_HEADER_SIZE;
+    ring->capacity = capacity;
+    ring->mask = capacity - 1;
+    ring->map_size = total;
+    return 0;
+}
+
+void hh_ring_unmap(hh_ring *ring) {
+    if (ring->hdr != NULL) munmap(ring->hdr, ring->map_size);
+    ring->hdr = NULL;
+    ring->data = NULL;
+}
+
+static void hh_futex_wait(_Atomic uint32_t *word, uint32_t value, long timeout_ns) {
+    struct timespec ts = {0, timeout_ns};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, value, &ts, NULL, 0);
+}
+
+static void hh_futex_wake(_Atomic uint32_t *word) {
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+void *hh_ring_reserve(hh_ring *ring, uint32_t len, bool block, void (*wake)(void *), void *arg) {
+    hh_ring_header *h = ring->hdr;
+    uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_relaxed);
+    for (;;) {
+        uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_acquire);
+        if (w + len - r <= ring->capacity) {
+            if (atomic_compare_exchange_weak_explicit(&h->write_pos, &w, w + len,
+                                                      memory_order_acq_rel, memory_order_relaxed)) {
+                break;
+            }
+            continue; /* w was reloaded */
+        }
+        if (!block || atomic_load_explicit(&h->closed, memory_order_relaxed)) {
+            atomic_fetch_add_explicit(&h->dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+        uint32_t seq = atomic_load_explicit(&h->read_seq, memory_order_acquire);
+        atomic_fetch_add_explicit(&h->waiters, 1, memory_order_acq_rel);
+        if (wake != NULL) wake(arg);
+        /* Re-check after announcing ourselves: the reader may have advanced meanwhile. */
+        uint64_t r2 = atomic_load_explicit(&h->read_pos, memory_order_acquire);
+        if (r2 == r) hh_futex_wait(&h->read_seq, seq, 20 * 1000 * 1000);
+        atomic_fetch_sub_explicit(&h->waiters, 1, memory_order_acq_rel);
+        w = atomic_load_explicit(&h->write_pos, memory_order_relaxed);
+    }
+    _Atomic uint64_t *header = (_Atomic uint64_t *)(ring->data + (w & ring->mask));
+    atomic_store_explicit(header, hh_make_header(w, len, HH_REC_RESERVED), memory_order_relaxed);
+    return (void *)header;
+}
+
+void hh_ring_commit(hh_ring *ring, void *record, unsigned type) {
+    _Atomic uint64_t *header = (_Atomic uint64_t *)record;
+    uint64_t provisional = atomic_load_explicit(header, memory_order_relaxed);
+    (void)ring;
+    atomic_store_explicit(header, (provisional & ~(uint64_t)0xff000000u) | ((uint64_t)type << 24),
+                          memory_order_release);
+}
+
+uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed) {
+    hh_ring_header *h = ring->hdr;
+    uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_acquire);
+    uint64_t count = 0;
+    while (r < w) {
+        const _Atomic uint64_t *header = (const _Atomic uint64_t *)(ring->data + (r & ring->mask));
+        uint64_t word = atomic_load_explicit(header, memory_order_acquire);
+        uint32_t len = hh_rec_len(word);
+        if ((word >> 32) != hh_tag_of(r) || len < 8 || (len & 7) != 0 || r + len > w) {
+            break; /* not even reserved yet, or torn */
+        }
+        unsigned type = hh_rec_type_of(word);
+        if (type == HH_REC_RESERVED) {
+            if (!crashed) break; /* still being written */
+        } else {
+            fn(arg, type, (const void *)header, len);
+            count++;
+        }
+        r += len;
+    }
+    atomic_store_explicit(&h->read_pos, r, memory_order_release);
+    atomic_fetch_add_explicit(&h->read_seq, 1, memory_order_acq_rel);
+    if (atomic_load_explicit(&h->waiters, memory_order_acquire) != 0) hh_futex_wake(&h->read_seq);
+    return count;
+}
+
+uint64_t hh_ring_pending(const hh_ring *ring) {
+    return atomic_load_explicit(&ring->hdr->write_pos, memory_order_acquire) -
+           atomic_load_explicit(&ring->hdr->read_pos, memory_order_acquire);
+}
+
+bool hh_ring_should_notify(hh_ring *ring, uint64_t batch) {
+    hh_ring_header *h = ring->hdr;
+    uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_relaxed);
+    uint64_t last = atomic_load_explicit(&h->notified, memory_order_relaxed);
+    if (w - last < batch) return false;
+    return atomic_compare_exchange_strong_explicit(&h->notified, &last, w, memory_order_relaxed,
+                                                   memory_order_relaxed);
+}
+
+void hh_ring_close(hh_ring *ring) {
+    atomic_store_explicit(&ring->hdr->closed, 1, memory_order_release);
+    atomic_fetch_add_explicit(&ring->hdr->read_seq, 1, memory_order_acq_rel);
+    hh_futex_wake(&ring->hdr->read_seq);
+}

@@ -1,0 +1,76 @@
+/*
+ * ring.h — the shared-memory ring buffer between the traced process (many writer threads)
+ * and one reader (the drain thread, or the collector in another process).
+ *
+ * The buffer is a memfd: one header page, then `capacity` bytes of data mapped twice in a
+ * row, so a record never has to be split at the end. Writers reserve space with a
+ * compare-and-swap on write_pos (no lock), write a provisional header, fill the record and
+ * publish it by storing its final header with release order. The reader consumes records in
+ * reservation order and stops at the first one not yet published. After the writer process
+ * died, ring_read(..., crashed=true) also skips records that were reserved but never
+ * finished, so only the records being written at the moment of the crash are lost.
+ */
+#ifndef HH_RING_H
+#define HH_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define HH_RING_MAGIC 0x31474e4952484848ULL /* "HHHRING1" */
+#define HH_RING_HEADER_SIZE 4096u
+#define HH_RING_MIN_CAPACITY (64u * 1024u)
+
+typedef struct hh_ring_header {
+    uint64_t magic;
+    uint64_t capacity; /* bytes of data, a power of two */
+    uint32_t flags;
+    _Atomic uint32_t closed; /* set by the reader when it stops: writers no longer wait */
+    char pad1[64 - 24];
+    _Atomic uint64_t write_pos; /* next byte to reserve */
+    char pad2[56];
+    _Atomic uint64_t read_pos; /* next byte to read */
+    char pad3[56];
+    _Atomic uint32_t read_seq; /* futex word: bumped after every read pass */
+    _Atomic uint32_t waiters;  /* writers sleeping on read_seq */
+    _Atomic uint64_t dropped;  /* records dropped (HEAPHOOK_ON_FULL=drop) */
+    _Atomic uint64_t notified; /* write position at the last wake-up byte */
+} hh_ring_header;
+
+typedef struct hh_ring {
+    hh_ring_header *hdr;
+    uint8_t *data; /* capacity bytes, followed by the same bytes again */
+    uint64_t capacity;
+    uint64_t mask;
+    size_t map_size; /* bytes of the whole mapping (header page + 2 * capacity) */
+} hh_ring;
+
+/* Creates a memfd of header + capacity bytes and initialises the header. Returns the fd, or
+ * -1. capacity must be a power of two >= HH_RING_MIN_CAPACITY. */
+int hh_ring_create_fd(uint64_t capacity);
+/* Maps the ring in fd (header page, data twice). Returns 0 or -1. */
+int hh_ring_map(hh_ring *ring, int fd);
+void hh_ring_unmap(hh_ring *ring);
+
+/* Reserves len bytes (a multiple of 8). Returns a pointer to the record, or NULL when the
+ * ring is full and block is false (the drop is counted). When block is true, waits for the
+ * reader; wake(arg) is called before sleeping so the reader learns it is needed. */
+void *hh_ring_reserve(hh_ring *ring, uint32_t len, bool block, void (*wake)(void *), void *arg);
+/* Tells writers the reader is gone: reservations fail instead of waiting. */
+void hh_ring_close(hh_ring *ring);
+/* Publishes a reserved record with its type. */
+void hh_ring_commit(hh_ring *ring, void *record, unsigned type);
+
+/* Calls fn for every published record from read_pos on, then frees the space. Returns the
+ * number of records read. With crashed, records reserved but never published are skipped. */
+typedef void (*hh_ring_reader)(void *arg, unsigned type, const void *record, uint32_t len);
+uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed);
+
+/* Bytes written and not yet read. */
+uint64_t hh_ring_pending(const hh_ring *ring);
+
+/* True when a wake-up byte should be sent (batch bytes since the last one); claims it. */
+bool hh_ring_should_notify(hh_ring *ring, uint64_t batch);
+
+#endif /* HH_RING_H */

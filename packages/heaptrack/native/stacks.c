@@ -1,0 +1,193 @@
+/*
+ * stacks.c — the stack trie (stacks.h).
+ *
+ * Lookups are lock-free: a slot is written once (its meta, then its pc with release order)
+ * and never moves. New nodes are created under a spin lock, which also orders their NODE
+ * record in the ring before any event that can name them. Each thread remembers its previous
+ * stack: the outer frames it shares with the new one keep their node ids without a lookup.
+ */
+#include "stacks.h"
+
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "modules.h"
+#include "trace.h"
+#include "tracer.h"
+#include "unwinder.h"
+
+/* slot meta: bits 0-27 parent, 28-55 id, 56-63 epoch */
+#define HH_NODE_BITS 28
+#define HH_NODE_MASK ((1u << HH_NODE_BITS) - 1)
+#define HH_TABLE_BITS 21
+#define HH_TABLE_CAP (1u << HH_TABLE_BITS)
+#define HH_MAX_NODES (HH_TABLE_CAP - HH_TABLE_CAP / 8)
+
+typedef struct hh_node_slot {
+    _Atomic uint64_t pc;
+    _Atomic uint64_t meta;
+} hh_node_slot;
+
+static hh_node_slot *hh_nodes;
+static _Atomic uint32_t hh_node_count;
+static _Atomic int hh_nodes_lock;
+static _Atomic uint32_t hh_epoch;
+
+static HH_TLS uintptr_t t_prev_pcs[HH_MAX_DEPTH];
+static HH_TLS uint32_t t_prev_ids[HH_MAX_DEPTH];
+static HH_TLS int t_prev_n;
+static HH_TLS uint32_t t_prev_epoch;
+
+int hh_stacks_init(void) {
+    if (hh_nodes != NULL) return 0;
+    void *p = mmap(NULL, sizeof(hh_node_slot) * HH_TABLE_CAP, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return -1;
+    hh_nodes = p;
+    return 0;
+}
+
+static inline uint32_t hh_node_hash(uint32_t parent, uintptr_t pc) {
+    uint64_t h = (pc ^ ((uint64_t)parent << 40) ^ parent) * 0x9e3779b97f4a7c15ull;
+    return (uint32_t)(h >> (64 - HH_TABLE_BITS));
+}
+
+static inline uint64_t hh_meta(uint32_t parent, uint32_t id, uint32_t epoch) {
+    return (uint64_t)parent | ((uint64_t)id << HH_NODE_BITS) | ((uint64_t)(epoch & 0xff) << 56);
+}
+
+static inline uint32_t hh_meta_parent(uint64_t m) {
+    return (uint32_t)(m & HH_NODE_MASK);
+}
+static inline uint32_t hh_meta_id(uint64_t m) {
+    return (uint32_t)((m >> HH_NODE_BITS) & HH_NODE_MASK);
+}
+static inline uint32_t hh_meta_epoch(uint64_t m) {
+    return (uint32_t)(m >> 56);
+}
+
+static void hh_lock(void) {
+    int expected = 0;
+    while (!atomic_compare_exchange_weak_explicit(&hh_nodes_lock, &expected, 1,
+                                                  memory_order_acquire, memory_order_relaxed)) {
+        expected = 0;
+        sched_yield();
+    }
+}
+
+static void hh_unlock(void) {
+    atomic_store_explicit(&hh_nodes_lock, 0, memory_order_release);
+}
+
+static bool hh_send_node(uint32_t id, uint32_t parent, uintptr_t pc) {
+    if (!hh_modules_contains(pc)) hh_modules_sync(); /* a library loaded since? */
+    hh_rec_node *rec = hh_tracer_reserve(sizeof(hh_rec_node));
+    if (rec == NULL) return false;
+    rec->id = id;
+    rec->parent = parent;
+    rec->pc = pc;
+    hh_tracer_commit(rec, HH_REC_NODE);
+    return true;
+}
+
+/* The slot of (parent, pc), or the empty slot where it belongs; NULL when the probe is full. */
+static hh_node_slot *hh_probe(uint32_t parent, uintptr_t pc, uint64_t *meta_out) {
+    uint32_t i = hh_node_hash(parent, pc);
+    for (int n = 0; n < 64; n++, i = (i + 1) & (HH_TABLE_CAP - 1)) {
+        hh_node_slot *s = &hh_nodes[i];
+        uintptr_t k = atomic_load_explicit(&s->pc, memory_order_acquire);
+        if (k == 0) {
+            *meta_out = 0;
+            return s;
+        }
+        if (k == pc) {
+            uint64_t m = atomic_load_explicit(&s->meta, memory_order_relaxed);
+            if (hh_meta_parent(m) == parent) {
+                *meta_out = m;
+                return s;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* The node id of (parent, pc), creating (or re-sending, in a new epoch) it. 0 when the table
+ * is full, UINT32_MAX when the node could not be sent (ring full in drop mode). */
+static uint32_t hh_intern(uint32_t parent, uintptr_t pc, uint32_t epoch) {
+    uint64_t m;
+    hh_node_slot *s = hh_probe(parent, pc, &m);
+    if (s != NULL && m != 0 && hh_meta_epoch(m) == (epoch & 0xff)) return hh_meta_id(m);
+    hh_lock();
+    s = hh_probe(parent, pc, &m);
+    uint32_t id = 0;
+    if (s == NULL) {
+        id = 0;
+    } else if (m != 0) {
+        id = hh_meta_id(m);
+        if (hh_meta_epoch(m) != (epoch & 0xff)) {
+            if (hh_send_node(id, parent, pc)) {
+                atomic_store_explicit(&s->meta, hh_meta(parent, id, epoch), memory_order_release);
+            } else {
+                id = UINT32_MAX;
+            }
+        }
+    } else if (atomic_load(&hh_node_count) < HH_MAX_NODES) {
+        id = atomic_load(&hh_node_count) + 1;
+        if (hh_send_node(id, parent, pc)) {
+            atomic_store(&hh_node_count, id);
+            atomic_store_explicit(&s->meta, hh_meta(parent, id, epoch), memory_order_relaxed);
+            atomic_store_explicit(&s->pc, pc, memory_order_release);
+        } else {
+            id = UINT32_MAX;
+        }
+    }
+    hh_unlock();
+    return id;
+}
+
+uint32_t hh_stack_capture(int depth) {
+    uintptr_t pcs[HH_MAX_DEPTH];
+    if (depth > HH_MAX_DEPTH) depth = HH_MAX_DEPTH;
+    int n = hh_unwind(pcs, depth);
+    if (n <= 0) return 0;
+    uint32_t epoch = atomic_load_explicit(&hh_epoch, memory_order_relaxed);
+    /* Outer frames shared with this thread's previous stack keep their ids. */
+    int shared = 0;
+    if (t_prev_epoch == epoch) {
+        int m = t_prev_n;
+        while (shared < n && shared < m && pcs[n - 1 - shared] == t_prev_pcs[m - 1 - shared]) {
+            shared++;
+        }
+        if (shared == n && m == n) return t_prev_ids[0];
+        /* re-base the shared part at the end of the arrays */
+        if (m != n) memmove(&t_prev_ids[n - shared], &t_prev_ids[m - shared], shared * 4);
+    }
+    uint32_t parent = shared > 0 ? t_prev_ids[n - shared] : 0;
+    for (int i = n - 1 - shared; i >= 0; i--) {
+        uint32_t id = hh_intern(parent, pcs[i], epoch);
+        if (id == 0 || id == UINT32_MAX) {
+            t_prev_n = 0;
+            /* table full: keep the outer part; not sent: the event must be dropped */
+            return id == 0 ? parent : UINT32_MAX;
+        }
+        t_prev_ids[i] = id;
+        parent = id;
+    }
+    memcpy(t_prev_pcs, pcs, (size_t)n * sizeof pcs[0]);
+    t_prev_n = n;
+    t_prev_epoch = epoch;
+    return parent;
+}
+
+void hh_stacks_fork_prepare(void) {
+    hh_lock();
+}
+void hh_stacks_fork_parent(void) {
+    hh_unlock();
+}
+void hh_stacks_fork_child(void) {
+    atomic_fetch_add(&hh_epoch, 1);
+    t_prev_n = 0;
+    hh_unlock();
+}

@@ -1,0 +1,128 @@
+/*
+ * trace.h — what the tracer's files share: the records that travel through the ring buffer
+ * from the traced process to the log writer (the in-process drain thread or the collector),
+ * the operation codes, and small helpers.
+ *
+ *   hooks.c     the interposed malloc family, the recursion guard, the bootstrap arena
+ *   tracer.c    configuration, start-up, transport (standalone or collector), fork, exit
+ *   ring.c      the shared-memory ring buffer (multi-producer, one consumer)
+ *   unwind.c    call stacks: a cached DWARF CFI unwinder, _Unwind_Backtrace as fallback
+ *   stacks.c    interning of call stacks as a trie of (parent, return address) nodes
+ *   modules.c   the module map (path, load address, build id) sent for symbolising
+ *   writer.c    the log encoder (FORMAT.md): varints, deltas, CRC-checked blocks
+ *   collector.c the out-of-process collector (heaphook record)
+ */
+#ifndef HH_TRACE_H
+#define HH_TRACE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HH_EXPORT __attribute__((visibility("default")))
+#define HH_LIKELY(x) __builtin_expect(!!(x), 1)
+#define HH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HH_TLS __attribute__((tls_model("initial-exec"))) __thread
+
+#define HH_TRACE_VERSION "0.1.0"
+
+/* Operation codes, shared with the log format (FORMAT.md, "Events"). */
+enum hh_op {
+    HH_OP_MALLOC = 0,
+    HH_OP_CALLOC = 1,
+    HH_OP_REALLOC = 2,
+    HH_OP_REALLOCARRAY = 3,
+    HH_OP_FREE = 4,
+    HH_OP_POSIX_MEMALIGN = 5,
+    HH_OP_MEMALIGN = 6,
+    HH_OP_ALIGNED_ALLOC = 7,
+    HH_OP_VALLOC = 8,
+    HH_OP_PVALLOC = 9,
+    HH_OP_REALLOC_DONE = 10,
+};
+
+/* Ring record types (the type byte of a record header; 0 means "reserved, not yet written"). */
+enum hh_rec_type {
+    HH_REC_RESERVED = 0,
+    HH_REC_PROCESS = 1,
+    HH_REC_MODULE = 2,
+    HH_REC_NODE = 3,
+    HH_REC_EVENT = 4,
+    HH_REC_EXIT = 5,
+};
+
+/* Flags of an event record. */
+#define HH_EV_SPLIT 1u /* realloc moved the block: the new one counts from the REALLOC_DONE */
+
+/* Process flags (PROCESS record and the log's PROCESS record). */
+#define HH_PF_STACKS 1u
+#define HH_PF_TIMING 2u
+#define HH_PF_SAMPLING 4u
+#define HH_PF_DROP 8u
+#define HH_PF_FREE_STACKS 16u
+#define HH_PF_FORK_CHILD 32u
+
+/* Every record begins with a 64-bit header word: bits 0-23 length in bytes (a multiple of 8,
+ * header included), 24-31 type, 32-63 the low 32 bits of (ring position / 8). */
+typedef struct hh_rec_event {
+    uint64_t hdr;
+    uint64_t time; /* CLOCK_MONOTONIC, ns */
+    uint32_t tid;
+    uint32_t stack; /* interned stack node, 0 = none */
+    uint8_t op;
+    uint8_t flags;
+    uint16_t pad0;
+    uint32_t pad1;
+    uint64_t addr;  /* the block returned, or the block freed */
+    uint64_t old;   /* realloc: the block passed in */
+    uint64_t size;  /* bytes asked for (element size for calloc/reallocarray) */
+    uint64_t count; /* calloc/reallocarray: number of elements */
+    uint64_t align;
+    uint64_t weight;   /* sampling: bytes this record stands for (0 = not sampled) */
+    uint64_t duration; /* HEAPHOOK_TIMING: ns spent in the underlying allocator */
+} hh_rec_event;
+
+typedef struct hh_rec_node {
+    uint64_t hdr;
+    uint32_t id;
+    uint32_t parent;
+    uint64_t pc;
+} hh_rec_node;
+
+typedef struct hh_rec_module {
+    uint64_t hdr;
+    uint64_t base;
+    uint64_t lo, hi; /* relative to base */
+    uint32_t build_id_len;
+    uint32_t path_len;
+    /* build id bytes, then path bytes */
+} hh_rec_module;
+
+typedef struct hh_rec_process {
+    uint64_t hdr;
+    uint32_t pid, ppid;
+    uint64_t mono_start, real_start;
+    uint32_t flags;
+    uint32_t stack_depth;
+    uint64_t sample_bytes;
+    uint32_t exe_len, cmdline_len;
+    /* exe bytes, then cmdline bytes (arguments separated by NUL) */
+} hh_rec_process;
+
+typedef struct hh_rec_exit {
+    uint64_t hdr;
+    uint64_t time;
+} hh_rec_exit;
+
+static inline uint32_t hh_rec_len(uint64_t hdr) {
+    return (uint32_t)(hdr & 0xffffff);
+}
+static inline unsigned hh_rec_type_of(uint64_t hdr) {
+    return (unsigned)((hdr >> 24) & 0xff);
+}
+static inline size_t hh_round8(size_t n) {
+    return (n + 7) & ~(size_t)7;
+}
+
+#endif /* HH_TRACE_H */

@@ -1,0 +1,483 @@
+/*
+ * tracer.c — configuration, start-up, transport, fork and exit of the tracer.
+ *
+ * Two transports share one ring buffer format (ring.h):
+ *   standalone  the ring is a memfd of this process; a drain thread writes heaplog.<pid>.log;
+ *   collector   HEAPHOOK_COLLECTOR names a Unix socket; at start-up the collector hands over
+ *               the ring (SCM_RIGHTS of a memfd) and is woken by one byte per batch. The
+ *               collector owns the memory, so nothing written before a crash is lost.
+ * A forked child starts over with a ring, a log and (standalone) a drain thread of its own.
+ *
+ * Contents:
+ *   1. Configuration
+ *   2. Clock and thread id
+ *   3. Ring access and wake-ups
+ *   4. Transports
+ *   5. Start-up (lazy, from the first hook or the constructor)
+ *   6. The drain thread (standalone)
+ *   7. Fork, exec, exit
+ */
+#include "tracer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heaphook/config.h"
+#include "heaphook/log.h"
+#include "modules.h"
+#include "ring.h"
+#include "stacks.h"
+#include "unwinder.h"
+#include "writer.h"
+
+extern char **environ;
+
+hh_config hh_cfg;
+_Atomic int hh_state = HH_STATE_UNINIT;
+HH_TLS int hh_busy;
+
+static HH_TLS uint32_t t_tid;
+
+enum { HH_MODE_STANDALONE = 1, HH_MODE_COLLECTOR = 2 };
+static int g_mode;
+static hh_ring g_ring;
+static int g_notify_fd = -1; /* standalone: pipe write end; collector: the socket */
+static uint64_t g_batch;
+static bool g_use_fast_unwind = true;
+static const char *g_collector;
+static char g_log_dir[4096];
+static uint64_t g_mono_start, g_real_start;
+static bool g_fork_child;
+
+/* standalone */
+static int g_pipe_rd = -1;
+static hh_writer *g_writer;
+static char g_log_path[4096];
+static pthread_t g_drain;
+static bool g_drain_started;
+static _Atomic int g_drain_stop, g_drain_done, g_drain_lock;
+
+/* ---- 1. Configuration -------------------------------------------------------------------- */
+
+static uint64_t hh_pow2_at_least(uint64_t n) {
+    uint64_t p = HH_RING_MIN_CAPACITY;
+    while (p < n && p < (1ull << 40)) p <<= 1;
+    return p;
+}
+
+static void hh_read_config(void) {
+    hh_cfg.stacks = heaphook_env_bool("HEAPHOOK_STACKS", NULL, true);
+    hh_cfg.depth = (int)heaphook_env_long("HEAPHOOK_STACK_DEPTH", NULL, 64, 1, HH_MAX_DEPTH);
+    hh_cfg.timing = heaphook_env_bool("HEAPHOOK_TIMING", NULL, false);
+    hh_cfg.free_stacks = heaphook_env_bool("HEAPHOOK_FREE_STACKS", NULL, false);
+    hh_cfg.sample_bytes = heaphook_env_size("HEAPHOOK_SAMPLE_BYTES", NULL, 0);
+    static const char *const on_full[] = {"block", "drop"};
+    hh_cfg.drop = heaphook_env_choice("HEAPHOOK_ON_FULL", NULL, on_full, 2, 0) == 1;
+    size_t buffer = heaphook_env_size("HEAPHOOK_BUFFER_SIZE", NULL, 32u << 20);
+    if (buffer < HH_RING_MIN_CAPACITY) {
+        heaphook_config_fail("HEAPHOOK_BUFFER_SIZE", heaphook_env_get("HEAPHOOK_BUFFER_SIZE", NULL),
+                             "a ring buffer size of at least 64KiB", "32MiB");
+    }
+    hh_cfg.buffer_size = hh_pow2_at_least(buffer);
+    static const char *const unwinders[] = {"fast", "libgcc"};
+    g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
+    g_collector = heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
+    const char *dir = heaphook_env_get("HEAPHOOK_LOG_DIR", NULL);
+    if (dir == NULL) dir = ".";
+    size_t n = strlen(dir);
+    if (n >= sizeof g_log_dir) n = sizeof g_log_dir - 1;
+    memcpy(g_log_dir, dir, n);
+    g_log_dir[n] = '\0';
+}
+
+/* ---- 2. Clock and thread id -------------------------------------------------------------- */
+
+uint64_t hh_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t hh_tid(void) {
+    if (HH_UNLIKELY(t_tid == 0)) t_tid = (uint32_t)syscall(SYS_gettid);
+    return t_tid;
+}
+
+/* ---- 3. Ring access and wake-ups --------------------------------------------------------- */
+
+static void hh_wake(void *arg) {
+    (void)arg;
+    if (g_notify_fd < 0) return;
+    int saved = errno;
+    char byte = 'w';
+    ssize_t r = write(g_notify_fd, &byte, 1);
+    (void)r;
+    errno = saved;
+}
+
+void *hh_tracer_reserve(uint32_t len) {
+    return hh_ring_reserve(&g_ring, len, !hh_cfg.drop, hh_wake, NULL);
+}
+
+void hh_tracer_commit(void *record, unsigned type) {
+    hh_ring_commit(&g_ring, record, type);
+    if (HH_UNLIKELY(hh_ring_should_notify(&g_ring, g_batch))) hh_wake(NULL);
+}
+
+/* ---- 4. Transports ----------------------------------------------------------------------- */
+
+static int hh_high_fd(int fd) {
+    if (fd < 0) return fd;
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 200);
+    if (high < 0) return fd;
+    close(fd);
+    return high;
+}
+
+static int hh_setup_standalone(void) {
+    int fd = hh_ring_create_fd(hh_cfg.buffer_size);
+    if (fd < 0) return -1;
+    int rc = hh_ring_map(&g_ring, fd);
+    close(fd);
+    if (rc != 0) return -1;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    g_pipe_rd = hh_high_fd(p[0]);
+    g_notify_fd = hh_high_fd(p[1]);
+    g_writer = hh_writer_open(g_log_dir, getpid(), g_log_path, sizeof g_log_path);
+    if (g_writer == NULL) {
+        heaphook_log_error(
+            "heaptrack: cannot create a log in %s (errno %d); set HEAPHOOK_LOG_DIR "
+            "to a writable directory. Not tracing.",
+            g_log_dir, errno);
+        return -1;
+    }
+    return 0;
+}
+
+/* The handshake message a client sends (collector.c reads the same layout). */
+typedef struct hh_hello {
+    uint32_t magic; /* 'HHC1' */
+    uint32_t version;
+    uint32_t pid, ppid;
+    uint32_t flags;
+    uint32_t pad;
+    uint64_t capacity;
+} hh_hello;
+#define HH_HELLO_MAGIC 0x31434848u
+
+static int hh_setup_collector(void) {
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    size_t n = strlen(g_collector);
+    if (n >= sizeof addr.sun_path) return -1;
+    memcpy(addr.sun_path, g_collector, n);
+    if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -1;
+    if (connect(s, (struct sockaddr *)&addr,
+                (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
+        close(s);
+        return -1;
+    }
+    hh_hello hello = {HH_HELLO_MAGIC,
+                      1,
+                      (uint32_t)getpid(),
+                      (uint32_t)getppid(),
+                      g_fork_child ? HH_PF_FORK_CHILD : 0u,
+                      0,
+                      hh_cfg.buffer_size};
+    if (write(s, &hello, sizeof hello) != (ssize_t)sizeof hello) {
+        close(s);
+        return -1;
+    }
+    char status = 0;
+    struct iovec iov = {&status, 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.buf;
+    msg.msg_controllen = sizeof control.buf;
+    ssize_t got;
+    do {
+        got = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+    } while (got < 0 && errno == EINTR);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if (got != 1 || status != 'R' || c == NULL || c->cmsg_type != SCM_RIGHTS) {
+        close(s);
+        return -1;
+    }
+    int memfd;
+    memcpy(&memfd, CMSG_DATA(c), sizeof memfd);
+    int rc = hh_ring_map(&g_ring, memfd);
+    close(memfd);
+    if (rc != 0) {
+        close(s);
+        return -1;
+    }
+    s = hh_high_fd(s);
+    fcntl(s, F_SETFL, O_NONBLOCK);
+    g_notify_fd = s;
+    return 0;
+}
+
+/* ---- 5. Start-up ------------------------------------------------------------------------- */
+
+static uint32_t hh_read_file(const char *path, char *buf, uint32_t cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint32_t len = 0;
+    while (len < cap) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n <= 0) break;
+        len += (uint32_t)n;
+    }
+    close(fd);
+    return len;
+}
+
+static void hh_send_process(void) {
+    char exe[4096], cmdline[8192];
+    ssize_t exe_len = readlink("/proc/self/exe", exe, sizeof exe);
+    if (exe_len < 0) exe_len = 0;
+    uint32_t cmd_len = hh_read_file("/proc/self/cmdline", cmdline, sizeof cmdline);
+    uint32_t len = (uint32_t)hh_round8(sizeof(hh_rec_process) + (size_t)exe_len + cmd_len);
+    hh_rec_process *p = hh_tracer_reserve(len);
+    if (p == NULL) return;
+    p->pid = (uint32_t)getpid();
+    p->ppid = (uint32_t)getppid();
+    p->mono_start = g_mono_start;
+    p->real_start = g_real_start;
+    p->flags = (hh_cfg.stacks ? HH_PF_STACKS : 0) | (hh_cfg.timing ? HH_PF_TIMING : 0) |
+               (hh_cfg.sample_bytes ? HH_PF_SAMPLING : 0) | (hh_cfg.drop ? HH_PF_DROP : 0) |
+               (hh_cfg.free_stacks ? HH_PF_FREE_STACKS : 0) | (g_fork_child ? HH_PF_FORK_CHILD : 0);
+    p->stack_depth = (uint32_t)hh_cfg.depth;
+    p->sample_bytes = hh_cfg.sample_bytes;
+    p->exe_len = (uint32_t)exe_len;
+    p->cmdline_len = cmd_len;
+    memcpy((char *)(p + 1), exe, (size_t)exe_len);
+    memcpy((char *)(p + 1) + exe_len, cmdline, cmd_len);
+    hh_tracer_commit(p, HH_REC_PROCESS);
+}
+
+static void hh_set_start_times(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    g_real_start = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    g_mono_start = hh_now();
+}
+
+/* Sets up the transport and sends the process and module records. */
+static bool hh_start_transport(void) {
+    hh_set_start_times();
+    g_batch = hh_cfg.buffer_size / 8;
+    int rc;
+    if (g_collector != NULL) {
+        g_mode = HH_MODE_COLLECTOR;
+        rc = hh_setup_collector();
+        if (rc != 0) {
+            heaphook_log_error(
+                "heaptrack: cannot reach the collector at HEAPHOOK_COLLECTOR=%s "
+                "(errno %d); is `heaphook record` still running? Not tracing.",
+                g_collector, errno);
+        }
+    } else {
+        g_mode = HH_MODE_STANDALONE;
+        rc = hh_setup_standalone();
+    }
+    if (rc != 0) return false;
+    hh_send_process();
+    hh_modules_sync();
+    return true;
+}
+
+static void hh_find_self(uintptr_t *lo, uintptr_t *hi) {
+    if (!hh_modules_range_of((uintptr_t)&hh_find_self, lo, hi)) *lo = *hi = 0;
+}
+
+bool hh_tracer_ensure(void) {
+    int state = atomic_load_explicit(&hh_state, memory_order_acquire);
+    if (state == HH_STATE_ACTIVE) return true;
+    if (state != HH_STATE_UNINIT) return false;
+    if (environ == NULL) return false; /* too early: libc has not set up the environment */
+    if (!atomic_compare_exchange_strong(&hh_state, &state, HH_STATE_INITIALISING)) return false;
+    int saved = errno;
+    hh_read_config();
+    bool ok = hh_stacks_init() == 0;
+    if (ok) {
+        uintptr_t lo, hi;
+        hh_find_self(&lo, &hi);
+        hh_unwind_init(lo, hi, g_use_fast_unwind);
+        ok = hh_start_transport();
+    }
+    atomic_store_explicit(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED,
+                          memory_order_release);
+    errno = saved;
+    return ok;
+}
+
+/* ---- 6. The drain thread ----------------------------------------------------------------- */
+
+static void hh_drain_lock(void) {
+    int expected = 0;
+    while (!atomic_compare_exchange_weak(&g_drain_lock, &expected, 1)) {
+        expected = 0;
+        sched_yield();
+    }
+}
+
+static void hh_drain_unlock(void) {
+    atomic_store(&g_drain_lock, 0);
+}
+
+static void hh_drain_pass(bool final) {
+    hh_drain_lock();
+    if (g_writer != NULL) {
+        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, final) > 0) {
+        }
+        hh_writer_flush(g_writer);
+    }
+    hh_drain_unlock();
+}
+
+static void *hh_drain_main(void *arg) {
+    (void)arg;
+    hh_busy = 1;
+    char sink[256];
+    while (!atomic_load(&g_drain_stop)) {
+        struct pollfd p = {g_pipe_rd, POLLIN, 0};
+        poll(&p, 1, 100);
+        while (read(g_pipe_rd, sink, sizeof sink) > 0) {
+        }
+        hh_drain_pass(false);
+    }
+    atomic_store(&g_drain_done, 1);
+    return NULL;
+}
+
+static void hh_start_drain_thread(void) {
+    if (g_mode != HH_MODE_STANDALONE || g_drain_started) return;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay with the program's threads */
+    atomic_store(&g_drain_stop, 0);
+    atomic_store(&g_drain_done, 0);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    g_drain_started = pthread_create(&g_drain, &attr, hh_drain_main, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void hh_tracer_flush_now(void) {
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_STANDALONE) {
+        hh_drain_pass(false);
+    }
+}
+
+/* ---- 7. Fork, exec, exit ----------------------------------------------------------------- */
+
+static void hh_fork_prepare(void) {
+    hh_busy++;
+    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
+    if (g_mode == HH_MODE_COLLECTOR && g_notify_fd >= 0) {
+        char byte = 'F'; /* a child is coming: the collector waits for it */
+        ssize_t r = write(g_notify_fd, &byte, 1);
+        (void)r;
+    }
+    hh_stacks_fork_prepare();
+}
+
+static void hh_fork_parent(void) {
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_stacks_fork_parent();
+    hh_busy--;
+}
+
+static void hh_fork_child(void) {
+    t_tid = 0;
+    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) {
+        hh_busy--;
+        return;
+    }
+    hh_stacks_fork_child();
+    hh_modules_reset();
+    hh_ring_unmap(&g_ring); /* the parent's: shared memory, not ours to write any more */
+    if (g_mode == HH_MODE_STANDALONE) {
+        close(g_pipe_rd);
+        close(g_notify_fd);
+        if (g_writer != NULL) hh_writer_abandon(g_writer);
+        g_writer = NULL;
+        g_drain_started = false;
+        atomic_store(&g_drain_lock, 0);
+    } else {
+        close(g_notify_fd);
+    }
+    g_notify_fd = -1;
+    g_fork_child = true;
+    atomic_store(&hh_state, HH_STATE_INITIALISING);
+    bool ok = hh_start_transport();
+    atomic_store(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED);
+    if (ok) hh_start_drain_thread();
+    hh_busy--;
+}
+
+__attribute__((constructor(101))) static void hh_tracer_ctor(void) {
+    hh_busy++;
+    hh_tracer_ensure();
+    pthread_atfork(hh_fork_prepare, hh_fork_parent, hh_fork_child);
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_start_drain_thread();
+    hh_busy--;
+}
+
+__attribute__((destructor(101))) static void hh_tracer_dtor(void) {
+    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
+    hh_busy++;
+    hh_rec_exit *e = hh_tracer_reserve(sizeof *e);
+    if (e != NULL) {
+        e->time = hh_now();
+        hh_tracer_commit(e, HH_REC_EXIT);
+    }
+    if (g_mode == HH_MODE_COLLECTOR) {
+        /* The collector reads until the connection closes: keep recording until then. */
+        char bytes[2] = {'X', 'w'};
+        ssize_t r = write(g_notify_fd, bytes, 2);
+        (void)r;
+        hh_busy--;
+        return;
+    }
+    if (g_drain_started) {
+        atomic_store(&g_drain_stop, 1);
+        hh_wake(NULL);
+        for (int i = 0; i < 2000 && !atomic_load(&g_drain_done); i++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    hh_drain_lock();
+    atomic_store(&hh_state, HH_STATE_FINISHED);
+    hh_ring_close(&g_ring);
+    if (g_writer != NULL) {
+        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, false) > 0) {
+        }
+        hh_writer_close(g_writer, HH_END_EXIT, atomic_load(&g_ring.hdr->dropped));
+        g_writer = NULL;
+    }
+    hh_drain_unlock();
+    hh_busy--;
+}

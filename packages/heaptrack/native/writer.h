@@ -1,0 +1,42 @@
+/*
+ * writer.h — turns ring records into the log file (FORMAT.md). Used by the in-process drain
+ * thread and by the collector, so it never allocates through malloc: its tables and its block
+ * buffer are mmap'd.
+ */
+#ifndef HH_WRITER_H
+#define HH_WRITER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ring.h"
+
+typedef struct hh_writer hh_writer;
+
+/* End reasons (END record). */
+enum hh_end_reason {
+    HH_END_EXIT = 0,      /* the process ran its exit path (library destructor) */
+    HH_END_LOST = 1,      /* the connection closed without an exit: crash, _exit, exec */
+    HH_END_COLLECTOR = 2, /* the collector stopped first (interrupted) */
+};
+
+/* Opens dir/heaplog.<pid>.log (or heaplog.<pid>.<n>.log when taken) and writes the file
+ * header. path_out (may be NULL) receives the path. Returns NULL (errno set) on failure. */
+hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_cap);
+
+/* The ring reader callback: encodes one record. */
+void hh_writer_record(void *writer, unsigned type, const void *record, uint32_t len);
+
+/* Writes the buffered block to the file. */
+void hh_writer_flush(hh_writer *w);
+
+/* Writes the END record (dropped = the ring's drop counter), flushes and closes. */
+void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped);
+
+/* Releases the writer's memory without writing (a fork child's copy of its parent's). */
+void hh_writer_abandon(hh_writer *w);
+
+uint64_t hh_writer_events(const hh_writer *w);
+bool hh_writer_saw_exit(const hh_writer *w);
+
+#endif /* HH_WRITER_H */

@@ -1,0 +1,27 @@
+/**
+ * @heaphook/heaptrack — the heap tracer's log decoder, symboliser and recorder.
+ *
+ *   import { record, summarize, decodeLog } from '@heaphook/heaptrack';
+ *   const { logs } = await record('python3', ['-c', 'print(1)']);
+ *   for await (const r of decodeLog(logs[0].path)) if (r.type === 'event') ...
+ */
+export { decodeLog, decodeLogBatches, LogFormatError, type DecodeOptions } from './decoder.js';
+export { dump, formatEvent, type DumpOptions } from './dump.js';
+export {
+  collectorPath,
+  record,
+  tracerLibraryPath,
+  type RecordedLog,
+  type RecordOptions,
+  type RecordResult,
+} from './record.js';
+export * from './records.js';
+export {
+  framesOf,
+  HeapReplay,
+  summarize,
+  type LeakSite,
+  type LiveBlock,
+  type Summary,
+} from './summary.js';
+export { formatFrame, Symbolizer, type Frame, type SymbolizerOptions } from './symbolize.js';

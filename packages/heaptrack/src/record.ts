@@ -1,0 +1,126 @@
+/**
+ * `heaphook record`: run a command under the out-of-process collector, which writes one
+ * heaplog per traced process (the command, its forked children, the programs they exec).
+ */
+import { spawn, type StdioOptions } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { HeaphookError, libraryPath } from '@heaphook/core';
+
+const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** The collector executable built with this package. */
+export function collectorPath(): string {
+  const path = join(packageDir, 'build', 'Release', 'heaphook-heaptrack-collector');
+  if (!existsSync(path)) {
+    throw new HeaphookError(
+      `the heaptrack collector is missing at ${path}. Build it with "npx nx build heaptrack".`,
+    );
+  }
+  return path;
+}
+
+/** The tracer's preload library built with this package. */
+export function tracerLibraryPath(): string {
+  const path = join(packageDir, 'build', 'Release', 'libheaphook_heaptrack.so');
+  if (!existsSync(path)) {
+    throw new HeaphookError(
+      `libheaphook_heaptrack.so is missing at ${path}. Build it with "npx nx build heaptrack".`,
+    );
+  }
+  return path;
+}
+
+export interface RecordOptions {
+  /** Where the logs go (default: the current directory). */
+  readonly outputDir?: string;
+  /** Backends to trace, preloaded after the tracer (e.g. ['tlsf']); default: the libc heap. */
+  readonly backends?: readonly string[];
+  /** Extra environment for the command (HEAPHOOK_STACKS=0, HEAPHOOK_SAMPLE_BYTES=...). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** stdio of the command (default 'inherit'). */
+  readonly stdio?: StdioOptions;
+  /** Do not print the "wrote ..." lines. */
+  readonly quiet?: boolean;
+}
+
+export interface RecordedLog {
+  readonly path: string;
+  readonly pid: number;
+  readonly events: number;
+  /** 'exit': the process ran its exit path; 'lost': it crashed, called _exit or exec'd. */
+  readonly reason: 'exit' | 'lost';
+}
+
+export interface RecordResult {
+  /** The command's exit status, or 128 + signal number. */
+  readonly status: number;
+  readonly logs: RecordedLog[];
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export async function record(
+  command: string,
+  args: readonly string[],
+  options: RecordOptions = {},
+): Promise<RecordResult> {
+  const outputDir = resolve(options.outputDir ?? '.');
+  mkdirSync(outputDir, { recursive: true });
+  const preload = [tracerLibraryPath(), ...(options.backends ?? []).map((b) => libraryPath(b))];
+  const existing = (process.env.LD_PRELOAD ?? '').split(/[\s:]+/).filter((p) => p.length > 0);
+  const scratch = mkdtempSync(join(tmpdir(), 'heaphook-record-'));
+  const manifest = join(scratch, 'logs.tsv');
+  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
+  delete env.LD_PRELOAD; // the collector itself is not traced
+  const collectorArgs = [
+    '--dir',
+    outputDir,
+    '--preload',
+    [...preload, ...existing.filter((p) => !preload.includes(p))].join(':'),
+    '--manifest',
+    manifest,
+    ...(options.quiet === true ? ['--quiet'] : []),
+    '--',
+    command,
+    ...args,
+  ];
+  const stdio = options.stdio ?? 'inherit';
+  const child = spawn(collectorPath(), collectorArgs, { env, stdio });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const forward = (signal: NodeJS.Signals): void => {
+    child.kill(signal);
+  };
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  for (const signal of signals) process.on(signal, forward);
+  try {
+    const status = await new Promise<number>((resolvePromise, reject) => {
+      child.on('error', reject);
+      child.on('close', (code, signal) => resolvePromise(code ?? (signal !== null ? 128 + 9 : 1)));
+    });
+    const logs: RecordedLog[] = existsSync(manifest)
+      ? readFileSync(manifest, 'utf8')
+          .split('\n')
+          .filter((line) => line.length > 0)
+          .map((line) => {
+            const [path, pid, events, reason] = line.split('\t');
+            return {
+              path: path!,
+              pid: Number(pid),
+              events: Number(events),
+              reason: reason === 'exit' ? 'exit' : 'lost',
+            };
+          })
+      : [];
+    return { status, logs, stdout, stderr };
+  } finally {
+    for (const signal of signals) process.off(signal, forward);
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}

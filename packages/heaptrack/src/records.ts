@@ -1,0 +1,105 @@
+/** The records of a heaplog, as the decoder yields them (FORMAT.md describes the bytes). */
+
+/** Allocation-family functions, in the order of their operation codes. */
+export const OPS = [
+  'malloc',
+  'calloc',
+  'realloc',
+  'reallocarray',
+  'free',
+  'posix_memalign',
+  'memalign',
+  'aligned_alloc',
+  'valloc',
+  'pvalloc',
+  'realloc_done',
+] as const;
+export type Op = (typeof OPS)[number];
+
+export interface ProcessRecord {
+  readonly type: 'process';
+  readonly pid: number;
+  readonly ppid: number;
+  /** CLOCK_MONOTONIC at start-up, ns; event times are relative to it. */
+  readonly monotonicStartNs: number;
+  /** CLOCK_REALTIME at start-up, ms since the epoch. */
+  readonly startTimeMs: number;
+  readonly stacks: boolean;
+  readonly timing: boolean;
+  readonly sampling: boolean;
+  readonly dropWhenFull: boolean;
+  readonly freeStacks: boolean;
+  /** The process was created by fork() of a traced parent. */
+  readonly forkChild: boolean;
+  readonly stackDepth: number;
+  /** HEAPHOOK_SAMPLE_BYTES, 0 when every call is recorded. */
+  readonly sampleBytes: number;
+  readonly tracerVersion: string;
+  readonly exe: string;
+  readonly argv: readonly string[];
+}
+
+export interface ModuleRecord {
+  readonly type: 'module';
+  /** Load bias: add it to an ELF virtual address to get the address in the process. */
+  readonly base: number;
+  /** Absolute address range of the module's PT_LOAD segments. */
+  readonly start: number;
+  readonly end: number;
+  /** GNU build id, hex; '' when the module has none. */
+  readonly buildId: string;
+  readonly path: string;
+}
+
+export interface ThreadRecord {
+  readonly type: 'thread';
+  readonly index: number;
+  readonly tid: number;
+}
+
+/** A node of the stack trie: the frame `pc` called from the stack `parent` (0 = outermost). */
+export interface StackNodeRecord {
+  readonly type: 'stack';
+  readonly id: number;
+  readonly parent: number;
+  /** Return address (the instruction after the call). */
+  readonly pc: number;
+}
+
+export interface EventRecord {
+  readonly type: 'event';
+  readonly op: Op;
+  /** ns since the process started (ProcessRecord.monotonicStartNs). */
+  readonly time: number;
+  readonly tid: number;
+  /** Stack node of the innermost frame; 0 when no stack was recorded. */
+  readonly stack: number;
+  /** The block returned (0 = failure), or the block freed. */
+  readonly ptr: number;
+  /** realloc/reallocarray: the block passed in. */
+  readonly oldPtr: number;
+  /** Bytes asked for; the element size for calloc and reallocarray. */
+  readonly size: number;
+  /** calloc/reallocarray: number of elements (else 1). */
+  readonly count: number;
+  /** Alignment asked for (posix_memalign, memalign, aligned_alloc), else 0. */
+  readonly align: number;
+  /** ns in the underlying allocator (HEAPHOOK_TIMING=1), else undefined. */
+  readonly duration?: number;
+  /** Sampling: bytes this record stands for; 0 = this realloc's new block was not sampled. */
+  readonly weight?: number;
+  /** realloc moved the block: the new block exists from this thread's next realloc_done. */
+  readonly split: boolean;
+}
+
+export interface EndRecord {
+  readonly type: 'end';
+  readonly reason: 'exit' | 'lost' | 'collector' | 'unknown';
+  /** Records dropped with HEAPHOOK_ON_FULL=drop. */
+  readonly dropped: number;
+  readonly time: number;
+  readonly events: number;
+}
+
+export type LogRecord =
+  ProcessRecord | ModuleRecord | ThreadRecord | StackNodeRecord | EventRecord | EndRecord;

@@ -1,0 +1,67 @@
+/*
+ * forker.c — fork while other threads allocate: the tracer must not deadlock, and each child
+ * must be able to allocate and get a log of its own.
+ *
+ *   hh_test_forker FORKS THREADS
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static atomic_int stop;
+
+static void *spin(void *arg) {
+    (void)arg;
+    unsigned i = 0;
+    while (!atomic_load(&stop)) {
+        void *p = malloc(16 + (i++ % 4000));
+        free(p);
+    }
+    return NULL;
+}
+
+__attribute__((noinline)) void child_work(void) {
+    for (int i = 0; i < 10; i++) free(malloc(100 + (size_t)i));
+}
+
+int main(int argc, char **argv) {
+    int forks = argc > 1 ? atoi(argv[1]) : 20;
+    int threads = argc > 2 ? atoi(argv[2]) : 3;
+    pthread_t ids[16];
+    if (threads > 16) threads = 16;
+    for (int i = 0; i < threads; i++) pthread_create(&ids[i], NULL, spin, NULL);
+    int ok = 0;
+    for (int f = 0; f < forks; f++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            child_work();
+            exit(0);
+        }
+        int status = 0;
+        if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0) {
+            ok++;
+        }
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < threads; i++) pthread_join(ids[i], NULL);
+    char line[64];
+    int n = 0;
+    const char *prefix = "children ok: ";
+    memcpy(line, prefix, strlen(prefix));
+    n = (int)strlen(prefix);
+    char digits[16];
+    int k = 0;
+    do {
+        digits[k++] = (char)('0' + ok % 10);
+        ok /= 10;
+    } while (ok);
+    while (k) line[n++] = digits[--k];
+    line[n++] = '\n';
+    ssize_t r = write(1, line, (size_t)n);
+    (void)r;
+    return 0;
+}

@@ -1,0 +1,179 @@
+/*
+ * workload.c — a program with known allocation calls, for the tracer's exact-count tests.
+ * It prints what a correct trace must contain as one JSON line on stdout (write(2) only:
+ * stdio would allocate a buffer of its own).
+ *
+ *   hh_test_workload counts      N mallocs, callocs, reallocs, aligned calls, frees, L leaks
+ *   hh_test_workload crash       100 mallocs of 24 bytes, then SIGSEGV
+ *   hh_test_workload threads T N T threads, each N malloc + free pairs
+ *   hh_test_workload churn N     N malloc + free pairs (for measuring overhead)
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static long n_malloc, n_calloc, n_realloc, n_free, n_aligned;
+static long live_bytes, peak_bytes;
+
+static void track(long delta) {
+    live_bytes += delta;
+    if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+}
+
+NOINLINE void *site_malloc(size_t size) {
+    void *p = malloc(size);
+    n_malloc++;
+    track((long)size);
+    return p;
+}
+
+NOINLINE void *site_calloc(size_t n, size_t size) {
+    void *p = calloc(n, size);
+    n_calloc++;
+    track((long)(n * size));
+    return p;
+}
+
+NOINLINE void *site_realloc(void *p, size_t old, size_t size) {
+    void *q = realloc(p, size);
+    n_realloc++;
+    track((long)size - (long)old);
+    return q;
+}
+
+NOINLINE void site_free(void *p, size_t size) {
+    free(p);
+    n_free++;
+    track(-(long)size);
+}
+
+NOINLINE void *leak_site(size_t size) {
+    void *p = malloc(size);
+    n_malloc++;
+    track((long)size);
+    memset(p, 1, size);
+    return p;
+}
+
+NOINLINE void *peak_site(size_t size) {
+    void *p = malloc(size);
+    n_malloc++;
+    track((long)size);
+    memset(p, 2, 4096);
+    return p;
+}
+
+static void say(const char *s) {
+    ssize_t r = write(1, s, strlen(s));
+    (void)r;
+}
+
+static void counts(void) {
+    enum { N = 1000 };
+    static void *blocks[N];
+    static size_t sizes[N];
+    for (int i = 0; i < N; i++) {
+        sizes[i] = (size_t)(i % 100) + 1;
+        blocks[i] = site_malloc(sizes[i]);
+    }
+    void *zeroed[200];
+    for (int i = 0; i < 200; i++) zeroed[i] = site_calloc((size_t)(i % 10) + 1, 8);
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < 100; i++) {
+            size_t size = (size_t)(round * 100 + i);
+            blocks[i] = site_realloc(blocks[i], sizes[i], size);
+            sizes[i] = size;
+        }
+    }
+    void *big = peak_site(10 * 1000 * 1000);
+    site_free(big, 10 * 1000 * 1000);
+    void *aligned[40];
+    int k = 0;
+    for (int i = 0; i < 10; i++) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, 100) != 0) abort();
+        aligned[k++] = p;
+        aligned[k++] = memalign(128, 100);
+        aligned[k++] = aligned_alloc(256, 100);
+        aligned[k++] = i % 2 ? valloc(100) : pvalloc(100);
+        n_aligned += 4;
+        track(400);
+    }
+    for (int i = 0; i < k; i++) site_free(aligned[i], 100);
+    for (int i = 0; i < N; i++) site_free(blocks[i], sizes[i]);
+    for (int i = 0; i < 200; i++) site_free(zeroed[i], (size_t)(i % 10 + 1) * 8);
+    long leaked = 0;
+    for (int i = 1; i <= 7; i++) {
+        leak_site((size_t)i * 1000);
+        leaked += i * 1000;
+    }
+    char line[512];
+    snprintf(line, sizeof line,
+             "{\"malloc\":%ld,\"calloc\":%ld,\"realloc\":%ld,\"aligned\":%ld,\"free\":%ld,"
+             "\"leakedBlocks\":7,\"leakedBytes\":%ld,\"peakBytes\":%ld}\n",
+             n_malloc, n_calloc, n_realloc, n_aligned, n_free, leaked, peak_bytes);
+    say(line);
+}
+
+NOINLINE void crash_site(void) {
+    for (int i = 0; i < 100; i++) {
+        void *p = malloc(24);
+        (void)p;
+    }
+    say("{\"malloc\":100}\n");
+    volatile int *null = NULL;
+    *null = 1;
+}
+
+static long per_thread;
+
+static void *thread_main(void *arg) {
+    (void)arg;
+    for (long i = 0; i < per_thread; i++) {
+        void *p = malloc((size_t)(i % 256) + 1);
+        free(p);
+    }
+    return NULL;
+}
+
+NOINLINE void churn(long n) {
+    void *keep[64] = {0};
+    for (long i = 0; i < n; i++) {
+        int slot = (int)(i & 63);
+        free(keep[slot]);
+        keep[slot] = malloc((size_t)(i % 512) + 16);
+    }
+    for (int i = 0; i < 64; i++) free(keep[i]);
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "counts";
+    if (strcmp(mode, "counts") == 0) {
+        counts();
+    } else if (strcmp(mode, "crash") == 0) {
+        crash_site();
+    } else if (strcmp(mode, "threads") == 0) {
+        int t = argc > 2 ? atoi(argv[2]) : 4;
+        per_thread = argc > 3 ? atol(argv[3]) : 10000;
+        pthread_t ids[64];
+        if (t > 64) t = 64;
+        for (int i = 0; i < t; i++) pthread_create(&ids[i], NULL, thread_main, NULL);
+        for (int i = 0; i < t; i++) pthread_join(ids[i], NULL);
+        char line[128];
+        snprintf(line, sizeof line, "{\"malloc\":%ld,\"free\":%ld}\n", t * per_thread,
+                 t * per_thread);
+        say(line);
+    } else if (strcmp(mode, "churn") == 0) {
+        churn(argc > 2 ? atol(argv[2]) : 1000000);
+    } else {
+        say("unknown mode\n");
+        return 2;
+    }
+    return 0;
+}
