@@ -7,6 +7,7 @@
  *                                                         linked against libheaphook_<name>.so)
  *   LD_PRELOAD=/abs/libheaphook_<name>.so heaphook_conformance <name>
  *   heaphook_conformance glibc                           (no heaphook: checks the suite itself)
+ *   heaphook_conformance_<name> <name> fork threads      (only the groups named)
  *
  * The expected backend name is argv[1], else $HEAPHOOK_EXPECTED_BACKEND, else the name the
  * program was built for. Each group prints "ok" or "FAIL" with the first failures and their
@@ -110,7 +111,20 @@ static void on_timeout(int signal_number) {
     _exit(3);
 }
 
+/* Group names given after the backend name on the command line; none means all groups. */
+static char **selected_groups;
+static int selected_group_count;
+
+static bool group_selected(const char *name) {
+    if (selected_group_count == 0) return true;
+    for (int i = 0; i < selected_group_count; i++) {
+        if (strcmp(selected_groups[i], name) == 0) return true;
+    }
+    return false;
+}
+
 static void run_group(const char *name, void (*group)(void)) {
+    if (!group_selected(name)) return;
     current_group = name;
     atomic_store(&group_checks, 0);
     atomic_store(&group_failures, 0);
@@ -801,6 +815,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     against_glibc = strcmp(expected_backend, "glibc") == 0;
+    if (argc > 2) {
+        selected_groups = argv + 2;
+        selected_group_count = argc - 2;
+    }
     signal(SIGALRM, on_timeout);
     setvbuf(stdout, NULL, _IOLBF, 0);
     printf("heaphook conformance: backend %s\n", expected_backend);
