@@ -153,6 +153,10 @@ describe('real programs under the example backend', () => {
       );
     expect(ready).not.toBeNull();
     expect(Number(ready![1])).toBeGreaterThan(4000);
+    // The arena block init kept was moved into the backend by realloc, contents intact.
+    expect(result.stderr).toMatch(
+      /passthrough: arena block 0x[0-9a-f]+ moved into the backend at 0x[0-9a-f]+/,
+    );
   });
 
   it('an exhausted bootstrap arena stops the program with one fatal line, not a crash', () => {
