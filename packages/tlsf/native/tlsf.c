@@ -291,6 +291,23 @@ static inline void insert_free_block(tlsf_t *t, block_t *b, int fl, int sl) {
     t->free_blocks++;
 }
 
+/* Puts b in old's place in list (fl, sl): for a free block that moved or shrank within its
+ * class, this saves the unlink, the bitmap updates and the relink. Reads old's links before
+ * b's head is written (the two may overlap). */
+static inline void replace_free_block(tlsf_t *t, block_t *old, block_t *b, int fl, int sl) {
+    block_t *next = old->next_free;
+    block_t *prev = old->prev_free;
+    t->free_bytes -= block_size(old);
+    b->next_free = next;
+    b->prev_free = prev;
+    if (next) next->prev_free = b;
+    if (prev) {
+        prev->next_free = b;
+    } else {
+        t->blocks[fl][sl] = b;
+    }
+}
+
 static inline void block_remove(tlsf_t *t, block_t *b) {
     int fl, sl;
     mapping_insert(block_size(b), &fl, &sl);
@@ -458,8 +475,36 @@ size_t tlsf_pool_need(size_t size, size_t align) {
 void *tlsf_malloc(tlsf_t *t, size_t size) {
     const size_t adjusted = adjust_request_size(size);
     if (!adjusted) return NULL;
-    block_t *b = block_locate_free(t, adjusted);
+    int fl, sl;
+    const size_t rounded = mapping_round(adjusted);
+    if (rounded >= TLSF_BLOCK_MAX) return NULL;
+    mapping_insert(rounded, &fl, &sl);
+    block_t *b = search_suitable_block(t, &fl, &sl);
     if (!b) return NULL;
+    const size_t size_b = block_size(b);
+    if (size_b >= adjusted + BLOCK_SIZE_MIN) {
+        /* Carving from a large block usually leaves a remainder of the same class: it takes
+         * the block's place at the head of the list, the bitmaps stay as they are. */
+        int rfl, rsl;
+        const size_t rest_size = size_b - adjusted;
+        mapping_insert(rest_size, &rfl, &rsl);
+        if (rfl == fl && rsl == sl) {
+            block_t *rest = block_at(b, adjusted);
+            block_t *next = b->next_free;
+            block_init(t, rest, rest_size, HEAD_FREE);
+            rest->next_free = next;
+            rest->prev_free = NULL;
+            if (next) next->prev_free = rest;
+            t->blocks[fl][sl] = rest;
+            t->free_bytes -= adjusted;
+            block_set_size(b, adjusted);
+            block_link_next(rest); /* its successor keeps its prev-free bit */
+            block_set_used(b);
+            t->used_blocks++;
+            return block_to_ptr(b);
+        }
+    }
+    remove_free_block(t, b, fl, sl);
     return block_prepare_used(t, b, adjusted);
 }
 
@@ -505,6 +550,23 @@ void *tlsf_resize(tlsf_t *t, void *ptr, size_t size) {
     if (adjusted > current) {
         block_t *next = block_next(b);
         if (!block_is_free(next) || current + block_size(next) < adjusted) return NULL;
+        const size_t rest_size = current + block_size(next) - adjusted;
+        if (rest_size >= BLOCK_SIZE_MIN) {
+            /* Growing into a large free successor: its remainder often keeps the class, and
+             * then simply takes the successor's place in its list. */
+            int fl, sl, rfl, rsl;
+            mapping_insert(block_size(next), &fl, &sl);
+            mapping_insert(rest_size, &rfl, &rsl);
+            if (fl == rfl && sl == rsl) {
+                block_t *rest = block_at(b, adjusted);
+                replace_free_block(t, next, rest, fl, sl);
+                block_init(t, rest, rest_size, HEAD_FREE);
+                t->free_bytes += rest_size;
+                block_set_size(b, adjusted);
+                block_link_next(rest);
+                return ptr;
+            }
+        }
         block_remove(t, next);
         block_absorb(b, next);
         block_mark_as_used(b);

@@ -216,22 +216,6 @@ static thread_heap *heap_adopt(void) {
     return h;
 }
 
-/* Frees at most max blocks that other threads returned to h. */
-static inline bool heap_drain(thread_heap *h, int max) {
-    void *p = h->pending;
-    if (LIKELY(!p)) {
-        if (LIKELY(!atomic_load_explicit(&h->remote, memory_order_relaxed))) return false;
-        p = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
-    }
-    for (int i = 0; p && i < max; i++) {
-        void *next = *(void **)p;
-        tlsf_free(h->tlsf, p);
-        p = next;
-    }
-    h->pending = p;
-    return true;
-}
-
 static void remote_push(thread_heap *h, void *ptr) {
     void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
     do {
@@ -298,6 +282,22 @@ static inline void heap_free_own(thread_heap *h, void *ptr) {
         }
     }
     tlsf_free(h->tlsf, ptr);
+}
+
+/* Frees at most max blocks that other threads returned to h. */
+static inline bool heap_drain(thread_heap *h, int max) {
+    void *p = h->pending;
+    if (LIKELY(!p)) {
+        if (LIKELY(!atomic_load_explicit(&h->remote, memory_order_relaxed))) return false;
+        p = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
+    }
+    for (int i = 0; p && i < max; i++) {
+        void *next = *(void **)p;
+        heap_free_own(h, p); /* into the cache when it has room */
+        p = next;
+    }
+    h->pending = p;
+    return true;
 }
 
 static inline void *heap_try(thread_heap *h, size_t size, size_t align) {
@@ -414,10 +414,10 @@ static size_t tlsf_backend_block_size(void *ptr) {
 }
 
 static void *tlsf_backend_realloc(void *ptr, size_t size) {
-    const size_t old = tlsf_block_size(ptr);
     if (UNLIKELY(cfg.check)) {
         shared_lock_take();
         check_pointer_locked(ptr, "realloc");
+        const size_t old = tlsf_block_size(ptr);
         void *q = tlsf_resize(shared.tlsf, ptr, size);
         if (!q) {
             const size_t align = tlsf_block_align(ptr);
@@ -430,6 +430,7 @@ static void *tlsf_backend_realloc(void *ptr, size_t size) {
         shared_lock_give();
         return q;
     }
+    const size_t old = tlsf_block_size(ptr);
     thread_heap *h = t_heap;
     const unsigned owner = tlsf_block_owner(ptr);
     if (h && owner == h->id) {
