@@ -73,8 +73,14 @@ static void usage(void) {
     exit(2);
 }
 
-static void drain(client *c, bool crashed) {
-    while (hh_ring_read(&c->ring, hh_writer_record, c->writer, crashed) > 0) {
+/* One pass: what the ring holds now. A final drain repeats until the ring is empty; a
+ * regular one does not, so busy writers cannot starve the other clients and new ones. */
+static void drain(client *c, bool final) {
+    if (final) {
+        while (hh_ring_read(&c->ring, hh_writer_record, c->writer, true) > 0) {
+        }
+    } else {
+        hh_ring_read(&c->ring, hh_writer_record, c->writer, false);
     }
     hh_writer_flush(c->writer);
 }

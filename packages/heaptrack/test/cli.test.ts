@@ -1,0 +1,85 @@
+/** The `heaphook record` and `heaphook dump` commands, through the real `heaphook` CLI. */
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+
+import { describe, expect, it } from 'vitest';
+
+import { OPS } from '../src/index.js';
+import { heaphookBin, logsIn, packageDir, scratch, workload } from './helpers.js';
+
+function heaphook(args: string[], cwd = packageDir) {
+  return spawnSync(process.execPath, [heaphookBin, ...args], {
+    cwd,
+    encoding: 'utf8',
+    timeout: 120_000,
+    maxBuffer: 256 * 1024 * 1024,
+  });
+}
+
+describe('heaphook record / dump', () => {
+  it('record writes a log, dump prints one line per event beginning with the function', () => {
+    const dir = scratch('cli');
+    const rec = heaphook(['record', '-o', dir, '--', workload, 'counts']);
+    expect(rec.status, rec.stderr).toBe(0);
+    expect(rec.stderr).toMatch(/heaphook record: wrote .*heaplog\.\d+\.log \(2789 events\)/);
+    const expected = JSON.parse(rec.stdout) as { malloc: number; free: number };
+    const [log] = logsIn(dir);
+
+    const dump = heaphook(['dump', '--no-headers', log!]);
+    expect(dump.status, dump.stderr).toBe(0);
+    const lines = dump.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(2789);
+    const names = new Set<string>(OPS);
+    for (const line of lines) expect(names.has(line.split(' ')[0]!)).toBe(true);
+    expect(lines.filter((l) => l.startsWith('malloc ')).length).toBe(expected.malloc);
+    expect(lines.filter((l) => l.startsWith('free ')).length).toBe(expected.free);
+    expect(lines.find((l) => l.startsWith('calloc '))).toMatch(
+      /^calloc t=\d+\.\d{9} tid=\d+ ptr=0x[0-9a-f]+ count=1 size=8 stack=\d+$/,
+    );
+    expect(lines.find((l) => l.startsWith('posix_memalign '))).toMatch(/align=64 size=100/);
+
+    const withStacks = heaphook(['dump', '--stacks', log!]);
+    expect(withStacks.status, withStacks.stderr).toBe(0);
+    expect(withStacks.stdout).toMatch(/^# process pid=\d+/m);
+    expect(withStacks.stdout).toMatch(
+      /^ {4}leak_site \(.*workload\.c:\d+\) \[.*hh_test_workload\+0x[0-9a-f]+\]$/m,
+    );
+
+    const summary = heaphook(['dump', '--summary', log!]);
+    expect(summary.status, summary.stderr).toBe(0);
+    expect(summary.stdout).toContain('leaked: 7 blocks, 28000 bytes');
+    expect(summary.stdout).toMatch(/^ {4}leak_site /m);
+  });
+
+  it('record passes the exit status through and takes tracer options', () => {
+    const dir = scratch('cli-status');
+    const rec = heaphook([
+      'record',
+      '-q',
+      '-o',
+      dir,
+      '-e',
+      'HEAPHOOK_STACKS=0',
+      '--',
+      '/bin/sh',
+      '-c',
+      'exit 7',
+    ]);
+    expect(rec.status).toBe(7);
+    expect(rec.stderr).toBe('');
+    expect(logsIn(dir).length).toBeGreaterThanOrEqual(1);
+  });
+
+  it('dump of a damaged log fails with the offset in the message', () => {
+    const dir = scratch('cli-damage');
+    const rec = heaphook(['record', '-q', '-o', dir, '--', workload, 'counts']);
+    expect(rec.status).toBe(0);
+    const [log] = logsIn(dir);
+    const bytes = readFileSync(log!);
+    writeFileSync(log!, bytes.subarray(0, bytes.length - 10));
+    const dump = heaphook(['dump', log!]);
+    expect(dump.status).toBe(2);
+    expect(dump.stderr).toMatch(/heaphook: .*log truncated.* at byte offset \d+/);
+    expect(dump.stdout.split('\n').length).toBeGreaterThan(100); // what came before still printed
+  });
+});

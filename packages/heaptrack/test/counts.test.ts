@@ -1,0 +1,118 @@
+/**
+ * Exact counts: the workload makes known calls and prints what a correct trace contains; the
+ * trace, standalone and under `heaphook record`, must match it exactly, and the stacks of its
+ * allocation sites must resolve to the right function names.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { framesOf, record, summarize, Symbolizer, type Summary } from '../src/index.js';
+import { logsIn, scratch, traced, workload } from './helpers.js';
+
+interface Expected {
+  malloc: number;
+  calloc: number;
+  realloc: number;
+  aligned: number;
+  free: number;
+  leakedBlocks: number;
+  leakedBytes: number;
+  peakBytes: number;
+}
+
+async function functionsOf(summary: Summary, stack: number): Promise<string[]> {
+  const pcs = framesOf(summary.stacks, stack);
+  const frames = await new Symbolizer(summary.modules).symbolize(pcs);
+  return pcs.flatMap((pc) => (frames.get(pc) ?? []).map((f) => f.function));
+}
+
+async function check(log: string, expected: Expected): Promise<void> {
+  const s = await summarize(log);
+  expect(s.calls.malloc).toBe(expected.malloc);
+  expect(s.calls.calloc).toBe(expected.calloc);
+  expect(s.calls.realloc).toBe(expected.realloc);
+  expect(
+    s.calls.posix_memalign +
+      s.calls.memalign +
+      s.calls.aligned_alloc +
+      s.calls.valloc +
+      s.calls.pvalloc,
+  ).toBe(expected.aligned);
+  expect(s.calls.posix_memalign).toBe(10);
+  expect(s.calls.valloc).toBe(5);
+  expect(s.calls.pvalloc).toBe(5);
+  expect(s.calls.free).toBe(expected.free);
+  expect(s.leaks.length).toBe(expected.leakedBlocks);
+  expect(s.liveBytes).toBe(expected.leakedBytes);
+  expect(s.peakBytes).toBe(expected.peakBytes);
+  expect(s.unknownFrees).toBe(0);
+  expect(s.anomalies).toBe(0);
+  expect(s.end?.reason).toBe('exit');
+  expect(s.end?.dropped).toBe(0);
+  expect(s.process?.argv).toEqual([workload, 'counts']);
+  expect(s.process?.stacks).toBe(true);
+
+  // The leaks all come from leak_site, called from the workload's counts (inlined in main).
+  expect(s.leakSites).toHaveLength(1);
+  const leakStack = await functionsOf(s, s.leakSites[0]!.stack);
+  expect(leakStack[0]).toBe('leak_site');
+  expect(leakStack).toContain('main');
+  expect(leakStack.indexOf('leak_site')).toBeLessThan(leakStack.indexOf('main'));
+  // The module map names the program with its build id.
+  const program = s.modules.find((m) => m.path === workload);
+  expect(program?.buildId).toMatch(/^[0-9a-f]{40}$/);
+}
+
+async function allocationSites(log: string): Promise<Set<string>> {
+  const s = await summarize(log);
+  const sites = new Set<string>();
+  for (const id of s.stacks.keys()) {
+    const fns = await functionsOf(s, id);
+    if (fns[0] !== undefined) sites.add(fns[0]);
+  }
+  return sites;
+}
+
+describe('exact counts of a known workload', () => {
+  it('standalone (LD_PRELOAD): counts, peak, leaks and stacks are exact', async () => {
+    const dir = scratch('counts');
+    const run = traced(dir, workload, ['counts']);
+    expect(run.status, run.stderr).toBe(0);
+    const expected = JSON.parse(run.stdout) as Expected;
+    expect(expected.realloc).toBe(300);
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(1);
+    await check(logs[0]!, expected);
+    const sites = await allocationSites(logs[0]!);
+    for (const fn of ['site_malloc', 'site_calloc', 'site_realloc', 'peak_site', 'leak_site']) {
+      expect(sites).toContain(fn);
+    }
+  });
+
+  it('under heaphook record (collector): the same exact figures', async () => {
+    const dir = scratch('counts-record');
+    const result = await record(workload, ['counts'], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.logs).toHaveLength(1);
+    expect(result.logs[0]!.reason).toBe('exit');
+    await check(result.logs[0]!.path, JSON.parse(result.stdout) as Expected);
+  });
+
+  it('threads: every call of 4 threads is recorded, with the right thread ids', async () => {
+    const dir = scratch('threads');
+    const result = await record(workload, ['threads', '4', '20000'], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(result.status, result.stderr).toBe(0);
+    const s = await summarize(result.logs[0]!.path);
+    expect(s.calls.malloc).toBe(80_000);
+    expect(s.calls.free).toBe(80_000);
+    expect(s.anomalies).toBe(0);
+    expect(s.unknownFrees).toBe(0);
+    // What stays live is glibc's per-thread bookkeeping (calloc'd TLS vectors), no malloc.
+    expect(s.leaks.filter((b) => b.op === 'malloc')).toEqual([]);
+  });
+});

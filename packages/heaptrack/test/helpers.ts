@@ -1,0 +1,63 @@
+/** Shared helpers of the heaptrack tests: built artefacts, scratch folders, traced runs. */
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { afterAll } from 'vitest';
+
+export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const release = join(packageDir, 'build', 'Release');
+export const tracer = join(release, 'libheaphook_heaptrack.so');
+export const workload = join(release, 'hh_test_workload');
+export const forker = join(release, 'hh_test_forker');
+export const heaphookBin = resolve(packageDir, '..', 'core', 'bin', 'heaphook.js');
+
+if (!existsSync(tracer) || !existsSync(workload)) {
+  throw new Error(`build the package first: npx nx build heaptrack (missing ${tracer})`);
+}
+
+const scratchDirs: string[] = [];
+
+/** A fresh folder under test/tmp, removed after the file's tests (HEAPHOOK_KEEP_TEST_LOGS=1 keeps it). */
+export function scratch(name: string): string {
+  const base = join(packageDir, 'test', 'tmp');
+  mkdirSync(base, { recursive: true });
+  const dir = mkdtempSync(join(base, `${name}-`));
+  scratchDirs.push(dir);
+  return dir;
+}
+
+afterAll(() => {
+  if (process.env.HEAPHOOK_KEEP_TEST_LOGS === '1') return;
+  for (const dir of scratchDirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+export function logsIn(dir: string): string[] {
+  return readdirSync(dir)
+    .filter((f) => /^heaplog\.\d+(\.\d+)?\.log$/.test(f))
+    .map((f) => join(dir, f))
+    .sort();
+}
+
+/** Runs a command with the tracer preloaded (standalone mode), logs into dir. */
+export function traced(
+  dir: string,
+  command: string,
+  args: readonly string[],
+  env: Record<string, string> = {},
+  preload: readonly string[] = [tracer],
+): SpawnSyncReturns<string> {
+  const base = { ...process.env };
+  delete base.HEAPHOOK_COLLECTOR;
+  return spawnSync(command, args, {
+    cwd: dir,
+    encoding: 'utf8',
+    env: { ...base, ...env, LD_PRELOAD: preload.join(':'), HEAPHOOK_LOG_DIR: dir },
+    timeout: 120_000,
+  });
+}
+
+/** python3 from the system (pyenv shims are shell scripts that exec another python). */
+export const python3 = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';

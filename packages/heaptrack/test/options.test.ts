@@ -1,0 +1,115 @@
+/** The tracer's options: stacks off, depth, timing, sampling, lossy mode, bad values. */
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+
+import { decodeLog, framesOf, record, summarize } from '../src/index.js';
+import { logsIn, packageDir, scratch, tracer, traced, workload } from './helpers.js';
+
+async function counts(dir: string, env: Record<string, string>) {
+  const run = traced(dir, workload, ['counts'], env);
+  expect(run.status, run.stderr).toBe(0);
+  const logs = logsIn(dir);
+  expect(logs).toHaveLength(1);
+  return { expected: JSON.parse(run.stdout) as Record<string, number>, log: logs[0]! };
+}
+
+describe('options', () => {
+  it('HEAPHOOK_STACKS=0 records every call without stacks', async () => {
+    const dir = scratch('nostacks');
+    const { expected, log } = await counts(dir, { HEAPHOOK_STACKS: '0' });
+    const s = await summarize(log);
+    expect(s.process?.stacks).toBe(false);
+    expect(s.stacks.size).toBe(0);
+    expect(s.calls.malloc).toBe(expected.malloc);
+    expect(s.calls.free).toBe(expected.free);
+    expect(s.peakBytes).toBe(expected.peakBytes);
+  });
+
+  it('HEAPHOOK_STACK_DEPTH bounds the stacks', async () => {
+    const dir = scratch('depth');
+    const { log } = await counts(dir, { HEAPHOOK_STACK_DEPTH: '2' });
+    const s = await summarize(log);
+    expect(s.process?.stackDepth).toBe(2);
+    const depths = [...s.stacks.keys()].map((id) => framesOf(s.stacks, id).length);
+    expect(Math.max(...depths)).toBe(2);
+  });
+
+  it('HEAPHOOK_TIMING=1 records the duration of every call', async () => {
+    const dir = scratch('timing');
+    const { log } = await counts(dir, { HEAPHOOK_TIMING: '1' });
+    let events = 0;
+    let withDuration = 0;
+    let total = 0;
+    for await (const r of decodeLog(log)) {
+      if (r.type !== 'event' || r.op === 'realloc_done') continue;
+      events++;
+      if (r.duration !== undefined) withDuration++;
+      total += r.duration ?? 0;
+    }
+    expect(withDuration).toBe(events);
+    expect(total).toBeGreaterThan(0);
+  });
+
+  it('HEAPHOOK_SAMPLE_BYTES samples by bytes; weights estimate the totals; frees do not distort', async () => {
+    const dir = scratch('sampling');
+    const run = traced(dir, workload, ['churn', '400000'], { HEAPHOOK_SAMPLE_BYTES: '4096' });
+    expect(run.status, run.stderr).toBe(0);
+    const s = await summarize(logsIn(dir)[0]!);
+    expect(s.process?.sampling).toBe(true);
+    expect(s.process?.sampleBytes).toBe(4096);
+    // churn: 400000 mallocs of 16..527 bytes, mean 271.5 -> ~108.6 MB in all
+    const exact = Array.from({ length: 400000 }, (_, i) => (i % 512) + 16).reduce((a, b) => a + b);
+    expect(s.calls.malloc).toBeLessThan(400000 / 5); // far fewer records than calls
+    expect(Math.abs(s.allocatedBytes - exact) / exact).toBeLessThan(0.05);
+    // every block is freed at the end: the frees of unsampled blocks are ignored
+    const mallocLeaks = s.leaks.filter((b) => b.op === 'malloc');
+    expect(mallocLeaks).toEqual([]);
+    expect(s.unknownFrees).toBeGreaterThan(0);
+  });
+
+  it('HEAPHOOK_ON_FULL=drop drops and counts instead of waiting', async () => {
+    const dir = scratch('drop');
+    const result = await record(workload, ['threads', '2', '300000'], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { HEAPHOOK_ON_FULL: 'drop', HEAPHOOK_BUFFER_SIZE: '64KiB', HEAPHOOK_STACKS: '0' },
+    });
+    expect(result.status, result.stderr).toBe(0);
+    const s = await summarize(result.logs[0]!.path);
+    expect(s.process?.dropWhenFull).toBe(true);
+    expect(s.end?.dropped).toBeGreaterThan(0);
+    // every call is either in the log or counted as dropped
+    const recorded = s.calls.malloc + s.calls.free;
+    expect(recorded).toBeLessThan(1_200_000);
+    expect(recorded + s.end!.dropped).toBeGreaterThanOrEqual(1_200_000);
+  });
+
+  it('a bad value stops the program before main, naming the variable', () => {
+    const dir = scratch('badconfig');
+    const run = traced(dir, workload, ['counts'], { HEAPHOOK_STACK_DEPTH: 'deep' });
+    expect(run.status).toBe(78);
+    expect(run.stderr).toMatch(/HEAPHOOK_STACK_DEPTH/);
+    expect(run.stdout).toBe('');
+  });
+});
+
+const example = resolve(packageDir, '..', 'core', 'build', 'Release', 'libheaphook_example.so');
+
+describe('stacking on another backend', () => {
+  it.skipIf(!existsSync(example))(
+    'LD_PRELOAD="heaptrack example" traces the example backend exactly',
+    async () => {
+      const dir = scratch('stacked');
+      const run = traced(dir, workload, ['counts'], {}, [tracer, example]);
+      expect(run.status, run.stderr).toBe(0);
+      const expected = JSON.parse(run.stdout) as Record<string, number>;
+      const s = await summarize(logsIn(dir)[0]!);
+      expect(s.calls.malloc).toBe(expected.malloc);
+      expect(s.calls.free).toBe(expected.free);
+      expect(s.peakBytes).toBe(expected.peakBytes);
+      expect(s.liveBytes).toBe(expected.leakedBytes);
+    },
+  );
+});

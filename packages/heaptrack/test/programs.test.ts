@@ -1,0 +1,80 @@
+/**
+ * Real programs built without frame pointers run correctly under the tracer, standalone and
+ * under `heaphook record`, and their logs decode.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { framesOf, record, summarize } from '../src/index.js';
+import { logsIn, python3, scratch, traced } from './helpers.js';
+
+async function decodesCleanly(log: string): Promise<void> {
+  const s = await summarize(log);
+  expect(s.events).toBeGreaterThan(0);
+  expect(s.anomalies).toBe(0);
+  expect(s.end?.reason).toBe('exit');
+  // Stacks are recorded and reach past the allocator into the program.
+  const deepest = Math.max(...[...s.stacks.keys()].map((id) => framesOf(s.stacks, id).length));
+  expect(deepest).toBeGreaterThan(5);
+}
+
+const pyScript =
+  'import json, collections\n' +
+  'd = collections.Counter(json.dumps(list(range(i))) for i in range(400))\n' +
+  'print(sum(len(k) for k in d))';
+
+describe('real programs', () => {
+  it('python3 standalone', async () => {
+    const dir = scratch('python');
+    const run = traced(dir, python3, ['-c', pyScript]);
+    expect(run.status, run.stderr).toBe(0);
+    const untraced = traced(dir, python3, ['-c', pyScript], {}, []);
+    expect(run.stdout).toBe(untraced.stdout);
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(1);
+    await decodesCleanly(logs[0]!);
+  });
+
+  it('node under heaphook record', async () => {
+    const dir = scratch('node');
+    const script =
+      'const m = new Map(); for (let i = 0; i < 20000; i++) m.set(i, String(i)); console.log(m.size)';
+    const result = await record(process.execPath, ['-e', script], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout.trim()).toBe('20000');
+    expect(result.logs).toHaveLength(1);
+    await decodesCleanly(result.logs[0]!.path);
+  });
+
+  it('a forking shell pipeline under heaphook record: one log per process', async () => {
+    const dir = scratch('pipeline');
+    const result = await record(
+      '/bin/sh',
+      ['-c', 'seq 1 20000 | sort -rn | head -3 | tr "\\n" " "'],
+      { outputDir: dir, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout.trim()).toBe('20000 19999 19998');
+    // sh, seq, sort, head, tr (the forked shells exec them: the same pid gets a second log)
+    expect(result.logs.length).toBeGreaterThanOrEqual(5);
+    const programs = new Set<string>();
+    for (const log of result.logs) {
+      const s = await summarize(log.path);
+      expect(s.anomalies).toBe(0);
+      if (s.process !== undefined) programs.add(s.process.argv[0] ?? '');
+    }
+    for (const p of ['seq', 'sort', 'head', 'tr']) expect(programs).toContain(p);
+  });
+
+  it('a forking shell pipeline standalone', async () => {
+    const dir = scratch('pipeline-standalone');
+    const run = traced(dir, '/bin/sh', ['-c', 'seq 1 5000 | sort -rn | head -2']);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe('5000\n4999\n');
+    const logs = logsIn(dir);
+    expect(logs.length).toBeGreaterThanOrEqual(4);
+    for (const log of logs) await summarize(log);
+  });
+});

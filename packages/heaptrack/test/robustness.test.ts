@@ -1,0 +1,132 @@
+/**
+ * Crashes, damaged logs and forks: a crashing target keeps every record written before the
+ * crash; a truncated or corrupted log names the offset and decodes up to it; forking while
+ * other threads allocate never deadlocks and each child gets its own log.
+ */
+import { copyFileSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+
+import { decodeLog, LogFormatError, record, summarize, type LogRecord } from '../src/index.js';
+import { forker, logsIn, scratch, traced, workload } from './helpers.js';
+
+async function decodeAll(path: string): Promise<{ records: LogRecord[]; error?: unknown }> {
+  const records: LogRecord[] = [];
+  try {
+    for await (const r of decodeLog(path)) records.push(r);
+    return { records };
+  } catch (error) {
+    return { records, error };
+  }
+}
+
+describe('a crashing target', () => {
+  it('SIGSEGV under heaphook record leaves a log that decodes up to the crash', async () => {
+    const dir = scratch('crash');
+    const result = await record(workload, ['crash'], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(result.status).toBe(128 + 11);
+    expect(result.logs).toHaveLength(1);
+    expect(result.logs[0]!.reason).toBe('lost');
+    const s = await summarize(result.logs[0]!.path);
+    expect(s.calls.malloc).toBe(100);
+    expect(s.liveBytes).toBe(2400);
+    expect(s.end?.reason).toBe('lost');
+  });
+});
+
+describe('damaged logs', () => {
+  async function goodLog(): Promise<string> {
+    const dir = scratch('damage');
+    // A small buffer and many events: the log has many blocks.
+    const run = traced(dir, workload, ['churn', '200000'], { HEAPHOOK_STACKS: '0' });
+    expect(run.status, run.stderr).toBe(0);
+    return logsIn(dir)[0]!;
+  }
+
+  it('a truncated log names the offset and everything before it decodes', async () => {
+    const log = await goodLog();
+    const whole = await decodeAll(log);
+    expect(whole.error).toBeUndefined();
+    const size = statSync(log).size;
+    const cut = join(log + '.cut');
+    copyFileSync(log, cut);
+    truncateSync(cut, Math.floor(size * 0.6));
+    const partial = await decodeAll(cut);
+    expect(partial.error).toBeInstanceOf(LogFormatError);
+    const error = partial.error as LogFormatError;
+    expect(error.message).toMatch(/truncated/);
+    expect(error.message).toContain(`byte offset ${error.offset}`);
+    expect(error.offset).toBeLessThan(size * 0.6);
+    expect(error.offset).toBeGreaterThan(size * 0.3);
+    // Every record before the damage is the same as in the whole log.
+    expect(partial.records.length).toBeGreaterThan(whole.records.length * 0.3);
+    expect(partial.records).toEqual(whole.records.slice(0, partial.records.length));
+  });
+
+  it('a corrupted byte is caught by the block CRC, with its block offset', async () => {
+    const log = await goodLog();
+    const whole = await decodeAll(log);
+    const bytes = readFileSync(log);
+    const at = Math.floor(bytes.length / 2);
+    bytes[at] = bytes[at]! ^ 0x5a;
+    const bad = log + '.bad';
+    writeFileSync(bad, bytes);
+    const partial = await decodeAll(bad);
+    expect(partial.error).toBeInstanceOf(LogFormatError);
+    const error = partial.error as LogFormatError;
+    expect(error.message).toMatch(/CRC-32 mismatch/);
+    expect(error.offset).toBeLessThanOrEqual(at);
+    expect(partial.records).toEqual(whole.records.slice(0, partial.records.length));
+    expect(partial.records.length).toBeGreaterThan(0);
+  });
+
+  it('a file that is not a heaplog says so', async () => {
+    const dir = scratch('notalog');
+    const path = join(dir, 'heaplog.1.log');
+    writeFileSync(path, 'hello, this is not a log at all');
+    const result = await decodeAll(path);
+    expect((result.error as Error).message).toMatch(/not a heaplog/);
+  });
+});
+
+describe('fork', () => {
+  it('forking while other threads allocate: no deadlock, a log per child (record)', async () => {
+    const dir = scratch('fork');
+    const result = await record(forker, ['20', '3'], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.stdout).toBe('children ok: 20\n');
+    expect(result.logs).toHaveLength(21);
+    let children = 0;
+    for (const log of result.logs) {
+      const s = await summarize(log.path);
+      expect(s.anomalies).toBe(0);
+      if (s.process?.forkChild === true) {
+        children++;
+        // child_work: 10 malloc + free pairs (exit may add libc's own calls)
+        expect(s.calls.malloc).toBeGreaterThanOrEqual(10);
+        expect(s.calls.free).toBeGreaterThanOrEqual(10);
+      }
+    }
+    expect(children).toBe(20);
+  });
+
+  it('forking while other threads allocate: standalone', async () => {
+    const dir = scratch('fork-standalone');
+    const run = traced(dir, forker, ['20', '3']);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe('children ok: 20\n');
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(21);
+    for (const log of logs) {
+      const s = await summarize(log);
+      expect(s.end?.reason).toBe('exit');
+    }
+  });
+});
