@@ -11,7 +11,7 @@
 #   heaphook_add_backend_test(mine)                         # -> heaphook_conformance_mine
 #
 # Functions:
-#   heaphook_add_backend(<name> [C_API] <sources>...)
+#   heaphook_add_backend(<name> [C_API] <sources>... [EXPORTS <symbol>...])
 #       Shared library target heaphook_<name>, file libheaphook_<name>.so in
 #       HEAPHOOK_OUTPUT_DIR. The heaphook core is compiled into it (target heaphook_core_objects,
 #       built once per project), so the library is self-contained. Without C_API the sources
@@ -19,7 +19,9 @@
 #       define heaphook_backend_get() themselves (heaphook/backend.h). Compiled with hidden
 #       visibility, initial-exec TLS, -fno-exceptions -fno-rtti -fno-threadsafe-statics for
 #       C++; linked by the C driver with the core's version script (only the malloc family and
-#       heaphook/core.h are exported), -z now, and no libstdc++.
+#       heaphook/core.h are exported), -z now, and no libstdc++. EXPORTS adds symbols of the
+#       backend's own API to the version script; define them with HEAPHOOK_EXPORT
+#       (heaphook/backend.h), since everything else is compiled hidden.
 #   heaphook_add_backend_test(<name> [<sources>...])
 #       Executable heaphook_conformance_<name> in HEAPHOOK_OUTPUT_DIR: the conformance suite
 #       (test/native/conformance.c, built with -fno-builtin) linked against libheaphook_<name>.so
@@ -121,7 +123,7 @@ if(NOT TARGET heaphook_core_objects)
 endif()
 
 function(heaphook_add_backend name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API" "" "")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API" "" "EXPORTS")
   set(sources ${ARG_UNPARSED_ARGUMENTS})
   if(NOT sources)
     message(FATAL_ERROR "heaphook_add_backend(${name}): no sources")
@@ -139,8 +141,19 @@ function(heaphook_add_backend name)
   target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
   target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions}
                                                HEAPHOOK_BACKEND_NAME="${name}")
+  # The core's version script, plus the backend's own EXPORTS when it has any (written only
+  # when its content changes, so that configuring again does not relink).
+  set(version_script ${HEAPHOOK_VERSION_SCRIPT})
+  if(ARG_EXPORTS)
+    file(READ ${HEAPHOOK_VERSION_SCRIPT} map)
+    list(JOIN ARG_EXPORTS "; " extra)
+    string(REPLACE "heaphook_get_stats;" "heaphook_get_stats;\n    ${extra};" map "${map}")
+    set(version_script ${CMAKE_CURRENT_BINARY_DIR}/heaphook_${name}_exports.map)
+    file(WRITE ${version_script}.new "${map}")
+    configure_file(${version_script}.new ${version_script} COPYONLY)
+  endif()
   # --as-needed drops the libstdc++ CMake adds for mixed C/C++ targets: nothing references it.
-  target_link_options(${target} PRIVATE "-Wl,--version-script=${HEAPHOOK_VERSION_SCRIPT}"
+  target_link_options(${target} PRIVATE "-Wl,--version-script=${version_script}"
                       -Wl,--no-undefined -Wl,--as-needed -Wl,-z,now -Wl,-z,relro)
   set_target_properties(
     ${target}
@@ -150,7 +163,7 @@ function(heaphook_add_backend name)
                CXX_STANDARD 17
                CXX_EXTENSIONS OFF
                LIBRARY_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR}
-               LINK_DEPENDS ${HEAPHOOK_VERSION_SCRIPT})
+               LINK_DEPENDS ${version_script})
 endfunction()
 
 function(heaphook_add_backend_test name)

@@ -6,6 +6,9 @@
  * not). A bad value is never guessed at: one line names the variable, the value and an
  * example, and the process ends with HEAPHOOK_EXIT_CONFIG.
  *
+ * config.c and log.c depend only on each other (and internal.h), so a library that does not
+ * link the whole core (heaptrack) can compile the pair on its own.
+ *
  * Contents:
  *   1. Parsers: sizes, booleans, integers
  *   2. Readers: heaphook_env_*

@@ -5,6 +5,8 @@
  * no stdio, no lock. A line is formatted into a fixed buffer on the stack and written with
  * write(2) in one call, so concurrent lines do not interleave (for lines below PIPE_BUF).
  *
+ * log.c and config.c depend only on each other (and internal.h): see config.c.
+ *
  * Contents:
  *   1. The report fd and the level (initialised once, from the constructor or the first log)
  *   2. The formatter (a printf subset)

@@ -35,6 +35,11 @@ beforeAll(() => {
       '',
     ].join('\n'),
   );
+  // A function of the backend's own API, exported next to the malloc family.
+  writeFileSync(
+    join(project, 'my_api.c'),
+    '#include "heaphook/backend.h"\nHEAPHOOK_EXPORT int mine_version(void) { return 7; }\n',
+  );
   writeFileSync(
     join(project, 'CMakeLists.txt'),
     [
@@ -42,7 +47,7 @@ beforeAll(() => {
       'project(my_backend C CXX)',
       'include(CTest)',
       `include(${JSON.stringify(join(coreDir, 'cmake', 'heaphook.cmake'))})`,
-      'heaphook_add_backend(mine my_allocator.cpp)',
+      'heaphook_add_backend(mine my_allocator.cpp my_api.c EXPORTS mine_version)',
       'heaphook_add_backend_test(mine extra_checks.c)',
       '',
     ].join('\n'),
@@ -61,7 +66,12 @@ describe('the CMake module, used from outside the repository', () => {
     expect(configured.status).toBe(0);
     const compiled = run('cmake', ['--build', build, '-j', '2']);
     expect(compiled.status).toBe(0);
-    expect(existsSync(join(build, 'Release', 'libheaphook_mine.so'))).toBe(true);
+    const library = join(build, 'Release', 'libheaphook_mine.so');
+    expect(existsSync(library)).toBe(true);
+    const symbols = run('nm', ['-D', '--defined-only', library]).stdout;
+    expect(symbols).toMatch(/ T mine_version$/m);
+    expect(symbols).toMatch(/ T malloc$/m);
+    expect(symbols).not.toMatch(/heaphook_backend_get|hh_/);
 
     const suite = run(join(build, 'Release', 'heaphook_conformance_mine'), ['mine'], {
       env: { HEAPHOOK_CONFORMANCE_QUIET: '1' },

@@ -34,6 +34,11 @@
 extern "C" {
 #endif
 
+/* Marks a function of a backend's own API to be exported from its preload library (list it
+ * in heaphook_add_backend(... EXPORTS <symbol> ...) too): preload libraries are compiled with
+ * hidden visibility and export only the malloc family and heaphook/core.h otherwise. */
+#define HEAPHOOK_EXPORT __attribute__((visibility("default")))
+
 /* The alignment of every block returned for align == 1: alignof(max_align_t) on x86-64. */
 #define HEAPHOOK_DEFAULT_ALIGNMENT 16
 
