@@ -241,13 +241,20 @@ static inline void *cache_pop(thread_heap *h, unsigned cls) {
     return p;
 }
 
-/* Frees every cached block into the TLSF heap (at most CACHE_CLASSES * cache_depth). */
+/* Frees every cached block: h's own into its TLSF heap, other heaps' blocks to their owners'
+ * remote stacks (at most CACHE_CLASSES * cache_depth blocks). */
 static void cache_flush(thread_heap *h) {
     for (unsigned cls = 0; cls < CACHE_CLASSES; cls++) {
         void **p;
         while ((p = (void **)h->cache_head[cls])) {
             h->cache_head[cls] = p[0];
-            tlsf_free(h->tlsf, p);
+            p[1] = NULL;
+            const unsigned owner = tlsf_block_owner(p);
+            if (owner == h->id) {
+                tlsf_free(h->tlsf, p);
+            } else {
+                remote_push(heaps[owner], p);
+            }
         }
         h->cache_count[cls] = 0;
     }
@@ -259,29 +266,32 @@ static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
                    ptr, ptr);
 }
 
-/* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
-static inline void heap_free_own(thread_heap *h, void *ptr) {
-    block_t *b = block_from_ptr(ptr);
-    const size_t head = b->head;
+/* Keeps a freed block of footprint < 1 KiB in h's cache when the cache has room. The block may
+ * belong to another thread heap (like glibc's tcache, the cache does not care who owns a block:
+ * a thread that frees what others allocated reuses those blocks without a round trip); it goes
+ * back to its owner when the cache is flushed. */
+static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
     if (UNLIKELY(head & HEAD_FREE)) double_free(ptr);
     const size_t f = head & HEAD_SIZE_MASK;
-    if (f < CACHE_CLASSES * 16 && !(head & HEAD_ALIGN_MASK)) {
-        const unsigned cls = (unsigned)(f >> 4);
-        void **p = (void **)ptr;
-        if (UNLIKELY(p[1] == (void *)cache_key)) {
-            for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
-                if (c == p) double_free(ptr);
-        }
-        if (h->cache_count[cls] < cfg.cache_depth) {
-            p[0] = h->cache_head[cls];
-            p[1] = (void *)cache_key;
-            h->cache_head[cls] = p;
-            h->cache_count[cls]++;
-            h->cache_bytes += f;
-            return;
-        }
+    if (f >= CACHE_CLASSES * 16 || (head & HEAD_ALIGN_MASK)) return false;
+    const unsigned cls = (unsigned)(f >> 4);
+    void **p = (void **)ptr;
+    if (UNLIKELY(p[1] == (void *)cache_key)) {
+        for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
+            if (c == p) double_free(ptr);
     }
-    tlsf_free(h->tlsf, ptr);
+    if (h->cache_count[cls] >= cfg.cache_depth) return false;
+    p[0] = h->cache_head[cls];
+    p[1] = (void *)cache_key;
+    h->cache_head[cls] = p;
+    h->cache_count[cls]++;
+    h->cache_bytes += f;
+    return true;
+}
+
+/* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
+static inline void heap_free_own(thread_heap *h, void *ptr) {
+    if (!cache_put(h, ptr, block_from_ptr(ptr)->head)) tlsf_free(h->tlsf, ptr);
 }
 
 /* Frees at most max blocks that other threads returned to h. */
@@ -372,9 +382,17 @@ static void dealloc_slow(void *ptr);
 
 static void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
-    if (LIKELY(h != NULL && tlsf_block_owner(ptr) == h->id)) {
-        heap_free_own(h, ptr);
-        return;
+    if (LIKELY(h != NULL)) {
+        const size_t head = block_from_ptr(ptr)->head;
+        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+        if (LIKELY(owner == h->id)) {
+            if (!cache_put(h, ptr, head)) tlsf_free(h->tlsf, ptr);
+            return;
+        }
+        /* Another thread heap's block (a valid id): into this thread's cache if it fits. */
+        if (owner != 0 && owner <= atomic_load_explicit(&heap_count, memory_order_relaxed) &&
+            cache_put(h, ptr, head))
+            return;
     }
     dealloc_slow(ptr);
 }
