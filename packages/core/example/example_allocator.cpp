@@ -289,8 +289,9 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
         ChunkHeader *header = header_at(ptr);
         if (header->magic != kHeaderMagic ||
             (header->kind != kLargeKind && header->kind >= static_cast<uint32_t>(kClassCount))) {
-            heaphook_fatal("example: %s(%p): not a block of this heap (invalid or double free?)",
-                           operation, ptr);
+            heaphook_fatal(
+                "example: %s(%p): not a block of this heap (a pointer malloc never returned?)",
+                operation, ptr);
         }
         return header;
     }
