@@ -18,6 +18,13 @@
 #include "heaphook/log.h"
 #include "internal.h"
 
+#if !__GLIBC_PREREQ(2, 33)
+/* Older headers lack mallinfo2 (glibc 2.33); programs built against newer ones may call it. */
+struct mallinfo2 {
+    size_t arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+#endif
+
 HH_EXPORT int heaphook_get_stats(heaphook_stats *out) {
     memset(out, 0, sizeof *out);
     if (!hh_backend_is_ready() || hh_backend.get_stats == NULL) return -1;

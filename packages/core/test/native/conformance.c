@@ -550,7 +550,17 @@ static void group_statistics(void) {
     void *big = malloc(MiB);
     void *small[100];
     for (int i = 0; i < 100; i++) small[i] = malloc(100);
+#if __GLIBC_PREREQ(2, 33)
     struct mallinfo2 info = mallinfo2();
+#else /* mallinfo2 is newer than this C library's headers: ask mallinfo, which may saturate */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    struct mallinfo old_info = mallinfo();
+#pragma GCC diagnostic pop
+    struct {
+        size_t uordblks, hblkhd;
+    } info = {(size_t)old_info.uordblks, (size_t)old_info.hblkhd};
+#endif
     int (*get_stats)(heaphook_stats *) =
         (int (*)(heaphook_stats *))dlsym(RTLD_DEFAULT, "heaphook_get_stats");
     heaphook_stats stats;
