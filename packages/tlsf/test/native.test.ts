@@ -100,6 +100,23 @@ describe('pool growth', () => {
     expect(r.stderr).toBe('');
   });
 
+  it('a request the system refuses fails with ENOMEM, without adding areas', () => {
+    const r = run(
+      'sh',
+      ['-c', `ulimit -v 1000000 && exec "$0" enomem 2000000000`, built('tlsf_probe')],
+      {
+        tlsf: true,
+        env: {
+          HEAPHOOK_LOG_LEVEL: 'info',
+          INITIAL_MEMPOOL_SIZE: '10M',
+          ADDITIONAL_MEMPOOL_SIZE: '10M',
+        },
+      },
+    );
+    expect(r.stdout.trim()).toBe('null ENOMEM');
+    expect(loggedAdditions(r.stderr)).toEqual([]);
+  });
+
   it('an impossible request fails at once with ENOMEM, without growing', () => {
     const r = probe(['enomem'], { HEAPHOOK_LOG_LEVEL: 'info' });
     expect(r.stdout.trim()).toBe('null ENOMEM');
@@ -135,7 +152,10 @@ describe('behaviour', () => {
   it('statistics: mallinfo2 and malloc_stats', () => {
     const r = probe(['stats'], { INITIAL_MEMPOOL_SIZE: '32M' });
     expect(r.status).toBe(0);
-    const m = /arena (\d+) uordblks (\d+) fordblks (\d+) after_free_uordblks (\d+)/.exec(r.stdout);
+    const m =
+      /arena (\d+) uordblks (\d+) fordblks (\d+) after_free_uordblks (\d+) mallinfo_arena 32000000/.exec(
+        r.stdout,
+      );
     expect(m).not.toBeNull();
     const [arena, used, free, usedAfter] = m!.slice(1).map(Number) as [
       number,
@@ -178,6 +198,38 @@ describe('behaviour', () => {
 
   it('a threaded program forks while allocating; the children allocate', () => {
     const r = probe(['fork']);
+    expect(r.stdout.trim()).toBe('ok');
+    expect(r.status).toBe(0);
+  });
+
+  it('HEAPHOOK_TLSF_PREFAULT: no page fault when the heap is used after start-up', () => {
+    const faults = (env: Record<string, string>) => {
+      const r = probe(['faults'], env);
+      expect(r.status).toBe(0);
+      const m = /faults (\d+) locked_kb (\d+)/.exec(r.stdout);
+      expect(m).not.toBeNull();
+      return { faults: Number(m![1]), lockedKb: Number(m![2]) };
+    };
+    // 16 MiB of 1 KiB blocks: about 4000 first touches without prefaulting. What remains with
+    // it is the probe's own 128 KiB array (32 pages).
+    expect(faults({}).faults).toBeGreaterThan(2000);
+    expect(faults({ HEAPHOOK_TLSF_PREFAULT: '1' }).faults).toBeLessThan(100);
+  });
+
+  it('HEAPHOOK_TLSF_MLOCK locks the pool (when the locked-memory limit allows it)', () => {
+    const r = probe(['faults'], { HEAPHOOK_TLSF_MLOCK: '1', INITIAL_MEMPOOL_SIZE: '64MiB' });
+    expect(r.status).toBe(0);
+    const m = /faults (\d+) locked_kb (\d+)/.exec(r.stdout)!;
+    if (/mlock of \d+ bytes failed/.test(r.stderr)) {
+      expect(Number(m[2])).toBe(0); // the limit refused it: warned once, and the program ran
+    } else {
+      expect(Number(m[2])).toBeGreaterThanOrEqual(64 * 1024);
+      expect(Number(m[1])).toBeLessThan(100);
+    }
+  });
+
+  it('more than 255 threads alive at once: the extra ones use the shared heap', () => {
+    const r = probe(['many-threads', '300']);
     expect(r.stdout.trim()).toBe('ok');
     expect(r.status).toBe(0);
   });

@@ -9,7 +9,9 @@
  *   tlsf_probe inplace           realloc grows and shrinks in place
  *   tlsf_probe threads <n>       n threads allocate, exchange and free blocks
  *   tlsf_probe fork              a threaded program forks while allocating
- *   tlsf_probe enomem            an impossible request fails with ENOMEM
+ *   tlsf_probe enomem [bytes]    a request the system refuses fails with ENOMEM
+ *   tlsf_probe faults            minor page faults taken by 16 MiB of 1 KiB blocks after start-up
+ *   tlsf_probe many-threads <n>  n threads alive at once allocate and free
  *   tlsf_probe backend           prints the active backend's name
  */
 #include <dlfcn.h>
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,8 +84,12 @@ static int scenario_stats(void) {
     struct mallinfo2 a = mallinfo2();
     for (int i = 0; i < 100; i++) free(blocks[i]);
     struct mallinfo2 b = mallinfo2();
-    printf("arena %zu uordblks %zu fordblks %zu after_free_uordblks %zu\n", a.arena, a.uordblks,
-           a.fordblks, b.uordblks);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    struct mallinfo old = mallinfo(); /* the old interface, still called by old programs */
+#pragma GCC diagnostic pop
+    printf("arena %zu uordblks %zu fordblks %zu after_free_uordblks %zu mallinfo_arena %d\n",
+           a.arena, a.uordblks, a.fordblks, b.uordblks, old.arena);
     fflush(stdout);
     malloc_stats();
     return 0;
@@ -207,10 +214,64 @@ static int scenario_fork(void) {
     return 0;
 }
 
-static int scenario_enomem(void) {
+static int scenario_enomem(size_t bytes) {
     errno = 0;
-    void *p = malloc((size_t)1 << 50);
+    void *p = malloc(bytes);
     printf("%s %s\n", p ? "allocated" : "null", errno == ENOMEM ? "ENOMEM" : "other");
+    return 0;
+}
+
+static long minor_faults(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+}
+
+static int scenario_faults(void) {
+    enum { COUNT = 16 * 1024 };
+    static char *blocks[COUNT];
+    /* Warm up what is not the heap (stdio, the code of this loop). */
+    printf("start\n");
+    fflush(stdout);
+    const long before = minor_faults();
+    for (int i = 0; i < COUNT; i++) {
+        blocks[i] = malloc(1000);
+        memset(blocks[i], i, 1000);
+    }
+    for (int i = 0; i < COUNT; i++) free(blocks[i]);
+    const long after = minor_faults();
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long locked = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmLck:", 6)) locked = atol(line + 6);
+    if (f) fclose(f);
+    printf("faults %ld locked_kb %ld\n", after - before, locked);
+    return 0;
+}
+
+static pthread_barrier_t barrier;
+static void *many_worker(void *arg) {
+    char *p = malloc(100 + (size_t)(uintptr_t)arg);
+    memset(p, 1, 100);
+    pthread_barrier_wait(&barrier); /* every thread holds a heap at once */
+    char *q = realloc(p, 5000);
+    free(q);
+    return NULL;
+}
+
+static int scenario_many_threads(int n) {
+    pthread_t *t = malloc(sizeof(pthread_t) * (size_t)n);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    pthread_barrier_init(&barrier, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&t[i], &attr, many_worker, (void *)(uintptr_t)i) != 0)
+            return fail("pthread_create");
+    for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+    free(t);
+    printf("ok\n");
     return 0;
 }
 
@@ -225,7 +286,10 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "inplace")) return scenario_inplace();
     if (!strcmp(s, "threads")) return scenario_threads(argc > 2 ? atoi(argv[2]) : 4);
     if (!strcmp(s, "fork")) return scenario_fork();
-    if (!strcmp(s, "enomem")) return scenario_enomem();
+    if (!strcmp(s, "enomem"))
+        return scenario_enomem(argc > 2 ? strtoull(argv[2], NULL, 0) : (size_t)1 << 50);
+    if (!strcmp(s, "faults")) return scenario_faults();
+    if (!strcmp(s, "many-threads")) return scenario_many_threads(argc > 2 ? atoi(argv[2]) : 300);
     if (!strcmp(s, "backend")) {
         const char *(*name)(void) =
             (const char *(*)(void))dlsym(RTLD_DEFAULT, "heaphook_active_backend");
