@@ -120,6 +120,19 @@ describe('good values work', () => {
     });
   }
 
+  it('an HEAPHOOK_LOG_FILE that cannot be opened is reported, and the log stays on stderr', () => {
+    const result = runExample({
+      HEAPHOOK_LOG_FILE: '/nonexistent-dir/heaphook.log',
+      HEAPHOOK_LOG_LEVEL: 'debug',
+    });
+    expect(result.stdout).toBe('main ran\n');
+    expect(result.status).toBe(0);
+    expect(result.stderr).toMatch(
+      /^heaphook\[\d+\] warn: cannot open HEAPHOOK_LOG_FILE="\/nonexistent-dir\/heaphook.log" \(errno 2\); logging to stderr$/m,
+    );
+    expect(result.stderr).toMatch(/debug: backend example ready/);
+  });
+
   it('HEAPHOOK_LOG_FILE receives the log instead of stderr', () => {
     const dir = mkdtempSync(join(tmpdir(), 'heaphook-config-'));
     try {
