@@ -40,6 +40,7 @@ void heaphook_log(heaphook_log_level level, const char *fmt, ...)
 #define heaphook_log_warn(...) heaphook_log(HEAPHOOK_LOG_WARN, __VA_ARGS__)
 #define heaphook_log_info(...) heaphook_log(HEAPHOOK_LOG_INFO, __VA_ARGS__)
 #define heaphook_log_debug(...) heaphook_log(HEAPHOOK_LOG_DEBUG, __VA_ARGS__)
+#define heaphook_log_trace(...) heaphook_log(HEAPHOOK_LOG_TRACE, __VA_ARGS__)
 
 /* Formats into buf (always NUL-terminated when cap > 0); returns the length written. */
 size_t heaphook_format(char *buf, size_t cap, const char *fmt, va_list args);
