@@ -82,7 +82,11 @@ static void drain(client *c, bool final) {
     } else {
         hh_ring_read(&c->ring, hh_writer_record, c->writer, false);
     }
-    hh_writer_flush(c->writer);
+    if (final) {
+        hh_writer_flush(c->writer);
+    } else {
+        hh_writer_tick(c->writer);
+    }
 }
 
 static void finish(client *c) {

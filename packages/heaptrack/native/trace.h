@@ -106,6 +106,8 @@ typedef struct hh_rec_process {
     uint32_t flags;
     uint32_t stack_depth;
     uint64_t sample_bytes;
+    uint32_t time_unit; /* ns per tick of event times in the log (HEAPHOOK_TIME_RESOLUTION) */
+    uint32_t compress;  /* deflate level of the log's blocks, 0 = stored */
     uint32_t exe_len, cmdline_len;
     /* exe bytes, then cmdline bytes (arguments separated by NUL) */
 } hh_rec_process;

@@ -88,6 +88,9 @@ static void hh_read_config(void) {
                              "a ring buffer size of at least 64KiB", "32MiB");
     }
     hh_cfg.buffer_size = hh_pow2_at_least(buffer);
+    hh_cfg.time_unit =
+        (uint32_t)heaphook_env_long("HEAPHOOK_TIME_RESOLUTION", NULL, 1000, 1, 1000000000);
+    hh_cfg.compress = (int)heaphook_env_long("HEAPHOOK_COMPRESS", NULL, 4, 0, 9);
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
     g_collector = heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
@@ -267,6 +270,8 @@ static void hh_send_process(void) {
                (hh_cfg.free_stacks ? HH_PF_FREE_STACKS : 0) | (g_fork_child ? HH_PF_FORK_CHILD : 0);
     p->stack_depth = (uint32_t)hh_cfg.depth;
     p->sample_bytes = hh_cfg.sample_bytes;
+    p->time_unit = hh_cfg.time_unit;
+    p->compress = hh_cfg.compress;
     p->exe_len = (uint32_t)exe_len;
     p->cmdline_len = cmd_len;
     memcpy((char *)(p + 1), exe, (size_t)exe_len);
@@ -349,7 +354,7 @@ static void hh_drain_pass(bool final) {
     if (g_writer != NULL) {
         while (hh_ring_read(&g_ring, hh_writer_record, g_writer, final) > 0) {
         }
-        hh_writer_flush(g_writer);
+        hh_writer_tick(g_writer);
     }
     hh_drain_unlock();
 }

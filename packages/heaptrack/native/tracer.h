@@ -17,6 +17,8 @@ typedef struct hh_config {
     bool drop;        /* HEAPHOOK_ON_FULL=drop */
     uint64_t sample_bytes;
     uint64_t buffer_size;
+    uint32_t time_unit; /* HEAPHOOK_TIME_RESOLUTION, ns */
+    int compress;       /* HEAPHOOK_COMPRESS: deflate level, 0 = off */
 } hh_config;
 
 extern hh_config hh_cfg;

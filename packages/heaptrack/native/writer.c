@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "trace.h"
 
@@ -19,6 +20,7 @@
 #define HH_BLOCK_CAP (HH_BLOCK_TARGET + 64u * 1024u)
 #define HH_THREADS_CAP 16384u /* distinct thread ids per log (a power of two) */
 #define HH_FORMAT_VERSION 1u
+#define HH_BLOCK_DEFLATED 0x80000000u /* block length flag: the payload is raw deflate */
 
 /* Log tags (FORMAT.md). */
 enum {
@@ -33,6 +35,18 @@ enum {
     HH_EVT_SPLIT = 0x40,
 };
 
+#define HH_RECENT 8
+
+#define HH_CLASSES 64 /* size classes predicted (requests up to 1008 bytes) */
+#define HH_CLASS_DEPTH 4
+#define HH_NO_CLASS 0xff
+
+typedef struct hh_live {
+    uint64_t ptr; /* 0 = empty */
+    uint64_t ordinal : 56;
+    uint64_t cls : 8;
+} hh_live;
+
 typedef struct hh_thread_slot {
     uint32_t tid;   /* 0 = empty */
     uint32_t index; /* 1-based index in the log */
@@ -44,6 +58,11 @@ struct hh_writer {
     int fd;
     uint32_t flags; /* process flags, from the PROCESS record */
     uint64_t start; /* monotonic ns of the process start */
+    uint32_t unit;  /* ns per time tick */
+    int compress;
+    bool z_ready;
+    uint64_t last_flush; /* monotonic ns */
+    z_stream z;
     bool have_process;
     bool saw_exit;
     uint64_t events;
@@ -54,8 +73,14 @@ struct hh_writer {
     uint64_t prev_pc;
     uint32_t prev_thread; /* index */
     uint32_t threads_used;
+    /* Live blocks by address -> allocation ordinal (persist across blocks). */
+    hh_live *live;
+    uint64_t live_cap, live_n, ordinal;
+    uint64_t recent[HH_RECENT];                   /* addresses freed last, most recent first */
+    uint64_t classes[HH_CLASSES][HH_CLASS_DEPTH]; /* freed last per size class */
     uint32_t len;
     uint8_t buf[HH_BLOCK_CAP];
+    uint8_t zbuf[HH_BLOCK_CAP + 1024];
     hh_thread_slot threads[HH_THREADS_CAP];
 };
 
@@ -117,21 +142,66 @@ static void hh_put_bytes(hh_writer *w, const void *p, uint32_t n) {
 
 static void hh_block_reset(hh_writer *w) {
     w->len = 0;
-    w->prev_time = w->start;
+    w->prev_time = 0;
     w->prev_addr = 0;
     w->prev_pc = 0;
     w->prev_thread = 0;
     w->block_no++;
 }
 
-void hh_writer_flush(hh_writer *w) {
+/* Deflates the block into zbuf; returns the compressed length, or 0 to store it as it is. */
+static uint32_t hh_deflate(hh_writer *w) {
+    if (!w->z_ready) {
+        memset(&w->z, 0, sizeof w->z);
+        if (deflateInit2(&w->z, w->compress, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+            w->compress = 0;
+            return 0;
+        }
+        w->z_ready = true;
+    }
+    deflateReset(&w->z);
+    w->z.next_in = w->buf;
+    w->z.avail_in = w->len;
+    w->z.next_out = w->zbuf;
+    w->z.avail_out = sizeof w->zbuf;
+    if (deflate(&w->z, Z_FINISH) != Z_STREAM_END) return 0;
+    uint32_t n = (uint32_t)(sizeof w->zbuf - w->z.avail_out);
+    return n < w->len ? n : 0;
+}
+
+static uint64_t hh_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define HH_FLUSH_NS 500000000ull
+
+void hh_writer_tick(hh_writer *w) {
     if (w->len == 0) return;
+    uint64_t now = hh_mono_ns();
+    if (now - w->last_flush >= HH_FLUSH_NS) hh_writer_flush(w);
+}
+
+void hh_writer_flush(hh_writer *w) {
+    w->last_flush = hh_mono_ns();
+    if (w->len == 0) return;
+    const uint8_t *payload = w->buf;
+    uint32_t len = w->len, stored = w->len;
+    if (w->compress) {
+        uint32_t z = hh_deflate(w);
+        if (z > 0) {
+            payload = w->zbuf;
+            stored = z;
+            len = z | HH_BLOCK_DEFLATED;
+        }
+    }
     uint8_t head[8];
-    uint32_t len = w->len, crc = hh_crc32(w->buf, w->len);
+    uint32_t crc = hh_crc32(payload, stored);
     memcpy(head, &len, 4); /* little endian: x86-64 and aarch64 */
     memcpy(head + 4, &crc, 4);
     hh_write_fully(w->fd, head, 8);
-    hh_write_fully(w->fd, w->buf, w->len);
+    hh_write_fully(w->fd, payload, stored);
     hh_block_reset(w);
 }
 
@@ -166,8 +236,10 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     hh_room(w, 128 + exe_len + cmd_len);
     w->flags = p->flags;
     w->start = p->mono_start;
+    w->unit = p->time_unit ? p->time_unit : 1;
+    w->compress = p->compress <= 9 ? (int)p->compress : 4;
     w->have_process = true;
-    w->prev_time = w->start;
+    w->prev_time = 0;
     hh_put_u8(w, HH_TAG_PROCESS);
     hh_put_var(w, p->pid);
     hh_put_var(w, p->ppid);
@@ -176,6 +248,7 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     hh_put_var(w, p->flags);
     hh_put_var(w, p->stack_depth);
     hh_put_var(w, p->sample_bytes);
+    hh_put_var(w, w->unit);
     hh_put_bytes(w, HH_TRACE_VERSION, sizeof HH_TRACE_VERSION - 1);
     hh_put_bytes(w, strings, exe_len);
     hh_put_bytes(w, strings + exe_len, cmd_len);
@@ -201,9 +274,153 @@ static void hh_encode_node(hh_writer *w, const hh_rec_node *n) {
     w->prev_pc = n->pc;
 }
 
-static void hh_put_addr(hh_writer *w, uint64_t addr, uint64_t *prev) {
-    hh_put_svar(w, (int64_t)(addr - *prev));
-    *prev = addr;
+/* ---- addresses ---------------------------------------------------------------------------
+ * A freed block is named by how many allocations ago it was made (small, repetitive numbers)
+ * when the log has it live; a new block by its place in the list of recently freed addresses
+ * (allocators hand those out again) when it is there. Otherwise by a delta to the previous
+ * address. The low bit of the varint tells which (FORMAT.md, "Addresses"). */
+
+static inline uint64_t hh_live_hash(uint64_t ptr, uint64_t cap) {
+    return ((ptr >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(cap));
+}
+
+static hh_live *hh_live_find(hh_writer *w, uint64_t ptr) {
+    if (w->live == NULL) return NULL;
+    uint64_t mask = w->live_cap - 1;
+    for (uint64_t i = hh_live_hash(ptr, w->live_cap);; i = (i + 1) & mask) {
+        if (w->live[i].ptr == ptr) return &w->live[i];
+        if (w->live[i].ptr == 0) return NULL;
+    }
+}
+
+static void hh_live_grow(hh_writer *w) {
+    uint64_t cap = w->live_cap ? w->live_cap * 2 : 65536;
+    hh_live *t = mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (t == MAP_FAILED) return;
+    for (uint64_t k = 0; k < w->live_cap; k++) {
+        if (w->live[k].ptr == 0) continue;
+        uint64_t i = hh_live_hash(w->live[k].ptr, cap);
+        while (t[i].ptr != 0) i = (i + 1) & (cap - 1);
+        t[i] = w->live[k];
+    }
+    if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *t);
+    w->live = t;
+    w->live_cap = cap;
+}
+
+static void hh_live_insert(hh_writer *w, uint64_t ptr, unsigned cls) {
+    w->ordinal++;
+    hh_live *slot = hh_live_find(w, ptr);
+    if (slot != NULL) {
+        slot->ordinal = w->ordinal;
+        slot->cls = cls;
+        return;
+    }
+    if ((w->live_n + 1) * 2 > w->live_cap) hh_live_grow(w);
+    if ((w->live_n + 1) * 2 > w->live_cap) return; /* out of memory: stays explicit */
+    uint64_t mask = w->live_cap - 1, i = hh_live_hash(ptr, w->live_cap);
+    while (w->live[i].ptr != 0) i = (i + 1) & mask;
+    w->live[i].ptr = ptr;
+    w->live[i].ordinal = w->ordinal;
+    w->live[i].cls = cls;
+    w->live_n++;
+}
+
+/* Linear probing deletion without tombstones: shift the following entries back. */
+static void hh_live_erase(hh_writer *w, hh_live *slot) {
+    uint64_t mask = w->live_cap - 1, i = (uint64_t)(slot - w->live);
+    w->live_n--;
+    for (uint64_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        if (w->live[j].ptr == 0) break;
+        uint64_t home = hh_live_hash(w->live[j].ptr, w->live_cap);
+        /* can the entry at j move to the hole at i? (is home cyclically outside (i, j]) */
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            w->live[i] = w->live[j];
+            i = j;
+        }
+    }
+    w->live[i].ptr = 0;
+}
+
+/* The size class of a request, as glibc's chunk sizes go; HH_NO_CLASS above 1008 bytes. */
+static unsigned hh_class_of(uint64_t bytes) {
+    return bytes <= 1008 ? (unsigned)((bytes + 8 + 15) >> 4) : HH_NO_CLASS;
+}
+
+static void hh_push(uint64_t *list, int n, uint64_t ptr) {
+    memmove(&list[1], &list[0], (size_t)(n - 1) * sizeof list[0]);
+    list[0] = ptr;
+}
+
+static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
+    hh_push(w->recent, HH_RECENT, ptr);
+    if (cls < HH_CLASSES) hh_push(w->classes[cls], HH_CLASS_DEPTH, ptr);
+}
+
+static void hh_put_explicit(hh_writer *w, uint64_t ptr) {
+    int64_t d = (int64_t)(ptr - w->prev_addr);
+    hh_put_var(w, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
+}
+
+/* A block that ends here (free, realloc's old block); remove says whether it really ends. */
+static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
+    hh_live *slot = ptr != 0 ? hh_live_find(w, ptr) : NULL;
+    unsigned cls = HH_NO_CLASS;
+    if (slot != NULL) {
+        hh_put_var(w, (w->ordinal - slot->ordinal) << 1);
+        cls = slot->cls;
+        if (remove) hh_live_erase(w, slot);
+    } else {
+        hh_put_explicit(w, ptr);
+    }
+    if (ptr != 0 && remove) hh_recent_push(w, ptr, cls);
+    w->prev_addr = ptr;
+}
+
+/* A block of `bytes` that begins here: low bits 00 = index in its size class's list of
+ * recent frees, 10 = index in the list of recent frees, 1 = delta to the previous address. */
+static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t bytes) {
+    unsigned cls = hh_class_of(bytes);
+    int k = -1;
+    if (ptr != 0 && cls < HH_CLASSES) {
+        for (int i = 0; i < HH_CLASS_DEPTH; i++) {
+            if (w->classes[cls][i] == ptr) {
+                k = i;
+                break;
+            }
+        }
+    }
+    if (k >= 0) {
+        hh_put_var(w, (uint64_t)k << 2);
+    } else {
+        for (int i = 0; i < HH_RECENT && ptr != 0; i++) {
+            if (w->recent[i] == ptr) {
+                k = i;
+                break;
+            }
+        }
+        if (k >= 0) {
+            hh_put_var(w, ((uint64_t)k << 2) | 2);
+        } else {
+            hh_put_explicit(w, ptr);
+        }
+    }
+    if (ptr != 0) {
+        if (cls < HH_CLASSES) { /* handed out again: no longer a free block of its class */
+            uint64_t *list = w->classes[cls];
+            for (int i = 0; i < HH_CLASS_DEPTH; i++) {
+                if (list[i] == ptr) {
+                    memmove(&list[i], &list[i + 1],
+                            (size_t)(HH_CLASS_DEPTH - 1 - i) * sizeof *list);
+                    list[HH_CLASS_DEPTH - 1] = 0;
+                    break;
+                }
+            }
+        }
+        hh_live_insert(w, ptr, cls);
+    }
+    w->prev_addr = ptr;
 }
 
 static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
@@ -216,8 +433,9 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
     if (carries_stack && e->stack != prev_stack) tag |= HH_EVT_STACK;
     if (e->flags & HH_EV_SPLIT) tag |= HH_EVT_SPLIT;
     hh_put_u8(w, tag);
-    hh_put_svar(w, (int64_t)(e->time - w->prev_time));
-    w->prev_time = e->time;
+    uint64_t ticks = e->time > w->start ? (e->time - w->start) / w->unit : 0;
+    hh_put_svar(w, (int64_t)(ticks - w->prev_time));
+    w->prev_time = ticks;
     if (tag & HH_EVT_THREAD) {
         hh_put_var(w, t->index);
         w->prev_thread = t->index;
@@ -231,31 +449,34 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         case HH_OP_MALLOC:
         case HH_OP_VALLOC:
         case HH_OP_PVALLOC:
-            hh_put_addr(w, e->addr, &w->prev_addr);
             hh_put_var(w, e->size);
+            hh_put_new(w, e->addr, e->size);
             break;
         case HH_OP_CALLOC:
-            hh_put_addr(w, e->addr, &w->prev_addr);
             hh_put_var(w, e->count);
             hh_put_var(w, e->size);
+            hh_put_new(w, e->addr, e->count * e->size);
             break;
         case HH_OP_REALLOC:
         case HH_OP_REALLOCARRAY: {
-            hh_put_addr(w, e->old, &w->prev_addr);
-            hh_put_addr(w, e->addr, &w->prev_addr);
+            uint64_t bytes = e->op == HH_OP_REALLOCARRAY ? e->count * e->size : e->size;
+            /* a failed realloc leaves the old block; realloc(p, 0) that returns NULL frees it */
+            bool failed = e->addr == 0 && bytes != 0;
             if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, e->count);
             hh_put_var(w, e->size);
+            hh_put_ref(w, e->old, !failed);
+            hh_put_new(w, e->addr, bytes);
             break;
         }
         case HH_OP_FREE:
-            hh_put_addr(w, e->addr, &w->prev_addr);
+            hh_put_ref(w, e->addr, true);
             break;
         case HH_OP_POSIX_MEMALIGN:
         case HH_OP_MEMALIGN:
         case HH_OP_ALIGNED_ALLOC:
-            hh_put_addr(w, e->addr, &w->prev_addr);
             hh_put_var(w, e->align);
             hh_put_var(w, e->size);
+            hh_put_new(w, e->addr, UINT64_MAX);
             break;
         default:
             break;
@@ -365,15 +586,19 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
     hh_put_u8(w, HH_TAG_END);
     hh_put_var(w, reason);
     hh_put_var(w, dropped);
-    hh_put_var(w, now > w->start ? now - w->start : 0);
+    hh_put_var(w, now > w->start ? (now - w->start) / w->unit : 0);
     hh_put_var(w, w->events);
     hh_writer_flush(w);
     close(w->fd);
+    if (w->z_ready) deflateEnd(&w->z);
+    if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *w->live);
     munmap(w, sizeof *w);
 }
 
 void hh_writer_abandon(hh_writer *w) {
     close(w->fd);
+    if (w->z_ready) deflateEnd(&w->z);
+    if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *w->live);
     munmap(w, sizeof *w);
 }
 

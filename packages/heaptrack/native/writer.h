@@ -30,6 +30,10 @@ void hh_writer_record(void *writer, unsigned type, const void *record, uint32_t 
 /* Writes the buffered block to the file. */
 void hh_writer_flush(hh_writer *w);
 
+/* After a drain pass: writes the block when it has waited long enough (HH_FLUSH_NS), so the
+ * file follows the process closely without cutting the stream into tiny blocks. */
+void hh_writer_tick(hh_writer *w);
+
 /* Writes the END record (dropped = the ring's drop counter), flushes and closes. */
 void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped);
 

@@ -5,7 +5,7 @@
  * been yielded already.
  */
 import { open } from 'node:fs/promises';
-import { crc32 } from 'node:zlib';
+import { crc32, inflateRawSync } from 'node:zlib';
 
 import {
   OPS,
@@ -21,6 +21,7 @@ export const FORMAT_VERSION = 1;
 const FILE_HEADER_SIZE = 16;
 const BLOCK_HEADER_SIZE = 8;
 const MAX_BLOCK = 64 * 1024 * 1024;
+const BLOCK_DEFLATED = 0x80000000;
 
 const TAG_PROCESS = 0x01;
 const TAG_MODULE = 0x02;
@@ -95,12 +96,100 @@ class Cursor {
 /** Delta state of the decoder: restarted at each block, except what persists by design. */
 interface State {
   flags: number;
+  unit: number; // ns per time tick
   threads: Map<number, number>; // index -> tid (persists)
   time: number;
   addr: number;
   pc: number;
   thread: number; // current thread index
   stacks: Map<number, number>; // thread index -> previous stack, this block
+  // Address coding (persists across blocks): live blocks by address -> ordinal, and back.
+  ordinal: number;
+  liveOrdinal: Map<number, { ordinal: number; cls: number }>;
+  livePtr: Map<number, number>;
+  recent: number[];
+  classes: number[][];
+}
+
+const RECENT = 8;
+const CLASSES = 64;
+const CLASS_DEPTH = 4;
+const NO_CLASS = 0xff;
+
+/** The size class of a request (as the writer computes it). */
+function classOf(bytes: number): number {
+  return bytes <= 1008 ? Math.floor((bytes + 8 + 15) / 16) : NO_CLASS;
+}
+
+function pushFront(list: number[], n: number, value: number): void {
+  list.unshift(value);
+  list.length = n;
+}
+
+function unzigzag(z: number): number {
+  return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+}
+
+/** A block that ends here (free, realloc's old block). */
+function readRef(c: Cursor, s: State, remove: boolean): number {
+  const v = c.varint();
+  let ptr: number;
+  if (v % 2 === 0) {
+    const ordinal = s.ordinal - v / 2;
+    const found = s.livePtr.get(ordinal);
+    if (found === undefined)
+      throw new RangeError(`reference to unknown block ${v / 2} allocations back`);
+    ptr = found;
+  } else {
+    ptr = s.addr + unzigzag((v - 1) / 2);
+  }
+  if (ptr !== 0 && remove) {
+    const live = s.liveOrdinal.get(ptr);
+    if (live !== undefined) {
+      s.liveOrdinal.delete(ptr);
+      s.livePtr.delete(live.ordinal);
+    }
+    pushFront(s.recent, RECENT, ptr);
+    const cls = live?.cls ?? NO_CLASS;
+    if (cls < CLASSES) pushFront(s.classes[cls]!, CLASS_DEPTH, ptr);
+  }
+  s.addr = ptr;
+  return ptr;
+}
+
+/** A block of `bytes` that begins here. */
+function readNew(c: Cursor, s: State, bytes: number): number {
+  const v = c.varint();
+  const cls = classOf(bytes);
+  let ptr: number;
+  if (v % 2 === 1) {
+    ptr = s.addr + unzigzag((v - 1) / 2);
+  } else {
+    const k = Math.floor(v / 4);
+    const list = v % 4 === 0 ? s.classes[cls] : s.recent;
+    const found = list?.[k];
+    if (found === undefined || found === 0) {
+      throw new RangeError(`reference to unknown recent free ${k}`);
+    }
+    ptr = found;
+  }
+  if (ptr !== 0) {
+    if (cls < CLASSES) {
+      const list = s.classes[cls]!;
+      const i = list.indexOf(ptr);
+      if (i >= 0) {
+        list.splice(i, 1);
+        list.push(0);
+      }
+    }
+    s.ordinal++;
+    const previous = s.liveOrdinal.get(ptr);
+    if (previous !== undefined) s.livePtr.delete(previous.ordinal);
+    s.liveOrdinal.set(ptr, { ordinal: s.ordinal, cls });
+    s.livePtr.set(s.ordinal, ptr);
+  }
+  s.addr = ptr;
+  return ptr;
 }
 
 function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
@@ -108,7 +197,7 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
   if (tag & 0x80) {
     const op = OPS[tag & 0x0f];
     if (op === undefined) throw new RangeError(`unknown operation ${tag & 0x0f}`);
-    s.time += c.svarint();
+    s.time += c.svarint() * s.unit;
     if (tag & EVT_THREAD) s.thread = c.varint();
     const tid = s.threads.get(s.thread);
     if (tid === undefined) throw new RangeError(`event of undeclared thread index ${s.thread}`);
@@ -124,30 +213,41 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
       case 'malloc':
       case 'valloc':
       case 'pvalloc':
-        ptr = s.addr += c.svarint();
         size = c.varint();
+        ptr = readNew(c, s, size);
         break;
       case 'calloc':
-        ptr = s.addr += c.svarint();
         count = c.varint();
         size = c.varint();
+        ptr = readNew(c, s, count * size);
         break;
       case 'realloc':
-      case 'reallocarray':
-        oldPtr = s.addr += c.svarint();
-        ptr = s.addr += c.svarint();
+      case 'reallocarray': {
         if (op === 'reallocarray') count = c.varint();
         size = c.varint();
+        const bytes = op === 'reallocarray' ? count * size : size;
+        // A failed call (new block 0 for a size > 0) keeps the old block. The new address
+        // follows the old one, so look ahead at it before consuming the old reference.
+        const mark = c.pos;
+        const savedAddr = s.addr;
+        oldPtr = readRef(c, s, false);
+        const peek = c.varint();
+        const failed = bytes !== 0 && peek % 2 === 1 && oldPtr + unzigzag((peek - 1) / 2) === 0;
+        c.pos = mark;
+        s.addr = savedAddr;
+        oldPtr = readRef(c, s, !failed);
+        ptr = readNew(c, s, bytes);
         break;
+      }
       case 'free':
-        ptr = s.addr += c.svarint();
+        ptr = readRef(c, s, true);
         break;
       case 'posix_memalign':
       case 'memalign':
       case 'aligned_alloc':
-        ptr = s.addr += c.svarint();
         align = c.varint();
         size = c.varint();
+        ptr = readNew(c, s, Number.MAX_SAFE_INTEGER);
         break;
       case 'realloc_done':
         break;
@@ -185,10 +285,12 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
       const flags = c.varint();
       const stackDepth = c.varint();
       const sampleBytes = c.varint();
+      const timeUnit = c.varint();
       const tracerVersion = c.string();
       const exe = c.string();
       const cmdline = c.string();
       s.flags = flags;
+      s.unit = timeUnit > 0 ? timeUnit : 1;
       const process: ProcessRecord = {
         type: 'process',
         pid,
@@ -203,6 +305,7 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
         forkChild: (flags & PF_FORK_CHILD) !== 0,
         stackDepth,
         sampleBytes,
+        timeUnitNs: s.unit,
         tracerVersion,
         exe,
         argv: cmdline.split('\0').filter((a, i, all) => i < all.length - 1 || a !== ''),
@@ -244,7 +347,7 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
     case TAG_END: {
       const reasonCode = c.varint();
       const dropped = c.varint();
-      const time = c.varint();
+      const time = c.varint() * s.unit;
       const events = c.varint();
       const reasons: EndRecord['reason'][] = ['exit', 'lost', 'collector'];
       out.push({
@@ -316,12 +419,18 @@ export async function* decodeLogBatches(
 
     const state: State = {
       flags: 0,
+      unit: 1,
       threads: new Map(),
       time: 0,
       addr: 0,
       pc: 0,
       thread: 0,
       stacks: new Map(),
+      ordinal: 0,
+      liveOrdinal: new Map(),
+      livePtr: new Map(),
+      recent: new Array<number>(RECENT).fill(0),
+      classes: Array.from({ length: CLASSES }, () => new Array<number>(CLASS_DEPTH).fill(0)),
     };
     for (;;) {
       if (!(await fill(BLOCK_HEADER_SIZE))) {
@@ -333,7 +442,9 @@ export async function* decodeLogBatches(
         );
       }
       const blockOffset = pendingOffset;
-      const length = pending.readUInt32LE(0);
+      const lengthWord = pending.readUInt32LE(0);
+      const deflated = (lengthWord & BLOCK_DEFLATED) !== 0;
+      const length = lengthWord & ~BLOCK_DEFLATED;
       const crc = pending.readUInt32LE(4);
       if (length === 0 || length > MAX_BLOCK) {
         throw new LogFormatError(path, blockOffset, `corrupt block header (length ${length})`);
@@ -345,13 +456,25 @@ export async function* decodeLogBatches(
           `log truncated: the block here announces ${length} bytes but only ${pending.length - BLOCK_HEADER_SIZE} follow`,
         );
       }
-      const payload = pending.subarray(BLOCK_HEADER_SIZE, BLOCK_HEADER_SIZE + length);
-      if (crc32(payload) !== crc) {
+      const stored = pending.subarray(BLOCK_HEADER_SIZE, BLOCK_HEADER_SIZE + length);
+      if (crc32(stored) !== crc) {
         throw new LogFormatError(
           path,
           blockOffset,
           `corrupt block (CRC-32 mismatch over bytes ${blockOffset + BLOCK_HEADER_SIZE}..${blockOffset + BLOCK_HEADER_SIZE + length})`,
         );
+      }
+      let payload = stored;
+      if (deflated) {
+        try {
+          payload = inflateRawSync(stored);
+        } catch (error) {
+          throw new LogFormatError(
+            path,
+            blockOffset,
+            `corrupt compressed block (${(error as Error).message})`,
+          );
+        }
       }
       state.time = 0;
       state.addr = 0;

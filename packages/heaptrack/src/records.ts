@@ -34,6 +34,8 @@ export interface ProcessRecord {
   readonly stackDepth: number;
   /** HEAPHOOK_SAMPLE_BYTES, 0 when every call is recorded. */
   readonly sampleBytes: number;
+  /** Resolution of event times, ns (HEAPHOOK_TIME_RESOLUTION; default 1000). */
+  readonly timeUnitNs: number;
   readonly tracerVersion: string;
   readonly exe: string;
   readonly argv: readonly string[];
