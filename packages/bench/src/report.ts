@@ -35,25 +35,42 @@ function readyWorkloads(r: Results): Results['workloads'] {
 
 /** Main table: each workload's primary figure; glibc absolute, the others as ratios to glibc. */
 export function mainTable(r: Results): Table {
+  const n = r.options.runs;
+  return ratioTable(
+    r,
+    null,
+    `Allocators compared: ${r.options.profile === 'quick' ? 'quick smoke run' : 'full run'}, median of ${n} run${n === 1 ? '' : 's'} each`,
+    [
+      "glibc column: absolute median; other columns: median divided by glibc's median in the same session (below 1 is better).",
+      '* marks the best of the row; "failed" means a run crashed, timed out or computed a wrong result.',
+    ],
+  );
+}
+
+/**
+ * One figure per workload (`metric`, or each workload's primary figure when null): the
+ * baseline's absolute median, the others as ratios to it.
+ */
+export function ratioTable(r: Results, metric: string | null, title: string, notes: string[]): Table {
   const cols = readyColumns(r);
-  const header = ['workload', 'figure (lower is better)', ...cols];
+  const header = metric === null ? ['workload', 'figure (lower is better)', ...cols] : ['workload', ...cols];
   const rows: string[][] = [];
   const best: boolean[][] = [];
   for (const w of readyWorkloads(r)) {
-    const metric = w.primary;
-    const winners = bestAllocators(r.cells, w.name, metric, cols);
-    const row = [w.name, metricLabel(metric)];
-    const marks = [false, false];
+    const m0 = metric ?? w.primary;
+    const winners = bestAllocators(r.cells, w.name, m0, cols);
+    const row = metric === null ? [w.name, metricLabel(m0)] : [w.name];
+    const marks = row.map(() => false);
     for (const a of cols) {
       const c = cellOf(r.cells, w.name, a);
       let text = '–';
       if (c?.status === 'failed') text = failedText(c);
       else if (c?.status === 'ok') {
-        const m = c.metrics[metric];
-        const ratio = c.ratios[metric];
-        if (a === c.baseline && m) text = formatMetric(metric, m.median);
+        const m = c.metrics[m0];
+        const ratio = c.ratios[m0];
+        if (a === c.baseline && m) text = formatMetric(m0, m.median);
         else if (ratio !== undefined) text = formatRatio(ratio);
-        else if (m) text = formatMetric(metric, m.median);
+        else if (m) text = formatMetric(m0, m.median);
       }
       row.push(text);
       marks.push(winners.includes(a));
@@ -61,17 +78,7 @@ export function mainTable(r: Results): Table {
     rows.push(row);
     best.push(marks);
   }
-  const n = r.options.runs;
-  return {
-    title: `Allocators compared: ${r.options.profile === 'quick' ? 'quick smoke run' : 'full run'}, median of ${n} run${n === 1 ? '' : 's'} each`,
-    notes: [
-      'glibc column: absolute median; other columns: median divided by glibc\'s median in the same session (below 1 is better).',
-      '* marks the best of the row; "failed" means a run crashed, timed out or computed a wrong result.',
-    ],
-    header,
-    rows,
-    best,
-  };
+  return { title, notes, header, rows, best };
 }
 
 /** One figure in absolute values, "median [min–max]", for every workload and allocator. */
@@ -254,7 +261,10 @@ export function failureLines(r: Results): string[] {
 }
 
 export function allTables(r: Results): Table[] {
-  const t: Table[] = [mainTable(r), ...latencyTables(r), ...fragmentationTables(r)];
+  const rss = ratioTable(r, 'peak_rss_bytes', 'Peak RSS of the process (ratio to glibc)', [
+    "glibc column: absolute median; other columns: ratio to glibc's median. A pre-faulted pool counts in full.",
+  ]);
+  const t: Table[] = [mainTable(r), rss, ...latencyTables(r), ...fragmentationTables(r)];
   const tr = tracerTable(r);
   if (tr) t.push(tr);
   return t;
@@ -315,6 +325,7 @@ export function markdownReport(r: Results): string {
   ];
   for (const t of allTables(r)) out.push(renderMarkdown(t), '');
   out.push(renderMarkdown(figureTable(r, 'wall_s', 'Wall time'), 3), '');
+  out.push(renderMarkdown(ratioTable(r, 'cpu_s', 'CPU time, user + system (ratio to glibc)', ["Less sensitive than wall time to a loaded machine; threads that spin count fully."]), 3), '');
   out.push(renderMarkdown(figureTable(r, 'cpu_s', 'CPU time (user + system)'), 3), '');
   out.push(renderMarkdown(figureTable(r, 'peak_rss_bytes', 'Peak RSS'), 3), '');
   out.push(renderMarkdown(figureTable(r, 'minflt', 'Minor page faults (whole run)'), 3), '');
