@@ -429,7 +429,9 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
     uint8_t tag = HH_TAG_EVENT | (e->op & 0x0f);
     if (t->index != w->prev_thread) tag |= HH_EVT_THREAD;
     uint32_t prev_stack = t->block == w->block_no ? t->stack : 0;
-    bool carries_stack = e->op != HH_OP_REALLOC_DONE;
+    /* frees carry a stack only with HEAPHOOK_FREE_STACKS; realloc_done never */
+    bool carries_stack =
+        e->op != HH_OP_REALLOC_DONE && (e->op != HH_OP_FREE || (w->flags & HH_PF_FREE_STACKS));
     if (carries_stack && e->stack != prev_stack) tag |= HH_EVT_STACK;
     if (e->flags & HH_EV_SPLIT) tag |= HH_EVT_SPLIT;
     hh_put_u8(w, tag);

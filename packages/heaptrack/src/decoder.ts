@@ -201,9 +201,11 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
     if (tag & EVT_THREAD) s.thread = c.varint();
     const tid = s.threads.get(s.thread);
     if (tid === undefined) throw new RangeError(`event of undeclared thread index ${s.thread}`);
-    let stack = s.stacks.get(s.thread) ?? 0;
+    const carriesStack =
+      op !== 'realloc_done' && (op !== 'free' || (s.flags & PF_FREE_STACKS) !== 0);
+    let stack = carriesStack ? (s.stacks.get(s.thread) ?? 0) : 0;
     if (tag & EVT_STACK) stack = c.varint();
-    if (op !== 'realloc_done') s.stacks.set(s.thread, stack);
+    if (carriesStack) s.stacks.set(s.thread, stack);
     let ptr = 0;
     let oldPtr = 0;
     let size = 0;
@@ -263,7 +265,7 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
       op,
       time: s.time,
       tid,
-      stack: op === 'realloc_done' ? 0 : stack,
+      stack,
       ptr,
       oldPtr,
       size,

@@ -34,7 +34,7 @@ export interface ProcessRecord {
   readonly stackDepth: number;
   /** HEAPHOOK_SAMPLE_BYTES, 0 when every call is recorded. */
   readonly sampleBytes: number;
-  /** Resolution of event times, ns (HEAPHOOK_TIME_RESOLUTION; default 1000). */
+  /** Resolution of event times, ns (HEAPHOOK_TIME_RESOLUTION; default 100000 = 0.1 ms). */
   readonly timeUnitNs: number;
   readonly tracerVersion: string;
   readonly exe: string;
