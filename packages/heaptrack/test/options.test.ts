@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { decodeLog, framesOf, record, summarize } from '../src/index.js';
-import { logsIn, packageDir, scratch, tracer, traced, workload } from './helpers.js';
+import { logsIn, packageDir, python3, scratch, tracer, traced, workload } from './helpers.js';
 
 async function counts(dir: string, env: Record<string, string>) {
   const run = traced(dir, workload, ['counts'], env);
@@ -95,21 +95,32 @@ describe('options', () => {
   });
 });
 
-const example = resolve(packageDir, '..', 'core', 'build', 'Release', 'libheaphook_example.so');
+const backends = {
+  example: resolve(packageDir, '..', 'core', 'build', 'Release', 'libheaphook_example.so'),
+  tlsf: resolve(packageDir, '..', 'tlsf', 'build', 'Release', 'libheaphook_tlsf.so'),
+};
 
 describe('stacking on another backend', () => {
-  it.skipIf(!existsSync(example))(
-    'LD_PRELOAD="heaptrack example" traces the example backend exactly',
-    async () => {
-      const dir = scratch('stacked');
-      const run = traced(dir, workload, ['counts'], {}, [tracer, example]);
-      expect(run.status, run.stderr).toBe(0);
-      const expected = JSON.parse(run.stdout) as Record<string, number>;
-      const s = await summarize(logsIn(dir)[0]!);
-      expect(s.calls.malloc).toBe(expected.malloc);
-      expect(s.calls.free).toBe(expected.free);
-      expect(s.peakBytes).toBe(expected.peakBytes);
-      expect(s.liveBytes).toBe(expected.leakedBytes);
-    },
-  );
+  for (const [name, library] of Object.entries(backends)) {
+    it.skipIf(!existsSync(library))(
+      `LD_PRELOAD="heaptrack ${name}" traces the ${name} backend exactly`,
+      async () => {
+        const dir = scratch(`stacked-${name}`);
+        const run = traced(dir, workload, ['counts'], {}, [tracer, library]);
+        expect(run.status, run.stderr).toBe(0);
+        const expected = JSON.parse(run.stdout) as Record<string, number>;
+        const s = await summarize(logsIn(dir)[0]!);
+        expect(s.calls.malloc).toBe(expected.malloc);
+        expect(s.calls.realloc).toBe(expected.realloc);
+        expect(s.calls.free).toBe(expected.free);
+        expect(s.peakBytes).toBe(expected.peakBytes);
+        expect(s.liveBytes).toBe(expected.leakedBytes);
+        expect(s.anomalies).toBe(0);
+        // and a real program runs on the traced backend
+        const py = traced(dir, python3, ['-c', 'print(sum(range(1000)))'], {}, [tracer, library]);
+        expect(py.status, py.stderr).toBe(0);
+        expect(py.stdout).toBe('499500\n');
+      },
+    );
+  }
 });
