@@ -6,7 +6,7 @@
  * is one TLSF heap, the shared heap (owner id 0), guarded by one mutex.
  *
  * Threads. Each thread gets a thread heap (owner ids 1..255): a TLSF heap of its own whose
- * memory is chunks borrowed from the shared heap (1 MiB, then doubling with the heap's size up
+ * memory is chunks borrowed from the shared heap (256 KiB, then doubling with the heap's size up
  * to 64 MiB; a smaller chunk when the pool has no large one left). A thread allocates and frees
  * its own blocks with no lock and no atomic read-modify-write. A block freed by another thread
  * is pushed on its owner's remote-free stack (one CAS); the owner takes the whole stack with
@@ -46,7 +46,7 @@
  */
 #define DEFAULT_POOL_SIZE ((size_t)100 * 1000 * 1000) /* the original's 100 MB */
 #define THREAD_HEAPS_MAX TLSF_OWNER_MAX               /* ids 1..255 */
-#define CHUNK_MIN ((size_t)1 << 20)
+#define CHUNK_MIN ((size_t)256 << 10)
 #define CHUNK_MAX ((size_t)64 << 20)
 #define LARGE_REQUEST ((size_t)256 << 10)
 #define LARGE_ALIGN ((size_t)64 << 10)
