@@ -103,6 +103,9 @@ typedef struct hh_rec_process {
     uint64_t hdr;
     uint32_t pid, ppid;
     uint64_t mono_start, real_start;
+    uint64_t tsc_start; /* the time stamp counter at mono_start (clock == 1) */
+    uint32_t clock;     /* event times and durations are: 0 ns, 1 TSC ticks */
+    uint32_t pad;
     uint32_t flags;
     uint32_t stack_depth;
     uint64_t sample_bytes;

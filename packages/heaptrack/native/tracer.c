@@ -55,7 +55,8 @@ static uint64_t g_batch;
 static bool g_use_fast_unwind = true;
 static const char *g_collector;
 static char g_log_dir[4096];
-static uint64_t g_mono_start, g_real_start;
+static uint64_t g_mono_start, g_real_start, g_tsc_start;
+static bool g_use_tsc; /* event times from the invariant TSC (cheaper than clock_gettime) */
 static bool g_fork_child;
 
 /* standalone */
@@ -65,6 +66,8 @@ static char g_log_path[4096];
 static pthread_t g_drain;
 static bool g_drain_started;
 static _Atomic int g_drain_stop, g_drain_done, g_drain_lock;
+
+static bool hh_invariant_tsc(void);
 
 /* ---- 1. Configuration -------------------------------------------------------------------- */
 
@@ -91,6 +94,9 @@ static void hh_read_config(void) {
     hh_cfg.time_unit =
         (uint32_t)heaphook_env_long("HEAPHOOK_TIME_RESOLUTION", NULL, 100000, 1, 1000000000);
     hh_cfg.compress = (int)heaphook_env_long("HEAPHOOK_COMPRESS", NULL, 4, 0, 9);
+    static const char *const clocks[] = {"tsc", "monotonic"};
+    g_use_tsc =
+        heaphook_env_choice("HEAPHOOK_CLOCK", NULL, clocks, 2, 0) == 0 && hh_invariant_tsc();
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
     g_collector = heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
@@ -104,10 +110,37 @@ static void hh_read_config(void) {
 
 /* ---- 2. Clock and thread id -------------------------------------------------------------- */
 
-uint64_t hh_now(void) {
+static uint64_t hh_mono_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <x86intrin.h>
+static bool hh_invariant_tsc(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0x80000000u, &a, &b, &c, &d) || a < 0x80000007u) return false;
+    __get_cpuid(0x80000007u, &a, &b, &c, &d);
+    return (d >> 8) & 1;
+}
+static inline uint64_t hh_tsc(void) {
+    return __rdtsc();
+}
+#else
+static bool hh_invariant_tsc(void) {
+    return false;
+}
+static inline uint64_t hh_tsc(void) {
+    return 0;
+}
+#endif
+
+/* Event times: TSC ticks when the TSC is invariant (the log writer converts them to ns),
+ * else CLOCK_MONOTONIC ns. */
+uint64_t hh_now(void) {
+    return HH_LIKELY(g_use_tsc) ? hh_tsc() : hh_mono_now();
 }
 
 uint32_t hh_tid(void) {
@@ -265,6 +298,8 @@ static void hh_send_process(void) {
     p->ppid = (uint32_t)getppid();
     p->mono_start = g_mono_start;
     p->real_start = g_real_start;
+    p->tsc_start = g_tsc_start;
+    p->clock = g_use_tsc ? 1 : 0;
     p->flags = (hh_cfg.stacks ? HH_PF_STACKS : 0) | (hh_cfg.timing ? HH_PF_TIMING : 0) |
                (hh_cfg.sample_bytes ? HH_PF_SAMPLING : 0) | (hh_cfg.drop ? HH_PF_DROP : 0) |
                (hh_cfg.free_stacks ? HH_PF_FREE_STACKS : 0) | (g_fork_child ? HH_PF_FORK_CHILD : 0);
@@ -283,7 +318,10 @@ static void hh_set_start_times(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     g_real_start = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    g_mono_start = hh_now();
+    uint64_t before = hh_tsc();
+    g_mono_start = hh_mono_now();
+    uint64_t after = hh_tsc();
+    g_tsc_start = before + (after - before) / 2;
 }
 
 /* Sets up the transport and sends the process and module records. */

@@ -62,6 +62,11 @@ struct hh_writer {
     int compress;
     bool z_ready;
     uint64_t last_flush; /* monotonic ns */
+    /* TSC clock: ns = start + (tsc - tsc_start) * ns_per_tick, calibrated here */
+    bool tsc;
+    int calibrated; /* 0 no, 1 over >= 20 ms, 2 over >= 1 s (final) */
+    uint64_t tsc_start;
+    double ns_per_tick;
     z_stream z;
     bool have_process;
     bool saw_exit;
@@ -83,6 +88,9 @@ struct hh_writer {
     uint8_t zbuf[HH_BLOCK_CAP + 1024];
     hh_thread_slot threads[HH_THREADS_CAP];
 };
+
+static uint64_t hh_clock_ns(void);
+static void hh_calibrate(hh_writer *w);
 
 static uint32_t hh_crc_table[256];
 static _Atomic int hh_crc_ready;
@@ -178,6 +186,7 @@ static uint64_t hh_mono_ns(void) {
 #define HH_FLUSH_NS 500000000ull
 
 void hh_writer_tick(hh_writer *w) {
+    if (w->tsc && w->calibrated == 1 && hh_clock_ns() - w->start >= 1000000000u) hh_calibrate(w);
     if (w->len == 0) return;
     uint64_t now = hh_mono_ns();
     if (now - w->last_flush >= HH_FLUSH_NS) hh_writer_flush(w);
@@ -230,12 +239,61 @@ static hh_thread_slot *hh_thread(hh_writer *w, uint32_t tid) {
     return &w->threads[0]; /* table full: merged into one thread */
 }
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+static uint64_t hh_tsc_now(void) {
+    return __rdtsc();
+}
+#else
+static uint64_t hh_tsc_now(void) {
+    return 0;
+}
+#endif
+
+static uint64_t hh_clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Measures ns per TSC tick against CLOCK_MONOTONIC since the process started: over at least
+ * 20 ms (waiting here, in the writer, if the process is younger), then once more after 1 s. */
+static void hh_calibrate(hh_writer *w) {
+    uint64_t before = hh_tsc_now(), mono = hh_clock_ns(), after = hh_tsc_now();
+    uint64_t elapsed = mono - w->start;
+    if (w->calibrated == 0 && elapsed < 20000000u) {
+        struct timespec ts = {0, (long)(20000000u - elapsed)};
+        nanosleep(&ts, NULL);
+        before = hh_tsc_now();
+        mono = hh_clock_ns();
+        after = hh_tsc_now();
+        elapsed = mono - w->start;
+    }
+    uint64_t ticks = before + (after - before) / 2 - w->tsc_start;
+    if (ticks == 0) return;
+    w->ns_per_tick = (double)elapsed / (double)ticks;
+    w->calibrated = elapsed >= 1000000000u ? 2 : 1;
+}
+
+/* ns since the process started for an event time (or a duration, with is_duration). */
+static uint64_t hh_event_ns(hh_writer *w, uint64_t raw, bool is_duration) {
+    if (!w->tsc) return is_duration ? raw : (raw > w->start ? raw - w->start : 0);
+    if (w->calibrated == 0) hh_calibrate(w);
+    if (is_duration) return (uint64_t)((double)raw * w->ns_per_tick);
+    int64_t ticks = (int64_t)(raw - w->tsc_start);
+    double ns = (double)ticks * w->ns_per_tick;
+    return ns > 0 ? (uint64_t)ns : 0;
+}
+
 static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     const char *strings = (const char *)(p + 1);
     uint32_t exe_len = p->exe_len, cmd_len = p->cmdline_len;
     hh_room(w, 128 + exe_len + cmd_len);
     w->flags = p->flags;
     w->start = p->mono_start;
+    w->tsc = p->clock == 1;
+    w->tsc_start = p->tsc_start;
+    w->calibrated = 0;
     w->unit = p->time_unit ? p->time_unit : 1;
     w->compress = p->compress <= 9 ? (int)p->compress : 4;
     w->have_process = true;
@@ -435,7 +493,7 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
     if (carries_stack && e->stack != prev_stack) tag |= HH_EVT_STACK;
     if (e->flags & HH_EV_SPLIT) tag |= HH_EVT_SPLIT;
     hh_put_u8(w, tag);
-    uint64_t ticks = e->time > w->start ? (e->time - w->start) / w->unit : 0;
+    uint64_t ticks = hh_event_ns(w, e->time, false) / w->unit;
     hh_put_svar(w, (int64_t)(ticks - w->prev_time));
     w->prev_time = ticks;
     if (tag & HH_EVT_THREAD) {
@@ -484,7 +542,7 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
             break;
     }
     if (e->op != HH_OP_REALLOC_DONE) {
-        if (w->flags & HH_PF_TIMING) hh_put_var(w, e->duration);
+        if (w->flags & HH_PF_TIMING) hh_put_var(w, hh_event_ns(w, e->duration, true));
         if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE) hh_put_var(w, e->weight);
         w->events++;
     }

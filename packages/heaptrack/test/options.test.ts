@@ -52,6 +52,34 @@ describe('options', () => {
     expect(total).toBeGreaterThan(0);
   });
 
+  it('event times are ns since start, within the run, in both clocks', async () => {
+    for (const clock of ['tsc', 'monotonic']) {
+      const dir = scratch(`clock-${clock}`);
+      const { log } = await counts(dir, {
+        HEAPHOOK_CLOCK: clock,
+        HEAPHOOK_TIME_RESOLUTION: '1',
+        HEAPHOOK_TIMING: '1',
+      });
+      let first = -1;
+      let last = 0;
+      let maxDuration = 0;
+      let endTime = 0;
+      for await (const r of decodeLog(log)) {
+        if (r.type === 'event') {
+          if (first < 0) first = r.time;
+          last = Math.max(last, r.time);
+          maxDuration = Math.max(maxDuration, r.duration ?? 0);
+        } else if (r.type === 'end') endTime = r.time;
+      }
+      expect(first).toBeGreaterThanOrEqual(0);
+      expect(last).toBeGreaterThan(first);
+      expect(last).toBeLessThanOrEqual(endTime);
+      expect(endTime).toBeLessThan(10e9); // the run takes well under 10 s
+      expect(maxDuration).toBeGreaterThan(1000); // the 10 MB malloc and its page faults
+      expect(maxDuration).toBeLessThan(1e9);
+    }
+  });
+
   it('HEAPHOOK_SAMPLE_BYTES samples by bytes; weights estimate the totals; frees do not distort', async () => {
     const dir = scratch('sampling');
     const run = traced(dir, workload, ['churn', '400000'], { HEAPHOOK_SAMPLE_BYTES: '4096' });
