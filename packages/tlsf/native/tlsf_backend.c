@@ -55,7 +55,8 @@
 #define CACHE_CLASSES 64 /* footprints 32 .. 1008 bytes, one class per 16 bytes */
 #define CACHE_DEPTH_DEFAULT 8
 #define CACHE_DEPTH_MAX 64
-#define CONTROL_BYTES 12288 /* >= tlsf_control_size(), checked at init */
+#define CONTROL_BYTES 12288     /* >= tlsf_control_size(), checked at init */
+#define AREA_MIN ((size_t)4096) /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -580,10 +581,14 @@ static void tlsf_backend_print_stats(int fd) {
 static int tlsf_backend_init(void) {
     cfg.initial = heaphook_env_size("INITIAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
     cfg.additional = heaphook_env_size("ADDITIONAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
-    if (cfg.additional == 0)
+    /* A pool needs room for its bookkeeping and one block: below a page is a mistake. */
+    if (cfg.initial != 0 && cfg.initial < AREA_MIN)
+        heaphook_config_fail("INITIAL_MEMPOOL_SIZE", heaphook_env_get("INITIAL_MEMPOOL_SIZE", NULL),
+                             "0 or a size of at least 4096 bytes", "100M");
+    if (cfg.additional < AREA_MIN)
         heaphook_config_fail("ADDITIONAL_MEMPOOL_SIZE",
                              heaphook_env_get("ADDITIONAL_MEMPOOL_SIZE", NULL),
-                             "a size greater than 0", "100M");
+                             "a size of at least 4096 bytes", "100M");
     cfg.prefault = heaphook_env_bool("HEAPHOOK_TLSF_PREFAULT", NULL, false);
     cfg.mlock = heaphook_env_bool("HEAPHOOK_TLSF_MLOCK", NULL, false);
     cfg.check = heaphook_env_bool("HEAPHOOK_TLSF_CHECK", NULL, false);

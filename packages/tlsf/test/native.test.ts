@@ -132,10 +132,25 @@ describe('configuration', () => {
     expect(r.stderr).toContain('INITIAL_MEMPOOL_SIZE');
   });
 
-  it('ADDITIONAL_MEMPOOL_SIZE=0 is refused', () => {
-    const r = run('/bin/echo', ['main ran'], { tlsf: true, env: { ADDITIONAL_MEMPOOL_SIZE: '0' } });
-    expect(r.status).toBe(78);
-    expect(r.stderr).toContain('ADDITIONAL_MEMPOOL_SIZE');
+  it('pools below a page are refused (ADDITIONAL_MEMPOOL_SIZE=0 would double 0 forever)', () => {
+    for (const env of [{ ADDITIONAL_MEMPOOL_SIZE: '0' }, { INITIAL_MEMPOOL_SIZE: '100' }] as Record<
+      string,
+      string
+    >[]) {
+      const r = run('/bin/echo', ['main ran'], { tlsf: true, env });
+      expect(r.status).toBe(78);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toContain(Object.keys(env)[0]!);
+    }
+  });
+
+  it('INITIAL_MEMPOOL_SIZE=0: no first pool, the first malloc grows it', () => {
+    const r = run(built('tlsf_probe'), ['grow', '1000'], {
+      tlsf: true,
+      env: { INITIAL_MEMPOOL_SIZE: '0', ADDITIONAL_MEMPOOL_SIZE: '1M', HEAPHOOK_LOG_LEVEL: 'info' },
+    });
+    expect(r.stdout.trim()).toBe('ok');
+    expect(loggedAdditions(r.stderr)[0]).toBe(1_000_000);
   });
 
   it('a bad boolean is refused', () => {
