@@ -403,7 +403,11 @@ static void *hh_drain_main(void *arg) {
     char sink[256];
     while (!atomic_load(&g_drain_stop)) {
         struct pollfd p = {g_pipe_rd, POLLIN, 0};
-        poll(&p, 1, 100);
+        if (poll(&p, 1, 100) > 0 && (p.revents & (POLLNVAL | POLLERR))) {
+            /* the program closed our pipe (some daemons close every fd): poll on a timer */
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
         while (read(g_pipe_rd, sink, sizeof sink) > 0) {
         }
         hh_drain_pass(false);

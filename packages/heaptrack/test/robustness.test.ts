@@ -22,20 +22,28 @@ async function decodeAll(path: string): Promise<{ records: LogRecord[]; error?: 
 }
 
 describe('a crashing target', () => {
-  it('SIGSEGV under heaphook record leaves a log that decodes up to the crash', async () => {
-    const dir = scratch('crash');
-    const result = await record(workload, ['crash'], {
-      outputDir: dir,
-      stdio: ['ignore', 'pipe', 'pipe'],
+  const ends = [
+    ['segv', 128 + 11, 'SIGSEGV'],
+    ['abort', 128 + 6, 'abort()'],
+    ['handler', 3, '_exit from a signal handler'],
+  ] as const;
+  for (const [how, status, label] of ends) {
+    it(`${label} under heaphook record leaves a log that decodes up to the crash`, async () => {
+      const dir = scratch(`crash-${how}`);
+      const result = await record(workload, ['crash', how], {
+        outputDir: dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      expect(result.status).toBe(status);
+      expect(result.logs).toHaveLength(1);
+      expect(result.logs[0]!.reason).toBe('lost');
+      const s = await summarize(result.logs[0]!.path);
+      expect(s.calls.malloc).toBe(100);
+      expect(s.liveBytes).toBe(2400);
+      expect(s.end?.reason).toBe('lost');
+      expect(s.leakSites).toHaveLength(1);
     });
-    expect(result.status).toBe(128 + 11);
-    expect(result.logs).toHaveLength(1);
-    expect(result.logs[0]!.reason).toBe('lost');
-    const s = await summarize(result.logs[0]!.path);
-    expect(s.calls.malloc).toBe(100);
-    expect(s.liveBytes).toBe(2400);
-    expect(s.end?.reason).toBe('lost');
-  });
+  }
 });
 
 describe('damaged logs', () => {

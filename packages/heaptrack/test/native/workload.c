@@ -4,12 +4,13 @@
  * stdio would allocate a buffer of its own).
  *
  *   hh_test_workload counts      N mallocs, callocs, reallocs, aligned calls, frees, L leaks
- *   hh_test_workload crash       100 mallocs of 24 bytes, then SIGSEGV
+ *   hh_test_workload crash [segv|abort|handler]  100 mallocs of 24 bytes, then that end
  *   hh_test_workload threads T N T threads, each N malloc + free pairs
  *   hh_test_workload churn N     N malloc + free pairs (for measuring overhead)
  */
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,12 +122,24 @@ static void counts(void) {
     say(line);
 }
 
-NOINLINE void crash_site(void) {
+static void exit_from_handler(int sig) {
+    (void)sig;
+    _exit(3);
+}
+
+/* 100 mallocs of 24 bytes, then: segv (SIGSEGV), abort (SIGABRT), or handler (_exit(3) from a
+ * signal handler, so no exit path runs). */
+NOINLINE void crash_site(const char *how) {
     for (int i = 0; i < 100; i++) {
         void *p = malloc(24);
         (void)p;
     }
     say("{\"malloc\":100}\n");
+    if (strcmp(how, "abort") == 0) abort();
+    if (strcmp(how, "handler") == 0) {
+        signal(SIGUSR1, exit_from_handler);
+        raise(SIGUSR1);
+    }
     volatile int *null = NULL;
     *null = 1;
 }
@@ -157,7 +170,7 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "counts") == 0) {
         counts();
     } else if (strcmp(mode, "crash") == 0) {
-        crash_site();
+        crash_site(argc > 2 ? argv[2] : "segv");
     } else if (strcmp(mode, "threads") == 0) {
         int t = argc > 2 ? atoi(argv[2]) : 4;
         per_thread = argc > 3 ? atol(argv[3]) : 10000;
