@@ -10,7 +10,9 @@
 #include "unwinder.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unwind.h>
@@ -542,6 +544,58 @@ static uint64_t hh_compute_rule(uintptr_t target) {
 
 /* ---- 4. The walk ------------------------------------------------------------------------- */
 
+/* The top of the calling thread's stack: the end of the mapping that holds sp, read once per
+ * thread from /proc/self/maps (no allocation, no lock). Every read of the walk stays inside
+ * [sp, top), so a wrong unwind rule can end a stack early but never fault. */
+static HH_TLS uintptr_t t_stack_top;
+
+static uintptr_t hh_parse_hex(const char **p, const char *end) {
+    uintptr_t v = 0;
+    while (*p < end) {
+        char c = **p;
+        unsigned d;
+        if (c >= '0' && c <= '9') {
+            d = (unsigned)(c - '0');
+        } else if (c >= 'a' && c <= 'f') {
+            d = (unsigned)(c - 'a' + 10);
+        } else {
+            break;
+        }
+        v = v * 16 + d;
+        (*p)++;
+    }
+    return v;
+}
+
+static uintptr_t hh_find_stack_top(uintptr_t sp) {
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[4096];
+    size_t have = 0;
+    uintptr_t top = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n <= 0) break;
+        have += (size_t)n;
+        const char *line = buf, *end = buf + have;
+        for (;;) {
+            const char *nl = memchr(line, '\n', (size_t)(end - line));
+            if (nl == NULL) break;
+            const char *p = line;
+            uintptr_t lo = hh_parse_hex(&p, nl);
+            if (p < nl && *p == '-') p++;
+            uintptr_t hi = hh_parse_hex(&p, nl);
+            if (sp >= lo && sp < hi) top = hi;
+            line = nl + 1;
+        }
+        if (top != 0) break;
+        have = (size_t)(end - line);
+        memmove(buf, line, have);
+    }
+    close(fd);
+    return top;
+}
+
 __attribute__((noinline)) int hh_unwind(uintptr_t *pcs, int max) {
     hh_rule_slot *table = atomic_load_explicit(&hh_rules, memory_order_acquire);
     if (!hh_fast_enabled || table == NULL) return hh_unwind_slow(pcs, max);
@@ -549,6 +603,9 @@ __attribute__((noinline)) int hh_unwind(uintptr_t *pcs, int max) {
     __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
                      : "=r"(pc), "=r"(sp), "=r"(bp));
     uintptr_t target = pc; /* the first frame is exact, the others are return addresses */
+    if (HH_UNLIKELY(t_stack_top <= sp)) t_stack_top = hh_find_stack_top(sp);
+    uintptr_t top = t_stack_top;
+    if (top <= sp) return hh_unwind_slow(pcs, max);
     int n = 0;
     for (int frames = 0; frames < 512 && n < max; frames++) {
         uint64_t rule = hh_rule_lookup(table, target);
@@ -561,8 +618,14 @@ __attribute__((noinline)) int hh_unwind(uintptr_t *pcs, int max) {
         if (kind != HH_RULE_OK) return hh_unwind_slow(pcs, max);
         uintptr_t cfa = (HH_RULE_CFA_BP(rule) ? bp : sp) + HH_RULE_CFA_OFF(rule);
         if (cfa <= sp || (cfa & 7) != 0) break; /* a frame must move up the stack */
-        uintptr_t ra = *(const uintptr_t *)(cfa + HH_RULE_RA_OFF(rule));
-        if (HH_RULE_BP_SAVED(rule)) bp = *(const uintptr_t *)(cfa + HH_RULE_BP_OFF(rule));
+        uintptr_t ra_at = cfa + (intptr_t)HH_RULE_RA_OFF(rule);
+        if (ra_at < sp || ra_at + 8 > top) break;
+        uintptr_t ra = *(const uintptr_t *)ra_at;
+        if (HH_RULE_BP_SAVED(rule)) {
+            uintptr_t bp_at = cfa + (intptr_t)HH_RULE_BP_OFF(rule);
+            if (bp_at < sp || bp_at + 8 > top) break;
+            bp = *(const uintptr_t *)bp_at;
+        }
         sp = cfa;
         if (ra == 0) break;
         if (!hh_skipped(ra)) pcs[n++] = ra;

@@ -116,3 +116,40 @@ describe('exact counts of a known workload', () => {
     expect(s.leaks.filter((b) => b.op === 'malloc')).toEqual([]);
   });
 });
+
+describe('the cached CFI unwinder', () => {
+  async function stackSet(log: string): Promise<Set<string>> {
+    const s = await summarize(log);
+    const symbolizer = new Symbolizer(s.modules);
+    const out = new Set<string>();
+    for (const id of s.stacks.keys()) {
+      const node = s.stacks.get(id)!;
+      // only whole stacks: nodes that are the innermost frame of some event are enough
+      if ([...s.stacks.values()].some((n) => n.parent === id)) continue;
+      const pcs = framesOf(s.stacks, node.id);
+      const frames = await symbolizer.symbolize(pcs);
+      out.add(
+        pcs
+          .map((pc) =>
+            frames
+              .get(pc)
+              ?.map((f) => f.function)
+              .join('/'),
+          )
+          .join(' < '),
+      );
+    }
+    return out;
+  }
+
+  it('gives the same stacks as libgcc _Unwind_Backtrace', async () => {
+    const fast = scratch('unwind-fast');
+    const slow = scratch('unwind-libgcc');
+    expect(traced(fast, workload, ['counts'], { HEAPHOOK_UNWIND: 'fast' }).status).toBe(0);
+    expect(traced(slow, workload, ['counts'], { HEAPHOOK_UNWIND: 'libgcc' }).status).toBe(0);
+    const a = await stackSet(logsIn(fast)[0]!);
+    const b = await stackSet(logsIn(slow)[0]!);
+    expect(a.size).toBeGreaterThan(3);
+    expect([...a].sort()).toEqual([...b].sort());
+  });
+});
