@@ -61,10 +61,44 @@ int main(void) {
 }
 `;
 
+// Threads: Node workers transferring ArrayBuffers (allocated in one thread, freed in another),
+// and Python threads building JSON at once.
+const NODE_WORKERS = `
+const { Worker, isMainThread, parentPort } = require('node:worker_threads');
+if (isMainThread) {
+  let total = 0, done = 0;
+  for (let i = 0; i < 4; i++) {
+    const w = new Worker(__filename);
+    w.on('message', (m) => { total += m.byteLength; });
+    w.on('exit', () => { if (++done === 4) console.log('total', total); });
+  }
+} else {
+  for (let i = 0; i < 2000; i++) {
+    const b = new ArrayBuffer(1000 + (i % 50) * 100);
+    new Uint8Array(b).fill(i & 255);
+    JSON.parse(JSON.stringify({ a: 'x'.repeat(i % 300), i }));
+    parentPort.postMessage(b, [b]);
+  }
+}
+`;
+
+const PYTHON_THREADS = `
+import threading, json
+res = []
+def work(n):
+    docs = [json.dumps({"k": i, "v": "x" * (i % 500), "n": n}) for i in range(20000)]
+    res.append(sum(map(len, docs)))
+threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(sorted(res))
+`;
+
 let dir = '';
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), 'heaphook-tlsf-'));
   writeFileSync(join(dir, 'work.c'), C_PROGRAM);
+  writeFileSync(join(dir, 'workers.cjs'), NODE_WORKERS);
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -75,6 +109,8 @@ interface Program {
 const programs: Record<string, Program> = {
   python3: { command: 'python3', args: ['-c', PYTHON_WORK] },
   node: { command: process.execPath, args: ['-e', NODE_WORK] },
+  'node worker threads': { command: process.execPath, args: ['workers.cjs'] },
+  'python3 threads': { command: 'python3', args: ['-c', PYTHON_THREADS] },
   'shell pipeline': { command: 'sh', args: ['-c', PIPELINE] },
   'C compile (cc, cc1, as, ld) and run': {
     command: 'sh',
