@@ -115,8 +115,14 @@ export function buildProgram(): Command {
   return program;
 }
 
-/** Adds the subcommands of every installed package that declares `heaphook.commands`. */
-export async function registerContributedCommands(program: Command): Promise<void> {
+/**
+ * Adds the subcommands of every installed package that declares `heaphook.commands`.
+ * Returns one line per module that could not be loaded (usually: its package is not built);
+ * they are shown only when the user asks for a command nobody registered, so an unbuilt
+ * package does not clutter the output of commands that work.
+ */
+export async function registerContributedCommands(program: Command): Promise<string[]> {
+  const unavailable: string[] = [];
   for (const record of findHeaphookPackages()) {
     for (const modulePath of record.heaphook.commands ?? []) {
       const url = pathToFileURL(resolve(record.dir, modulePath)).href;
@@ -124,25 +130,31 @@ export async function registerContributedCommands(program: Command): Promise<voi
       try {
         contributed = (await import(url)) as Partial<CommandModule>;
       } catch (error) {
-        process.stderr.write(
-          `heaphook: warning: cannot load commands of ${record.name} from ${modulePath} ` +
-            `(${(error as Error).message}); build it with "npx nx build ${record.nxProject}"\n`,
+        unavailable.push(
+          `the commands of ${record.name} are not available (${(error as Error).message}); ` +
+            `build them with "npx nx build ${record.nxProject}"`,
         );
         continue;
       }
       contributed.register?.(program);
     }
   }
+  return unavailable;
 }
 
 export async function main(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
-  await registerContributedCommands(program);
+  const unavailable = await registerContributedCommands(program);
   try {
     await program.parseAsync([...argv]);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode;
+    if (error instanceof CommanderError) {
+      if (error.code === 'commander.unknownCommand') {
+        for (const line of unavailable) process.stderr.write(`heaphook: ${line}\n`);
+      }
+      return error.exitCode;
+    }
     if (error instanceof HeaphookError) {
       process.stderr.write(`heaphook: ${error.message}\n`);
       return 2;

@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
@@ -8,7 +11,14 @@ import { libraryPath } from '../src/index.js';
 const bin = fileURLToPath(new URL('../bin/heaphook.js', import.meta.url));
 
 function heaphook(...args: string[]): { status: number | null; stdout: string; stderr: string } {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8' });
+  return heaphookIn(process.cwd(), ...args);
+}
+
+function heaphookIn(
+  cwd: string,
+  ...args: string[]
+): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', cwd });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
@@ -75,5 +85,26 @@ describe('the heaphook command', () => {
     const result = heaphook('run', '-b', 'example', '--env', 'NOVALUE', '--', 'true');
     expect(result.status).toBe(2);
     expect(result.stderr).toMatch(/--env expects KEY=VALUE, got "NOVALUE"/);
+  });
+
+  it('commands of an unbuilt package are named, with the build command, only when asked for', () => {
+    const root = mkdtempSync(join(tmpdir(), 'heaphook-commands-'));
+    try {
+      const pkg = join(root, 'node_modules', '@acme', 'tracer');
+      mkdirSync(pkg, { recursive: true });
+      writeFileSync(
+        join(pkg, 'package.json'),
+        JSON.stringify({ name: '@acme/tracer', heaphook: { commands: ['dist/commands.js'] } }),
+      );
+      expect(heaphookIn(root, 'path', 'example').stderr).toBe('');
+      const unknown = heaphookIn(root, 'trace');
+      expect(unknown.status).not.toBe(0);
+      expect(unknown.stderr).toMatch(/unknown command 'trace'/);
+      expect(unknown.stderr).toMatch(
+        /commands of @acme\/tracer are not available .*npx nx build tracer/,
+      );
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
