@@ -17,7 +17,12 @@
 #include "trace.h"
 
 #define HH_BLOCK_TARGET (128u * 1024u)
-#define HH_BLOCK_CAP (HH_BLOCK_TARGET + 64u * 1024u)
+#define HH_STREAM_CAP (HH_BLOCK_TARGET + 64u * 1024u)
+
+/* A block's records are stored column by column, one stream per kind of field, so that the
+ * compressor sees like next to like (FORMAT.md, "Blocks"). */
+enum { HH_S_TAG, HH_S_TIME, HH_S_STACK, HH_S_NUM, HH_S_ADDR, HH_S_DECL, HH_STREAMS };
+#define HH_BLOCK_CAP (HH_STREAMS * HH_STREAM_CAP + 64u)
 #define HH_THREADS_CAP 16384u /* distinct thread ids per log (a power of two) */
 #define HH_FORMAT_VERSION 1u
 #define HH_BLOCK_DEFLATED 0x80000000u /* block length flag: the payload is raw deflate */
@@ -83,9 +88,13 @@ struct hh_writer {
     uint64_t live_cap, live_n, ordinal;
     uint64_t recent[HH_RECENT];                   /* addresses freed last, most recent first */
     uint64_t classes[HH_CLASSES][HH_CLASS_DEPTH]; /* freed last per size class */
-    uint32_t len;
-    uint8_t buf[HH_BLOCK_CAP];
-    uint8_t zbuf[HH_BLOCK_CAP + 1024];
+    uint64_t bump_addr, bump_bytes; /* the last new block: the next may follow it directly */
+    uint64_t prev_ref;              /* ordinal of the block named by the last reference */
+    uint32_t len;                   /* bytes in all streams */
+    uint32_t slen[HH_STREAMS];
+    uint8_t sbuf[HH_STREAMS][HH_STREAM_CAP];
+    uint8_t buf[HH_BLOCK_CAP]; /* the block payload, assembled at flush */
+    uint8_t zbuf[HH_BLOCK_CAP + 4096];
     hh_thread_slot threads[HH_THREADS_CAP];
 };
 
@@ -126,30 +135,56 @@ static void hh_write_fully(int fd, const void *data, size_t len) {
 
 /* ---- encoding ---------------------------------------------------------------------------- */
 
-static void hh_put_u8(hh_writer *w, uint8_t v) {
-    w->buf[w->len++] = v;
+static void hh_put_u8(hh_writer *w, int s, uint8_t v) {
+    w->sbuf[s][w->slen[s]++] = v;
+    w->len++;
 }
 
-static void hh_put_var(hh_writer *w, uint64_t v) {
+static void hh_put_var(hh_writer *w, int s, uint64_t v) {
+    uint8_t *b = w->sbuf[s];
+    uint32_t n = w->slen[s], start = n;
     while (v >= 0x80) {
-        w->buf[w->len++] = (uint8_t)(v | 0x80);
+        b[n++] = (uint8_t)(v | 0x80);
         v >>= 7;
     }
-    w->buf[w->len++] = (uint8_t)v;
+    b[n++] = (uint8_t)v;
+    w->slen[s] = n;
+    w->len += n - start;
 }
 
-static void hh_put_svar(hh_writer *w, int64_t v) {
-    hh_put_var(w, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+static void hh_put_svar(hh_writer *w, int s, int64_t v) {
+    hh_put_var(w, s, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
 }
 
-static void hh_put_bytes(hh_writer *w, const void *p, uint32_t n) {
-    hh_put_var(w, n);
-    memcpy(w->buf + w->len, p, n);
+static void hh_put_bytes(hh_writer *w, int s, const void *p, uint32_t n) {
+    hh_put_var(w, s, n);
+    memcpy(w->sbuf[s] + w->slen[s], p, n);
+    w->slen[s] += n;
     w->len += n;
+}
+
+/* The payload of a block: the number of streams, their lengths, then the streams. */
+static uint32_t hh_assemble(hh_writer *w) {
+    uint32_t n = 0;
+    w->buf[n++] = HH_STREAMS;
+    for (int s = 0; s < HH_STREAMS; s++) {
+        uint64_t v = w->slen[s];
+        while (v >= 0x80) {
+            w->buf[n++] = (uint8_t)(v | 0x80);
+            v >>= 7;
+        }
+        w->buf[n++] = (uint8_t)v;
+    }
+    for (int s = 0; s < HH_STREAMS; s++) {
+        memcpy(w->buf + n, w->sbuf[s], w->slen[s]);
+        n += w->slen[s];
+    }
+    return n;
 }
 
 static void hh_block_reset(hh_writer *w) {
     w->len = 0;
+    memset(w->slen, 0, sizeof w->slen);
     w->prev_time = 0;
     w->prev_addr = 0;
     w->prev_pc = 0;
@@ -158,7 +193,7 @@ static void hh_block_reset(hh_writer *w) {
 }
 
 /* Deflates the block into zbuf; returns the compressed length, or 0 to store it as it is. */
-static uint32_t hh_deflate(hh_writer *w) {
+static uint32_t hh_deflate(hh_writer *w, uint32_t len) {
     if (!w->z_ready) {
         memset(&w->z, 0, sizeof w->z);
         if (deflateInit2(&w->z, w->compress, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
@@ -169,12 +204,12 @@ static uint32_t hh_deflate(hh_writer *w) {
     }
     deflateReset(&w->z);
     w->z.next_in = w->buf;
-    w->z.avail_in = w->len;
+    w->z.avail_in = len;
     w->z.next_out = w->zbuf;
     w->z.avail_out = sizeof w->zbuf;
     if (deflate(&w->z, Z_FINISH) != Z_STREAM_END) return 0;
     uint32_t n = (uint32_t)(sizeof w->zbuf - w->z.avail_out);
-    return n < w->len ? n : 0;
+    return n < len ? n : 0;
 }
 
 static uint64_t hh_mono_ns(void) {
@@ -195,10 +230,11 @@ void hh_writer_tick(hh_writer *w) {
 void hh_writer_flush(hh_writer *w) {
     w->last_flush = hh_mono_ns();
     if (w->len == 0) return;
+    uint32_t raw = hh_assemble(w);
     const uint8_t *payload = w->buf;
-    uint32_t len = w->len, stored = w->len;
+    uint32_t len = raw, stored = raw;
     if (w->compress) {
-        uint32_t z = hh_deflate(w);
+        uint32_t z = hh_deflate(w, raw);
         if (z > 0) {
             payload = w->zbuf;
             stored = z;
@@ -216,7 +252,9 @@ void hh_writer_flush(hh_writer *w) {
 
 /* Makes room for a record of at most need bytes. */
 static void hh_room(hh_writer *w, uint32_t need) {
-    if (w->len + need > HH_BLOCK_CAP || w->len >= HH_BLOCK_TARGET) hh_writer_flush(w);
+    bool full = w->len >= HH_BLOCK_TARGET;
+    for (int s = 0; s < HH_STREAMS && !full; s++) full = w->slen[s] + need > HH_STREAM_CAP;
+    if (full) hh_writer_flush(w);
 }
 
 static hh_thread_slot *hh_thread(hh_writer *w, uint32_t tid) {
@@ -230,9 +268,9 @@ static hh_thread_slot *hh_thread(hh_writer *w, uint32_t tid) {
             s->tid = tid;
             s->index = ++w->threads_used;
             s->block = 0;
-            hh_put_u8(w, HH_TAG_THREAD);
-            hh_put_var(w, s->index);
-            hh_put_var(w, tid);
+            hh_put_u8(w, HH_S_TAG, HH_TAG_THREAD);
+            hh_put_var(w, HH_S_DECL, s->index);
+            hh_put_var(w, HH_S_DECL, tid);
             return s;
         }
     }
@@ -298,45 +336,45 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     w->compress = p->compress <= 9 ? (int)p->compress : 4;
     w->have_process = true;
     w->prev_time = 0;
-    hh_put_u8(w, HH_TAG_PROCESS);
-    hh_put_var(w, p->pid);
-    hh_put_var(w, p->ppid);
-    hh_put_var(w, p->mono_start);
-    hh_put_var(w, p->real_start);
-    hh_put_var(w, p->flags);
-    hh_put_var(w, p->stack_depth);
-    hh_put_var(w, p->sample_bytes);
-    hh_put_var(w, w->unit);
-    hh_put_bytes(w, HH_TRACE_VERSION, sizeof HH_TRACE_VERSION - 1);
-    hh_put_bytes(w, strings, exe_len);
-    hh_put_bytes(w, strings + exe_len, cmd_len);
+    hh_put_u8(w, HH_S_TAG, HH_TAG_PROCESS);
+    hh_put_var(w, HH_S_DECL, p->pid);
+    hh_put_var(w, HH_S_DECL, p->ppid);
+    hh_put_var(w, HH_S_DECL, p->mono_start);
+    hh_put_var(w, HH_S_DECL, p->real_start);
+    hh_put_var(w, HH_S_DECL, p->flags);
+    hh_put_var(w, HH_S_DECL, p->stack_depth);
+    hh_put_var(w, HH_S_DECL, p->sample_bytes);
+    hh_put_var(w, HH_S_DECL, w->unit);
+    hh_put_bytes(w, HH_S_DECL, HH_TRACE_VERSION, sizeof HH_TRACE_VERSION - 1);
+    hh_put_bytes(w, HH_S_DECL, strings, exe_len);
+    hh_put_bytes(w, HH_S_DECL, strings + exe_len, cmd_len);
 }
 
 static void hh_encode_module(hh_writer *w, const hh_rec_module *m) {
     const uint8_t *bytes = (const uint8_t *)(m + 1);
     hh_room(w, 64 + m->build_id_len + m->path_len);
-    hh_put_u8(w, HH_TAG_MODULE);
-    hh_put_var(w, m->base);
-    hh_put_var(w, m->lo);
-    hh_put_var(w, m->hi);
-    hh_put_bytes(w, bytes, m->build_id_len);
-    hh_put_bytes(w, bytes + m->build_id_len, m->path_len);
+    hh_put_u8(w, HH_S_TAG, HH_TAG_MODULE);
+    hh_put_var(w, HH_S_DECL, m->base);
+    hh_put_var(w, HH_S_DECL, m->lo);
+    hh_put_var(w, HH_S_DECL, m->hi);
+    hh_put_bytes(w, HH_S_DECL, bytes, m->build_id_len);
+    hh_put_bytes(w, HH_S_DECL, bytes + m->build_id_len, m->path_len);
 }
 
 static void hh_encode_node(hh_writer *w, const hh_rec_node *n) {
     hh_room(w, 32);
-    hh_put_u8(w, HH_TAG_NODE);
-    hh_put_var(w, n->id);
-    hh_put_var(w, n->parent);
-    hh_put_svar(w, (int64_t)(n->pc - w->prev_pc));
+    hh_put_u8(w, HH_S_TAG, HH_TAG_NODE);
+    hh_put_var(w, HH_S_DECL, n->id);
+    hh_put_var(w, HH_S_DECL, n->parent);
+    hh_put_svar(w, HH_S_DECL, (int64_t)(n->pc - w->prev_pc));
     w->prev_pc = n->pc;
 }
 
 /* ---- addresses ---------------------------------------------------------------------------
- * A freed block is named by how many allocations ago it was made (small, repetitive numbers)
- * when the log has it live; a new block by its place in the list of recently freed addresses
- * (allocators hand those out again) when it is there. Otherwise by a delta to the previous
- * address. The low bit of the varint tells which (FORMAT.md, "Addresses"). */
+ * A freed block is named by its allocation ordinal, relative to the block named last (frees
+ * often follow allocation order) when the log has it live; a new block by its place in the list of
+ * recently freed addresses (allocators hand those out again) when it is there. Otherwise by a delta
+ * to the previous address. The low bit of the varint tells which (FORMAT.md, "Addresses"). */
 
 static inline uint64_t hh_live_hash(uint64_t ptr, uint64_t cap) {
     return ((ptr >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - __builtin_ctzll(cap));
@@ -418,7 +456,7 @@ static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
 
 static void hh_put_explicit(hh_writer *w, uint64_t ptr) {
     int64_t d = (int64_t)(ptr - w->prev_addr);
-    hh_put_var(w, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
+    hh_put_var(w, HH_S_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
 }
 
 /* A block that ends here (free, realloc's old block); remove says whether it really ends. */
@@ -426,7 +464,9 @@ static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
     hh_live *slot = ptr != 0 ? hh_live_find(w, ptr) : NULL;
     unsigned cls = HH_NO_CLASS;
     if (slot != NULL) {
-        hh_put_var(w, (w->ordinal - slot->ordinal) << 1);
+        int64_t d = (int64_t)slot->ordinal - (int64_t)w->prev_ref - 1;
+        hh_put_var(w, HH_S_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
+        w->prev_ref = slot->ordinal;
         cls = slot->cls;
         if (remove) hh_live_erase(w, slot);
     } else {
@@ -436,10 +476,19 @@ static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
     w->prev_addr = ptr;
 }
 
-/* A block of `bytes` that begins here: low bits 00 = index in its size class's list of
- * recent frees, 10 = index in the list of recent frees, 1 = delta to the previous address. */
-static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t bytes) {
-    unsigned cls = hh_class_of(bytes);
+/* The address right after the last new block, as glibc carves fresh chunks from the top of
+ * its heap: chunk = max(32, (bytes + 8 + 15) & ~15). */
+static uint64_t hh_bump_guess(const hh_writer *w) {
+    uint64_t chunk = (w->bump_bytes + 8 + 15) & ~(uint64_t)15;
+    return w->bump_addr + (chunk < 32 ? 32 : chunk);
+}
+
+/* A block that begins here; class_bytes picks its size class (UINT64_MAX: none), request is
+ * the bytes asked for. Codes (FORMAT.md, "Addresses"): low bits 00 = index in its size
+ * class's list of recent frees; 10 = 0: right after the last new block, k + 1: index k in the
+ * list of recent frees; 1 = delta to the previous address. */
+static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_t request) {
+    unsigned cls = hh_class_of(class_bytes);
     int k = -1;
     if (ptr != 0 && cls < HH_CLASSES) {
         for (int i = 0; i < HH_CLASS_DEPTH; i++) {
@@ -450,7 +499,9 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t bytes) {
         }
     }
     if (k >= 0) {
-        hh_put_var(w, (uint64_t)k << 2);
+        hh_put_var(w, HH_S_ADDR, (uint64_t)k << 2);
+    } else if (ptr != 0 && w->bump_addr != 0 && ptr == hh_bump_guess(w)) {
+        hh_put_var(w, HH_S_ADDR, 2);
     } else {
         for (int i = 0; i < HH_RECENT && ptr != 0; i++) {
             if (w->recent[i] == ptr) {
@@ -459,7 +510,7 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t bytes) {
             }
         }
         if (k >= 0) {
-            hh_put_var(w, ((uint64_t)k << 2) | 2);
+            hh_put_var(w, HH_S_ADDR, ((uint64_t)(k + 1) << 2) | 2);
         } else {
             hh_put_explicit(w, ptr);
         }
@@ -477,6 +528,8 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t bytes) {
             }
         }
         hh_live_insert(w, ptr, cls);
+        w->bump_addr = ptr;
+        w->bump_bytes = request;
     }
     w->prev_addr = ptr;
 }
@@ -492,15 +545,15 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         e->op != HH_OP_REALLOC_DONE && (e->op != HH_OP_FREE || (w->flags & HH_PF_FREE_STACKS));
     if (carries_stack && e->stack != prev_stack) tag |= HH_EVT_STACK;
     if (e->flags & HH_EV_SPLIT) tag |= HH_EVT_SPLIT;
-    hh_put_u8(w, tag);
+    hh_put_u8(w, HH_S_TAG, tag);
     uint64_t ticks = hh_event_ns(w, e->time, false) / w->unit;
-    hh_put_svar(w, (int64_t)(ticks - w->prev_time));
+    hh_put_svar(w, HH_S_TIME, (int64_t)(ticks - w->prev_time));
     w->prev_time = ticks;
     if (tag & HH_EVT_THREAD) {
-        hh_put_var(w, t->index);
+        hh_put_var(w, HH_S_STACK, t->index);
         w->prev_thread = t->index;
     }
-    if (tag & HH_EVT_STACK) hh_put_var(w, e->stack);
+    if (tag & HH_EVT_STACK) hh_put_var(w, HH_S_STACK, e->stack);
     if (carries_stack) {
         t->stack = e->stack;
         t->block = w->block_no;
@@ -509,23 +562,23 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         case HH_OP_MALLOC:
         case HH_OP_VALLOC:
         case HH_OP_PVALLOC:
-            hh_put_var(w, e->size);
-            hh_put_new(w, e->addr, e->size);
+            hh_put_var(w, HH_S_NUM, e->size);
+            hh_put_new(w, e->addr, e->size, e->size);
             break;
         case HH_OP_CALLOC:
-            hh_put_var(w, e->count);
-            hh_put_var(w, e->size);
-            hh_put_new(w, e->addr, e->count * e->size);
+            hh_put_var(w, HH_S_NUM, e->count);
+            hh_put_var(w, HH_S_NUM, e->size);
+            hh_put_new(w, e->addr, e->count * e->size, e->count * e->size);
             break;
         case HH_OP_REALLOC:
         case HH_OP_REALLOCARRAY: {
             uint64_t bytes = e->op == HH_OP_REALLOCARRAY ? e->count * e->size : e->size;
             /* a failed realloc leaves the old block; realloc(p, 0) that returns NULL frees it */
             bool failed = e->addr == 0 && bytes != 0;
-            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, e->count);
-            hh_put_var(w, e->size);
+            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_S_NUM, e->count);
+            hh_put_var(w, HH_S_NUM, e->size);
             hh_put_ref(w, e->old, !failed);
-            hh_put_new(w, e->addr, bytes);
+            hh_put_new(w, e->addr, bytes, bytes);
             break;
         }
         case HH_OP_FREE:
@@ -534,16 +587,16 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         case HH_OP_POSIX_MEMALIGN:
         case HH_OP_MEMALIGN:
         case HH_OP_ALIGNED_ALLOC:
-            hh_put_var(w, e->align);
-            hh_put_var(w, e->size);
-            hh_put_new(w, e->addr, UINT64_MAX);
+            hh_put_var(w, HH_S_NUM, e->align);
+            hh_put_var(w, HH_S_NUM, e->size);
+            hh_put_new(w, e->addr, UINT64_MAX, e->size);
             break;
         default:
             break;
     }
     if (e->op != HH_OP_REALLOC_DONE) {
-        if (w->flags & HH_PF_TIMING) hh_put_var(w, hh_event_ns(w, e->duration, true));
-        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE) hh_put_var(w, e->weight);
+        if (w->flags & HH_PF_TIMING) hh_put_var(w, HH_S_NUM, hh_event_ns(w, e->duration, true));
+        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE) hh_put_var(w, HH_S_NUM, e->weight);
         w->events++;
     }
 }
@@ -643,11 +696,11 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     hh_room(w, 64);
-    hh_put_u8(w, HH_TAG_END);
-    hh_put_var(w, reason);
-    hh_put_var(w, dropped);
-    hh_put_var(w, now > w->start ? (now - w->start) / w->unit : 0);
-    hh_put_var(w, w->events);
+    hh_put_u8(w, HH_S_TAG, HH_TAG_END);
+    hh_put_var(w, HH_S_DECL, reason);
+    hh_put_var(w, HH_S_DECL, dropped);
+    hh_put_var(w, HH_S_DECL, now > w->start ? (now - w->start) / w->unit : 0);
+    hh_put_var(w, HH_S_DECL, w->events);
     hh_writer_flush(w);
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);

@@ -93,6 +93,34 @@ class Cursor {
   }
 }
 
+/** The columns of a block (FORMAT.md, "Blocks"). */
+interface Streams {
+  tag: Cursor;
+  time: Cursor;
+  stack: Cursor;
+  num: Cursor;
+  addr: Cursor;
+  decl: Cursor;
+}
+const STREAM_NAMES = ['tag', 'time', 'stack', 'num', 'addr', 'decl'] as const;
+
+function splitStreams(payload: Buffer): Streams {
+  const head = new Cursor(payload, payload.length);
+  const n = head.varint();
+  if (n !== STREAM_NAMES.length) throw new RangeError(`block of ${n} streams (expected 6)`);
+  const lengths = STREAM_NAMES.map(() => head.varint());
+  let at = head.pos;
+  const out: Partial<Streams> = {};
+  STREAM_NAMES.forEach((name, i) => {
+    const len = lengths[i]!;
+    if (at + len > payload.length) throw new RangeError('stream lengths exceed the block');
+    out[name] = new Cursor(payload.subarray(at, at + len), len);
+    at += len;
+  });
+  if (at !== payload.length) throw new RangeError('bytes after the last stream');
+  return out as Streams;
+}
+
 /** Delta state of the decoder: restarted at each block, except what persists by design. */
 interface State {
   flags: number;
@@ -109,6 +137,9 @@ interface State {
   livePtr: Map<number, number>;
   recent: number[];
   classes: number[][];
+  bumpAddr: number; // the last new block and its request: the next may follow it directly
+  bumpBytes: number;
+  prevRef: number; // ordinal of the block named by the last reference
 }
 
 const RECENT = 8;
@@ -135,11 +166,11 @@ function readRef(c: Cursor, s: State, remove: boolean): number {
   const v = c.varint();
   let ptr: number;
   if (v % 2 === 0) {
-    const ordinal = s.ordinal - v / 2;
+    const ordinal = s.prevRef + 1 + unzigzag(v / 2);
     const found = s.livePtr.get(ordinal);
-    if (found === undefined)
-      throw new RangeError(`reference to unknown block ${v / 2} allocations back`);
+    if (found === undefined) throw new RangeError(`reference to unknown block #${ordinal}`);
     ptr = found;
+    s.prevRef = ordinal;
   } else {
     ptr = s.addr + unzigzag((v - 1) / 2);
   }
@@ -157,20 +188,28 @@ function readRef(c: Cursor, s: State, remove: boolean): number {
   return ptr;
 }
 
-/** A block of `bytes` that begins here. */
-function readNew(c: Cursor, s: State, bytes: number): number {
+/** A block that begins here (see FORMAT.md, "Addresses"). */
+function readNew(c: Cursor, s: State, classBytes: number, request: number): number {
   const v = c.varint();
-  const cls = classOf(bytes);
+  const cls = classOf(classBytes);
   let ptr: number;
   if (v % 2 === 1) {
     ptr = s.addr + unzigzag((v - 1) / 2);
-  } else {
-    const k = Math.floor(v / 4);
-    const list = v % 4 === 0 ? s.classes[cls] : s.recent;
-    const found = list?.[k];
+  } else if (v % 4 === 0) {
+    const found = s.classes[cls]?.[v / 4];
     if (found === undefined || found === 0) {
-      throw new RangeError(`reference to unknown recent free ${k}`);
+      throw new RangeError(`reference to unknown free ${v / 4} of size class ${cls}`);
     }
+    ptr = found;
+  } else if (v === 2) {
+    if (s.bumpAddr === 0) throw new RangeError('reference to the block after none');
+    const chunk = Math.floor((s.bumpBytes + 8 + 15) / 16) * 16;
+    ptr = s.bumpAddr + Math.max(32, chunk);
+  } else {
+    const k = (v - 2) / 4 - 1;
+    const found = s.recent[k];
+    if (found === undefined || found === 0)
+      throw new RangeError(`reference to unknown recent free ${k}`);
     ptr = found;
   }
   if (ptr !== 0) {
@@ -187,24 +226,27 @@ function readNew(c: Cursor, s: State, bytes: number): number {
     if (previous !== undefined) s.livePtr.delete(previous.ordinal);
     s.liveOrdinal.set(ptr, { ordinal: s.ordinal, cls });
     s.livePtr.set(s.ordinal, ptr);
+    s.bumpAddr = ptr;
+    s.bumpBytes = request;
   }
   s.addr = ptr;
   return ptr;
 }
 
-function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
-  const tag = c.u8();
+function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
+  const tag = cs.tag.u8();
+  const c = cs.decl;
   if (tag & 0x80) {
     const op = OPS[tag & 0x0f];
     if (op === undefined) throw new RangeError(`unknown operation ${tag & 0x0f}`);
-    s.time += c.svarint() * s.unit;
-    if (tag & EVT_THREAD) s.thread = c.varint();
+    s.time += cs.time.svarint() * s.unit;
+    if (tag & EVT_THREAD) s.thread = cs.stack.varint();
     const tid = s.threads.get(s.thread);
     if (tid === undefined) throw new RangeError(`event of undeclared thread index ${s.thread}`);
     const carriesStack =
       op !== 'realloc_done' && (op !== 'free' || (s.flags & PF_FREE_STACKS) !== 0);
     let stack = carriesStack ? (s.stacks.get(s.thread) ?? 0) : 0;
-    if (tag & EVT_STACK) stack = c.varint();
+    if (tag & EVT_STACK) stack = cs.stack.varint();
     if (carriesStack) s.stacks.set(s.thread, stack);
     let ptr = 0;
     let oldPtr = 0;
@@ -215,41 +257,42 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
       case 'malloc':
       case 'valloc':
       case 'pvalloc':
-        size = c.varint();
-        ptr = readNew(c, s, size);
+        size = cs.num.varint();
+        ptr = readNew(cs.addr, s, size, size);
         break;
       case 'calloc':
-        count = c.varint();
-        size = c.varint();
-        ptr = readNew(c, s, count * size);
+        count = cs.num.varint();
+        size = cs.num.varint();
+        ptr = readNew(cs.addr, s, count * size, count * size);
         break;
       case 'realloc':
       case 'reallocarray': {
-        if (op === 'reallocarray') count = c.varint();
-        size = c.varint();
+        if (op === 'reallocarray') count = cs.num.varint();
+        size = cs.num.varint();
         const bytes = op === 'reallocarray' ? count * size : size;
         // A failed call (new block 0 for a size > 0) keeps the old block. The new address
         // follows the old one, so look ahead at it before consuming the old reference.
-        const mark = c.pos;
-        const savedAddr = s.addr;
-        oldPtr = readRef(c, s, false);
-        const peek = c.varint();
+        const mark = cs.addr.pos;
+        const saved = { addr: s.addr, prevRef: s.prevRef };
+        oldPtr = readRef(cs.addr, s, false);
+        const peek = cs.addr.varint();
         const failed = bytes !== 0 && peek % 2 === 1 && oldPtr + unzigzag((peek - 1) / 2) === 0;
-        c.pos = mark;
-        s.addr = savedAddr;
-        oldPtr = readRef(c, s, !failed);
-        ptr = readNew(c, s, bytes);
+        cs.addr.pos = mark;
+        s.addr = saved.addr;
+        s.prevRef = saved.prevRef;
+        oldPtr = readRef(cs.addr, s, !failed);
+        ptr = readNew(cs.addr, s, bytes, bytes);
         break;
       }
       case 'free':
-        ptr = readRef(c, s, true);
+        ptr = readRef(cs.addr, s, true);
         break;
       case 'posix_memalign':
       case 'memalign':
       case 'aligned_alloc':
-        align = c.varint();
-        size = c.varint();
-        ptr = readNew(c, s, Number.MAX_SAFE_INTEGER);
+        align = cs.num.varint();
+        size = cs.num.varint();
+        ptr = readNew(cs.addr, s, Number.MAX_SAFE_INTEGER, size);
         break;
       case 'realloc_done':
         break;
@@ -257,8 +300,8 @@ function decodeRecord(c: Cursor, s: State, out: LogRecord[]): void {
     let duration: number | undefined;
     let weight: number | undefined;
     if (op !== 'realloc_done') {
-      if (s.flags & PF_TIMING) duration = c.varint();
-      if (s.flags & PF_SAMPLING && op !== 'free') weight = c.varint();
+      if (s.flags & PF_TIMING) duration = cs.num.varint();
+      if (s.flags & PF_SAMPLING && op !== 'free') weight = cs.num.varint();
     }
     const event: EventRecord = {
       type: 'event',
@@ -433,6 +476,9 @@ export async function* decodeLogBatches(
       livePtr: new Map(),
       recent: new Array<number>(RECENT).fill(0),
       classes: Array.from({ length: CLASSES }, () => new Array<number>(CLASS_DEPTH).fill(0)),
+      bumpAddr: 0,
+      bumpBytes: 0,
+      prevRef: 0,
     };
     for (;;) {
       if (!(await fill(BLOCK_HEADER_SIZE))) {
@@ -483,20 +529,33 @@ export async function* decodeLogBatches(
       state.pc = 0;
       state.thread = 0;
       state.stacks.clear();
-      const cursor = new Cursor(payload, payload.length);
       const records: LogRecord[] = [];
-      while (cursor.pos < cursor.end) {
-        const at = cursor.pos;
-        try {
-          decodeRecord(cursor, state, records);
-        } catch (error) {
-          if (records.length > 0) yield records.splice(0);
-          throw new LogFormatError(
-            path,
-            blockOffset + BLOCK_HEADER_SIZE + at,
-            `undecodable record (${(error as Error).message})`,
-          );
+      let streams: Streams;
+      try {
+        streams = splitStreams(payload);
+      } catch (error) {
+        throw new LogFormatError(path, blockOffset, `corrupt block (${(error as Error).message})`);
+      }
+      let index = 0;
+      try {
+        while (streams.tag.pos < streams.tag.end) {
+          decodeRecord(streams, state, records);
+          index++;
         }
+        for (const name of STREAM_NAMES) {
+          if (streams[name].pos !== streams[name].end) {
+            throw new RangeError(
+              `${streams[name].end - streams[name].pos} bytes left in its ${name} stream`,
+            );
+          }
+        }
+      } catch (error) {
+        if (records.length > 0) yield records.splice(0);
+        throw new LogFormatError(
+          path,
+          blockOffset,
+          `undecodable record #${index} (${(error as Error).message}) in the block`,
+        );
       }
       consume(BLOCK_HEADER_SIZE + length);
       yield records;
