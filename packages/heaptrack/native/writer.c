@@ -40,10 +40,10 @@ enum {
     HH_EVT_SPLIT = 0x40,
 };
 
-#define HH_RECENT 8
+#define HH_RECENT 64 /* a power of two: a ring */
 
 #define HH_CLASSES 64 /* size classes predicted (requests up to 1008 bytes) */
-#define HH_CLASS_DEPTH 4
+#define HH_CLASS_DEPTH 16
 #define HH_NO_CLASS 0xff
 
 typedef struct hh_live {
@@ -81,12 +81,14 @@ struct hh_writer {
     uint64_t prev_time;
     uint64_t prev_addr;
     uint64_t prev_pc;
+    uint32_t prev_node;
     uint32_t prev_thread; /* index */
     uint32_t threads_used;
     /* Live blocks by address -> allocation ordinal (persist across blocks). */
     hh_live *live;
     uint64_t live_cap, live_n, ordinal;
-    uint64_t recent[HH_RECENT];                   /* addresses freed last, most recent first */
+    uint64_t recent[HH_RECENT]; /* addresses freed last: entry k is recent[(head - 1 - k) % N] */
+    uint32_t recent_head;
     uint64_t classes[HH_CLASSES][HH_CLASS_DEPTH]; /* freed last per size class */
     uint64_t bump_addr, bump_bytes; /* the last new block: the next may follow it directly */
     uint64_t prev_ref;              /* ordinal of the block named by the last reference */
@@ -188,6 +190,7 @@ static void hh_block_reset(hh_writer *w) {
     w->prev_time = 0;
     w->prev_addr = 0;
     w->prev_pc = 0;
+    w->prev_node = 0;
     w->prev_thread = 0;
     w->block_no++;
 }
@@ -333,7 +336,7 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     w->tsc_start = p->tsc_start;
     w->calibrated = 0;
     w->unit = p->time_unit ? p->time_unit : 1;
-    w->compress = p->compress <= 9 ? (int)p->compress : 4;
+    w->compress = p->compress <= 9 ? (int)p->compress : 6;
     w->have_process = true;
     w->prev_time = 0;
     hh_put_u8(w, HH_S_TAG, HH_TAG_PROCESS);
@@ -364,10 +367,12 @@ static void hh_encode_module(hh_writer *w, const hh_rec_module *m) {
 static void hh_encode_node(hh_writer *w, const hh_rec_node *n) {
     hh_room(w, 32);
     hh_put_u8(w, HH_S_TAG, HH_TAG_NODE);
-    hh_put_var(w, HH_S_DECL, n->id);
-    hh_put_var(w, HH_S_DECL, n->parent);
+    /* ids mostly follow one another, and a new node's parent is mostly the node before */
+    hh_put_svar(w, HH_S_DECL, (int64_t)n->id - (int64_t)w->prev_node - 1);
+    hh_put_var(w, HH_S_DECL, n->id - n->parent);
     hh_put_svar(w, HH_S_DECL, (int64_t)(n->pc - w->prev_pc));
     w->prev_pc = n->pc;
+    w->prev_node = n->id;
 }
 
 /* ---- addresses ---------------------------------------------------------------------------
@@ -450,7 +455,7 @@ static void hh_push(uint64_t *list, int n, uint64_t ptr) {
 }
 
 static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
-    hh_push(w->recent, HH_RECENT, ptr);
+    w->recent[w->recent_head++ & (HH_RECENT - 1)] = ptr;
     if (cls < HH_CLASSES) hh_push(w->classes[cls], HH_CLASS_DEPTH, ptr);
 }
 
@@ -504,7 +509,7 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
         hh_put_var(w, HH_S_ADDR, 2);
     } else {
         for (int i = 0; i < HH_RECENT && ptr != 0; i++) {
-            if (w->recent[i] == ptr) {
+            if (w->recent[(w->recent_head - 1 - (uint32_t)i) & (HH_RECENT - 1)] == ptr) {
                 k = i;
                 break;
             }

@@ -129,6 +129,7 @@ interface State {
   time: number;
   addr: number;
   pc: number;
+  node: number; // id of the previous NODE record in the block
   thread: number; // current thread index
   stacks: Map<number, number>; // thread index -> previous stack, this block
   // Address coding (persists across blocks): live blocks by address -> ordinal, and back.
@@ -142,9 +143,9 @@ interface State {
   prevRef: number; // ordinal of the block named by the last reference
 }
 
-const RECENT = 8;
+const RECENT = 64;
 const CLASSES = 64;
-const CLASS_DEPTH = 4;
+const CLASS_DEPTH = 16;
 const NO_CLASS = 0xff;
 
 /** The size class of a request (as the writer computes it). */
@@ -383,9 +384,10 @@ function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
       return;
     }
     case TAG_NODE: {
-      const id = c.varint();
-      const parent = c.varint();
+      const id = s.node + 1 + c.svarint();
+      const parent = id - c.varint();
       s.pc += c.svarint();
+      s.node = id;
       out.push({ type: 'stack', id, parent, pc: s.pc });
       return;
     }
@@ -469,6 +471,7 @@ export async function* decodeLogBatches(
       time: 0,
       addr: 0,
       pc: 0,
+      node: 0,
       thread: 0,
       stacks: new Map(),
       ordinal: 0,
@@ -527,6 +530,7 @@ export async function* decodeLogBatches(
       state.time = 0;
       state.addr = 0;
       state.pc = 0;
+      state.node = 0;
       state.thread = 0;
       state.stacks.clear();
       const records: LogRecord[] = [];
