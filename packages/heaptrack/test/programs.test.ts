@@ -37,7 +37,7 @@ describe('real programs', () => {
   it('node under heaphook record', async () => {
     const dir = scratch('node');
     const script =
-      'const m = new Map(); for (let i = 0; i < 20000; i++) m.set(i, String(i)); console.log(m.size)';
+      'const m = new Map(); for (let i = 0; i < 20000; i++) m.set(i, String(i)); process.stdout.write(String(m.size))';
     const result = await record(process.execPath, ['-e', script], {
       outputDir: dir,
       stdio: ['ignore', 'pipe', 'pipe'],
