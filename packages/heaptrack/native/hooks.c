@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "stacks.h"
@@ -159,6 +160,78 @@ static inline uint64_t hh_sample(size_t size) {
     return samples * interval;
 }
 
+/* ---- the sampled blocks ------------------------------------------------------------------
+ * When sampling, only frees of sampled blocks are recorded: a lock-free set of their addresses
+ * (open addressing; 0 empty, 1 deleted) answers "was this block sampled?" in a probe or two.
+ * Should the set ever be too crowded to insert, every free is recorded from then on (the
+ * decoder ignores frees of blocks it never saw allocated, so that stays correct). */
+
+#define HH_SAMPLED_BITS 20
+#define HH_SAMPLED_CAP (1u << HH_SAMPLED_BITS)
+#define HH_SAMPLED_PROBES 64
+
+static _Atomic(_Atomic uintptr_t *) g_sampled;
+static _Atomic int g_sampled_overflow;
+
+static _Atomic uintptr_t *hh_sampled_table(void) {
+    _Atomic uintptr_t *t = atomic_load_explicit(&g_sampled, memory_order_acquire);
+    if (HH_LIKELY(t != NULL)) return t;
+    void *m = mmap(NULL, sizeof(uintptr_t) * HH_SAMPLED_CAP, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+        atomic_store(&g_sampled_overflow, 1);
+        return NULL;
+    }
+    _Atomic uintptr_t *expected = NULL;
+    if (!atomic_compare_exchange_strong(&g_sampled, &expected, (_Atomic uintptr_t *)m)) {
+        munmap(m, sizeof(uintptr_t) * HH_SAMPLED_CAP);
+        return expected;
+    }
+    return (_Atomic uintptr_t *)m;
+}
+
+static inline uint32_t hh_sampled_hash(uintptr_t p) {
+    return (uint32_t)(((p >> 4) * 0x9e3779b97f4a7c15ull) >> (64 - HH_SAMPLED_BITS));
+}
+
+static void hh_sampled_insert(void *ptr) {
+    _Atomic uintptr_t *t = hh_sampled_table();
+    if (t == NULL) return;
+    uintptr_t p = (uintptr_t)ptr;
+    uint32_t i = hh_sampled_hash(p);
+    for (int n = 0; n < HH_SAMPLED_PROBES; n++, i = (i + 1) & (HH_SAMPLED_CAP - 1)) {
+        uintptr_t v = atomic_load_explicit(&t[i], memory_order_relaxed);
+        if ((v == 0 || v == 1) && atomic_compare_exchange_strong_explicit(
+                                      &t[i], &v, p, memory_order_release, memory_order_relaxed)) {
+            return;
+        }
+    }
+    atomic_store(&g_sampled_overflow, 1);
+}
+
+/* Removes ptr; true when it was there. */
+static bool hh_sampled_remove(void *ptr) {
+    _Atomic uintptr_t *t = atomic_load_explicit(&g_sampled, memory_order_acquire);
+    if (t == NULL) return false;
+    uintptr_t p = (uintptr_t)ptr;
+    uint32_t i = hh_sampled_hash(p);
+    for (int n = 0; n < HH_SAMPLED_PROBES; n++, i = (i + 1) & (HH_SAMPLED_CAP - 1)) {
+        uintptr_t v = atomic_load_explicit(&t[i], memory_order_acquire);
+        if (v == 0) return false;
+        if (v == p) {
+            return atomic_compare_exchange_strong_explicit(&t[i], &v, 1, memory_order_acq_rel,
+                                                           memory_order_relaxed);
+        }
+    }
+    return false;
+}
+
+/* When sampling: should the free of p be recorded? (Removes p from the set.) */
+static inline bool hh_free_wanted(void *p) {
+    if (HH_LIKELY(hh_cfg.sample_bytes == 0)) return true;
+    return hh_sampled_remove(p) || atomic_load_explicit(&g_sampled_overflow, memory_order_relaxed);
+}
+
 /* ---- records ----------------------------------------------------------------------------- */
 
 static inline uint32_t hh_stack(bool wanted) {
@@ -180,6 +253,7 @@ static void hh_fill(hh_rec_event *e, uint8_t op, uint64_t t0, uint32_t stack) {
 static void hh_record_alloc(uint8_t op, void *p, size_t size, size_t count, size_t align,
                             uint64_t t0, uint64_t weight) {
     uint64_t duration = hh_cfg.timing ? hh_now() - t0 : 0;
+    if (hh_cfg.sample_bytes != 0 && p != NULL) hh_sampled_insert(p);
     uint32_t stack = hh_stack(hh_cfg.stacks);
     if (stack == UINT32_MAX) return;
     hh_rec_event *e = hh_tracer_reserve(sizeof *e);
@@ -223,7 +297,7 @@ HH_EXPORT void free(void *p) {
     if (p == NULL) return;
     if (HH_UNLIKELY(hh_in_arena(p))) return;
     if (HH_UNLIKELY(!hh_next_ready())) return;
-    if (hh_busy || !hh_tracer_active()) {
+    if (hh_busy || !hh_tracer_active() || !hh_free_wanted(p)) {
         next.free(p);
         return;
     }
@@ -272,7 +346,21 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
     if (op == HH_OP_REALLOCARRAY && __builtin_mul_overflow(count, size, &total)) total = SIZE_MAX;
     HH_ENTER();
     uint64_t weight = total == SIZE_MAX ? 1 : hh_sample(total);
-    uint32_t stack = hh_stack(hh_cfg.stacks);
+    bool old_sampled = true;
+    if (hh_cfg.sample_bytes != 0) {
+        old_sampled = old != NULL && hh_free_wanted(old);
+        if (weight == 0 && !old_sampled) { /* nothing of interest: no record */
+            HH_LEAVE();
+            if (op == HH_OP_REALLOC) return next.realloc(old, size);
+            if (next.reallocarray != NULL) return next.reallocarray(old, count, size);
+            if (total == SIZE_MAX) {
+                errno = ENOMEM;
+                return NULL;
+            }
+            return next.realloc(old, total);
+        }
+    }
+    uint32_t stack = weight != 0 ? hh_stack(hh_cfg.stacks) : 0;
     hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *e);
     void *p;
     if (op == HH_OP_REALLOC) {
@@ -286,6 +374,10 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
         p = next.realloc(old, total);
     }
     hh_saved_errno = errno;
+    if (hh_cfg.sample_bytes != 0) {
+        if (p == NULL && total != 0 && old != NULL && old_sampled) hh_sampled_insert(old);
+        if (p != NULL && weight != 0) hh_sampled_insert(p);
+    }
     bool split = p != NULL && old != NULL && p != old;
     if (e != NULL) {
         hh_fill(e, op, hh_t0, stack);
