@@ -58,6 +58,7 @@ static char g_log_dir[4096];
 static uint64_t g_mono_start, g_real_start, g_tsc_start;
 static bool g_use_tsc; /* event times from the invariant TSC (cheaper than clock_gettime) */
 static bool g_fork_child;
+static pid_t g_pid; /* the process the transport belongs to (a vfork child is another) */
 
 /* standalone */
 static int g_pipe_rd = -1;
@@ -327,6 +328,7 @@ static void hh_set_start_times(void) {
 /* Sets up the transport and sends the process and module records. */
 static bool hh_start_transport(void) {
     hh_set_start_times();
+    g_pid = getpid();
     g_batch = hh_cfg.buffer_size / 8;
     int rc;
     if (g_collector != NULL) {
@@ -433,7 +435,9 @@ static void hh_start_drain_thread(void) {
 }
 
 void hh_tracer_flush_now(void) {
-    if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_STANDALONE) {
+    /* not from a vfork child: it shares our memory but must not write our log */
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_STANDALONE &&
+        getpid() == g_pid) {
         hh_drain_pass(false);
     }
 }

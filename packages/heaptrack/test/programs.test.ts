@@ -34,6 +34,23 @@ describe('real programs', () => {
     await decodesCleanly(logs[0]!);
   });
 
+  it('python3 starting subprocesses (vfork + exec) standalone: a log per program', async () => {
+    const dir = scratch('python-subprocess');
+    const script =
+      'import subprocess\n' +
+      "print(subprocess.run(['sh', '-c', 'echo hi; seq 3 | wc -l'], capture_output=True, text=True).stdout, end='')";
+    const run = traced(dir, python3, ['-c', script]);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe('hi\n3\n');
+    const programs: string[] = [];
+    for (const log of logsIn(dir)) {
+      const s = await summarize(log);
+      expect(s.anomalies).toBe(0);
+      programs.push(s.process?.argv[0] ?? '?');
+    }
+    for (const p of [python3, 'sh', 'seq', 'wc']) expect(programs).toContain(p);
+  });
+
   it('node under heaphook record', async () => {
     const dir = scratch('node');
     const script =
