@@ -24,4 +24,11 @@ export {
   type LiveBlock,
   type Summary,
 } from './summary.js';
-export { formatFrame, Symbolizer, type Frame, type SymbolizerOptions } from './symbolize.js';
+export { readBuildId } from './elf.js';
+export {
+  formatFrame,
+  symbolFileFor,
+  Symbolizer,
+  type Frame,
+  type SymbolizerOptions,
+} from './symbolize.js';

@@ -6,7 +6,9 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 
+import { readBuildId } from './elf.js';
 import type { ModuleRecord } from './records.js';
 
 export interface Frame {
@@ -27,14 +29,45 @@ export interface Frame {
 export interface SymbolizerOptions {
   /** The addr2line program (default: `addr2line` on PATH). */
   readonly addr2line?: string;
+  /** Where separate debug files are looked up by build id (default /usr/lib/debug). */
+  readonly debugDir?: string;
+}
+
+/**
+ * The file to symbolise a module with: separate debug info found by build id
+ * (<debugDir>/.build-id/ab/cdef....debug, as Debian's -dbgsym packages install), else the
+ * module itself when its build id is the one recorded; undefined when neither fits (the file
+ * changed since the run, or is gone).
+ */
+export function symbolFileFor(
+  module: ModuleRecord,
+  debugDir = '/usr/lib/debug',
+): string | undefined {
+  if (module.buildId.length > 2) {
+    const debug = join(
+      debugDir,
+      '.build-id',
+      module.buildId.slice(0, 2),
+      `${module.buildId.slice(2)}.debug`,
+    );
+    if (existsSync(debug)) return debug;
+  }
+  if (!existsSync(module.path)) return undefined;
+  const onDisk = readBuildId(module.path);
+  if (onDisk === undefined) return undefined;
+  if (module.buildId !== '' && onDisk !== '' && onDisk !== module.buildId) return undefined;
+  return module.path;
 }
 
 export class Symbolizer {
   private readonly modules: ModuleRecord[];
   private readonly cache = new Map<number, Frame[]>();
   private readonly addr2line: string;
+  private readonly debugDir: string | undefined;
+  private readonly files = new Map<ModuleRecord, string | undefined>();
 
   constructor(modules: readonly ModuleRecord[], options: SymbolizerOptions = {}) {
+    this.debugDir = options.debugDir;
     // Later records win for the same range (a library loaded where another was unloaded).
     this.modules = [...modules].reverse();
     this.addr2line = options.addr2line ?? 'addr2line';
@@ -55,7 +88,12 @@ export class Symbolizer {
       byModule.set(module, list);
     }
     for (const [module, list] of byModule) {
-      if (module === undefined || !existsSync(module.path)) {
+      let file: string | undefined;
+      if (module !== undefined) {
+        if (!this.files.has(module)) this.files.set(module, symbolFileFor(module, this.debugDir));
+        file = this.files.get(module);
+      }
+      if (module === undefined || file === undefined) {
         for (const pc of list) {
           this.cache.set(pc, [
             {
@@ -69,7 +107,7 @@ export class Symbolizer {
         }
         continue;
       }
-      const resolved = await this.run(module, list);
+      const resolved = await this.run(module, file, list);
       for (const [pc, frames] of resolved) this.cache.set(pc, frames);
     }
     const out = new Map<number, Frame[]>();
@@ -77,11 +115,11 @@ export class Symbolizer {
     return out;
   }
 
-  private run(module: ModuleRecord, pcs: number[]): Promise<Map<number, Frame[]>> {
+  private run(module: ModuleRecord, file: string, pcs: number[]): Promise<Map<number, Frame[]>> {
     // Return addresses point after the call: look up the call instruction itself.
     const offsets = pcs.map((pc) => pc - 1 - module.base);
     return new Promise((resolve) => {
-      const child = spawn(this.addr2line, ['-f', '-C', '-i', '-a', '-e', module.path], {
+      const child = spawn(this.addr2line, ['-f', '-C', '-i', '-a', '-e', file], {
         stdio: ['pipe', 'pipe', 'ignore'],
       });
       let text = '';

@@ -5,7 +5,15 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { framesOf, record, summarize, Symbolizer, type Summary } from '../src/index.js';
+import {
+  framesOf,
+  readBuildId,
+  record,
+  summarize,
+  symbolFileFor,
+  Symbolizer,
+  type Summary,
+} from '../src/index.js';
 import { logsIn, scratch, traced, workload } from './helpers.js';
 
 interface Expected {
@@ -60,6 +68,10 @@ async function check(log: string, expected: Expected): Promise<void> {
   // The module map names the program with its build id.
   const program = s.modules.find((m) => m.path === workload);
   expect(program?.buildId).toMatch(/^[0-9a-f]{40}$/);
+  expect(program?.buildId).toBe(readBuildId(workload));
+  // A file whose build id is not the one recorded is not used for symbols.
+  expect(symbolFileFor(program!, '/nonexistent')).toBe(workload);
+  expect(symbolFileFor({ ...program!, buildId: '00'.repeat(20) }, '/nonexistent')).toBeUndefined();
 }
 
 async function allocationSites(log: string): Promise<Set<string>> {
