@@ -1,6 +1,7 @@
 /** The `heaphook record` and `heaphook dump` commands, through the real `heaphook` CLI. */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
@@ -49,6 +50,16 @@ describe('heaphook record / dump', () => {
     expect(summary.status, summary.stderr).toBe(0);
     expect(summary.stdout).toContain('leaked: 7 blocks, 28000 bytes');
     expect(summary.stdout).toMatch(/^ {4}leak_site /m);
+  });
+
+  it.skipIf(
+    !existsSync(resolve(packageDir, '..', 'core', 'build', 'Release', 'libheaphook_example.so')),
+  )('record -b example traces the example backend', () => {
+    const dir = scratch('cli-backend');
+    const rec = heaphook(['record', '-q', '-o', dir, '-b', 'example', '--', workload, 'counts']);
+    expect(rec.status, rec.stderr).toBe(0);
+    const summary = heaphook(['dump', '--summary', logsIn(dir)[0]!]);
+    expect(summary.stdout).toContain('leaked: 7 blocks, 28000 bytes');
   });
 
   it('record passes the exit status through and takes tracer options', () => {
