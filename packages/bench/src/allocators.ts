@@ -82,7 +82,9 @@ export const BUILTIN_VARIANTS: readonly VariantDef[] = [
 export function parseVariant(spec: string): VariantDef {
   const m = /^([A-Za-z0-9_.+-]+)=([A-Za-z0-9_.-]+)(?::(.*))?$/.exec(spec);
   if (!m) {
-    throw new Error(`bad --variant '${spec}': expected NAME=BACKEND[:KEY=VALUE,...], e.g. tlsf-1g=tlsf:INITIAL_MEMPOOL_SIZE=1G`);
+    throw new Error(
+      `bad --variant '${spec}': expected NAME=BACKEND[:KEY=VALUE,...], e.g. tlsf-1g=tlsf:INITIAL_MEMPOOL_SIZE=1G`,
+    );
   }
   const env: Record<string, string> = {};
   for (const pair of (m[3] ?? '').split(',').filter((s) => s.length > 0)) {
@@ -90,13 +92,23 @@ export function parseVariant(spec: string): VariantDef {
     if (eq <= 0) throw new Error(`bad --variant '${spec}': '${pair}' is not KEY=VALUE`);
     env[pair.slice(0, eq)] = pair.slice(eq + 1);
   }
-  return { name: m[1]!, backend: m[2]!, env, description: `${m[2]} with ${Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ') || 'no extra environment'}` };
+  return {
+    name: m[1]!,
+    backend: m[2]!,
+    env,
+    description: `${m[2]} with ${
+      Object.entries(env)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || 'no extra environment'
+    }`,
+  };
 }
 
 /** Parses `NAME=PATH` (the --preload option). */
 export function parseCustom(spec: string): { name: string; path: string } {
   const eq = spec.indexOf('=');
-  if (eq <= 0 || eq === spec.length - 1) throw new Error(`bad --preload '${spec}': expected NAME=/path/to/lib.so`);
+  if (eq <= 0 || eq === spec.length - 1)
+    throw new Error(`bad --preload '${spec}': expected NAME=/path/to/lib.so`);
   return { name: spec.slice(0, eq), path: spec.slice(eq + 1) };
 }
 
@@ -115,7 +127,11 @@ export function systemLibDirs(): string[] {
   return [...dirs, '/usr/lib64', '/lib64', '/usr/lib', '/usr/local/lib'];
 }
 
-export function findLibrary(files: readonly string[], dirs: readonly string[], exists: (p: string) => boolean = existsSync): string | null {
+export function findLibrary(
+  files: readonly string[],
+  dirs: readonly string[],
+  exists: (p: string) => boolean = existsSync,
+): string | null {
   for (const file of files) {
     for (const dir of dirs) {
       const p = join(dir, file);
@@ -155,7 +171,11 @@ function debianVersion(pkg: string): string | undefined {
 
 function heaptrackVersion(cmd: string): string | undefined {
   try {
-    const out = execFileSync(cmd, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 5000 });
+    const out = execFileSync(cmd, ['--version'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 5000,
+    });
     return out.trim().replace(/^heaptrack\s*/, '') || undefined;
   } catch {
     return undefined;
@@ -231,7 +251,11 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
       name: v.name,
       kind: 'variant',
       status: b?.built ? 'ready' : 'skipped',
-      ...(b ? (b.built ? {} : { reason: notBuilt(b) }) : { reason: `no heaphook backend named ${v.backend}` }),
+      ...(b
+        ? b.built
+          ? {}
+          : { reason: notBuilt(b) }
+        : { reason: `no heaphook backend named ${v.backend}` }),
       description: v.description,
       preload: b ? [b.libraryPath] : [],
       env: v.env ?? {},
@@ -288,7 +312,11 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
     ...(kdeVersion ? { version: kdeVersion } : {}),
   });
   const ht = byName.get('heaptrack');
-  const htReason = ht ? (ht.built ? undefined : notBuilt(ht)) : 'no heaphook backend named heaptrack in this workspace (packages/heaptrack)';
+  const htReason = ht
+    ? ht.built
+      ? undefined
+      : notBuilt(ht)
+    : 'no heaphook backend named heaptrack in this workspace (packages/heaptrack)';
   tracers.push({
     name: 'heaphook-heaptrack',
     kind: 'tracer',
@@ -319,7 +347,12 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
 }
 
 /** Keeps the allocators named in `only` (glibc always: it is the baseline). Throws on unknown names. */
-export function filterByName<T extends { name: string }>(items: readonly T[], only: readonly string[] | undefined, what: string, keep: readonly string[] = []): T[] {
+export function filterByName<T extends { name: string }>(
+  items: readonly T[],
+  only: readonly string[] | undefined,
+  what: string,
+  keep: readonly string[] = [],
+): T[] {
   const wanted = (only ?? []).filter((s) => s.length > 0);
   if (wanted.length === 0) return [...items];
   const known = new Set(items.map((i) => i.name));

@@ -33,26 +33,71 @@ function collect<T>(parse: (v: string) => T) {
 }
 
 const program = new Command('heaphook-bench')
-  .description('Compare heaphook backends with glibc, jemalloc, mimalloc and tcmalloc on native workloads.')
+  .description(
+    'Compare heaphook backends with glibc, jemalloc, mimalloc and tcmalloc on native workloads.',
+  )
   .showHelpAfterError();
 
 program
   .command('compare')
-  .description('run every workload under every allocator, interleaved and repeated; print the tables; write results/latest.{json,md,svg}')
+  .description(
+    'run every workload under every allocator, interleaved and repeated; print the tables; write results/latest.{json,md,svg}',
+  )
   .option('--quick', 'smoke run: small sizes, 1 run, 2 threads (under a minute)')
   .option('--runs <n>', 'repetitions per cell (default 5; 1 with --quick)', positiveInt)
-  .option('--tracer-runs <n>', 'repetitions of the heap-tracer runs (default 3; 1 with --quick)', positiveInt)
-  .option('--allocators <list>', 'only these allocators (glibc is always run: it is the baseline)', list)
-  .option('--workloads <list>', `only these workloads (${WORKLOADS.map((w) => w.base).join(', ')}; or instances like larson-t2)`, list)
-  .option('--threads <list>', 'thread counts for threaded workloads (default 1,2; 2 with --quick)', intList)
-  .option('--tracers <list>', "heap tracers to measure ('none' for none; default: every available one)", list)
+  .option(
+    '--tracer-runs <n>',
+    'repetitions of the heap-tracer runs (default 2; 1 with --quick)',
+    positiveInt,
+  )
+  .option(
+    '--allocators <list>',
+    'only these allocators (glibc is always run: it is the baseline)',
+    list,
+  )
+  .option(
+    '--workloads <list>',
+    `only these workloads (${WORKLOADS.map((w) => w.base).join(', ')}; or instances like larson-t2)`,
+    list,
+  )
+  .option(
+    '--threads <list>',
+    'thread counts for threaded workloads (default 1,2; 2 with --quick)',
+    intList,
+  )
+  .option(
+    '--tracers <list>',
+    "heap tracers to measure ('none' for none; default: every available one)",
+    list,
+  )
   .option('--no-tracers', 'do not measure heap-tracer overhead')
-  .option('--variant <spec>', 'an extra allocator: NAME=BACKEND[:KEY=VALUE,...] (repeatable)', collect(parseVariant), [] as VariantDef[])
-  .option('--preload <spec>', 'an extra allocator from any library: NAME=/path/lib.so (repeatable)', collect(parseCustom), [] as Array<{ name: string; path: string }>)
-  .option('--timeout <seconds>', 'kill a run after this long and count it as failed (default 300; 60 with --quick)', positiveInt)
+  .option(
+    '--variant <spec>',
+    'an extra allocator: NAME=BACKEND[:KEY=VALUE,...] (repeatable)',
+    collect(parseVariant),
+    [] as VariantDef[],
+  )
+  .option(
+    '--preload <spec>',
+    'an extra allocator from any library: NAME=/path/lib.so (repeatable)',
+    collect(parseCustom),
+    [] as Array<{ name: string; path: string }>,
+  )
+  .option(
+    '--timeout <seconds>',
+    'kill a run after this long and count it as failed (default 300; 60 with --quick)',
+    positiveInt,
+  )
   .option('--seed <n>', 'seed of every workload', positiveInt, 42)
-  .addOption(new Option('--size <n>', 'the same size for every workload (for tests)').argParser(positiveInt).hideHelp())
-  .option('--out <dir>', 'where to write latest.json, latest.md, latest.svg (default packages/bench/results)')
+  .addOption(
+    new Option('--size <n>', 'the same size for every workload (for tests)')
+      .argParser(positiveInt)
+      .hideHelp(),
+  )
+  .option(
+    '--out <dir>',
+    'where to write latest.json, latest.md, latest.svg (default packages/bench/results)',
+  )
   .option('--no-write', 'do not write result files')
   .option('--no-progress', 'no progress bar')
   .option('--no-warmup', 'skip the untimed warm-up pass')
@@ -60,7 +105,8 @@ program
   .action(async (o: Record<string, unknown>) => {
     let tracers: boolean | string[] = true;
     if (o.tracers === false) tracers = false;
-    else if (Array.isArray(o.tracers)) tracers = o.tracers.includes('none') ? false : (o.tracers as string[]);
+    else if (Array.isArray(o.tracers))
+      tracers = o.tracers.includes('none') ? false : (o.tracers as string[]);
     const outcome = await compare({
       profile: o.quick ? 'quick' : 'default',
       ...(o.runs !== undefined ? { runs: o.runs as number } : {}),
@@ -84,18 +130,25 @@ program
     const cells = outcome.results.cells;
     const glibcFailed = cells.some((c) => c.allocator === 'glibc' && c.status === 'failed');
     const anyFailed = cells.some((c) => c.status === 'failed');
-    if (glibcFailed) process.stderr.write('error: a workload failed under glibc: the bench itself is broken\n');
+    if (glibcFailed)
+      process.stderr.write('error: a workload failed under glibc: the bench itself is broken\n');
     process.exitCode = glibcFailed || (o.strict && anyFailed) ? 1 : 0;
   });
 
 program
   .command('micro')
-  .description('benchmark.js micro-benchmarks of hot paths through the addons (TLSF); skips what is not built')
+  .description(
+    'benchmark.js micro-benchmarks of hot paths through the addons (TLSF); skips what is not built',
+  )
   .option('--quick', 'short sampling (0.25 s per case)')
   .option('--out <dir>', 'where to write micro.json (default packages/bench/results)')
   .option('--no-write', 'do not write micro.json')
   .action(async (o: { quick?: boolean; out?: string; write?: boolean }) => {
-    await micro({ quick: o.quick ?? false, ...(o.out ? { outDir: o.out } : {}), write: o.write !== false });
+    await micro({
+      quick: o.quick ?? false,
+      ...(o.out ? { outDir: o.out } : {}),
+      write: o.write !== false,
+    });
   });
 
 program
@@ -106,9 +159,19 @@ program
     const found = discoverAllocators({ backends: listBackends({ from: packageDir }) });
     const line = (a: { name: string; status: string; reason?: string; description: string }) =>
       `  ${a.name.padEnd(26)} ${a.status === 'ready' ? a.description : `skipped: ${a.reason ?? ''}`}`;
-    process.stdout.write(['allocators:', ...found.allocators.map(line), 'tracers:', ...found.tracers.map(line), 'workloads:'].join('\n') + '\n');
+    process.stdout.write(
+      [
+        'allocators:',
+        ...found.allocators.map(line),
+        'tracers:',
+        ...found.tracers.map(line),
+        'workloads:',
+      ].join('\n') + '\n',
+    );
     for (const w of selectWorkloads({ profile: 'default', threads: o.threads })) {
-      process.stdout.write(`  ${w.name.padEnd(26)} ${w.status === 'ready' ? w.description : `skipped: ${w.reason ?? ''}`}\n`);
+      process.stdout.write(
+        `  ${w.name.padEnd(26)} ${w.status === 'ready' ? w.description : `skipped: ${w.reason ?? ''}`}\n`,
+      );
     }
   });
 

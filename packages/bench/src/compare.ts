@@ -10,7 +10,12 @@ import { join, relative } from 'node:path';
 import { listBackends } from '@heaphook/core';
 import cliProgress from 'cli-progress';
 
-import { discoverAllocators, filterByName, type BackendLike, type VariantDef } from './allocators.js';
+import {
+  discoverAllocators,
+  filterByName,
+  type BackendLike,
+  type VariantDef,
+} from './allocators.js';
 import { renderPng, renderSvg } from './chart.js';
 import { runOne } from './launcher.js';
 import { machineInfo, versions } from './machine.js';
@@ -26,7 +31,7 @@ export interface CompareOptions {
   readonly profile: Profile;
   /** Repetitions per cell (default: 1 quick, 5 default). */
   readonly runs?: number;
-  /** Repetitions of the tracer runs (default: 1 quick, 3 default). */
+  /** Repetitions of the tracer runs (default: 1 quick, 2 default). */
   readonly tracerRuns?: number;
   /** Thread counts for threaded workloads (default: 2 quick, 1 and 2 default). */
   readonly threads?: readonly number[];
@@ -65,7 +70,10 @@ function heaphookVersions(): Record<string, string> {
   const out: Record<string, string> = {};
   for (const dir of ['core', 'tlsf', 'heaptrack', 'bench']) {
     try {
-      const pkg = JSON.parse(readFileSync(join(packageDir, '..', dir, 'package.json'), 'utf8')) as { name: string; version: string };
+      const pkg = JSON.parse(readFileSync(join(packageDir, '..', dir, 'package.json'), 'utf8')) as {
+        name: string;
+        version: string;
+      };
       out[pkg.name] = pkg.version;
     } catch {
       /* not in this workspace */
@@ -87,21 +95,30 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   const date = new Date(started).toISOString();
   const quick = opts.profile === 'quick';
   const runs = opts.runs ?? (quick ? 1 : 5);
-  const tracerRuns = opts.tracerRuns ?? Math.min(runs, quick ? 1 : 3);
+  const tracerRuns = opts.tracerRuns ?? Math.min(runs, quick ? 1 : 2);
   const threads = [...(opts.threads ?? (quick ? [2] : [1, 2]))];
   const timeoutS = opts.timeoutS ?? (quick ? 60 : 300);
   const seed = opts.seed ?? 42;
 
   const backends: BackendLike[] = [...(opts.backends ?? listBackends({ from: packageDir }))];
-  const found = discoverAllocators({ backends, variants: opts.variants ?? [], custom: opts.custom ?? [] });
+  const found = discoverAllocators({
+    backends,
+    variants: opts.variants ?? [],
+    custom: opts.custom ?? [],
+  });
   const allocators = filterByName(found.allocators, opts.allocators, 'allocator', ['glibc']);
   let tracers: Allocator[] = [];
   if (opts.tracers === true || opts.tracers === undefined) tracers = found.tracers;
-  else if (Array.isArray(opts.tracers)) tracers = filterByName(found.tracers, opts.tracers as string[], 'tracer');
+  else if (Array.isArray(opts.tracers))
+    tracers = filterByName(found.tracers, opts.tracers as string[], 'tracer');
   // A tracer needs its baseline measured in the same session.
   tracers = tracers.map((t) =>
     t.status === 'ready' && !allocators.some((a) => a.name === t.baseline && a.status === 'ready')
-      ? { ...t, status: 'skipped' as const, reason: `its baseline ${t.baseline} is not measured in this run` }
+      ? {
+          ...t,
+          status: 'skipped' as const,
+          reason: `its baseline ${t.baseline} is not measured in this run`,
+        }
       : t,
   );
   const workloads = selectWorkloads({
@@ -118,10 +135,16 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   const readyA = allocators.filter((a) => a.status === 'ready');
   const readyT = tracers.filter((t) => t.status === 'ready');
   const readyW = workloads.filter((w) => w.status === 'ready');
-  log(`heaphook bench: ${readyW.length} workloads × ${readyA.length} allocators${readyT.length ? ` + ${readyT.length} tracer(s)` : ''}, ${runs} run(s) each, interleaved: ${schedule.length} runs`);
-  log(`  allocators: ${readyA.map((a) => a.name).join(', ')}${readyT.length ? `; tracers: ${readyT.map((t) => t.name).join(', ')}` : ''}`);
-  for (const a of [...allocators, ...tracers]) if (a.status === 'skipped') log(`  ${a.name}: skipped: ${a.reason}`);
-  for (const w of workloads) if (w.status === 'skipped') log(`  workload ${w.name}: skipped: ${w.reason}`);
+  log(
+    `heaphook bench: ${readyW.length} workloads × ${readyA.length} allocators${readyT.length ? ` + ${readyT.length} tracer(s)` : ''}, ${runs} run(s) each, interleaved: ${schedule.length} runs`,
+  );
+  log(
+    `  allocators: ${readyA.map((a) => a.name).join(', ')}${readyT.length ? `; tracers: ${readyT.map((t) => t.name).join(', ')}` : ''}`,
+  );
+  for (const a of [...allocators, ...tracers])
+    if (a.status === 'skipped') log(`  ${a.name}: skipped: ${a.reason}`);
+  for (const w of workloads)
+    if (w.status === 'skipped') log(`  workload ${w.name}: skipped: ${w.reason}`);
 
   const machine = machineInfo();
   const scratchRoot = mkdtempSync(join(tmpdir(), 'heaphook-bench-'));
@@ -153,7 +176,8 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
       done++;
     }
     for (const s of schedule) {
-      if (showBar) bar.update(done, { task: `${s.workload.name} × ${s.allocator.name} (run ${s.rep + 1})` });
+      if (showBar)
+        bar.update(done, { task: `${s.workload.name} × ${s.allocator.name} (run ${s.rep + 1})` });
       records.push(await runOne(s.seq, s.rep, s.workload, s.allocator, runOpts));
       done++;
     }
@@ -166,8 +190,10 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   const checked = checkChecksums(records);
   const keys: CellKey[] = [];
   for (const w of readyW) {
-    for (const a of allocators) keys.push({ workload: w.name, allocator: a.name, baseline: a.baseline, status: a.status });
-    for (const t of tracers) keys.push({ workload: w.name, allocator: t.name, baseline: t.baseline, status: t.status });
+    for (const a of allocators)
+      keys.push({ workload: w.name, allocator: a.name, baseline: a.baseline, status: a.status });
+    for (const t of tracers)
+      keys.push({ workload: w.name, allocator: t.name, baseline: t.baseline, status: t.status });
   }
   const cells = summarize(checked, keys);
   machine.loadavg_end = Math.round(loadavg()[0]! * 100) / 100;

@@ -22,7 +22,8 @@ export interface RunOptions {
 }
 
 const signalNames = new Map<number, string>();
-for (const [name, num] of Object.entries(constants.signals)) if (!signalNames.has(num)) signalNames.set(num, name); // SIGABRT before SIGIOT
+for (const [name, num] of Object.entries(constants.signals))
+  if (!signalNames.has(num)) signalNames.set(num, name); // SIGABRT before SIGIOT
 
 export function signalName(sig: number): string {
   return signalNames.get(sig) ?? `signal ${sig}`;
@@ -36,7 +37,8 @@ export function lastJsonLine(text: string): Record<string, unknown> | null {
     if (!line.startsWith('{') || !line.endsWith('}')) continue;
     try {
       const v: unknown = JSON.parse(line);
-      if (typeof v === 'object' && v !== null && !Array.isArray(v)) return v as Record<string, unknown>;
+      if (typeof v === 'object' && v !== null && !Array.isArray(v))
+        return v as Record<string, unknown>;
     } catch {
       /* not JSON: keep looking */
     }
@@ -45,12 +47,19 @@ export function lastJsonLine(text: string): Record<string, unknown> | null {
 }
 
 function tail(text: string, lines = 12): string {
-  return text.split('\n').filter((l) => l.trim().length > 0).slice(-lines).join('\n');
+  return text
+    .split('\n')
+    .filter((l) => l.trim().length > 0)
+    .slice(-lines)
+    .join('\n');
 }
 
 /** The most telling line of a failed run's stderr. */
 function reasonFrom(stderr: string): string | undefined {
-  const lines = stderr.split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
+  const lines = stderr
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
   return lines.find((l) => l.includes('verification failed')) ?? lines.at(-1);
 }
 
@@ -61,25 +70,49 @@ export interface Classified {
 }
 
 /** Decides whether a run passed, from what the launcher and the workload printed. Pure. */
-export function classifyRun(report: LauncherReport | null, stdout: string, stderr: string, timeoutS: number): Classified {
+export function classifyRun(
+  report: LauncherReport | null,
+  stdout: string,
+  stderr: string,
+  timeoutS: number,
+): Classified {
   const reported = lastJsonLine(stdout);
   if (report === null) {
-    return { status: 'failed', error: `the launcher reported nothing${stderr ? `: ${reasonFrom(stderr)}` : ''}`, reported };
+    return {
+      status: 'failed',
+      error: `the launcher reported nothing${stderr ? `: ${reasonFrom(stderr)}` : ''}`,
+      reported,
+    };
   }
   if (report.exec_errno !== 0) {
-    return { status: 'failed', error: reasonFrom(stderr) ?? `cannot start the program (errno ${report.exec_errno})`, reported };
+    return {
+      status: 'failed',
+      error: reasonFrom(stderr) ?? `cannot start the program (errno ${report.exec_errno})`,
+      reported,
+    };
   }
-  if (report.timed_out) return { status: 'timeout', error: `timed out after ${timeoutS} s`, reported };
+  if (report.timed_out)
+    return { status: 'timeout', error: `timed out after ${timeoutS} s`, reported };
   if (report.signal !== 0) {
     const why = reasonFrom(stderr);
-    return { status: 'failed', error: `killed by ${signalName(report.signal)}${why ? `: ${why}` : ''}`, reported };
+    return {
+      status: 'failed',
+      error: `killed by ${signalName(report.signal)}${why ? `: ${why}` : ''}`,
+      reported,
+    };
   }
   if (report.exit_code !== 0) {
     const why = reasonFrom(stderr);
-    return { status: 'failed', error: `exit code ${report.exit_code}${why ? `: ${why}` : ''}`, reported };
+    return {
+      status: 'failed',
+      error: `exit code ${report.exit_code}${why ? `: ${why}` : ''}`,
+      reported,
+    };
   }
-  if (reported === null) return { status: 'failed', error: 'no result line (JSON) on stdout', reported };
-  if (reported.ok !== true) return { status: 'failed', error: `the workload reported ok=${String(reported.ok)}`, reported };
+  if (reported === null)
+    return { status: 'failed', error: 'no result line (JSON) on stdout', reported };
+  if (reported.ok !== true)
+    return { status: 'failed', error: `the workload reported ok=${String(reported.ok)}`, reported };
   return { status: 'ok', reported };
 }
 
@@ -93,20 +126,41 @@ function dirBytes(dir: string): number {
 }
 
 /** The command line hh-run is given for this run (exported for tests and the JSON record). */
-export function launcherArgs(w: Workload, a: Allocator, scratch: string, timeoutS: number): string[] {
+export function launcherArgs(
+  w: Workload,
+  a: Allocator,
+  scratch: string,
+  timeoutS: number,
+): string[] {
   const args = ['--timeout', String(timeoutS), '--cwd', scratch];
   const env = { ...w.env, ...allocatorEnv(a, w) };
   for (const [k, v] of Object.entries(env)) args.push('--env', `${k}=${v}`);
-  args.push('--', ...(a.wrap ?? []).map((s) => s.replaceAll('{dir}', scratch)), w.command, ...w.args);
+  args.push(
+    '--',
+    ...(a.wrap ?? []).map((s) => s.replaceAll('{dir}', scratch)),
+    w.command,
+    ...w.args,
+  );
   return args;
 }
 
-export async function runOne(seq: number, rep: number, w: Workload, a: Allocator, opts: RunOptions): Promise<RunRecord> {
-  const scratch = mkdtempSync(join(opts.scratchRoot, `${w.name}.${a.name}.`.replace(/[^A-Za-z0-9_.+-]/g, '_')));
+export async function runOne(
+  seq: number,
+  rep: number,
+  w: Workload,
+  a: Allocator,
+  opts: RunOptions,
+): Promise<RunRecord> {
+  const scratch = mkdtempSync(
+    join(opts.scratchRoot, `${w.name}.${a.name}.`.replace(/[^A-Za-z0-9_.+-]/g, '_')),
+  );
   const args = launcherArgs(w, a, scratch, opts.timeoutS);
   const env = { ...process.env };
   delete env.LD_PRELOAD; // hh-run itself never runs under an allocator being measured
-  const child = spawn(opts.launcher ?? launcherPath, args, { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], env });
+  const child = spawn(opts.launcher ?? launcherPath, args, {
+    stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+    env,
+  });
   const out: Buffer[] = [];
   let outBytes = 0;
   let err = '';

@@ -31,7 +31,12 @@ export interface Versions {
 
 function run(cmd: string, args: string[], cwd?: string): string | null {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000, ...(cwd ? { cwd } : {}) }).trim();
+    return execFileSync(cmd, args, {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 10_000,
+      ...(cwd ? { cwd } : {}),
+    }).trim();
   } catch {
     return null;
   }
@@ -62,9 +67,12 @@ export function machineInfo(): MachineInfo {
 }
 
 export function versions(python: string | null, packages: Record<string, string>): Versions {
-  const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined;
+  const report = process.report?.getReport() as
+    { header?: { glibcVersionRuntime?: string } } | undefined;
   const gitHead = run('git', ['rev-parse', '--short=12', 'HEAD'], packageDir);
-  const dirty = gitHead ? run('git', ['status', '--porcelain', '--untracked-files=no'], join(packageDir, '..', '..')) : null;
+  const dirty = gitHead
+    ? run('git', ['status', '--porcelain', '--untracked-files=no'], join(packageDir, '..', '..'))
+    : null;
   return {
     node: process.version,
     glibc: report?.header?.glibcVersionRuntime ?? null,

@@ -37,7 +37,10 @@ export type Loaded = { ctor: TlsfHeapCtor; from: string } | { skipped: string };
 export async function loadTlsfHeap(): Promise<Loaded> {
   let why = '';
   try {
-    const mod = (await import('@heaphook/tlsf' as string)) as { TlsfHeap?: unknown; default?: { TlsfHeap?: unknown } };
+    const mod = (await import('@heaphook/tlsf' as string)) as {
+      TlsfHeap?: unknown;
+      default?: { TlsfHeap?: unknown };
+    };
     const ctor = mod.TlsfHeap ?? mod.default?.TlsfHeap;
     if (typeof ctor === 'function') return { ctor: ctor as TlsfHeapCtor, from: '@heaphook/tlsf' };
     why = '@heaphook/tlsf does not export TlsfHeap';
@@ -50,7 +53,8 @@ export async function loadTlsfHeap(): Promise<Loaded> {
     const addon = join(dir, 'build', 'Release', 'tlsf_addon.node');
     if (existsSync(addon)) {
       const mod = require(addon) as { TlsfHeap?: unknown };
-      if (typeof mod.TlsfHeap === 'function') return { ctor: mod.TlsfHeap as TlsfHeapCtor, from: addon };
+      if (typeof mod.TlsfHeap === 'function')
+        return { ctor: mod.TlsfHeap as TlsfHeapCtor, from: addon };
     }
   } catch {
     /* not installed */
@@ -58,7 +62,12 @@ export async function loadTlsfHeap(): Promise<Loaded> {
   return { skipped: `skipped: the TLSF addon is not built (${why}); run npx nx build tlsf` };
 }
 
-function runSuite(suiteName: string, cases: Array<[string, () => void]>, log: (l: string) => void, maxTime: number): MicroResult[] {
+function runSuite(
+  suiteName: string,
+  cases: Array<[string, () => void]>,
+  log: (l: string) => void,
+  maxTime: number,
+): MicroResult[] {
   const out: MicroResult[] = [];
   const suite = new Benchmark.Suite(suiteName);
   for (const [name, fn] of cases) suite.add(name, fn, { maxTime, minSamples: 5 });
@@ -77,7 +86,9 @@ function runSuite(suiteName: string, cases: Array<[string, () => void]>, log: (l
       samples: b.stats.sample.length,
     };
     out.push(r);
-    log(`  ${r.name.padEnd(52)} ${(r.ns_per_op).toFixed(1).padStart(8)} ns/op  ±${r.rme_percent.toFixed(1)}%  (${r.samples} samples)`);
+    log(
+      `  ${r.name.padEnd(52)} ${r.ns_per_op.toFixed(1).padStart(8)} ns/op  ±${r.rme_percent.toFixed(1)}%  (${r.samples} samples)`,
+    );
   });
   suite.run({ async: false });
   return out;
@@ -150,7 +161,10 @@ export function tlsfCases(Heap: TlsfHeapCtor): Array<[string, () => void]> {
     ]);
   }
   if (typeof heap.usableSize === 'function' && probe !== null) {
-    cases.push(['usableSize (the cost of one addon call, for scale)', () => void heap.usableSize!(probe)]);
+    cases.push([
+      'usableSize (the cost of one addon call, for scale)',
+      () => void heap.usableSize!(probe),
+    ]);
   }
   return cases;
 }
@@ -164,7 +178,9 @@ export interface MicroOptions {
   readonly loadTlsf?: () => Promise<Loaded>;
 }
 
-export async function micro(opts: MicroOptions = {}): Promise<{ results: MicroResult[]; skipped: string[] }> {
+export async function micro(
+  opts: MicroOptions = {},
+): Promise<{ results: MicroResult[]; skipped: string[] }> {
   const log = opts.log ?? ((l: string) => process.stdout.write(`${l}\n`));
   const skipped: string[] = [];
   const results: MicroResult[] = [];
@@ -182,7 +198,10 @@ export async function micro(opts: MicroOptions = {}): Promise<{ results: MicroRe
     const dir = opts.outDir ?? resultsDir;
     mkdirSync(dir, { recursive: true });
     const file = join(dir, 'micro.json');
-    writeFileSync(file, `${JSON.stringify({ schema: 'heaphook-bench-micro/1', date: new Date().toISOString(), node: process.version, results, skipped }, null, 2)}\n`);
+    writeFileSync(
+      file,
+      `${JSON.stringify({ schema: 'heaphook-bench-micro/1', date: new Date().toISOString(), node: process.version, results, skipped }, null, 2)}\n`,
+    );
     log(`Written: ${file}`);
   }
   return { results, skipped };

@@ -42,7 +42,7 @@ export function mainTable(r: Results): Table {
     `Allocators compared: ${r.options.profile === 'quick' ? 'quick smoke run' : 'full run'}, median of ${n} run${n === 1 ? '' : 's'} each`,
     [
       "glibc column: absolute median; other columns: median divided by glibc's median in the same session (below 1 is better).",
-      '* marks the best of the row; "failed" means a run crashed, timed out or computed a wrong result.',
+      'The best of each row is marked (* in the terminal, bold in Markdown); "failed" means a run crashed, timed out or computed a wrong result.',
     ],
   );
 }
@@ -51,9 +51,15 @@ export function mainTable(r: Results): Table {
  * One figure per workload (`metric`, or each workload's primary figure when null): the
  * baseline's absolute median, the others as ratios to it.
  */
-export function ratioTable(r: Results, metric: string | null, title: string, notes: string[]): Table {
+export function ratioTable(
+  r: Results,
+  metric: string | null,
+  title: string,
+  notes: string[],
+): Table {
   const cols = readyColumns(r);
-  const header = metric === null ? ['workload', 'figure (lower is better)', ...cols] : ['workload', ...cols];
+  const header =
+    metric === null ? ['workload', 'figure (lower is better)', ...cols] : ['workload', ...cols];
   const rows: string[][] = [];
   const best: boolean[][] = [];
   for (const w of readyWorkloads(r)) {
@@ -95,14 +101,24 @@ export function figureTable(r: Results, metric: string, title: string): Table {
       const m = c?.metrics[metric];
       let text = '–';
       if (c?.status === 'failed') text = failedText(c);
-      else if (m) text = m.n > 1 && m.min !== m.max ? `${formatMetric(metric, m.median)} [${formatMetric(metric, m.min)}–${formatMetric(metric, m.max)}]` : formatMetric(metric, m.median);
+      else if (m)
+        text =
+          m.n > 1 && m.min !== m.max
+            ? `${formatMetric(metric, m.median)} [${formatMetric(metric, m.min)}–${formatMetric(metric, m.max)}]`
+            : formatMetric(metric, m.median);
       row.push(text);
       marks.push(winners.includes(a));
     }
     rows.push(row);
     best.push(marks);
   }
-  return { title, notes: ['median [min–max] over the runs'], header: ['workload', ...cols], rows, best };
+  return {
+    title,
+    notes: ['median [min–max] over the runs'],
+    header: ['workload', ...cols],
+    rows,
+    best,
+  };
 }
 
 const LATENCY_FIGURES: Array<[string, string]> = [
@@ -134,7 +150,11 @@ export function latencyTables(r: Results): Table[] {
         const m = c?.metrics[k];
         let text = '–';
         if (c?.status === 'failed') text = j === 0 ? failedText(c) : '';
-        else if (m) text = k === 'reported.max_ns' && m.n > 1 ? `${formatMetric(k, m.median)} (worst ${formatMetric(k, m.max)})` : formatMetric(k, m.median);
+        else if (m)
+          text =
+            k === 'reported.max_ns' && m.n > 1
+              ? `${formatMetric(k, m.median)} (worst ${formatMetric(k, m.max)})`
+              : formatMetric(k, m.median);
         row.push(text);
         marks.push(winners[j]!.includes(a));
       });
@@ -171,7 +191,9 @@ export function fragmentationTables(r: Results): Table[] {
   const out: Table[] = [];
   for (const w of readyWorkloads(r).filter((x) => x.base === 'fragmentation')) {
     const cols = readyColumns(r);
-    const winners = FRAG_FIGURES.map(([k]) => (k === 'reported.peak_live_bytes' ? [] : bestAllocators(r.cells, w.name, k, cols)));
+    const winners = FRAG_FIGURES.map(([k]) =>
+      k === 'reported.peak_live_bytes' ? [] : bestAllocators(r.cells, w.name, k, cols),
+    );
     const rows: string[][] = [];
     const best: boolean[][] = [];
     for (const a of cols) {
@@ -180,7 +202,15 @@ export function fragmentationTables(r: Results): Table[] {
       const marks = [false];
       FRAG_FIGURES.forEach(([k], j) => {
         const m = c?.metrics[k];
-        row.push(c?.status === 'failed' ? (j === 0 ? failedText(c) : '') : m ? formatMetric(k, m.median) : '–');
+        row.push(
+          c?.status === 'failed'
+            ? j === 0
+              ? failedText(c)
+              : ''
+            : m
+              ? formatMetric(k, m.median)
+              : '–',
+        );
         marks.push(winners[j]!.includes(a));
       });
       rows.push(row);
@@ -236,7 +266,9 @@ export function tracerTable(r: Results): Table | null {
   return {
     title: `Heap tracer overhead: wall-time slowdown against the untraced run (median of ${r.options.tracer_runs})`,
     notes: [
-      'in parentheses: the size of the trace written. ' + tracers.map((t) => `${t.name}: ${t.description}; against ${t.baseline}`).join('. ') + '.',
+      'in parentheses: the size of the trace written. ' +
+        tracers.map((t) => `${t.name}: ${t.description}; against ${t.baseline}`).join('. ') +
+        '.',
     ],
     header: ['workload', ...tracers.map((t) => t.name)],
     rows,
@@ -247,15 +279,20 @@ export function tracerTable(r: Results): Table | null {
 /** The lines about what was not measured and why. */
 export function skipLines(r: Results): string[] {
   const lines: string[] = [];
-  for (const a of [...r.allocators, ...r.tracers]) if (a.status === 'skipped') lines.push(`${a.name}: skipped: ${a.reason ?? ''}`);
-  for (const w of r.workloads) if (w.status === 'skipped') lines.push(`workload ${w.name}: skipped: ${w.reason ?? ''}`);
+  for (const a of [...r.allocators, ...r.tracers])
+    if (a.status === 'skipped') lines.push(`${a.name}: skipped: ${a.reason ?? ''}`);
+  for (const w of r.workloads)
+    if (w.status === 'skipped') lines.push(`workload ${w.name}: skipped: ${w.reason ?? ''}`);
   return lines;
 }
 
 export function failureLines(r: Results): string[] {
   const lines: string[] = [];
   for (const c of r.cells) {
-    if (c.status === 'failed') lines.push(`${c.workload} under ${c.allocator}: ${c.failed_runs}/${c.runs} runs failed: ${c.error ?? ''}`);
+    if (c.status === 'failed')
+      lines.push(
+        `${c.workload} under ${c.allocator}: ${c.failed_runs}/${c.runs} runs failed: ${c.error ?? ''}`,
+      );
   }
   return lines;
 }
@@ -277,7 +314,10 @@ function width(s: string): number {
 }
 
 export function renderText(t: Table): string {
-  const rows = [t.header, ...t.rows.map((row, i) => row.map((cell, j) => (t.best[i]?.[j] ? `${cell} *` : cell)))];
+  const rows = [
+    t.header,
+    ...t.rows.map((row, i) => row.map((cell, j) => (t.best[i]?.[j] ? `${cell} *` : cell))),
+  ];
   const widths = t.header.map((_, j) => Math.max(...rows.map((r) => width(r[j] ?? ''))));
   const fmt = (r: string[]) =>
     r
@@ -287,7 +327,13 @@ export function renderText(t: Table): string {
       })
       .join('  ');
   const sep = widths.map((w) => '-'.repeat(w)).join('  ');
-  return [t.title, fmt(rows[0]!), sep, ...rows.slice(1).map(fmt), ...t.notes.map((n) => `  ${n}`)].join('\n');
+  return [
+    t.title,
+    fmt(rows[0]!),
+    sep,
+    ...rows.slice(1).map(fmt),
+    ...t.notes.map((n) => `  ${n}`),
+  ].join('\n');
 }
 
 function mdEscape(s: string): string {
@@ -297,8 +343,19 @@ function mdEscape(s: string): string {
 export function renderMarkdown(t: Table, level = 3): string {
   const head = `| ${t.header.map(mdEscape).join(' | ')} |`;
   const align = `| ${t.header.map((_, j) => (j === 0 ? '---' : '---:')).join(' | ')} |`;
-  const body = t.rows.map((row, i) => `| ${row.map((c, j) => (t.best[i]?.[j] && c ? `**${mdEscape(c)}**` : mdEscape(c))).join(' | ')} |`);
-  return [`${'#'.repeat(level)} ${t.title}`, '', head, align, ...body, '', ...t.notes.map((n) => `${n}`)].join('\n');
+  const body = t.rows.map(
+    (row, i) =>
+      `| ${row.map((c, j) => (t.best[i]?.[j] && c ? `**${mdEscape(c)}**` : mdEscape(c))).join(' | ')} |`,
+  );
+  return [
+    `${'#'.repeat(level)} ${t.title}`,
+    '',
+    head,
+    align,
+    ...body,
+    '',
+    ...t.notes.map((n) => `${n}`),
+  ].join('\n');
 }
 
 export function terminalReport(r: Results, files: string[]): string {
@@ -320,12 +377,25 @@ export function markdownReport(r: Results): string {
     `Machine: ${m.cpu_model}, ${m.logical_cpus} logical CPUs, ${formatBytes(m.memory_bytes)}, ${m.os}, Linux ${m.kernel}; load average ${m.loadavg_start}${m.loadavg_end !== undefined ? ` → ${m.loadavg_end}` : ''}.`,
     `Versions: Node ${r.versions.node}, glibc ${r.versions.glibc ?? '?'}, ${r.versions.compiler ?? 'cc ?'}${r.versions.python3 ? `, Python ${r.versions.python3}` : ''}${r.versions.git ? `, heaphook ${r.versions.git}` : ''}.`,
     '',
-    'Allocators: ' + r.allocators.filter((a) => a.status === 'ready').map((a) => `${a.name}${a.version ? ` ${a.version}` : ''}`).join(', ') + '.',
+    'Allocators: ' +
+      r.allocators
+        .filter((a) => a.status === 'ready')
+        .map((a) => `${a.name}${a.version ? ` ${a.version}` : ''}`)
+        .join(', ') +
+      '.',
     '',
   ];
   for (const t of allTables(r)) out.push(renderMarkdown(t), '');
   out.push(renderMarkdown(figureTable(r, 'wall_s', 'Wall time'), 3), '');
-  out.push(renderMarkdown(ratioTable(r, 'cpu_s', 'CPU time, user + system (ratio to glibc)', ["Less sensitive than wall time to a loaded machine; threads that spin count fully."]), 3), '');
+  out.push(
+    renderMarkdown(
+      ratioTable(r, 'cpu_s', 'CPU time, user + system (ratio to glibc)', [
+        'Less sensitive than wall time to a loaded machine; threads that spin count fully.',
+      ]),
+      3,
+    ),
+    '',
+  );
   out.push(renderMarkdown(figureTable(r, 'cpu_s', 'CPU time (user + system)'), 3), '');
   out.push(renderMarkdown(figureTable(r, 'peak_rss_bytes', 'Peak RSS'), 3), '');
   out.push(renderMarkdown(figureTable(r, 'minflt', 'Minor page faults (whole run)'), 3), '');
@@ -333,6 +403,11 @@ export function markdownReport(r: Results): string {
   if (skips.length > 0) out.push('### Not measured', '', ...skips.map((s) => `- ${s}`), '');
   const fails = failureLines(r);
   if (fails.length > 0) out.push('### Failures', '', ...fails.map((s) => `- ${s}`), '');
-  out.push('### Workloads', '', ...r.workloads.map((w) => `- \`${w.name}\` (size ${w.size}): ${w.description}`), '');
+  out.push(
+    '### Workloads',
+    '',
+    ...r.workloads.map((w) => `- \`${w.name}\` (size ${w.size}): ${w.description}`),
+    '',
+  );
   return out.join('\n');
 }

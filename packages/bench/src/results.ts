@@ -109,23 +109,46 @@ const isString: Check = (v) => typeof v === 'string';
 const isNumber: Check = (v) => typeof v === 'number' && Number.isFinite(v);
 const isNumOrNull: Check = (v) => v === null || isNumber(v);
 const isStrOrNull: Check = (v) => v === null || isString(v);
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const oneOf = (...xs: string[]): Check => (v) => typeof v === 'string' && xs.includes(v);
-const arrayOf = (c: Check): Check => (v) => Array.isArray(v) && v.every(c);
-const optional = (c: Check): Check => (v) => v === undefined || c(v);
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+const oneOf =
+  (...xs: string[]): Check =>
+  (v) =>
+    typeof v === 'string' && xs.includes(v);
+const arrayOf =
+  (c: Check): Check =>
+  (v) =>
+    Array.isArray(v) && v.every(c);
+const optional =
+  (c: Check): Check =>
+  (v) =>
+    v === undefined || c(v);
 const stringMap: Check = (v) => isObject(v) && Object.values(v).every(isString);
 
-function fields(where: string, obj: unknown, spec: Record<string, Check>, problems: string[]): void {
+function fields(
+  where: string,
+  obj: unknown,
+  spec: Record<string, Check>,
+  problems: string[],
+): void {
   if (!isObject(obj)) {
     problems.push(`${where}: not an object`);
     return;
   }
   for (const [k, check] of Object.entries(spec)) {
-    if (!check(obj[k])) problems.push(`${where}.${k}: unexpected value ${JSON.stringify(obj[k])?.slice(0, 80)}`);
+    if (!check(obj[k]))
+      problems.push(`${where}.${k}: unexpected value ${JSON.stringify(obj[k])?.slice(0, 80)}`);
   }
 }
 
-const statCheck: Check = (v) => isObject(v) && isNumber(v.median) && isNumber(v.min) && isNumber(v.max) && isNumber(v.n) && (v.min as number) <= (v.median as number) && (v.median as number) <= (v.max as number);
+const statCheck: Check = (v) =>
+  isObject(v) &&
+  isNumber(v.median) &&
+  isNumber(v.min) &&
+  isNumber(v.max) &&
+  isNumber(v.n) &&
+  (v.min as number) <= (v.median as number) &&
+  (v.median as number) <= (v.max as number);
 
 const allocatorSpec: Record<string, Check> = {
   name: isString,
@@ -146,46 +169,66 @@ const allocatorSpec: Record<string, Check> = {
 export function validateResults(doc: unknown): string[] {
   const p: string[] = [];
   if (!isObject(doc)) return ['not an object'];
-  fields('', doc, {
-    schema: (v) => v === SCHEMA_ID,
-    date: (v) => isString(v) && !Number.isNaN(Date.parse(v as string)),
-    duration_s: isNumber,
-    command: isString,
-    allocators: Array.isArray,
-    tracers: Array.isArray,
-    workloads: Array.isArray,
-    runs: Array.isArray,
-    cells: Array.isArray,
-  }, p);
-  fields('options', doc.options, {
-    profile: oneOf('quick', 'default'),
-    runs: isNumber,
-    tracer_runs: isNumber,
-    threads: arrayOf(isNumber),
-    allocators: (v) => v === null || arrayOf(isString)(v),
-    workloads: (v) => v === null || arrayOf(isString)(v),
-    timeout_s: isNumber,
-    seed: isNumber,
-    size: isNumOrNull,
-  }, p);
-  fields('machine', doc.machine, {
-    cpu_model: isString,
-    logical_cpus: isNumber,
-    memory_bytes: isNumber,
-    kernel: isString,
-    os: isString,
-    arch: isString,
-    loadavg_start: isNumber,
-    loadavg_end: optional(isNumber),
-  }, p);
-  fields('versions', doc.versions, {
-    node: isString,
-    glibc: isStrOrNull,
-    compiler: isStrOrNull,
-    python3: isStrOrNull,
-    heaphook: stringMap,
-    git: isStrOrNull,
-  }, p);
+  fields(
+    '',
+    doc,
+    {
+      schema: (v) => v === SCHEMA_ID,
+      date: (v) => isString(v) && !Number.isNaN(Date.parse(v as string)),
+      duration_s: isNumber,
+      command: isString,
+      allocators: Array.isArray,
+      tracers: Array.isArray,
+      workloads: Array.isArray,
+      runs: Array.isArray,
+      cells: Array.isArray,
+    },
+    p,
+  );
+  fields(
+    'options',
+    doc.options,
+    {
+      profile: oneOf('quick', 'default'),
+      runs: isNumber,
+      tracer_runs: isNumber,
+      threads: arrayOf(isNumber),
+      allocators: (v) => v === null || arrayOf(isString)(v),
+      workloads: (v) => v === null || arrayOf(isString)(v),
+      timeout_s: isNumber,
+      seed: isNumber,
+      size: isNumOrNull,
+    },
+    p,
+  );
+  fields(
+    'machine',
+    doc.machine,
+    {
+      cpu_model: isString,
+      logical_cpus: isNumber,
+      memory_bytes: isNumber,
+      kernel: isString,
+      os: isString,
+      arch: isString,
+      loadavg_start: isNumber,
+      loadavg_end: optional(isNumber),
+    },
+    p,
+  );
+  fields(
+    'versions',
+    doc.versions,
+    {
+      node: isString,
+      glibc: isStrOrNull,
+      compiler: isStrOrNull,
+      python3: isStrOrNull,
+      heaphook: stringMap,
+      git: isStrOrNull,
+    },
+    p,
+  );
   const names = new Set<string>();
   for (const [i, a] of ((doc.allocators as unknown[]) ?? []).entries()) {
     fields(`allocators[${i}]`, a, allocatorSpec, p);
@@ -198,58 +241,75 @@ export function validateResults(doc: unknown): string[] {
   if (!names.has('glibc')) p.push('allocators: no glibc entry (the baseline)');
   const workloads = new Set<string>();
   for (const [i, w] of ((doc.workloads as unknown[]) ?? []).entries()) {
-    fields(`workloads[${i}]`, w, {
-      name: isString,
-      base: isString,
-      description: isString,
-      threads: optional(isNumber),
-      size: isNumber,
-      command: isString,
-      args: arrayOf(isString),
-      primary: isString,
-      status: oneOf('ready', 'skipped'),
-      reason: optional(isString),
-    }, p);
+    fields(
+      `workloads[${i}]`,
+      w,
+      {
+        name: isString,
+        base: isString,
+        description: isString,
+        threads: optional(isNumber),
+        size: isNumber,
+        command: isString,
+        args: arrayOf(isString),
+        primary: isString,
+        status: oneOf('ready', 'skipped'),
+        reason: optional(isString),
+      },
+      p,
+    );
     if (isObject(w) && isString(w.name)) workloads.add(w.name as string);
   }
   for (const [i, r] of ((doc.runs as unknown[]) ?? []).entries()) {
-    fields(`runs[${i}]`, r, {
-      seq: isNumber,
-      workload: (v) => isString(v) && workloads.has(v as string),
-      allocator: (v) => isString(v) && names.has(v as string),
-      rep: isNumber,
-      status: oneOf('ok', 'failed', 'timeout'),
-      error: optional(isString),
-      exit_code: isNumOrNull,
-      signal: isStrOrNull,
-      wall_s: isNumOrNull,
-      user_s: isNumOrNull,
-      sys_s: isNumOrNull,
-      cpu_s: isNumOrNull,
-      peak_rss_bytes: isNumOrNull,
-      minflt: isNumOrNull,
-      majflt: isNumOrNull,
-      voluntary_switches: isNumOrNull,
-      involuntary_switches: isNumOrNull,
-      reported: (v) => v === null || isObject(v),
-      trace_bytes: optional(isNumber),
-      stderr_tail: optional(isString),
-    }, p);
-    if (isObject(r) && r.status === 'ok' && !isNumber(r.wall_s)) p.push(`runs[${i}]: ok without wall_s`);
-    if (isObject(r) && r.status !== 'ok' && !isString(r.error)) p.push(`runs[${i}]: not ok without an error`);
+    fields(
+      `runs[${i}]`,
+      r,
+      {
+        seq: isNumber,
+        workload: (v) => isString(v) && workloads.has(v as string),
+        allocator: (v) => isString(v) && names.has(v as string),
+        rep: isNumber,
+        status: oneOf('ok', 'failed', 'timeout'),
+        error: optional(isString),
+        exit_code: isNumOrNull,
+        signal: isStrOrNull,
+        wall_s: isNumOrNull,
+        user_s: isNumOrNull,
+        sys_s: isNumOrNull,
+        cpu_s: isNumOrNull,
+        peak_rss_bytes: isNumOrNull,
+        minflt: isNumOrNull,
+        majflt: isNumOrNull,
+        voluntary_switches: isNumOrNull,
+        involuntary_switches: isNumOrNull,
+        reported: (v) => v === null || isObject(v),
+        trace_bytes: optional(isNumber),
+        stderr_tail: optional(isString),
+      },
+      p,
+    );
+    if (isObject(r) && r.status === 'ok' && !isNumber(r.wall_s))
+      p.push(`runs[${i}]: ok without wall_s`);
+    if (isObject(r) && r.status !== 'ok' && !isString(r.error))
+      p.push(`runs[${i}]: not ok without an error`);
   }
   for (const [i, c] of ((doc.cells as unknown[]) ?? []).entries()) {
-    fields(`cells[${i}]`, c, {
-      workload: (v) => isString(v) && workloads.has(v as string),
-      allocator: (v) => isString(v) && names.has(v as string),
-      status: oneOf('ok', 'failed', 'skipped'),
-      runs: isNumber,
-      failed_runs: isNumber,
-      error: optional(isString),
-      metrics: (v) => isObject(v) && Object.values(v).every(statCheck),
-      ratios: (v) => isObject(v) && Object.values(v).every(isNumber),
-      baseline: isString,
-    }, p);
+    fields(
+      `cells[${i}]`,
+      c,
+      {
+        workload: (v) => isString(v) && workloads.has(v as string),
+        allocator: (v) => isString(v) && names.has(v as string),
+        status: oneOf('ok', 'failed', 'skipped'),
+        runs: isNumber,
+        failed_runs: isNumber,
+        error: optional(isString),
+        metrics: (v) => isObject(v) && Object.values(v).every(statCheck),
+        ratios: (v) => isObject(v) && Object.values(v).every(isNumber),
+        baseline: isString,
+      },
+      p,
+    );
   }
   return p;
 }

@@ -25,7 +25,8 @@ export function buildSchedule<W extends Named, A extends Named>(
   tracers: readonly A[] = [],
   tracerRuns = 0,
 ): Array<ScheduledRun<W, A>> {
-  if (!Number.isInteger(runs) || runs < 1) throw new Error(`runs must be a positive integer, got ${runs}`);
+  if (!Number.isInteger(runs) || runs < 1)
+    throw new Error(`runs must be a positive integer, got ${runs}`);
   const ws = workloads.filter((w) => w.status === 'ready');
   const as = allocators.filter((a) => a.status === 'ready');
   const ts = tracers.filter((t) => t.status === 'ready');
@@ -33,8 +34,10 @@ export function buildSchedule<W extends Named, A extends Named>(
   const reps = Math.max(runs, ts.length > 0 ? tracerRuns : 0);
   for (let rep = 0; rep < reps; rep++) {
     for (const workload of ws) {
-      if (rep < runs) for (const allocator of as) out.push({ seq: out.length, rep, workload, allocator });
-      if (rep < tracerRuns) for (const allocator of ts) out.push({ seq: out.length, rep, workload, allocator });
+      if (rep < runs)
+        for (const allocator of as) out.push({ seq: out.length, rep, workload, allocator });
+      if (rep < tracerRuns)
+        for (const allocator of ts) out.push({ seq: out.length, rep, workload, allocator });
     }
   }
   return out;

@@ -15,7 +15,15 @@ export function stat(xs: readonly number[]): Stat {
 /** Lower is better for every figure except these (throughputs reported by the workloads). */
 export const HIGHER_IS_BETTER: ReadonlySet<string> = new Set(['reported.ops_per_s']);
 
-const RUSAGE_KEYS = ['wall_s', 'cpu_s', 'user_s', 'sys_s', 'peak_rss_bytes', 'minflt', 'majflt'] as const;
+const RUSAGE_KEYS = [
+  'wall_s',
+  'cpu_s',
+  'user_s',
+  'sys_s',
+  'peak_rss_bytes',
+  'minflt',
+  'majflt',
+] as const;
 
 export function metricValue(run: RunRecord, key: MetricKey | string): number | null {
   if (key.startsWith('reported.')) {
@@ -48,7 +56,11 @@ export function checkChecksums(runs: readonly RunRecord[], reference = 'glibc'):
       continue;
     }
     const counts = new Map<string, number>();
-    for (const r of ok) counts.set(r.reported!.checksum as string, (counts.get(r.reported!.checksum as string) ?? 0) + 1);
+    for (const r of ok)
+      counts.set(
+        r.reported!.checksum as string,
+        (counts.get(r.reported!.checksum as string) ?? 0) + 1,
+      );
     let best: string | undefined;
     for (const [c, n] of counts) if (best === undefined || n > counts.get(best)!) best = c;
     if (best !== undefined) refs.set(w, best);
@@ -86,14 +98,16 @@ export function summarize(runs: readonly RunRecord[], keys: readonly CellKey[]):
     const metrics: Record<string, Stat> = {};
     const names = new Set<string>(RUSAGE_KEYS);
     for (const r of ok) {
-      for (const [key, v] of Object.entries(r.reported ?? {})) if (typeof v === 'number') names.add(`reported.${key}`);
+      for (const [key, v] of Object.entries(r.reported ?? {}))
+        if (typeof v === 'number') names.add(`reported.${key}`);
       if (r.trace_bytes !== undefined) names.add('trace_bytes');
     }
     for (const name of names) {
       const xs = ok.map((r) => metricValue(r, name)).filter((v): v is number => v !== null);
       if (xs.length > 0) metrics[name] = stat(xs);
     }
-    const status: Cell['status'] = k.status === 'skipped' || mine.length === 0 ? 'skipped' : bad.length > 0 ? 'failed' : 'ok';
+    const status: Cell['status'] =
+      k.status === 'skipped' || mine.length === 0 ? 'skipped' : bad.length > 0 ? 'failed' : 'ok';
     return {
       workload: k.workload,
       allocator: k.allocator,
@@ -121,7 +135,12 @@ export function summarize(runs: readonly RunRecord[], keys: readonly CellKey[]):
  * The allocators with the best median of `metric` among the passing cells of one workload
  * (several when they tie; none when every cell has the same value: there is no winner).
  */
-export function bestAllocators(cells: readonly Cell[], workload: string, metric: string, among?: readonly string[]): string[] {
+export function bestAllocators(
+  cells: readonly Cell[],
+  workload: string,
+  metric: string,
+  among?: readonly string[],
+): string[] {
   const higher = HIGHER_IS_BETTER.has(metric);
   const vals: Array<[string, number]> = [];
   for (const c of cells) {
@@ -137,6 +156,11 @@ export function bestAllocators(cells: readonly Cell[], workload: string, metric:
 }
 
 /** The first of bestAllocators(), if any. */
-export function bestAllocator(cells: readonly Cell[], workload: string, metric: string, among?: readonly string[]): string | undefined {
+export function bestAllocator(
+  cells: readonly Cell[],
+  workload: string,
+  metric: string,
+  among?: readonly string[],
+): string | undefined {
   return bestAllocators(cells, workload, metric, among)[0];
 }

@@ -29,7 +29,15 @@ export interface Allocator {
 }
 
 /** The workload figures the driver tabulates. `reported.*` come from the workload's JSON line. */
-export type MetricKey = 'wall_s' | 'cpu_s' | 'user_s' | 'sys_s' | 'peak_rss_bytes' | 'minflt' | 'majflt' | `reported.${string}`;
+export type MetricKey =
+  | 'wall_s'
+  | 'cpu_s'
+  | 'user_s'
+  | 'sys_s'
+  | 'peak_rss_bytes'
+  | 'minflt'
+  | 'majflt'
+  | `reported.${string}`;
 
 /** One workload program at one thread count. */
 export interface Workload {

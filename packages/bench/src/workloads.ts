@@ -24,7 +24,8 @@ export interface WorkloadDef {
   /** Initial pool of the real-time TLSF variant: about 1.5× the workload's peak RSS under glibc. */
   readonly rtPoolBytes: Readonly<Record<Profile, number>>;
   /** Resolves the command; returns a skip reason when the program is not available. */
-  readonly resolve: () => { command: string; args: string[]; env?: Record<string, string> } | { skip: string };
+  readonly resolve: () =>
+    { command: string; args: string[]; env?: Record<string, string> } | { skip: string };
 }
 
 function native(program: string) {
@@ -51,25 +52,28 @@ export function findPython(): string | null {
 export const WORKLOADS: readonly WorkloadDef[] = [
   {
     base: 'churn',
-    description: 'small-object churn on one thread: replace random objects of 16 B-1 KiB in a table of 20000',
+    description:
+      'small-object churn on one thread: replace random objects of 16 B-1 KiB in a table of 20000',
     threaded: false,
-    sizes: { quick: 1_500_000, default: 8_000_000 },
+    sizes: { quick: 1_500_000, default: 6_000_000 },
     primary: 'wall_s',
     rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_churn'),
   },
   {
     base: 'larson',
-    description: 'server pattern (Larson): threads replace random objects; every round new threads take over the tables, so blocks are freed by other threads',
+    description:
+      'server pattern (Larson): threads replace random objects; every round new threads take over the tables, so blocks are freed by other threads',
     threaded: true,
-    sizes: { quick: 1_500_000, default: 8_000_000 },
+    sizes: { quick: 1_500_000, default: 6_000_000 },
     primary: 'wall_s',
     rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_larson'),
   },
   {
     base: 'xthread',
-    description: 'producer/consumer pairs: messages of 16 B-32 KiB allocated by one thread, checked and freed by another',
+    description:
+      'producer/consumer pairs: messages of 16 B-32 KiB allocated by one thread, checked and freed by another',
     threaded: true,
     effectiveThreads: (t) => 2 * Math.max(1, Math.floor(t / 2)),
     sizes: { quick: 200_000, default: 2_000_000 },
@@ -79,43 +83,48 @@ export const WORKLOADS: readonly WorkloadDef[] = [
   },
   {
     base: 'false_sharing',
-    description: 'cache-thrash + cache-scratch (Hoard): threads write their own 8-byte objects; slow when the allocator puts them on one cache line',
+    description:
+      'cache-thrash + cache-scratch (Hoard): threads write their own 8-byte objects; slow when the allocator puts them on one cache line',
     threaded: true,
-    sizes: { quick: 15_000, default: 60_000 },
+    sizes: { quick: 15_000, default: 50_000 },
     primary: 'wall_s',
     rtPoolBytes: { quick: 8 * MiB, default: 8 * MiB },
     resolve: native('wl_false_sharing'),
   },
   {
     base: 'realloc_growth',
-    description: '128 buffers grown by appends with realloc to the exact length, up to 32 KiB (some 1 MiB), checked and retired',
+    description:
+      '128 buffers grown by appends with realloc to the exact length, up to 32 KiB (some 1 MiB), checked and retired',
     threaded: false,
-    sizes: { quick: 40_000, default: 200_000 },
+    sizes: { quick: 40_000, default: 150_000 },
     primary: 'wall_s',
     rtPoolBytes: { quick: 32 * MiB, default: 96 * MiB },
     resolve: native('wl_realloc_growth'),
   },
   {
     base: 'fragmentation',
-    description: 'long run of mixed lifetimes and a size mix that changes by phase; peak RSS against peak live bytes',
+    description:
+      'long run of mixed lifetimes and a size mix that changes by phase; peak RSS against peak live bytes',
     threaded: false,
-    sizes: { quick: 80_000, default: 400_000 },
+    sizes: { quick: 80_000, default: 300_000 },
     primary: 'reported.rss_over_live',
     rtPoolBytes: { quick: 96 * MiB, default: 160 * MiB },
     resolve: native('wl_fragmentation'),
   },
   {
     base: 'latency',
-    description: 'real-time loop at 10 kHz, 16 mixed malloc/free per cycle, each call timed; percentiles and page faults of the timed phase',
+    description:
+      'real-time loop at 10 kHz, 16 mixed malloc/free per cycle, each call timed; percentiles and page faults of the timed phase',
     threaded: false,
-    sizes: { quick: 2_500, default: 15_000 },
+    sizes: { quick: 2_500, default: 12_000 },
     primary: 'reported.p99_99_ns',
     rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_latency'),
   },
   {
     base: 'python-json',
-    description: 'real program, as-is: python3 builds a document of N records, JSON dump + parse round trips, checked',
+    description:
+      'real program, as-is: python3 builds a document of N records, JSON dump + parse round trips, checked',
     threaded: false,
     sizes: { quick: 1_500, default: 6_000 },
     primary: 'wall_s',
@@ -128,7 +137,8 @@ export const WORKLOADS: readonly WorkloadDef[] = [
   },
   {
     base: 'node-json',
-    description: 'real program, as-is: node builds a document of N records, JSON stringify + parse round trips through a Buffer, checked',
+    description:
+      'real program, as-is: node builds a document of N records, JSON stringify + parse round trips through a Buffer, checked',
     threaded: false,
     sizes: { quick: 1_500, default: 6_000 },
     primary: 'wall_s',
@@ -189,7 +199,14 @@ export function selectWorkloads(sel: WorkloadSelection): Workload[] {
         ...(threads !== undefined ? { threads } : {}),
       };
       if ('skip' in resolved) {
-        out.push({ ...common, command: '', args: [], env: {}, status: 'skipped', reason: resolved.skip });
+        out.push({
+          ...common,
+          command: '',
+          args: [],
+          env: {},
+          status: 'skipped',
+          reason: resolved.skip,
+        });
       } else {
         out.push({
           ...common,

@@ -1,30 +1,70 @@
 import { describe, expect, it } from 'vitest';
 
-import { allocatorEnv, discoverAllocators, filterByName, parseCustom, parseVariant } from '../src/allocators.js';
+import {
+  allocatorEnv,
+  discoverAllocators,
+  filterByName,
+  parseCustom,
+  parseVariant,
+} from '../src/allocators.js';
 import { selectWorkloads } from '../src/workloads.js';
 
 const noDeb = () => undefined;
 const backends = [
-  { name: 'example', packageName: '@heaphook/core', libraryPath: '/ws/core/libheaphook_example.so', built: true, nxProject: 'core' },
-  { name: 'tlsf', packageName: '@heaphook/tlsf', libraryPath: '/ws/tlsf/libheaphook_tlsf.so', built: true, nxProject: 'tlsf' },
+  {
+    name: 'example',
+    packageName: '@heaphook/core',
+    libraryPath: '/ws/core/libheaphook_example.so',
+    built: true,
+    nxProject: 'core',
+  },
+  {
+    name: 'tlsf',
+    packageName: '@heaphook/tlsf',
+    libraryPath: '/ws/tlsf/libheaphook_tlsf.so',
+    built: true,
+    nxProject: 'tlsf',
+  },
 ];
 
 describe('discoverAllocators: the skip path', () => {
   it('reports a missing system allocator as "skipped: install <package>", never an error', () => {
-    const d = discoverAllocators({ backends: [], exists: () => false, which: () => null, debianVersion: noDeb });
+    const d = discoverAllocators({
+      backends: [],
+      exists: () => false,
+      which: () => null,
+      debianVersion: noDeb,
+    });
     const byName = new Map(d.allocators.map((a) => [a.name, a]));
     expect(byName.get('glibc')!.status).toBe('ready');
-    expect(byName.get('jemalloc')).toMatchObject({ status: 'skipped', reason: 'install libjemalloc2' });
-    expect(byName.get('mimalloc')).toMatchObject({ status: 'skipped', reason: 'install libmimalloc2.0' });
-    expect(byName.get('tcmalloc')).toMatchObject({ status: 'skipped', reason: 'install libtcmalloc-minimal4' });
+    expect(byName.get('jemalloc')).toMatchObject({
+      status: 'skipped',
+      reason: 'install libjemalloc2',
+    });
+    expect(byName.get('mimalloc')).toMatchObject({
+      status: 'skipped',
+      reason: 'install libmimalloc2.0',
+    });
+    expect(byName.get('tcmalloc')).toMatchObject({
+      status: 'skipped',
+      reason: 'install libtcmalloc-minimal4',
+    });
     const tracers = new Map(d.tracers.map((t) => [t.name, t]));
-    expect(tracers.get('kde-heaptrack')).toMatchObject({ status: 'skipped', reason: 'install heaptrack' });
+    expect(tracers.get('kde-heaptrack')).toMatchObject({
+      status: 'skipped',
+      reason: 'install heaptrack',
+    });
     expect(tracers.get('heaphook-heaptrack')!.status).toBe('skipped');
-    expect(tracers.get('heaphook-heaptrack')!.reason).toMatch(/no heaphook backend named heaptrack/);
+    expect(tracers.get('heaphook-heaptrack')!.reason).toMatch(
+      /no heaphook backend named heaptrack/,
+    );
   });
 
   it('finds a system allocator in the multiarch folder and preloads it', () => {
-    const present = new Set(['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2', '/usr/lib/libmimalloc.so.2']);
+    const present = new Set([
+      '/usr/lib/x86_64-linux-gnu/libjemalloc.so.2',
+      '/usr/lib/libmimalloc.so.2',
+    ]);
     const d = discoverAllocators({
       backends: [],
       libDirs: ['/usr/lib/x86_64-linux-gnu', '/usr/lib'],
@@ -33,8 +73,14 @@ describe('discoverAllocators: the skip path', () => {
       debianVersion: (pkg) => (pkg === 'libjemalloc2' ? '5.3.0-1' : undefined),
     });
     const jemalloc = d.allocators.find((a) => a.name === 'jemalloc')!;
-    expect(jemalloc).toMatchObject({ status: 'ready', preload: ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2'], version: '5.3.0-1' });
-    expect(d.allocators.find((a) => a.name === 'mimalloc')!.preload).toEqual(['/usr/lib/libmimalloc.so.2']);
+    expect(jemalloc).toMatchObject({
+      status: 'ready',
+      preload: ['/usr/lib/x86_64-linux-gnu/libjemalloc.so.2'],
+      version: '5.3.0-1',
+    });
+    expect(d.allocators.find((a) => a.name === 'mimalloc')!.preload).toEqual([
+      '/usr/lib/libmimalloc.so.2',
+    ]);
   });
 
   it('lists every workspace backend, says how to build one that is not built, and adds tlsf-rt', () => {
@@ -46,13 +92,24 @@ describe('discoverAllocators: the skip path', () => {
     });
     const names = d.allocators.map((a) => a.name);
     expect(names.slice(0, 4)).toEqual(['glibc', 'example', 'tlsf', 'tlsf-rt']);
-    expect(d.allocators.find((a) => a.name === 'example')).toMatchObject({ status: 'ready', preload: ['/ws/core/libheaphook_example.so'] });
-    expect(d.allocators.find((a) => a.name === 'tlsf')).toMatchObject({ status: 'skipped', reason: 'not built: run npx nx build tlsf' });
+    expect(d.allocators.find((a) => a.name === 'example')).toMatchObject({
+      status: 'ready',
+      preload: ['/ws/core/libheaphook_example.so'],
+    });
+    expect(d.allocators.find((a) => a.name === 'tlsf')).toMatchObject({
+      status: 'skipped',
+      reason: 'not built: run npx nx build tlsf',
+    });
     expect(d.allocators.find((a) => a.name === 'tlsf-rt')!.status).toBe('skipped');
   });
 
   it('sizes the real-time TLSF pool per workload and pre-faults it', () => {
-    const d = discoverAllocators({ backends, exists: () => false, which: () => null, debianVersion: noDeb });
+    const d = discoverAllocators({
+      backends,
+      exists: () => false,
+      which: () => null,
+      debianVersion: noDeb,
+    });
     const rt = d.allocators.find((a) => a.name === 'tlsf-rt')!;
     const [frag] = selectWorkloads({ profile: 'default', threads: [2], only: ['fragmentation'] });
     expect(allocatorEnv(rt, frag!)).toEqual({
@@ -63,12 +120,30 @@ describe('discoverAllocators: the skip path', () => {
   });
 
   it('treats a heaptrack backend as a tracer, alone and stacked over tlsf', () => {
-    const ht = { name: 'heaptrack', packageName: '@heaphook/heaptrack', libraryPath: '/ws/ht/libheaphook_heaptrack.so', built: true };
-    const d = discoverAllocators({ backends: [...backends, ht], exists: () => false, which: (c) => (c === 'heaptrack' ? '/usr/bin/heaptrack' : null), debianVersion: noDeb });
+    const ht = {
+      name: 'heaptrack',
+      packageName: '@heaphook/heaptrack',
+      libraryPath: '/ws/ht/libheaphook_heaptrack.so',
+      built: true,
+    };
+    const d = discoverAllocators({
+      backends: [...backends, ht],
+      exists: () => false,
+      which: (c) => (c === 'heaptrack' ? '/usr/bin/heaptrack' : null),
+      debianVersion: noDeb,
+    });
     expect(d.allocators.map((a) => a.name)).not.toContain('heaptrack');
     const t = new Map(d.tracers.map((x) => [x.name, x]));
-    expect(t.get('kde-heaptrack')).toMatchObject({ status: 'ready', baseline: 'glibc', wrap: ['/usr/bin/heaptrack', '-o', '{dir}/heaptrack'] });
-    expect(t.get('heaphook-heaptrack')).toMatchObject({ status: 'ready', preload: ['/ws/ht/libheaphook_heaptrack.so'], baseline: 'glibc' });
+    expect(t.get('kde-heaptrack')).toMatchObject({
+      status: 'ready',
+      baseline: 'glibc',
+      wrap: ['/usr/bin/heaptrack', '-o', '{dir}/heaptrack'],
+    });
+    expect(t.get('heaphook-heaptrack')).toMatchObject({
+      status: 'ready',
+      preload: ['/ws/ht/libheaphook_heaptrack.so'],
+      baseline: 'glibc',
+    });
     expect(t.get('heaphook-heaptrack+tlsf')).toMatchObject({
       status: 'ready',
       preload: ['/ws/ht/libheaphook_heaptrack.so', '/ws/tlsf/libheaphook_tlsf.so'],
@@ -79,7 +154,9 @@ describe('discoverAllocators: the skip path', () => {
 
 describe('command-line allocator specs', () => {
   it('parses --variant NAME=BACKEND:KEY=VALUE,...', () => {
-    expect(parseVariant('tlsf-1g=tlsf:INITIAL_MEMPOOL_SIZE=1G,HEAPHOOK_TLSF_PREFAULT=1')).toMatchObject({
+    expect(
+      parseVariant('tlsf-1g=tlsf:INITIAL_MEMPOOL_SIZE=1G,HEAPHOOK_TLSF_PREFAULT=1'),
+    ).toMatchObject({
       name: 'tlsf-1g',
       backend: 'tlsf',
       env: { INITIAL_MEMPOOL_SIZE: '1G', HEAPHOOK_TLSF_PREFAULT: '1' },
@@ -89,21 +166,37 @@ describe('command-line allocator specs', () => {
   });
 
   it('parses --preload NAME=PATH', () => {
-    expect(parseCustom('mine=/opt/lib/libmine.so')).toEqual({ name: 'mine', path: '/opt/lib/libmine.so' });
+    expect(parseCustom('mine=/opt/lib/libmine.so')).toEqual({
+      name: 'mine',
+      path: '/opt/lib/libmine.so',
+    });
     expect(() => parseCustom('/opt/lib/libmine.so')).toThrow(/NAME=/);
   });
 
   it('filters by name, always keeps glibc, and names the known ones on a typo', () => {
     const items = [{ name: 'glibc' }, { name: 'tlsf' }, { name: 'jemalloc' }];
-    expect(filterByName(items, ['jemalloc'], 'allocator', ['glibc']).map((i) => i.name)).toEqual(['glibc', 'jemalloc']);
-    expect(filterByName(items, undefined, 'allocator').map((i) => i.name)).toEqual(['glibc', 'tlsf', 'jemalloc']);
-    expect(() => filterByName(items, ['jemaloc'], 'allocator')).toThrow(/unknown allocator 'jemaloc'; known: glibc, tlsf, jemalloc/);
+    expect(filterByName(items, ['jemalloc'], 'allocator', ['glibc']).map((i) => i.name)).toEqual([
+      'glibc',
+      'jemalloc',
+    ]);
+    expect(filterByName(items, undefined, 'allocator').map((i) => i.name)).toEqual([
+      'glibc',
+      'tlsf',
+      'jemalloc',
+    ]);
+    expect(() => filterByName(items, ['jemaloc'], 'allocator')).toThrow(
+      /unknown allocator 'jemaloc'; known: glibc, tlsf, jemalloc/,
+    );
   });
 });
 
 describe('selectWorkloads', () => {
   it('makes one instance per thread count, folding counts that run the same program', () => {
-    const names = selectWorkloads({ profile: 'quick', threads: [1, 2], only: ['larson', 'xthread', 'churn'] }).map((w) => w.name);
+    const names = selectWorkloads({
+      profile: 'quick',
+      threads: [1, 2],
+      only: ['larson', 'xthread', 'churn'],
+    }).map((w) => w.name);
     expect(names).toEqual(['churn', 'larson-t1', 'larson-t2', 'xthread-t2']);
   });
 
@@ -113,6 +206,8 @@ describe('selectWorkloads', () => {
   });
 
   it('rejects an unknown workload name', () => {
-    expect(() => selectWorkloads({ profile: 'quick', threads: [2], only: ['nope'] })).toThrow(/unknown workload 'nope'/);
+    expect(() => selectWorkloads({ profile: 'quick', threads: [2], only: ['nope'] })).toThrow(
+      /unknown workload 'nope'/,
+    );
   });
 });

@@ -1,7 +1,14 @@
 import type { RunRecord } from '../src/types.js';
 
 /** A passing run record with the given wall time and workload figures. */
-export function fakeRun(workload: string, allocator: string, rep: number, wall: number, reported: Record<string, unknown> = {}, extra: Partial<RunRecord> = {}): RunRecord {
+export function fakeRun(
+  workload: string,
+  allocator: string,
+  rep: number,
+  wall: number,
+  reported: Record<string, unknown> = {},
+  extra: Partial<RunRecord> = {},
+): RunRecord {
   return {
     seq: rep,
     workload,
@@ -24,7 +31,12 @@ export function fakeRun(workload: string, allocator: string, rep: number, wall: 
   };
 }
 
-export function failedRun(workload: string, allocator: string, rep: number, error: string): RunRecord {
+export function failedRun(
+  workload: string,
+  allocator: string,
+  rep: number,
+  error: string,
+): RunRecord {
   return {
     ...fakeRun(workload, allocator, rep, 0.1),
     status: 'failed',

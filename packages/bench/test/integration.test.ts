@@ -28,7 +28,10 @@ const alwaysFails: WorkloadDef = {
   sizes: { quick: 1, default: 1 },
   primary: 'wall_s',
   rtPoolBytes: { quick: 1 << 20, default: 1 << 20 },
-  resolve: () => ({ command: '/bin/sh', args: ['-c', 'echo "verification failed: fake result" >&2; exit 2', 'sh'] }),
+  resolve: () => ({
+    command: '/bin/sh',
+    args: ['-c', 'echo "verification failed: fake result" >&2; exit 2', 'sh'],
+  }),
 };
 
 describe('compare: failures stay in their cell and the run goes on', () => {
@@ -43,7 +46,14 @@ describe('compare: failures stay in their cell and the run goes on', () => {
       allocators: ['broken', 'broken-crash'],
       tracers: false,
       backends: [{ name: 'broken', packageName: 'test', libraryPath: brokenLib, built: true }],
-      variants: [{ name: 'broken-crash', backend: 'broken', description: 'crashes', env: { BROKEN_ALLOC_MODE: 'crash' } }],
+      variants: [
+        {
+          name: 'broken-crash',
+          backend: 'broken',
+          description: 'crashes',
+          env: { BROKEN_ALLOC_MODE: 'crash' },
+        },
+      ],
       extraWorkloads: [alwaysFails],
       write: false,
       progress: false,
@@ -51,7 +61,8 @@ describe('compare: failures stay in their cell and the run goes on', () => {
       log: () => {},
     });
     results = out.results;
-    const cell = (w: string, a: string) => results.cells.find((c) => c.workload === w && c.allocator === a)!;
+    const cell = (w: string, a: string) =>
+      results.cells.find((c) => c.workload === w && c.allocator === a)!;
     expect(results.runs).toHaveLength(6);
     expect(cell('churn', 'glibc')).toMatchObject({ status: 'ok', ratios: { wall_s: 1 } });
     expect(cell('churn', 'glibc').metrics['reported.ops']!.median).toBe(40_000);
@@ -59,8 +70,11 @@ describe('compare: failures stay in their cell and the run goes on', () => {
     expect(cell('churn', 'broken').error).toMatch(/exit code 2: verification failed: churn/);
     expect(cell('churn', 'broken-crash').status).toBe('failed');
     expect(cell('churn', 'broken-crash').error).toMatch(/killed by SIGABRT/);
-    expect(cell('always-fails', 'glibc')).toMatchObject({ status: 'failed', error: 'exit code 2: verification failed: fake result' });
-    expect(out.report).toMatch(/churn\s+wall time\s+\S+ ms\s+failed\s+failed/);
+    expect(cell('always-fails', 'glibc')).toMatchObject({
+      status: 'failed',
+      error: 'exit code 2: verification failed: fake result',
+    });
+    expect(out.report).toMatch(/churn\s+wall time\s+\S+ (?:µs|ms|s)\s+failed\s+failed/);
     expect(out.report).toMatch(/Failures:/);
   });
 
@@ -88,7 +102,22 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
     const out = join(tmp, 'cli');
     const r = spawnSync(
       process.execPath,
-      [join(packageDir, 'dist', 'cli.js'), 'compare', '--quick', '--workloads', 'churn,latency', '--allocators', 'glibc,jemalloc', '--no-tracers', '--runs', '1', '--no-progress', '--no-warmup', '--out', out],
+      [
+        join(packageDir, 'dist', 'cli.js'),
+        'compare',
+        '--quick',
+        '--workloads',
+        'churn,latency',
+        '--allocators',
+        'glibc,jemalloc',
+        '--no-tracers',
+        '--runs',
+        '1',
+        '--no-progress',
+        '--no-warmup',
+        '--out',
+        out,
+      ],
       { encoding: 'utf8', timeout: 120_000 },
     );
     expect(r.stderr).not.toMatch(/heaphook-bench:/);
@@ -96,16 +125,27 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
     expect(r.stdout).toMatch(/Allocators compared: quick smoke run/);
     expect(r.stdout).toMatch(/^churn\s+wall time/m);
     expect(r.stdout).toMatch(/Real-time latency \(latency\)/);
-    for (const f of ['latest.json', 'latest.md', 'latest.svg']) expect(existsSync(join(out, f))).toBe(true);
+    for (const f of ['latest.json', 'latest.md', 'latest.svg'])
+      expect(existsSync(join(out, f))).toBe(true);
     const doc = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as Results;
     expect(validateResults(doc)).toEqual([]);
-    expect(doc.options).toMatchObject({ profile: 'quick', runs: 1, workloads: ['churn', 'latency'] });
+    expect(doc.options).toMatchObject({
+      profile: 'quick',
+      runs: 1,
+      workloads: ['churn', 'latency'],
+    });
     const jemalloc = doc.allocators.find((a) => a.name === 'jemalloc')!;
-    if (jemalloc.status === 'skipped') expect(r.stdout).toMatch(/jemalloc: skipped: install libjemalloc2/);
+    if (jemalloc.status === 'skipped')
+      expect(r.stdout).toMatch(/jemalloc: skipped: install libjemalloc2/);
     const lat = doc.cells.find((c) => c.workload === 'latency' && c.allocator === 'glibc')!;
     expect(lat.status).toBe('ok');
-    for (const k of ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt']) expect(lat.metrics[`reported.${k}`]).toBeDefined();
-    expect(readFileSync(join(out, 'latest.svg'), 'utf8')).toMatch(/^<svg[^>]+xmlns="http:\/\/www.w3.org\/2000\/svg"/);
-    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toMatch(/\| workload \| figure \(lower is better\) \| glibc \|/);
+    for (const k of ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt'])
+      expect(lat.metrics[`reported.${k}`]).toBeDefined();
+    expect(readFileSync(join(out, 'latest.svg'), 'utf8')).toMatch(
+      /^<svg[^>]+xmlns="http:\/\/www.w3.org\/2000\/svg"/,
+    );
+    expect(readFileSync(join(out, 'latest.md'), 'utf8')).toMatch(
+      /\| workload \| figure \(lower is better\) \| glibc \|/,
+    );
   });
 });

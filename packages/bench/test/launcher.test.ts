@@ -23,38 +23,65 @@ const good = '{"workload":"churn","ok":true,"ops":10,"checksum":"00ff"}\n';
 
 describe('classifyRun', () => {
   it('passes a run that exited 0 and printed ok=true', () => {
-    expect(classifyRun(report(), good, '', 60)).toEqual({ status: 'ok', reported: { workload: 'churn', ok: true, ops: 10, checksum: '00ff' } });
+    expect(classifyRun(report(), good, '', 60)).toEqual({
+      status: 'ok',
+      reported: { workload: 'churn', ok: true, ops: 10, checksum: '00ff' },
+    });
   });
 
-  it('fails a wrong result, quoting the workload\'s verification line', () => {
-    const c = classifyRun(report({ exit_code: 2 }), '', 'some noise\nverification failed: churn: block 0x1 corrupted\n', 60);
+  it("fails a wrong result, quoting the workload's verification line", () => {
+    const c = classifyRun(
+      report({ exit_code: 2 }),
+      '',
+      'some noise\nverification failed: churn: block 0x1 corrupted\n',
+      60,
+    );
     expect(c.status).toBe('failed');
     expect(c.error).toBe('exit code 2: verification failed: churn: block 0x1 corrupted');
   });
 
   it('fails a crash with the signal name', () => {
-    expect(classifyRun(report({ exit_code: -1, signal: 11 }), '', '', 60).error).toBe('killed by SIGSEGV');
-    expect(classifyRun(report({ exit_code: -1, signal: 6 }), '', 'free(): invalid pointer\n', 60).error).toBe('killed by SIGABRT: free(): invalid pointer');
+    expect(classifyRun(report({ exit_code: -1, signal: 11 }), '', '', 60).error).toBe(
+      'killed by SIGSEGV',
+    );
+    expect(
+      classifyRun(report({ exit_code: -1, signal: 6 }), '', 'free(): invalid pointer\n', 60).error,
+    ).toBe('killed by SIGABRT: free(): invalid pointer');
   });
 
   it('counts a timeout as its own status', () => {
-    expect(classifyRun(report({ timed_out: true, signal: 9, exit_code: -1 }), '', '', 30)).toMatchObject({ status: 'timeout', error: 'timed out after 30 s' });
+    expect(
+      classifyRun(report({ timed_out: true, signal: 9, exit_code: -1 }), '', '', 30),
+    ).toMatchObject({ status: 'timeout', error: 'timed out after 30 s' });
   });
 
   it('fails a run that printed no result, or ok=false', () => {
-    expect(classifyRun(report(), 'hello\n', '', 60)).toMatchObject({ status: 'failed', error: 'no result line (JSON) on stdout' });
+    expect(classifyRun(report(), 'hello\n', '', 60)).toMatchObject({
+      status: 'failed',
+      error: 'no result line (JSON) on stdout',
+    });
     expect(classifyRun(report(), '{"ok":false}\n', '', 60).status).toBe('failed');
   });
 
   it('fails when the program could not start or the launcher said nothing', () => {
-    expect(classifyRun(report({ exec_errno: 2, exit_code: 127 }), '', 'hh-run: cannot run /nope: No such file or directory\n', 60).error).toMatch(/cannot run \/nope/);
+    expect(
+      classifyRun(
+        report({ exec_errno: 2, exit_code: 127 }),
+        '',
+        'hh-run: cannot run /nope: No such file or directory\n',
+        60,
+      ).error,
+    ).toMatch(/cannot run \/nope/);
     expect(classifyRun(null, '', '', 60).status).toBe('failed');
   });
 });
 
 describe('lastJsonLine', () => {
-  it('finds the result among a wrapper\'s output (KDE heaptrack prints around it)', () => {
-    const out = 'heaptrack output will be written to "/tmp/x/heaptrack.zst"\nstarting application, this might take some time...\n' + good + 'Heaptrack finished! Now run the following to investigate the data:\n\n  heaptrack --analyze "/tmp/x/heaptrack.zst"\n';
+  it("finds the result among a wrapper's output (KDE heaptrack prints around it)", () => {
+    const out =
+      'heaptrack output will be written to "/tmp/x/heaptrack.zst"\nstarting application, this might take some time...\n' +
+      good +
+      'Heaptrack finished! Now run the following to investigate the data:\n\n  heaptrack --analyze "/tmp/x/heaptrack.zst"\n';
     expect(lastJsonLine(out)).toMatchObject({ workload: 'churn', ok: true });
     expect(lastJsonLine('{not json}\n')).toBeNull();
     expect(lastJsonLine('[1,2]\n')).toBeNull();

@@ -5,9 +5,18 @@ import { micro, tlsfCases, type TlsfHeapLike } from '../src/micro.js';
 describe('micro', () => {
   it('skips the TLSF suite with a message when the addon is not built', async () => {
     const lines: string[] = [];
-    const out = await micro({ quick: true, write: false, log: (l) => lines.push(l), loadTlsf: async () => ({ skipped: 'skipped: the TLSF addon is not built; run npx nx build tlsf' }) });
+    const out = await micro({
+      quick: true,
+      write: false,
+      log: (l) => lines.push(l),
+      loadTlsf: async () => ({
+        skipped: 'skipped: the TLSF addon is not built; run npx nx build tlsf',
+      }),
+    });
     expect(out.results).toEqual([]);
-    expect(out.skipped).toEqual(['tlsf: skipped: the TLSF addon is not built; run npx nx build tlsf']);
+    expect(out.skipped).toEqual([
+      'tlsf: skipped: the TLSF addon is not built; run npx nx build tlsf',
+    ]);
     expect(lines.join('\n')).toMatch(/tlsf: skipped: the TLSF addon is not built/);
   });
 

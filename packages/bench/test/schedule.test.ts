@@ -9,9 +9,24 @@ describe('buildSchedule', () => {
   it('interleaves the allocators: A B C A B C ..., every repetition in turn', () => {
     const s = buildSchedule([ready('w1'), ready('w2')], [ready('A'), ready('B'), ready('C')], 3);
     expect(s.map((r) => `${r.rep}:${r.workload.name}:${r.allocator.name}`)).toEqual([
-      '0:w1:A', '0:w1:B', '0:w1:C', '0:w2:A', '0:w2:B', '0:w2:C',
-      '1:w1:A', '1:w1:B', '1:w1:C', '1:w2:A', '1:w2:B', '1:w2:C',
-      '2:w1:A', '2:w1:B', '2:w1:C', '2:w2:A', '2:w2:B', '2:w2:C',
+      '0:w1:A',
+      '0:w1:B',
+      '0:w1:C',
+      '0:w2:A',
+      '0:w2:B',
+      '0:w2:C',
+      '1:w1:A',
+      '1:w1:B',
+      '1:w1:C',
+      '1:w2:A',
+      '1:w2:B',
+      '1:w2:C',
+      '2:w1:A',
+      '2:w1:B',
+      '2:w1:C',
+      '2:w2:A',
+      '2:w2:B',
+      '2:w2:C',
     ]);
     expect(s.map((r) => r.seq)).toEqual(s.map((_, i) => i));
   });
@@ -19,19 +34,33 @@ describe('buildSchedule', () => {
   it('never runs one allocator twice in a row for a workload before the others had their turn', () => {
     const s = buildSchedule([ready('w')], [ready('A'), ready('B'), ready('C'), ready('D')], 5);
     const order = s.map((r) => r.allocator.name);
-    for (let i = 0; i + 4 <= order.length; i += 4) expect(new Set(order.slice(i, i + 4)).size).toBe(4);
+    for (let i = 0; i + 4 <= order.length; i += 4)
+      expect(new Set(order.slice(i, i + 4)).size).toBe(4);
     expect(order.filter((a) => a === 'A')).toHaveLength(5);
   });
 
   it('adds tracer runs to the first tracerRuns repetitions only', () => {
     const s = buildSchedule([ready('w')], [ready('glibc'), ready('tlsf')], 3, [ready('trace')], 2);
     expect(s.map((r) => `${r.rep}:${r.allocator.name}`)).toEqual([
-      '0:glibc', '0:tlsf', '0:trace', '1:glibc', '1:tlsf', '1:trace', '2:glibc', '2:tlsf',
+      '0:glibc',
+      '0:tlsf',
+      '0:trace',
+      '1:glibc',
+      '1:tlsf',
+      '1:trace',
+      '2:glibc',
+      '2:tlsf',
     ]);
   });
 
   it('leaves out skipped workloads, allocators and tracers', () => {
-    const s = buildSchedule([ready('w'), skipped('py')], [ready('glibc'), skipped('jemalloc')], 2, [skipped('kde')], 2);
+    const s = buildSchedule(
+      [ready('w'), skipped('py')],
+      [ready('glibc'), skipped('jemalloc')],
+      2,
+      [skipped('kde')],
+      2,
+    );
     expect(s.map((r) => `${r.workload.name}:${r.allocator.name}`)).toEqual(['w:glibc', 'w:glibc']);
   });
 

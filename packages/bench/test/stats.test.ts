@@ -60,7 +60,10 @@ describe('summarize', () => {
   });
 
   it('gives no ratios when the baseline itself failed', () => {
-    const runs = [failedRun('churn', 'glibc', 0, 'killed by SIGSEGV'), fakeRun('churn', 'fast', 0, 1.0)];
+    const runs = [
+      failedRun('churn', 'glibc', 0, 'killed by SIGSEGV'),
+      fakeRun('churn', 'fast', 0, 1.0),
+    ];
     const cells = summarize(runs, keys);
     expect(cells.find((c) => c.allocator === 'glibc')!.status).toBe('failed');
     expect(cells.find((c) => c.allocator === 'fast')!.ratios).toEqual({});
@@ -93,7 +96,12 @@ describe('checkChecksums', () => {
 
 describe('bestAllocators', () => {
   const cells = summarize(
-    [fakeRun('w', 'glibc', 0, 2), fakeRun('w', 'a', 0, 1), fakeRun('w', 'b', 0, 1), failedRun('w', 'c', 0, 'x')],
+    [
+      fakeRun('w', 'glibc', 0, 2),
+      fakeRun('w', 'a', 0, 1),
+      fakeRun('w', 'b', 0, 1),
+      failedRun('w', 'c', 0, 'x'),
+    ],
     ['glibc', 'a', 'b', 'c'].map((allocator) => ({ workload: 'w', allocator, baseline: 'glibc' })),
   );
 

@@ -11,7 +11,18 @@ import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 
 const ROUNDS = 4;
-const WORDS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel', 'india', 'juliett'];
+const WORDS = [
+  'alpha',
+  'bravo',
+  'charlie',
+  'delta',
+  'echo',
+  'foxtrot',
+  'golf',
+  'hotel',
+  'india',
+  'juliett',
+];
 
 function rng(seed) {
   // mulberry32
@@ -35,7 +46,9 @@ function main(argv) {
     else if (key === '--seed') seed = Number(val);
     else if (key === '--threads') continue;
     else {
-      process.stderr.write(`usage: json_roundtrip.mjs [--size N] [--seed S]  (bad argument: ${argv[i]})\n`);
+      process.stderr.write(
+        `usage: json_roundtrip.mjs [--size N] [--seed S]  (bad argument: ${argv[i]})\n`,
+      );
       return 64;
     }
   }
@@ -46,7 +59,10 @@ function main(argv) {
   for (let i = 0; i < size; i++) {
     records.push({
       id: i,
-      name: Array.from({ length: int(5, 40) }, () => 'abcdefghijklmnopqrstuvwxyz '[int(0, 26)]).join(''),
+      name: Array.from(
+        { length: int(5, 40) },
+        () => 'abcdefghijklmnopqrstuvwxyz '[int(0, 26)],
+      ).join(''),
       tags: Array.from({ length: int(0, 8) }, () => WORDS[int(0, WORDS.length - 1)]),
       score: r() * 1000,
       active: r() < 0.5,
@@ -76,7 +92,14 @@ function main(argv) {
   const checksum = createHash('sha256').update(text).digest('hex').slice(0, 16);
   const elapsed = Number(process.hrtime.bigint() - t0);
   process.stdout.write(
-    JSON.stringify({ workload: 'node-json', ok: true, ops: size * ROUNDS, bytes: total, checksum, elapsed_ns: elapsed }) + '\n',
+    JSON.stringify({
+      workload: 'node-json',
+      ok: true,
+      ops: size * ROUNDS,
+      bytes: total,
+      checksum,
+      elapsed_ns: elapsed,
+    }) + '\n',
   );
   return 0;
 }

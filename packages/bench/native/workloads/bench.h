@@ -28,88 +28,95 @@
 
 /* ---- seeded generator: splitmix64 (tiny state, good enough for workloads) ---- */
 typedef struct {
-  uint64_t s;
+    uint64_t s;
 } rng_t;
 
-static inline void rng_seed(rng_t *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL; }
+static inline void rng_seed(rng_t *r, uint64_t seed) {
+    r->s = seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+}
 
 static inline uint64_t rng_next(rng_t *r) {
-  uint64_t z = (r->s += 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
 }
 
 /* uniform in [lo, hi] */
-static inline uint64_t rng_range(rng_t *r, uint64_t lo, uint64_t hi) { return lo + rng_next(r) % (hi - lo + 1); }
+static inline uint64_t rng_range(rng_t *r, uint64_t lo, uint64_t hi) {
+    return lo + rng_next(r) % (hi - lo + 1);
+}
 
 /* percent in [0, 100) */
-static inline unsigned rng_pct(rng_t *r) { return (unsigned)(rng_next(r) % 100); }
+static inline unsigned rng_pct(rng_t *r) {
+    return (unsigned)(rng_next(r) % 100);
+}
 
 /* ---- arguments ---- */
 typedef struct {
-  long long size;
-  int threads;
-  uint64_t seed;
+    long long size;
+    int threads;
+    uint64_t seed;
 } bench_args_t;
 
 static inline void bench_parse_args(int argc, char **argv, bench_args_t *a, long long default_size,
                                     int default_threads) {
-  a->size = default_size;
-  a->threads = default_threads;
-  a->seed = 42;
-  for (int i = 1; i < argc; i++) {
-    const char *k = argv[i];
-    const char *v = NULL;
-    const char *eq = strchr(k, '=');
-    char key[32];
-    if (eq) {
-      size_t n = (size_t)(eq - k) < sizeof key - 1 ? (size_t)(eq - k) : sizeof key - 1;
-      memcpy(key, k, n);
-      key[n] = '\0';
-      v = eq + 1;
-    } else {
-      snprintf(key, sizeof key, "%s", k);
-      if (i + 1 < argc) v = argv[++i];
+    a->size = default_size;
+    a->threads = default_threads;
+    a->seed = 42;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i];
+        const char *v = NULL;
+        const char *eq = strchr(k, '=');
+        char key[32];
+        if (eq) {
+            size_t n = (size_t)(eq - k) < sizeof key - 1 ? (size_t)(eq - k) : sizeof key - 1;
+            memcpy(key, k, n);
+            key[n] = '\0';
+            v = eq + 1;
+        } else {
+            snprintf(key, sizeof key, "%s", k);
+            if (i + 1 < argc) v = argv[++i];
+        }
+        if (!v) goto bad;
+        char *end = NULL;
+        errno = 0;
+        long long n = strtoll(v, &end, 10);
+        if (errno || !end || *end || n <= 0) goto bad;
+        if (strcmp(key, "--size") == 0) {
+            a->size = n;
+        } else if (strcmp(key, "--threads") == 0) {
+            a->threads = (int)n;
+        } else if (strcmp(key, "--seed") == 0) {
+            a->seed = (uint64_t)n;
+        } else {
+            goto bad;
+        }
+        continue;
+    bad:
+        fprintf(stderr, "usage: %s [--size N] [--threads T] [--seed S]  (bad argument: %s)\n",
+                argv[0], k);
+        exit(64);
     }
-    if (!v) goto bad;
-    char *end = NULL;
-    errno = 0;
-    long long n = strtoll(v, &end, 10);
-    if (errno || !end || *end || n <= 0) goto bad;
-    if (strcmp(key, "--size") == 0) {
-      a->size = n;
-    } else if (strcmp(key, "--threads") == 0) {
-      a->threads = (int)n;
-    } else if (strcmp(key, "--seed") == 0) {
-      a->seed = (uint64_t)n;
-    } else {
-      goto bad;
-    }
-    continue;
-  bad:
-    fprintf(stderr, "usage: %s [--size N] [--threads T] [--seed S]  (bad argument: %s)\n", argv[0], k);
-    exit(64);
-  }
 }
 
 /* ---- failure ---- */
 static inline void bench_fail(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static inline void bench_fail(const char *fmt, ...) {
-  char buf[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "verification failed: %s\n", buf);
-  fflush(stderr);
-  _exit(2);
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "verification failed: %s\n", buf);
+    fflush(stderr);
+    _exit(2);
 }
 
 static inline void *bench_xmalloc(size_t n) {
-  void *p = malloc(n);
-  if (!p) bench_fail("malloc(%zu) returned NULL", n);
-  return p;
+    void *p = malloc(n);
+    if (!p) bench_fail("malloc(%zu) returned NULL", n);
+    return p;
 }
 
 /* ---- block stamps ----
@@ -117,68 +124,69 @@ static inline void *bench_xmalloc(size_t n) {
  * byte everywhere in between (the program touches all of its memory, as real programs do).
  * Blocks are at least 16 bytes. */
 static inline void stamp(void *p, size_t size, uint64_t tag) {
-  unsigned char *b = (unsigned char *)p;
-  if (size > 16) memset(b + 8, (int)(tag & 0xff), size - 16);
-  memcpy(b, &tag, 8);
-  memcpy(b + size - 8, &tag, 8);
+    unsigned char *b = (unsigned char *)p;
+    if (size > 16) memset(b + 8, (int)(tag & 0xff), size - 16);
+    memcpy(b, &tag, 8);
+    memcpy(b + size - 8, &tag, 8);
 }
 
 /* Returns the tag read back; fails the run if the block does not carry `tag`. */
 static inline uint64_t check_stamp(const void *p, size_t size, uint64_t tag, const char *what) {
-  const unsigned char *b = (const unsigned char *)p;
-  uint64_t head, tail;
-  memcpy(&head, b, 8);
-  memcpy(&tail, b + size - 8, 8);
-  unsigned char mid = size > 16 ? b[8 + (size - 16) / 2] : (unsigned char)(tag & 0xff);
-  if (head != tag || tail != tag || mid != (unsigned char)(tag & 0xff))
-    bench_fail("%s: block %p of %zu bytes corrupted (tag %016llx, head %016llx, tail %016llx)", what, p, size,
-               (unsigned long long)tag, (unsigned long long)head, (unsigned long long)tail);
-  return head;
+    const unsigned char *b = (const unsigned char *)p;
+    uint64_t head, tail;
+    memcpy(&head, b, 8);
+    memcpy(&tail, b + size - 8, 8);
+    unsigned char mid = size > 16 ? b[8 + (size - 16) / 2] : (unsigned char)(tag & 0xff);
+    if (head != tag || tail != tag || mid != (unsigned char)(tag & 0xff))
+        bench_fail("%s: block %p of %zu bytes corrupted (tag %016llx, head %016llx, tail %016llx)",
+                   what, p, size, (unsigned long long)tag, (unsigned long long)head,
+                   (unsigned long long)tail);
+    return head;
 }
 
 static inline uint64_t mix_tag(uint64_t a, uint64_t b) {
-  uint64_t z = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL);
-  z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ULL;
-  return z ^ (z >> 32);
+    uint64_t z = a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL);
+    z = (z ^ (z >> 29)) * 0xBF58476D1CE4E5B9ULL;
+    return z ^ (z >> 32);
 }
 
 /* ---- time and process figures ---- */
 static inline long long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static inline long self_minflt(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_minflt;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_minflt;
 }
 
 static inline long self_majflt(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_majflt;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_majflt;
 }
 
 static inline long long self_maxrss_bytes(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (long long)ru.ru_maxrss * 1024LL;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (long long)ru.ru_maxrss * 1024LL;
 }
 
 /* Current resident set size, from /proc/self/statm (no allocation: read(2) into a stack buffer). */
 static inline long long self_rss_bytes(void) {
-  char buf[128];
-  long long pages = -1, resident = -1;
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  if (sscanf(buf, "%lld %lld", &pages, &resident) != 2) return -1;
-  return resident * (long long)sysconf(_SC_PAGESIZE);
+    char buf[128];
+    long long pages = -1, resident = -1;
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    if (sscanf(buf, "%lld %lld", &pages, &resident) != 2) return -1;
+    return resident * (long long)sysconf(_SC_PAGESIZE);
 }
 
 #endif
