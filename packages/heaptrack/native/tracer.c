@@ -86,10 +86,10 @@ static void hh_read_config(void) {
     hh_cfg.sample_bytes = heaphook_env_size("HEAPHOOK_SAMPLE_BYTES", NULL, 0);
     static const char *const on_full[] = {"block", "drop"};
     hh_cfg.drop = heaphook_env_choice("HEAPHOOK_ON_FULL", NULL, on_full, 2, 0) == 1;
-    size_t buffer = heaphook_env_size("HEAPHOOK_BUFFER_SIZE", NULL, 32u << 20);
+    size_t buffer = heaphook_env_size("HEAPHOOK_BUFFER_SIZE", NULL, 8u << 20);
     if (buffer < HH_RING_MIN_CAPACITY) {
         heaphook_config_fail("HEAPHOOK_BUFFER_SIZE", heaphook_env_get("HEAPHOOK_BUFFER_SIZE", NULL),
-                             "a ring buffer size of at least 64KiB", "32MiB");
+                             "a ring buffer size of at least 64KiB", "8MiB");
     }
     hh_cfg.buffer_size = hh_pow2_at_least(buffer);
     hh_cfg.time_unit =
