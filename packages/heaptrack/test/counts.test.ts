@@ -129,6 +129,26 @@ describe('exact counts of a known workload', () => {
   });
 });
 
+describe('ordering across threads', () => {
+  it('threads trading blocks (free, realloc, malloc of addresses just released elsewhere)', async () => {
+    const dir = scratch('trade');
+    const result = await record(workload, ['trade', '4', '100000'], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { HEAPHOOK_STACKS: '0' },
+    });
+    expect(result.status, result.stderr).toBe(0);
+    const s = await summarize(result.logs[0]!.path);
+    expect(s.calls.malloc).toBeGreaterThan(50_000);
+    expect(s.calls.realloc).toBeGreaterThan(50_000);
+    // the log's order is one the allocator could have seen: no address is handed out twice,
+    // no free of a block the log does not have, and nothing of the workload's is left
+    expect(s.anomalies).toBe(0);
+    expect(s.unknownFrees).toBe(0);
+    expect(s.leaks.filter((b) => b.op === 'malloc' || b.op === 'realloc')).toEqual([]);
+  });
+});
+
 describe('the cached CFI unwinder', () => {
   async function stackSet(log: string): Promise<Set<string>> {
     const s = await summarize(log);

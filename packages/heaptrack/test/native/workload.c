@@ -10,6 +10,7 @@
  */
 #include <malloc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -155,6 +156,31 @@ static void *thread_main(void *arg) {
     return NULL;
 }
 
+/* Threads trading blocks through a shared array: frees, reallocs and mallocs of addresses
+ * other threads just released, so the log's order is put to the test. */
+#define SHARED 256
+static void *_Atomic shared[SHARED];
+
+static void *trader(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + 1;
+    for (long i = 0; i < per_thread; i++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned slot = (seed >> 8) % SHARED, action = (seed >> 20) % 4;
+        void *p = atomic_exchange(&shared[slot], NULL);
+        if (p == NULL) {
+            p = malloc((seed >> 4) % 300 + 1);
+        } else if (action == 0) {
+            free(p);
+            continue;
+        } else if (action == 1) {
+            p = realloc(p, (seed >> 3) % 2000 + 1);
+        }
+        void *old = atomic_exchange(&shared[slot], p);
+        free(old);
+    }
+    return NULL;
+}
+
 NOINLINE void churn(long n) {
     void *keep[64] = {0};
     for (long i = 0; i < n; i++) {
@@ -182,6 +208,16 @@ int main(int argc, char **argv) {
         snprintf(line, sizeof line, "{\"malloc\":%ld,\"free\":%ld}\n", t * per_thread,
                  t * per_thread);
         say(line);
+    } else if (strcmp(mode, "trade") == 0) {
+        int t = argc > 2 ? atoi(argv[2]) : 4;
+        per_thread = argc > 3 ? atol(argv[3]) : 100000;
+        pthread_t ids[64];
+        if (t > 64) t = 64;
+        for (int i = 0; i < t; i++)
+            pthread_create(&ids[i], NULL, trader, (void *)(uintptr_t)(i + 1));
+        for (int i = 0; i < t; i++) pthread_join(ids[i], NULL);
+        for (int i = 0; i < SHARED; i++) free(atomic_exchange(&shared[i], NULL));
+        say("{}\n");
     } else if (strcmp(mode, "churn") == 0) {
         churn(argc > 2 ? atol(argv[2]) : 1000000);
     } else {
