@@ -39,7 +39,7 @@ extern HH_TLS int hh_busy;
 bool hh_tracer_ensure(void);
 
 static inline bool hh_tracer_active(void) {
-    return HH_LIKELY(atomic_load_explicit(&hh_state, memory_order_relaxed) == HH_STATE_ACTIVE) ||
+    return HH_LIKELY(atomic_load_explicit(&hh_state, memory_order_acquire) == HH_STATE_ACTIVE) ||
            hh_tracer_ensure();
 }
 
