@@ -2,6 +2,10 @@
  * Real programs built without frame pointers run correctly under the tracer, standalone and
  * under `heaphook record`, and their logs decode.
  */
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+
 import { describe, expect, it } from 'vitest';
 
 import { framesOf, record, summarize } from '../src/index.js';
@@ -63,6 +67,28 @@ describe('real programs', () => {
     expect(result.stdout.trim()).toBe('20000');
     expect(result.logs).toHaveLength(1);
     await decodesCleanly(result.logs[0]!.path);
+  });
+
+  it('a compiler under heaphook record: gcc, cc1, as, collect2 and ld each get a log', async () => {
+    const dir = scratch('compiler');
+    writeFileSync(
+      join(dir, 'hi.c'),
+      '#include <stdio.h>\nint main(void) { puts("hi"); return 0; }\n',
+    );
+    const result = await record('gcc', ['-O2', '-o', join(dir, 'hi'), join(dir, 'hi.c')], {
+      outputDir: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(spawnSync(join(dir, 'hi'), { encoding: 'utf8' }).stdout).toBe('hi\n');
+    const programs: string[] = [];
+    for (const log of result.logs) {
+      const s = await summarize(log.path);
+      expect(s.anomalies).toBe(0);
+      expect(s.end?.reason).toBe('exit');
+      programs.push(basename(s.process?.argv[0] ?? '?'));
+    }
+    for (const p of ['gcc', 'cc1', 'as', 'ld']) expect(programs).toContain(p);
   });
 
   it('a forking shell pipeline under heaphook record: one log per process', async () => {
