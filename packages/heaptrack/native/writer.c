@@ -66,6 +66,8 @@ struct hh_writer {
     uint32_t unit;  /* ns per time tick */
     int compress;
     bool z_ready;
+    uint8_t *zarena; /* zlib's memory (hh_zalloc) */
+    size_t zused;
     uint64_t last_flush; /* monotonic ns */
     /* TSC clock: ns = start + (tsc - tsc_start) * ns_per_tick, calibrated here */
     bool tsc;
@@ -195,10 +197,37 @@ static void hh_block_reset(hh_writer *w) {
     w->block_no++;
 }
 
+/* zlib's memory comes from a mapping of the writer's own, never from malloc: the writer runs
+ * inside the traced process (the drain thread). Freed all at once with the writer. */
+#define HH_ZARENA_SIZE (1024u * 1024u)
+
+static voidpf hh_zalloc(voidpf opaque, uInt items, uInt size) {
+    hh_writer *w = opaque;
+    size_t n = ((size_t)items * size + 15) & ~(size_t)15;
+    if (w->zarena == NULL) {
+        void *m =
+            mmap(NULL, HH_ZARENA_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) return Z_NULL;
+        w->zarena = m;
+    }
+    if (w->zused + n > HH_ZARENA_SIZE) return Z_NULL;
+    void *p = w->zarena + w->zused;
+    w->zused += n;
+    return p;
+}
+
+static void hh_zfree(voidpf opaque, voidpf address) {
+    (void)opaque;
+    (void)address;
+}
+
 /* Deflates the block into zbuf; returns the compressed length, or 0 to store it as it is. */
 static uint32_t hh_deflate(hh_writer *w, uint32_t len) {
     if (!w->z_ready) {
         memset(&w->z, 0, sizeof w->z);
+        w->z.zalloc = hh_zalloc;
+        w->z.zfree = hh_zfree;
+        w->z.opaque = w;
         if (deflateInit2(&w->z, w->compress, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
             w->compress = 0;
             return 0;
@@ -709,6 +738,7 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
     hh_writer_flush(w);
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);
+    if (w->zarena != NULL) munmap(w->zarena, HH_ZARENA_SIZE);
     if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *w->live);
     munmap(w, sizeof *w);
 }
@@ -716,6 +746,7 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
 void hh_writer_abandon(hh_writer *w) {
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);
+    if (w->zarena != NULL) munmap(w->zarena, HH_ZARENA_SIZE);
     if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *w->live);
     munmap(w, sizeof *w);
 }
