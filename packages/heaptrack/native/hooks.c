@@ -234,8 +234,8 @@ static inline bool hh_free_wanted(void *p) {
 
 /* ---- records ----------------------------------------------------------------------------- */
 
-static inline uint32_t hh_stack(bool wanted) {
-    return wanted ? hh_stack_capture(hh_cfg.depth) : 0;
+static inline uint32_t hh_stack(bool wanted, const hh_regs *regs) {
+    return wanted ? hh_stack_capture(hh_cfg.depth, regs) : 0;
 }
 
 static void hh_fill(hh_rec_event *e, uint8_t op, uint64_t t0, uint32_t stack) {
@@ -251,10 +251,10 @@ static void hh_fill(hh_rec_event *e, uint8_t op, uint64_t t0, uint32_t stack) {
 
 /* An allocation that has returned p. */
 static void hh_record_alloc(uint8_t op, void *p, size_t size, size_t count, size_t align,
-                            uint64_t t0, uint64_t weight) {
+                            uint64_t t0, uint64_t weight, const hh_regs *regs) {
     uint64_t duration = hh_cfg.timing ? hh_now() - t0 : 0;
     if (hh_cfg.sample_bytes != 0 && p != NULL) hh_sampled_insert(p);
-    uint32_t stack = hh_stack(hh_cfg.stacks);
+    uint32_t stack = hh_stack(hh_cfg.stacks, regs);
     if (stack == UINT32_MAX) return;
     hh_rec_event *e = hh_tracer_reserve(sizeof *e);
     if (e == NULL) return;
@@ -268,11 +268,15 @@ static void hh_record_alloc(uint8_t op, void *p, size_t size, size_t count, size
     hh_tracer_commit(e, HH_REC_EVENT);
 }
 
-#define HH_ENTER()      \
-    int hh_saved_errno; \
-    uint64_t hh_t0;     \
-    hh_busy = 1;        \
-    hh_t0 = hh_now();   \
+/* Entering a traced call: the guard, the time, and the registers of this frame, where the
+ * stack walk will start (the tracer's own frames below it are never walked). */
+#define HH_ENTER()               \
+    int hh_saved_errno;          \
+    uint64_t hh_t0;              \
+    hh_regs hh_regs_at;          \
+    HH_CAPTURE_REGS(hh_regs_at); \
+    hh_busy = 1;                 \
+    hh_t0 = hh_now();            \
     (void)hh_saved_errno
 
 #define HH_LEAVE() hh_busy = 0
@@ -287,7 +291,7 @@ HH_EXPORT void *malloc(size_t size) {
     HH_ENTER();
     void *p = next.malloc(size);
     hh_saved_errno = errno;
-    hh_record_alloc(HH_OP_MALLOC, p, size, 0, 0, hh_t0, weight);
+    hh_record_alloc(HH_OP_MALLOC, p, size, 0, 0, hh_t0, weight, &hh_regs_at);
     errno = hh_saved_errno;
     HH_LEAVE();
     return p;
@@ -303,7 +307,7 @@ HH_EXPORT void free(void *p) {
     }
     HH_ENTER();
     hh_saved_errno = errno;
-    uint32_t stack = hh_stack(hh_cfg.free_stacks);
+    uint32_t stack = hh_stack(hh_cfg.free_stacks, &hh_regs_at);
     hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *e);
     if (e != NULL) {
         hh_fill(e, HH_OP_FREE, hh_t0, stack);
@@ -334,7 +338,7 @@ HH_EXPORT void *calloc(size_t n, size_t size) {
     HH_ENTER();
     void *p = next.calloc(n, size);
     hh_saved_errno = errno;
-    hh_record_alloc(HH_OP_CALLOC, p, size, n, 0, hh_t0, weight);
+    hh_record_alloc(HH_OP_CALLOC, p, size, n, 0, hh_t0, weight, &hh_regs_at);
     errno = hh_saved_errno;
     HH_LEAVE();
     return p;
@@ -360,7 +364,7 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
             return next.realloc(old, total);
         }
     }
-    uint32_t stack = weight != 0 ? hh_stack(hh_cfg.stacks) : 0;
+    uint32_t stack = weight != 0 ? hh_stack(hh_cfg.stacks, &hh_regs_at) : 0;
     hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *e);
     void *p;
     if (op == HH_OP_REALLOC) {
@@ -479,7 +483,7 @@ static void *hh_aligned(uint8_t op, size_t align, size_t size, int *rc) {
     HH_ENTER();
     void *p = hh_aligned_common(op, align, size, rc);
     hh_saved_errno = errno;
-    hh_record_alloc(op, p, size, 0, align, hh_t0, weight);
+    hh_record_alloc(op, p, size, 0, align, hh_t0, weight, &hh_regs_at);
     errno = hh_saved_errno;
     HH_LEAVE();
     return p;

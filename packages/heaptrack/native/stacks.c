@@ -146,10 +146,10 @@ static uint32_t hh_intern(uint32_t parent, uintptr_t pc, uint32_t epoch) {
     return id;
 }
 
-uint32_t hh_stack_capture(int depth) {
+uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
     uintptr_t pcs[HH_MAX_DEPTH];
     if (depth > HH_MAX_DEPTH) depth = HH_MAX_DEPTH;
-    int n = hh_unwind(pcs, depth);
+    int n = hh_unwind_from(regs, pcs, depth);
     if (n <= 0) return 0;
     uint32_t epoch = atomic_load_explicit(&hh_epoch, memory_order_relaxed);
     /* Outer frames shared with this thread's previous stack keep their ids. */

@@ -9,14 +9,17 @@
 
 #include <stdint.h>
 
+#include "unwinder.h"
+
 #define HH_MAX_DEPTH 256
 
 /* Initialises the node table (mmap). Returns 0 or -1. */
 int hh_stacks_init(void);
 
-/* Unwinds the calling thread's stack (at most depth frames) and returns its node id, 0 when
+/* Unwinds the calling thread's stack from the frame of regs (at most depth frames; regs may be
+ * NULL: from here) and returns its node id, 0 when
  * there is no frame, or UINT32_MAX when a node could not be sent (ring full in drop mode). */
-uint32_t hh_stack_capture(int depth);
+uint32_t hh_stack_capture(int depth, const hh_regs *regs);
 
 /* Fork: prepare takes the insertion lock, parent releases it, child releases it and starts a
  * new epoch so that every node is sent again to the child's log. */

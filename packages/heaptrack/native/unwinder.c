@@ -547,7 +547,7 @@ static uint64_t hh_compute_rule(uintptr_t target) {
 /* The top of the calling thread's stack: the end of the mapping that holds sp, read once per
  * thread from /proc/self/maps (no allocation, no lock). Every read of the walk stays inside
  * [sp, top), so a wrong unwind rule can end a stack early but never fault. */
-static HH_TLS uintptr_t t_stack_top;
+static HH_TLS uintptr_t t_stack_lo, t_stack_top;
 
 static uintptr_t hh_parse_hex(const char **p, const char *end) {
     uintptr_t v = 0;
@@ -567,7 +567,7 @@ static uintptr_t hh_parse_hex(const char **p, const char *end) {
     return v;
 }
 
-static uintptr_t hh_find_stack_top(uintptr_t sp) {
+static uintptr_t hh_find_stack_top(uintptr_t sp, uintptr_t *lo_out) {
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     char buf[4096];
@@ -585,7 +585,10 @@ static uintptr_t hh_find_stack_top(uintptr_t sp) {
             uintptr_t lo = hh_parse_hex(&p, nl);
             if (p < nl && *p == '-') p++;
             uintptr_t hi = hh_parse_hex(&p, nl);
-            if (sp >= lo && sp < hi) top = hi;
+            if (sp >= lo && sp < hi) {
+                top = hi;
+                *lo_out = lo;
+            }
             line = nl + 1;
         }
         if (top != 0) break;
@@ -596,14 +599,14 @@ static uintptr_t hh_find_stack_top(uintptr_t sp) {
     return top;
 }
 
-__attribute__((noinline)) int hh_unwind(uintptr_t *pcs, int max) {
+/* Walks from a frame executing at pc with these sp and rbp (exact pc: not a return address). */
+static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int max) {
     hh_rule_slot *table = atomic_load_explicit(&hh_rules, memory_order_acquire);
-    if (!hh_fast_enabled || table == NULL) return hh_unwind_slow(pcs, max);
-    uintptr_t pc, sp, bp;
-    __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
-                     : "=r"(pc), "=r"(sp), "=r"(bp));
     uintptr_t target = pc; /* the first frame is exact, the others are return addresses */
-    if (HH_UNLIKELY(t_stack_top <= sp)) t_stack_top = hh_find_stack_top(sp);
+    /* (re)read when sp is outside the known mapping: first use, or a signal's alternate stack */
+    if (HH_UNLIKELY(sp < t_stack_lo || sp >= t_stack_top)) {
+        t_stack_top = hh_find_stack_top(sp, &t_stack_lo);
+    }
     uintptr_t top = t_stack_top;
     if (top <= sp) return hh_unwind_slow(pcs, max);
     int n = 0;
@@ -632,6 +635,23 @@ __attribute__((noinline)) int hh_unwind(uintptr_t *pcs, int max) {
         target = ra - 1;
     }
     return n;
+}
+
+__attribute__((noinline)) int hh_unwind(uintptr_t *pcs, int max) {
+    if (!hh_fast_enabled || atomic_load_explicit(&hh_rules, memory_order_acquire) == NULL) {
+        return hh_unwind_slow(pcs, max);
+    }
+    hh_regs r;
+    HH_CAPTURE_REGS(r);
+    return hh_walk(r.pc, r.sp, r.bp, pcs, max);
+}
+
+int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max) {
+    if (regs == NULL || regs->pc == 0 || !hh_fast_enabled ||
+        atomic_load_explicit(&hh_rules, memory_order_acquire) == NULL) {
+        return hh_unwind(pcs, max);
+    }
+    return hh_walk(regs->pc, regs->sp, regs->bp, pcs, max);
 }
 
 void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast) {

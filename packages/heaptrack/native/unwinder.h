@@ -22,6 +22,24 @@ void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast);
  * Returns the number of frames. */
 int hh_unwind(uintptr_t *pcs, int max);
 
+/* The registers of a frame, captured by HH_CAPTURE_REGS in a hook so that the walk starts
+ * there and skips the tracer's own frames below it. */
+typedef struct hh_regs {
+    uintptr_t pc, sp, bp;
+} hh_regs;
+
+#if defined(__x86_64__)
+#define HH_CAPTURE_REGS(r)                                                \
+    __asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" \
+                     : "=r"((r).pc), "=r"((r).sp), "=r"((r).bp))
+#else
+#define HH_CAPTURE_REGS(r) ((r).pc = (r).sp = (r).bp = 0)
+#endif
+
+/* As hh_unwind, from the frame whose registers regs holds (a frame still live); with a zero
+ * pc, from here. */
+int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max);
+
 /* Forget cached rules (after dlclose: code may be unmapped and other code mapped there). */
 void hh_unwind_invalidate(void);
 
