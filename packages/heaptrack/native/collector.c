@@ -131,6 +131,13 @@ static bool read_full(int fd, void *buf, size_t len, int timeout_ms) {
 static void accept_client(int listener) {
     int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) return;
+    /* The socket is abstract, so any local process could connect: serve our own user only. */
+    struct ucred peer;
+    socklen_t peer_len = sizeof peer;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 || peer.uid != getuid()) {
+        close(fd);
+        return;
+    }
     hh_hello hello;
     if (!read_full(fd, &hello, sizeof hello, 5000) || hello.magic != HH_HELLO_MAGIC ||
         hello.capacity < HH_RING_MIN_CAPACITY || (hello.capacity & (hello.capacity - 1)) != 0) {
