@@ -13,6 +13,7 @@
  *   config.c     environment parsing (config.h)
  *   log.c        the malloc-safe logger and the report fd (log.h)
  *   os.c         the seam for OS memory calls (os.h)
+ *   reloc.c      GOT relocation patching (reloc.h; self-contained, compiled alone by tests)
  *   cxx_adapter.cpp  heaphook_backend_get() for a heaphook::GlobalAllocator backend
  */
 #ifndef HH_INTERNAL_H
