@@ -1,8 +1,9 @@
 // Helpers of the tlsf tests: where the build put the native outputs, and running a program
 // with or without libheaphook_tlsf.so preloaded, in an environment free of heaphook variables.
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+
+import { runProgram, type ProgramRunResult } from '@heaphook/core/testing';
 
 export const releaseDir = fileURLToPath(new URL('../../build/Release/', import.meta.url));
 
@@ -25,41 +26,16 @@ export interface RunOptions {
   timeoutMs?: number;
 }
 
-export interface RunResult {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
+export type RunResult = ProgramRunResult;
 
-export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [key, value] of Object.entries(process.env)) {
-    if (key === 'LD_PRELOAD' || key.startsWith('HEAPHOOK_') || key.endsWith('_MEMPOOL_SIZE')) {
-      continue;
-    }
-    env[key] = value;
-  }
-  return { ...env, ...extra };
-}
-
+/** Runs a program in a clean environment (see @heaphook/core/testing), optionally on TLSF. */
 export function run(command: string, args: string[], options: RunOptions = {}): RunResult {
-  const env = cleanEnv(options.env);
-  if (options.tlsf) env.LD_PRELOAD = tlsfLibrary();
-  const result = spawnSync(command, args, {
-    env,
+  return runProgram(command, args, {
+    preload: options.tlsf === true ? tlsfLibrary() : undefined,
+    env: options.env,
     cwd: options.cwd,
-    encoding: 'utf8',
-    timeout: options.timeoutMs ?? 110_000,
-    maxBuffer: 64 * 1024 * 1024,
+    timeoutMs: options.timeoutMs,
   });
-  if (result.error) throw result.error;
-  return {
-    status: result.status,
-    signal: result.signal,
-    stdout: result.stdout,
-    stderr: result.stderr,
-  };
 }
 
 /** Growth lines logged at info level: the bytes added by each growth, in order. */
