@@ -52,6 +52,9 @@ enum hh_rec_type {
     HH_REC_EXIT = 5,
 };
 
+/* Codecs of the log's blocks (HEAPHOOK_COMPRESS). */
+enum { HH_CODEC_NONE = 0, HH_CODEC_DEFLATE = 1, HH_CODEC_ZSTD = 2 };
+
 /* Flags of an event record. */
 #define HH_EV_SPLIT 1u /* realloc moved the block: the new one counts from the REALLOC_DONE */
 
@@ -110,7 +113,7 @@ typedef struct hh_rec_process {
     uint32_t stack_depth;
     uint64_t sample_bytes;
     uint32_t time_unit; /* ns per tick of event times in the log (HEAPHOOK_TIME_RESOLUTION) */
-    uint32_t compress;  /* deflate level of the log's blocks, 0 = stored */
+    uint32_t compress;  /* codec of the log's blocks: HH_CODEC_* */
     uint32_t exe_len, cmdline_len;
     /* exe bytes, then cmdline bytes (arguments separated by NUL) */
 } hh_rec_process;

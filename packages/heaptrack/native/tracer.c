@@ -94,7 +94,8 @@ static void hh_read_config(void) {
     hh_cfg.buffer_size = hh_pow2_at_least(buffer);
     hh_cfg.time_unit =
         (uint32_t)heaphook_env_long("HEAPHOOK_TIME_RESOLUTION", NULL, 100000, 1, 1000000000);
-    hh_cfg.compress = (int)heaphook_env_long("HEAPHOOK_COMPRESS", NULL, 6, 0, 9);
+    static const char *const codecs[] = {"none", "deflate", "zstd"};
+    hh_cfg.compress = heaphook_env_choice("HEAPHOOK_COMPRESS", NULL, codecs, 3, HH_CODEC_ZSTD);
     static const char *const clocks[] = {"tsc", "monotonic"};
     g_use_tsc =
         heaphook_env_choice("HEAPHOOK_CLOCK", NULL, clocks, 2, 0) == 0 && hh_invariant_tsc();

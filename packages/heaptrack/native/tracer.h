@@ -18,7 +18,7 @@ typedef struct hh_config {
     uint64_t sample_bytes;
     uint64_t buffer_size;
     uint32_t time_unit; /* HEAPHOOK_TIME_RESOLUTION, ns */
-    int compress;       /* HEAPHOOK_COMPRESS: deflate level, 0 = off */
+    int compress;       /* HEAPHOOK_COMPRESS: HH_CODEC_* */
 } hh_config;
 
 extern hh_config hh_cfg;

@@ -6,8 +6,10 @@
  */
 #include "writer.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -26,6 +28,9 @@ enum { HH_S_TAG, HH_S_TIME, HH_S_STACK, HH_S_NUM, HH_S_ADDR, HH_S_DECL, HH_STREA
 #define HH_THREADS_CAP 16384u /* distinct thread ids per log (a power of two) */
 #define HH_FORMAT_VERSION 1u
 #define HH_BLOCK_DEFLATED 0x80000000u /* block length flag: the payload is raw deflate */
+#define HH_BLOCK_ZSTD 0x40000000u     /* block length flag: the payload is a zstd frame */
+#define HH_DEFLATE_LEVEL 6
+#define HH_ZSTD_LEVEL 3
 
 /* Log tags (FORMAT.md). */
 enum {
@@ -64,8 +69,9 @@ struct hh_writer {
     uint32_t flags; /* process flags, from the PROCESS record */
     uint64_t start; /* monotonic ns of the process start */
     uint32_t unit;  /* ns per time tick */
-    int compress;
+    int compress;   /* HH_CODEC_* */
     bool z_ready;
+    void *zstd;      /* ZSTD_CCtx */
     uint8_t *zarena; /* zlib's memory (hh_zalloc) */
     size_t zused;
     uint64_t last_flush; /* monotonic ns */
@@ -98,7 +104,7 @@ struct hh_writer {
     uint32_t slen[HH_STREAMS];
     uint8_t sbuf[HH_STREAMS][HH_STREAM_CAP];
     uint8_t buf[HH_BLOCK_CAP]; /* the block payload, assembled at flush */
-    uint8_t zbuf[HH_BLOCK_CAP + 4096];
+    uint8_t zbuf[HH_BLOCK_CAP + 16384];
     hh_thread_slot threads[HH_THREADS_CAP];
 };
 
@@ -199,7 +205,7 @@ static void hh_block_reset(hh_writer *w) {
 
 /* zlib's memory comes from a mapping of the writer's own, never from malloc: the writer runs
  * inside the traced process (the drain thread). Freed all at once with the writer. */
-#define HH_ZARENA_SIZE (1024u * 1024u)
+#define HH_ZARENA_SIZE (16u * 1024u * 1024u) /* reserved, touched as used */
 
 static voidpf hh_zalloc(voidpf opaque, uInt items, uInt size) {
     hh_writer *w = opaque;
@@ -221,6 +227,96 @@ static void hh_zfree(voidpf opaque, voidpf address) {
     (void)address;
 }
 
+/* ---- zstd, loaded at run time -------------------------------------------------------------
+ * libzstd.so.1 is on every Debian system (dpkg needs it), but its headers need not be: the
+ * few functions used are declared here and found with dlopen. Without it, deflate. */
+typedef struct {
+    void *(*alloc)(void *opaque, size_t size);
+    void (*free)(void *opaque, void *address);
+    void *opaque;
+} hh_zstd_mem;
+
+typedef struct {
+    const void *src;
+    size_t size, pos;
+} hh_zstd_in;
+
+typedef struct {
+    void *dst;
+    size_t size, pos;
+} hh_zstd_out;
+
+enum { HH_ZSTD_C_LEVEL = 100, HH_ZSTD_E_FLUSH = 1 };
+
+static struct {
+    _Atomic int state; /* 0 not tried, 1 loading, 2 ready, 3 unavailable */
+    void *(*create)(hh_zstd_mem);
+    size_t (*set_param)(void *cctx, int param, int value);
+    size_t (*stream)(void *cctx, hh_zstd_out *out, hh_zstd_in *in, int end_op);
+    unsigned (*is_error)(size_t code);
+} hh_zstd;
+
+static bool hh_zstd_ready(void) {
+    int state = atomic_load(&hh_zstd.state);
+    if (state == 2) return true;
+    if (state == 3) return false;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&hh_zstd.state, &expected, 1)) {
+        while ((state = atomic_load(&hh_zstd.state)) == 1) sched_yield();
+        return state == 2;
+    }
+    void *lib = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib != NULL) {
+        *(void **)&hh_zstd.create = dlsym(lib, "ZSTD_createCCtx_advanced");
+        *(void **)&hh_zstd.set_param = dlsym(lib, "ZSTD_CCtx_setParameter");
+        *(void **)&hh_zstd.stream = dlsym(lib, "ZSTD_compressStream2");
+        *(void **)&hh_zstd.is_error = dlsym(lib, "ZSTD_isError");
+    }
+    bool ok = hh_zstd.create != NULL && hh_zstd.set_param != NULL && hh_zstd.stream != NULL &&
+              hh_zstd.is_error != NULL;
+    atomic_store(&hh_zstd.state, ok ? 2 : 3);
+    return ok;
+}
+
+static void *hh_zstd_alloc(void *opaque, size_t size) {
+    return hh_zalloc(opaque, 1, (uInt)size);
+}
+
+static void hh_zstd_free(void *opaque, void *address) {
+    hh_zfree(opaque, address);
+}
+
+/* The log's zstd blocks are one stream, flushed at every block, so that a block can refer to
+ * what came before it (a pattern seen in one block costs next to nothing in the next). The
+ * stored payload is the block's raw length (varint), then the flushed zstd bytes. Returns the
+ * stored length, or 0 when zstd failed (the stream is then abandoned for deflate). */
+static uint32_t hh_zstd_block(hh_writer *w, uint32_t len) {
+    if (w->zstd == NULL) {
+        hh_zstd_mem mem = {hh_zstd_alloc, hh_zstd_free, w};
+        w->zstd = hh_zstd.create(mem);
+        if (w->zstd == NULL ||
+            hh_zstd.is_error(hh_zstd.set_param(w->zstd, HH_ZSTD_C_LEVEL, HH_ZSTD_LEVEL))) {
+            return 0;
+        }
+    }
+    uint32_t head = 0;
+    uint64_t v = len;
+    while (v >= 0x80) {
+        w->zbuf[head++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    w->zbuf[head++] = (uint8_t)v;
+    hh_zstd_in in = {w->buf, len, 0};
+    hh_zstd_out out = {w->zbuf + head, sizeof w->zbuf - head, 0};
+    for (;;) {
+        size_t left = hh_zstd.stream(w->zstd, &out, &in, HH_ZSTD_E_FLUSH);
+        if (hh_zstd.is_error(left)) return 0;
+        if (left == 0) break;
+        if (out.pos == out.size) return 0; /* cannot happen: zbuf exceeds the bound */
+    }
+    return head + (uint32_t)out.pos;
+}
+
 /* Deflates the block into zbuf; returns the compressed length, or 0 to store it as it is. */
 static uint32_t hh_deflate(hh_writer *w, uint32_t len) {
     if (!w->z_ready) {
@@ -228,8 +324,8 @@ static uint32_t hh_deflate(hh_writer *w, uint32_t len) {
         w->z.zalloc = hh_zalloc;
         w->z.zfree = hh_zfree;
         w->z.opaque = w;
-        if (deflateInit2(&w->z, w->compress, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-            w->compress = 0;
+        if (deflateInit2(&w->z, HH_DEFLATE_LEVEL, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+            w->compress = HH_CODEC_NONE;
             return 0;
         }
         w->z_ready = true;
@@ -265,13 +361,24 @@ void hh_writer_flush(hh_writer *w) {
     uint32_t raw = hh_assemble(w);
     const uint8_t *payload = w->buf;
     uint32_t len = raw, stored = raw;
-    if (w->compress) {
-        uint32_t z = hh_deflate(w, raw);
+    if (w->compress == HH_CODEC_ZSTD && !hh_zstd_ready()) w->compress = HH_CODEC_DEFLATE;
+    uint32_t z = 0;
+    if (w->compress == HH_CODEC_ZSTD) {
+        /* always stored compressed: the stream's history must hold every block */
+        z = hh_zstd_block(w, raw);
         if (z > 0) {
-            payload = w->zbuf;
-            stored = z;
-            len = z | HH_BLOCK_DEFLATED;
+            len = z | HH_BLOCK_ZSTD;
+        } else {
+            w->compress = HH_CODEC_DEFLATE;
         }
+    }
+    if (w->compress == HH_CODEC_DEFLATE) {
+        z = hh_deflate(w, raw);
+        if (z > 0) len = z | HH_BLOCK_DEFLATED;
+    }
+    if (z > 0) {
+        payload = w->zbuf;
+        stored = z;
     }
     uint8_t head[8];
     uint32_t crc = hh_crc32(payload, stored);
@@ -365,7 +472,7 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     w->tsc_start = p->tsc_start;
     w->calibrated = 0;
     w->unit = p->time_unit ? p->time_unit : 1;
-    w->compress = p->compress <= 9 ? (int)p->compress : 6;
+    w->compress = p->compress <= HH_CODEC_ZSTD ? (int)p->compress : HH_CODEC_DEFLATE;
     w->have_process = true;
     w->prev_time = 0;
     hh_put_u8(w, HH_S_TAG, HH_TAG_PROCESS);

@@ -7,6 +7,8 @@
 import { open } from 'node:fs/promises';
 import { crc32, inflateRawSync } from 'node:zlib';
 
+import { Decompress as ZstdStream } from 'fzstd';
+
 import {
   OPS,
   type EndRecord,
@@ -22,6 +24,8 @@ const FILE_HEADER_SIZE = 16;
 const BLOCK_HEADER_SIZE = 8;
 const MAX_BLOCK = 64 * 1024 * 1024;
 const BLOCK_DEFLATED = 0x80000000;
+const BLOCK_ZSTD = 0x40000000;
+const BLOCK_LENGTH = 0x3fffffff;
 
 const TAG_PROCESS = 0x01;
 const TAG_MODULE = 0x02;
@@ -464,6 +468,7 @@ export async function* decodeLogBatches(
     }
     consume(FILE_HEADER_SIZE);
 
+    let zstdStream: ZstdStream | undefined;
     const state: State = {
       flags: 0,
       unit: 1,
@@ -495,7 +500,8 @@ export async function* decodeLogBatches(
       const blockOffset = pendingOffset;
       const lengthWord = pending.readUInt32LE(0);
       const deflated = (lengthWord & BLOCK_DEFLATED) !== 0;
-      const length = lengthWord & ~BLOCK_DEFLATED;
+      const zstd = (lengthWord & BLOCK_ZSTD) !== 0;
+      const length = lengthWord & BLOCK_LENGTH;
       const crc = pending.readUInt32LE(4);
       if (length === 0 || length > MAX_BLOCK) {
         throw new LogFormatError(path, blockOffset, `corrupt block header (length ${length})`);
@@ -519,6 +525,28 @@ export async function* decodeLogBatches(
       if (deflated) {
         try {
           payload = inflateRawSync(stored);
+        } catch (error) {
+          throw new LogFormatError(
+            path,
+            blockOffset,
+            `corrupt compressed block (${(error as Error).message})`,
+          );
+        }
+      } else if (zstd) {
+        // One zstd stream across the file, flushed at every block: <raw length> <zstd bytes>.
+        const head = new Cursor(stored, stored.length);
+        const chunks: Uint8Array[] = [];
+        try {
+          const rawLength = head.varint();
+          zstdStream ??= new ZstdStream();
+          zstdStream.ondata = (chunk) => {
+            chunks.push(Buffer.from(chunk));
+          };
+          zstdStream.push(stored.subarray(head.pos));
+          payload = Buffer.concat(chunks);
+          if (payload.length !== rawLength) {
+            throw new RangeError(`${payload.length} bytes decompressed of ${rawLength}`);
+          }
         } catch (error) {
           throw new LogFormatError(
             path,

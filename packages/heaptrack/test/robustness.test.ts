@@ -47,10 +47,13 @@ describe('a crashing target', () => {
 });
 
 describe('damaged logs', () => {
-  async function goodLog(): Promise<string> {
+  async function goodLog(compress = 'none'): Promise<string> {
     const dir = scratch('damage');
-    // A small buffer and many events: the log has many blocks.
-    const run = traced(dir, workload, ['churn', '200000'], { HEAPHOOK_STACKS: '0' });
+    // Stored blocks (or many events): the log has many blocks.
+    const run = traced(dir, workload, ['churn', compress === 'none' ? '200000' : '3000000'], {
+      HEAPHOOK_STACKS: '0',
+      HEAPHOOK_COMPRESS: compress,
+    });
     expect(run.status, run.stderr).toBe(0);
     return logsIn(dir)[0]!;
   }
@@ -74,6 +77,21 @@ describe('damaged logs', () => {
     expect(partial.records.length).toBeGreaterThan(whole.records.length * 0.3);
     expect(partial.records).toEqual(whole.records.slice(0, partial.records.length));
   });
+
+  for (const codec of ['deflate', 'zstd']) {
+    it(`a ${codec} log cut short decodes up to the cut`, async () => {
+      const log = await goodLog(codec);
+      const whole = await decodeAll(log);
+      expect(whole.error).toBeUndefined();
+      const cut = log + '.cut';
+      copyFileSync(log, cut);
+      truncateSync(cut, Math.floor(statSync(log).size * 0.7));
+      const partial = await decodeAll(cut);
+      expect((partial.error as LogFormatError).message).toMatch(/truncated.*byte offset \d+/);
+      expect(partial.records.length).toBeGreaterThan(0);
+      expect(partial.records).toEqual(whole.records.slice(0, partial.records.length));
+    });
+  }
 
   it('a corrupted byte is caught by the block CRC, with its block offset', async () => {
     const log = await goodLog();
