@@ -1,0 +1,143 @@
+/*
+ * heaphook/ucm.h — memory events, with the semantics of UCX's libucm event API.
+ *
+ * Link with (or preload) libheaphook_ucm.so (`heaphook path ucm-hooks`). Handlers registered
+ * for a mask of events form one chain ordered by priority (ascending; equal priorities in order
+ * of registration). For the native events (MMAP ... BRK) the real call is made at priority 0:
+ * handlers with a negative priority run before it and may change the parameters or set the
+ * result (then the real call is not made), handlers with priority >= 0 run after it and see the
+ * result. A result is "set" when it differs from the failure value (MAP_FAILED, -1, (void*)-1).
+ *
+ * Derived events: VM_UNMAPPED is raised before memory goes away (munmap, mmap MAP_FIXED over a
+ * range, mremap's old range, shmat SHM_REMAP, shmdt, shrinking sbrk/brk, madvise DONTNEED /
+ * REMOVE / FREE); VM_MAPPED after memory exists (mmap, mremap's new range, shmat, growing
+ * sbrk/brk). A failed call raises no VM_MAPPED.
+ *
+ * Events made while a handler runs on the same thread (a handler calling mmap, or malloc that
+ * maps) are not raised: the call goes straight to the system, so handlers never recurse.
+ */
+#ifndef HEAPHOOK_UCM_H
+#define HEAPHOOK_UCM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The same bit values as libucm's ucm_event_type_t. */
+typedef enum heaphook_ucm_event_type {
+    HEAPHOOK_UCM_EVENT_MMAP = 1 << 0,
+    HEAPHOOK_UCM_EVENT_MUNMAP = 1 << 1,
+    HEAPHOOK_UCM_EVENT_MREMAP = 1 << 2,
+    HEAPHOOK_UCM_EVENT_SHMAT = 1 << 3,
+    HEAPHOOK_UCM_EVENT_SHMDT = 1 << 4,
+    HEAPHOOK_UCM_EVENT_SBRK = 1 << 5,
+    HEAPHOOK_UCM_EVENT_MADVISE = 1 << 6,
+    HEAPHOOK_UCM_EVENT_BRK = 1 << 7,
+    HEAPHOOK_UCM_EVENT_VM_MAPPED = 1 << 16,
+    HEAPHOOK_UCM_EVENT_VM_UNMAPPED = 1 << 17,
+    /* Register without installing the hooks (they may be installed already). */
+    HEAPHOOK_UCM_EVENT_FLAG_NO_INSTALL = 1 << 24,
+} heaphook_ucm_event_type_t;
+
+#define HEAPHOOK_UCM_NATIVE_EVENTS 0xff
+#define HEAPHOOK_UCM_VM_EVENTS (HEAPHOOK_UCM_EVENT_VM_MAPPED | HEAPHOOK_UCM_EVENT_VM_UNMAPPED)
+
+/* The same member names and layout as libucm's ucm_event_t. */
+typedef union heaphook_ucm_event {
+    struct {
+        void *result;
+        void *address;
+        size_t size;
+        int prot;
+        int flags;
+        int fd;
+        off_t offset;
+    } mmap;
+    struct {
+        int result;
+        void *address;
+        size_t size;
+    } munmap;
+    struct {
+        void *result;
+        void *address;
+        size_t old_size;
+        size_t new_size;
+        int flags;
+        void *new_address;
+    } mremap;
+    struct {
+        void *result;
+        int shmid;
+        const void *shmaddr;
+        int shmflg;
+    } shmat;
+    struct {
+        int result;
+        const void *shmaddr;
+    } shmdt;
+    struct {
+        void *result;
+        intptr_t increment;
+    } sbrk;
+    struct {
+        int result;
+        void *addr;
+    } brk;
+    struct {
+        int result;
+        void *addr;
+        size_t length;
+        int advice;
+    } madvise;
+    struct {
+        void *address;
+        size_t size;
+    } vm_mapped, vm_unmapped;
+} heaphook_ucm_event_t;
+
+typedef void (*heaphook_ucm_event_callback_t)(heaphook_ucm_event_type_t event_type,
+                                              heaphook_ucm_event_t *event, void *arg);
+
+/* Status values: the numbers of UCX's ucs_status_t. */
+typedef enum heaphook_ucm_status {
+    HEAPHOOK_UCM_OK = 0,
+    HEAPHOOK_UCM_ERR_NO_MEMORY = -4,
+    HEAPHOOK_UCM_ERR_INVALID_PARAM = -5,
+    HEAPHOOK_UCM_ERR_NO_ELEM = -12,
+    HEAPHOOK_UCM_ERR_UNSUPPORTED = -22,
+} heaphook_ucm_status_t;
+
+/* Registers callback for events (a mask), installing the hooks first unless
+ * FLAG_NO_INSTALL. UNSUPPORTED when events are disabled (HEAPHOOK_MEM_EVENTS=no) or the hooks
+ * cannot be installed; NO_MEMORY beyond 64 handlers. */
+heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int priority,
+                                                     heaphook_ucm_event_callback_t callback,
+                                                     void *arg);
+/* Removes events from the handlers registered with (callback, arg); once it returns, callback
+ * is not called for them any more (do not call it from inside a handler). */
+void heaphook_ucm_unset_event_handler(int events, heaphook_ucm_event_callback_t callback,
+                                      void *arg);
+/* Installs the hooks (if needed) and checks that each of events really fires when the process
+ * makes the call. Returns OK, or UNSUPPORTED after one log line naming the ones that do not. */
+heaphook_ucm_status_t heaphook_ucm_test_events(int events);
+/* The events whose last self-test failed (0 when all fired). */
+int heaphook_ucm_failed_events(void);
+
+/* How the hooks are installed: "none" (not yet), "preload" (our definitions come first in the
+ * process), "reloc" (GOT patching of every object and of objects dlopen'ed later). */
+const char *heaphook_ucm_install_mode(void);
+
+/* The system calls themselves, raising no event. */
+void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset);
+int heaphook_ucm_orig_munmap(void *addr, size_t length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HEAPHOOK_UCM_H */

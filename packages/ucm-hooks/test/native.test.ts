@@ -1,0 +1,134 @@
+// The memory events of libheaphook_ucm.so, the behaviour of UCX's ucm tests
+// (test/native/ucm_events.c), in both install modes: preloaded, and dlopen'ed into a running
+// program (GOT patching plus the dlopen hook). Under a heaphook backend (the core's example
+// allocator, which maps through heaphook_os_map), malloc and realloc raise VM events too.
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+import { describe, expect, it } from 'vitest';
+
+const release = fileURLToPath(new URL('../build/Release/', import.meta.url));
+const coreRelease = fileURLToPath(new URL('../../core/build/Release/', import.meta.url));
+const lib = release + 'libheaphook_ucm.so';
+const program = release + 'ucm_events';
+const dlLib = release + 'libucm_test_lib.so';
+const example = coreRelease + 'libheaphook_example.so';
+
+function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [key, value] of Object.entries(process.env)) {
+    if (key === 'LD_PRELOAD' || key.startsWith('HEAPHOOK_') || key.startsWith('UCX_')) continue;
+    env[key] = value;
+  }
+  return { ...env, ...extra };
+}
+
+function events(mode: string, group: string, env: Record<string, string> = {}) {
+  for (const path of [lib, program, dlLib]) {
+    if (!existsSync(path)) throw new Error(`${path} is missing: run nx build ucm-hooks`);
+  }
+  const result = spawnSync(program, [mode, group, dlLib], {
+    env: cleanEnv(env),
+    encoding: 'utf8',
+    timeout: 100_000,
+  });
+  if (result.error) throw result.error;
+  return result;
+}
+
+const groups = [
+  'selftest',
+  'mmap',
+  'map_fixed',
+  'mremap',
+  'shm',
+  'sbrk',
+  'madvise',
+  'modify',
+  'failed',
+  'dlopen',
+  'dlopen_threads',
+  'counts',
+  'handler_malloc',
+  'add_remove',
+  'fork',
+];
+
+const modes: Array<[string, string, Record<string, string>]> = [
+  ['preload', 'preload', { LD_PRELOAD: lib }],
+  ['relocation (dlopen into a running program)', `reloc:${lib}`, {}],
+];
+
+for (const [title, mode, env] of modes) {
+  describe(`events, ${title}`, () => {
+    for (const group of groups) {
+      it(group, () => {
+        const result = events(mode, group, env);
+        const output = result.stdout + result.stderr;
+        expect(result.stdout, output).toContain(`mode ${mode === 'preload' ? 'preload' : 'reloc'}`);
+        expect(result.stdout, output).toMatch(new RegExp(`^ok ${group}$`, 'm'));
+        expect(result.stdout, output).toMatch(/: \d+ checks, 0 failed/);
+        expect(result.status, output).toBe(0);
+      });
+    }
+  });
+}
+
+describe('allocator mappings', () => {
+  it('small and large malloc, realloc and free raise VM events under a heaphook backend', () => {
+    if (!existsSync(example)) throw new Error(`${example} is missing: run nx build core`);
+    const result = events('preload', 'malloc', { LD_PRELOAD: `${lib} ${example}` });
+    expect(result.stdout + result.stderr).toMatch(/malloc: \d+ checks, 0 failed/);
+    expect(result.status).toBe(0);
+  });
+
+  it('the whole suite passes under a heaphook backend too (handlers that allocate)', () => {
+    const result = events('preload', 'all', { LD_PRELOAD: `${lib} ${example}` });
+    expect(result.stdout + result.stderr).toMatch(/all: \d+ checks, 0 failed/);
+    expect(result.status).toBe(0);
+  });
+});
+
+describe('configuration', () => {
+  it('HEAPHOOK_MEM_EVENTS=no refuses handlers', () => {
+    const result = events('preload', 'mmap', { LD_PRELOAD: lib, HEAPHOOK_MEM_EVENTS: 'no' });
+    expect(result.stdout).toContain('FAIL set_event_handler: -22');
+    expect(result.status).toBe(1);
+  });
+
+  it('UCX_MEM_EVENTS is an alias', () => {
+    const result = events('preload', 'mmap', { LD_PRELOAD: lib, UCX_MEM_EVENTS: 'no' });
+    expect(result.stdout).toContain('FAIL set_event_handler: -22');
+  });
+
+  it('HEAPHOOK_MEM_RELOC_HOOKS=no: not loaded first, so no events, said clearly', () => {
+    const result = events(`reloc:${lib}`, 'mmap', { HEAPHOOK_MEM_RELOC_HOOKS: 'no' });
+    expect(result.stdout).toContain('FAIL set_event_handler: -22');
+    expect(result.stderr).toMatch(
+      /heaphook-ucm\[\d+\] error: not loaded first and HEAPHOOK_MEM_RELOC_HOOKS=no/,
+    );
+  });
+
+  it('UCX_MEM_RELOC_HOOKS=no works as well, and the HEAPHOOK_ spelling wins', () => {
+    const alias = events(`reloc:${lib}`, 'mmap', { UCX_MEM_RELOC_HOOKS: 'no' });
+    expect(alias.stdout).toContain('FAIL set_event_handler: -22');
+    const both = events(`reloc:${lib}`, 'mmap', {
+      UCX_MEM_RELOC_HOOKS: 'no',
+      HEAPHOOK_MEM_RELOC_HOOKS: 'yes',
+    });
+    expect(both.status, both.stdout + both.stderr).toBe(0);
+  });
+
+  it('HEAPHOOK_MEM_LOG_LEVEL=info names the install mode', () => {
+    const result = events(`reloc:${lib}`, 'mmap', { HEAPHOOK_MEM_LOG_LEVEL: 'info' });
+    expect(result.stderr).toMatch(/memory events installed \(reloc mode\)/);
+    expect(result.status).toBe(0);
+  });
+
+  it('a bad value stops the program before main with one clear line', () => {
+    const result = events('preload', 'mmap', { LD_PRELOAD: lib, HEAPHOOK_MEM_EVENTS: 'maybe' });
+    expect(result.status).toBe(78);
+    expect(result.stderr).toContain('HEAPHOOK_MEM_EVENTS');
+  });
+});
