@@ -70,8 +70,8 @@ typedef struct thread_heap {
     _Atomic int state;
     size_t chunk_bytes; /* bytes borrowed from the shared heap */
     /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
-     * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint. */
-    size_t cache_bytes;
+     * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint.
+     * Indexed by footprint / 16 (classes 0 and 1 stay empty: the smallest block is 32 bytes). */
     void *cache_head[CACHE_CLASSES];
     uint8_t cache_count[CACHE_CLASSES];
     /* Blocks freed by other threads: a lock-free LIFO linked through the blocks' first word.
@@ -225,21 +225,17 @@ static void remote_push(thread_heap *h, void *ptr) {
                                                     memory_order_relaxed));
 }
 
-/* The footprint class of a request, for the cache; CACHE_CLASSES when it is not cached. */
+/* The largest request the cache serves, and its class (footprint / 16) for size 1..that. */
+#define CACHE_REQUEST_MAX (CACHE_CLASSES * 16 - 16 - BLOCK_OVERHEAD)
 static inline unsigned cache_class(size_t size) {
-    if (size > CACHE_CLASSES * 16 - 16 - BLOCK_OVERHEAD) return CACHE_CLASSES;
-    const size_t f = adjust_request_size(size);
-    return (unsigned)(f >> 4);
+    const unsigned cls = (unsigned)((size + BLOCK_OVERHEAD + ALIGN_SIZE - 1) >> 4);
+    return cls < BLOCK_SIZE_MIN / 16 ? BLOCK_SIZE_MIN / 16 : cls;
 }
 
-static inline void *cache_pop(thread_heap *h, unsigned cls) {
-    void **p = (void **)h->cache_head[cls];
-    if (!p) return NULL;
-    h->cache_head[cls] = p[0];
-    h->cache_count[cls]--;
-    h->cache_bytes -= (size_t)cls << 4;
-    p[1] = NULL;
-    return p;
+static inline bool cache_empty(const thread_heap *h) {
+    for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
+        if (h->cache_count[cls]) return false;
+    return true;
 }
 
 /* Frees every cached block: h's own into its TLSF heap, other heaps' blocks to their owners'
@@ -259,7 +255,6 @@ static void cache_flush(thread_heap *h) {
         }
         h->cache_count[cls] = 0;
     }
-    h->cache_bytes = 0;
 }
 
 static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
@@ -286,7 +281,6 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
     p[1] = (void *)cache_key;
     h->cache_head[cls] = p;
     h->cache_count[cls]++;
-    h->cache_bytes += f;
     return true;
 }
 
@@ -344,7 +338,7 @@ static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
 static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     void *p;
     if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
-    if (h->cache_bytes) {
+    if (!cache_empty(h)) {
         cache_flush(h);
         if ((p = heap_try(h, size, align))) return p;
     }
@@ -356,17 +350,29 @@ static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
  * The backend's entry points.
  */
 static void *alloc_slow(size_t size, size_t align);
+static void *heap_alloc(thread_heap *h, size_t size, size_t align);
 
+/* The common case, a cache hit, is a leaf: no call, no register saved. */
 static void *tlsf_backend_alloc(size_t size, size_t align) {
     thread_heap *h = t_heap;
-    if (LIKELY(h != NULL && size < LARGE_REQUEST && align < LARGE_ALIGN)) {
-        void *p;
-        if (LIKELY(align == 1)) {
-            const unsigned cls = cache_class(size);
-            if (cls < CACHE_CLASSES && (p = cache_pop(h, cls))) return p;
+    if (LIKELY(align == 1 && size <= CACHE_REQUEST_MAX && h != NULL)) {
+        const unsigned cls = cache_class(size);
+        void **p = (void **)h->cache_head[cls];
+        if (LIKELY(p != NULL)) {
+            h->cache_head[cls] = p[0];
+            h->cache_count[cls]--;
+            p[1] = NULL;
+            return p;
         }
+    }
+    return heap_alloc(h, size, align);
+}
+
+/* A cache miss, or a request the cache does not serve. */
+static __attribute__((noinline)) void *heap_alloc(thread_heap *h, size_t size, size_t align) {
+    if (LIKELY(h != NULL && size < LARGE_REQUEST && align < LARGE_ALIGN)) {
         heap_drain(h, DRAIN_FAST);
-        p = heap_try(h, size, align);
+        void *p = heap_try(h, size, align);
         if (LIKELY(p != NULL)) return p;
         return heap_alloc_slow(h, size, align);
     }
@@ -380,9 +386,32 @@ static void *alloc_slow(size_t size, size_t align) {
 }
 
 static void dealloc_slow(void *ptr);
+static void heap_dealloc(thread_heap *h, void *ptr);
 
+/* The common case, a push on the cache, is a leaf: a block of footprint < 1 KiB, not aligned,
+ * not free, not marked as cached, of a valid thread heap (this one's or another's), with room
+ * in its class. Everything else (including the double-free checks) goes to heap_dealloc. */
 static void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
+    if (LIKELY(h != NULL)) {
+        const size_t head = block_from_ptr(ptr)->head;
+        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+        void **p = (void **)ptr;
+        const unsigned cls = (unsigned)((head & HEAD_SIZE_MASK) >> 4);
+        if (LIKELY(!(head & (HEAD_FREE | HEAD_ALIGN_MASK | (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))) &&
+                   owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
+                   h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
+            p[0] = h->cache_head[cls];
+            p[1] = (void *)cache_key;
+            h->cache_head[cls] = p;
+            h->cache_count[cls]++;
+            return;
+        }
+    }
+    heap_dealloc(h, ptr);
+}
+
+static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
     if (LIKELY(h != NULL)) {
         const size_t head = block_from_ptr(ptr)->head;
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
@@ -525,7 +554,9 @@ static void collect(tlsf_totals *out) {
         size_t cached_blocks = 0;
         for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
             cached_blocks += heaps[id]->cache_count[cls];
-        const size_t cached_bytes = heaps[id]->cache_bytes;
+        size_t cached_bytes = 0;
+        for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
+            cached_bytes += (size_t)heaps[id]->cache_count[cls] * cls * 16;
         used -= cached_bytes;
         free += cached_bytes;
         used_blocks -= cached_blocks;
