@@ -5,11 +5,11 @@
  *   import { libraryPath, includeDir } from '@heaphook/ucm-hooks';
  *   // C programs: cc -I${includeDir()} prog.c ${libraryPath()}   (or LD_PRELOAD it)
  */
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 
-/** The package's folder. */
-export const packageDir: string = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+import { packageDir } from './constants.js';
+
+export { MemoryEvent, packageDir } from './constants.js';
 
 /** Absolute path of libheaphook_ucm.so (built by `nx build ucm-hooks`). */
 export function libraryPath(): string {
@@ -20,20 +20,6 @@ export function libraryPath(): string {
 export function includeDir(): string {
   return join(packageDir, 'include');
 }
-
-/** Event bits, the same values as libucm's UCM_EVENT_*. */
-export const MemoryEvent = {
-  MMAP: 1 << 0,
-  MUNMAP: 1 << 1,
-  MREMAP: 1 << 2,
-  SHMAT: 1 << 3,
-  SHMDT: 1 << 4,
-  SBRK: 1 << 5,
-  MADVISE: 1 << 6,
-  BRK: 1 << 7,
-  VM_MAPPED: 1 << 16,
-  VM_UNMAPPED: 1 << 17,
-} as const;
 
 /** Environment variables of the library (the UCX_MEM_* spellings are accepted too). */
 export interface UcmOptions {
@@ -57,3 +43,12 @@ export function env(options: UcmOptions = {}): Record<string, string> {
   if (options.logLevel !== undefined) out.HEAPHOOK_MEM_LOG_LEVEL = options.logLevel;
   return out;
 }
+
+export { watchMemoryEvents, testMemoryEvents, addonPath } from './watch.js';
+export type {
+  MemoryEventName,
+  MemoryEventRecord,
+  BatchInfo,
+  WatchOptions,
+  MemoryEventWatcher,
+} from './watch.js';
