@@ -421,6 +421,7 @@ static void *hh_drain_main(void *arg) {
 
 static void hh_start_drain_thread(void) {
     if (g_mode != HH_MODE_STANDALONE || g_drain_started) return;
+    hh_writer_prepare(hh_cfg.compress);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay with the program's threads */

@@ -286,6 +286,10 @@ static void hh_zstd_free(void *opaque, void *address) {
     hh_zfree(opaque, address);
 }
 
+void hh_writer_prepare(int codec) {
+    if (codec == HH_CODEC_ZSTD) hh_zstd_ready();
+}
+
 /* The log's zstd blocks are one stream, flushed at every block, so that a block can refer to
  * what came before it (a pattern seen in one block costs next to nothing in the next). The
  * stored payload is the block's raw length (varint), then the flushed zstd bytes. Returns the

@@ -24,6 +24,10 @@ enum hh_end_reason {
  * header. path_out (may be NULL) receives the path. Returns NULL (errno set) on failure. */
 hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_cap);
 
+/* Loads the codec's library now (zstd: dlopen of libzstd.so.1), so that it does not happen
+ * later on the drain thread while the program may be forking. */
+void hh_writer_prepare(int codec);
+
 /* The ring reader callback: encodes one record. */
 void hh_writer_record(void *writer, unsigned type, const void *record, uint32_t len);
 
