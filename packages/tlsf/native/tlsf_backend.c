@@ -93,7 +93,13 @@ static struct {
 /* Marks a block in a thread cache (its second word), to catch a double free cheaply. */
 static uintptr_t cache_key;
 
-static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The shared mutex on cache lines of its own: taking it must not evict what every free reads
+ * (cfg, cache_key, heap_count, heaps). */
+static union {
+    pthread_mutex_t m;
+    unsigned char line[128];
+} shared_lock_line __attribute__((aligned(64))) = {PTHREAD_MUTEX_INITIALIZER};
+#define shared_lock (shared_lock_line.m)
 static _Alignas(64) unsigned char shared_control[CONTROL_BYTES];
 static tlsf_growing shared;                      /* the pool: guarded by shared_lock */
 static thread_heap *heaps[THREAD_HEAPS_MAX + 1]; /* by owner id; [0] unused */
@@ -198,7 +204,10 @@ static thread_heap *heap_adopt(void) {
     }
     if (!h && count < THREAD_HEAPS_MAX) {
         /* The heap's own structure is a block of the pool: prefaulted and locked with it. */
-        void *mem = shared_alloc_locked(sizeof(thread_heap) + tlsf_control_size(), 64);
+        /* Padded by two cache lines: the control's counters (its last bytes, written by every
+         * TLSF call of this heap) must not share a line with the next block of the pool (the
+         * head of another heap's chunk or structure). */
+        void *mem = shared_alloc_locked(sizeof(thread_heap) + tlsf_control_size() + 128, 64);
         if (mem) {
             memset(mem, 0, sizeof(thread_heap));
             h = (thread_heap *)mem;
