@@ -75,6 +75,7 @@ set(HEAPHOOK_CORE_SOURCES
     ${HEAPHOOK_CORE_DIR}/native/log.c
     ${HEAPHOOK_CORE_DIR}/native/os.c
     ${HEAPHOOK_CORE_DIR}/native/reloc.c
+    ${HEAPHOOK_CORE_DIR}/native/attach.c
     ${HEAPHOOK_CORE_DIR}/native/stats.c)
 set(HEAPHOOK_CXX_ADAPTER ${HEAPHOOK_CORE_DIR}/native/cxx_adapter.cpp)
 set(HEAPHOOK_VERSION_SCRIPT ${HEAPHOOK_CORE_DIR}/native/exports.map)

@@ -13,6 +13,7 @@
  *   config.c     environment parsing (config.h)
  *   log.c        the malloc-safe logger and the report fd (log.h)
  *   os.c         the seam for OS memory calls (os.h)
+ *   attach.c     heaphook_attach: installing this library into a running process (attach.h)
  *   reloc.c      GOT relocation patching (reloc.h; self-contained, compiled alone by tests)
  *   cxx_adapter.cpp  heaphook_backend_get() for a heaphook::GlobalAllocator backend
  */
@@ -44,6 +45,18 @@
 #define hh_assert(cond) ((void)0)
 #endif
 __attribute__((noreturn)) HH_COLD void hh_assert_fail(const char *cond, const char *file, int line);
+
+/* ---- os.c and attach.c ------------------------------------------------------------------- */
+
+/* Does ptr lie in a mapping made through heaphook_os_map*? (lock-free scan) */
+bool hh_os_owns(const void *ptr);
+/* Set while this library is attached to a process it was not preloaded into: frees,
+ * reallocs and sizes of pointers it does not own go to the previous allocator. */
+extern _Atomic bool hh_attached;
+bool hh_attach_is_foreign(const void *ptr);
+void hh_attach_free(void *ptr);
+size_t hh_attach_usable_size(void *ptr);
+void *hh_attach_realloc(void *ptr, size_t new_size);
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 

@@ -69,6 +69,11 @@ static void *hh_alloc(size_t size, size_t align) {
 
 static void hh_free(void *ptr) {
     if (ptr == NULL || hh_bootstrap_owns(ptr)) return;
+    if (HH_UNLIKELY(atomic_load_explicit(&hh_attached, memory_order_relaxed)) &&
+        hh_attach_is_foreign(ptr)) {
+        hh_attach_free(ptr);
+        return;
+    }
     /* A pointer the backend handed out exists only once the backend is ready. */
     hh_assert(atomic_load(&hh_backend_state) == HH_STATE_READY);
     /* glibc's free keeps errno (POSIX 2024 requires it); a backend's munmap may not. */
@@ -80,6 +85,10 @@ static void hh_free(void *ptr) {
 static size_t hh_usable_size(void *ptr) {
     if (ptr == NULL) return 0;
     if (hh_bootstrap_owns(ptr)) return hh_bootstrap_block_size(ptr);
+    if (HH_UNLIKELY(atomic_load_explicit(&hh_attached, memory_order_relaxed)) &&
+        hh_attach_is_foreign(ptr)) {
+        return hh_attach_usable_size(ptr);
+    }
     return hh_backend.get_block_size(ptr);
 }
 
@@ -104,6 +113,10 @@ static void *hh_realloc(void *ptr, size_t new_size) {
         return NULL;
     }
     if (hh_bootstrap_owns(ptr)) return hh_realloc_bootstrap_block(ptr, new_size);
+    if (HH_UNLIKELY(atomic_load_explicit(&hh_attached, memory_order_relaxed)) &&
+        hh_attach_is_foreign(ptr)) {
+        return hh_attach_realloc(ptr, new_size);
+    }
     void *moved = hh_checked(hh_backend.realloc(ptr, new_size), new_size, 1);
     if (HH_UNLIKELY(moved == NULL)) errno = ENOMEM;
     return moved;
@@ -206,3 +219,20 @@ HH_EXPORT void *pvalloc(size_t size) {
 HH_EXPORT size_t malloc_usable_size(void *ptr) {
     return hh_usable_size(ptr);
 }
+
+/* ---- Local names of the exported functions (attach.c patches GOTs with these: taking the
+ * address of "malloc" here would give whatever the process binds malloc to). -------------- */
+#define HH_LOCAL_ALIAS(name)                \
+    extern __typeof__(name) hh_local_##name \
+        __attribute__((alias(#name), copy(name), visibility("hidden")))
+HH_LOCAL_ALIAS(malloc);
+HH_LOCAL_ALIAS(free);
+HH_LOCAL_ALIAS(calloc);
+HH_LOCAL_ALIAS(realloc);
+HH_LOCAL_ALIAS(reallocarray);
+HH_LOCAL_ALIAS(posix_memalign);
+HH_LOCAL_ALIAS(memalign);
+HH_LOCAL_ALIAS(aligned_alloc);
+HH_LOCAL_ALIAS(valloc);
+HH_LOCAL_ALIAS(pvalloc);
+HH_LOCAL_ALIAS(malloc_usable_size);

@@ -30,13 +30,78 @@ size_t heaphook_os_page_size(void) {
     return page;
 }
 
-void *heaphook_os_map(size_t size) {
+/* ---- The ranges mapped here (ownership for heaphook_attach) ---------------------------------
+ * Every mapping made through this seam is recorded, so that a library installed into a running
+ * process (attach.c) can tell its blocks from those of the allocator that was there before. A
+ * fixed table of slots, lock-free: a slot is claimed by a CAS on its start; lookups scan the
+ * slots below the high-water mark. */
+#define HH_OS_RANGES 16384
+static struct { _Atomic uintptr_t start, end; } hh_os_ranges[HH_OS_RANGES];
+static _Atomic size_t hh_os_range_high;
+
+static void hh_os_record(void *addr, size_t size) {
+    uintptr_t start = (uintptr_t)addr;
+    for (size_t i = 0; i < HH_OS_RANGES; ++i) {
+        uintptr_t expected = 0;
+        if (atomic_load_explicit(&hh_os_ranges[i].start, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_strong(&hh_os_ranges[i].start, &expected, start)) {
+            atomic_store(&hh_os_ranges[i].end, start + size);
+            size_t high = atomic_load(&hh_os_range_high);
+            while (high < i + 1 && !atomic_compare_exchange_weak(&hh_os_range_high, &high, i + 1)) {
+            }
+            return;
+        }
+    }
+    /* Table full: the range stays unrecorded (attach then treats its blocks as foreign). */
+}
+
+/* Forgets [addr, addr + size): whole ranges are dropped, a head or tail is trimmed. */
+static void hh_os_forget(void *addr, size_t size) {
+    uintptr_t start = (uintptr_t)addr, end = start + size;
+    size_t high = atomic_load(&hh_os_range_high);
+    for (size_t i = 0; i < high; ++i) {
+        uintptr_t s = atomic_load(&hh_os_ranges[i].start), e = atomic_load(&hh_os_ranges[i].end);
+        if (s == 0 || e <= start || s >= end) continue;
+        if (start <= s && end >= e) {
+            atomic_store(&hh_os_ranges[i].end, 0);
+            atomic_store(&hh_os_ranges[i].start, 0);
+        } else if (start <= s) {
+            atomic_store(&hh_os_ranges[i].start, end);
+        } else if (end >= e) {
+            atomic_store(&hh_os_ranges[i].end, start);
+        } else {
+            atomic_store(&hh_os_ranges[i].end, start); /* a hole: keep the head, record the tail */
+            hh_os_record((void *)end, e - end);
+        }
+    }
+}
+
+bool hh_os_owns(const void *ptr) {
+    uintptr_t p = (uintptr_t)ptr;
+    size_t high = atomic_load_explicit(&hh_os_range_high, memory_order_acquire);
+    for (size_t i = 0; i < high; ++i) {
+        uintptr_t s = atomic_load_explicit(&hh_os_ranges[i].start, memory_order_relaxed);
+        if (s != 0 && p >= s &&
+            p < atomic_load_explicit(&hh_os_ranges[i].end, memory_order_relaxed)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void *hh_os_map_raw(size_t size) {
     if (size == 0) {
         errno = EINVAL;
         return NULL;
     }
     void *addr = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return addr == MAP_FAILED ? NULL : addr;
+}
+
+void *heaphook_os_map(size_t size) {
+    void *addr = hh_os_map_raw(size);
+    if (addr != NULL) hh_os_record(addr, size);
+    return addr;
 }
 
 void *heaphook_os_map_aligned(size_t size, size_t alignment) {
@@ -50,17 +115,19 @@ void *heaphook_os_map_aligned(size_t size, size_t alignment) {
         errno = ENOMEM;
         return NULL;
     }
-    char *raw = heaphook_os_map(size + slack);
+    char *raw = hh_os_map_raw(size + slack);
     if (raw == NULL) return NULL;
     char *aligned = (char *)hh_align_up((uintptr_t)raw, alignment);
     size_t head = (size_t)(aligned - raw);
     size_t tail = slack - head;
     if (head > 0) munmap(raw, head);
     if (tail > 0) munmap(aligned + size, tail);
+    hh_os_record(aligned, size);
     return aligned;
 }
 
 int heaphook_os_unmap(void *addr, size_t size) {
+    hh_os_forget(addr, size);
     return munmap(addr, size);
 }
 

@@ -27,7 +27,14 @@ const MALLOC_FAMILY = [
   'malloc_trim',
   'mallopt',
 ];
-const PUBLIC_API = ['heaphook_active_backend', 'heaphook_version', 'heaphook_get_stats'];
+const PUBLIC_API = [
+  'heaphook_active_backend',
+  'heaphook_version',
+  'heaphook_get_stats',
+  'heaphook_attach',
+  'heaphook_detach',
+  'heaphook_is_attached',
+];
 
 function definedDynamicSymbols(library: string): string[] {
   const result = run('nm', ['-D', '--defined-only', library]);
