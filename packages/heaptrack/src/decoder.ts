@@ -138,9 +138,10 @@ interface State {
   stacks: Map<number, number>; // thread index -> previous stack, this block
   // Address coding (persists across blocks): live blocks by address -> ordinal, and back.
   ordinal: number;
-  liveOrdinal: Map<number, { ordinal: number; cls: number }>;
-  livePtr: Map<number, number>;
-  recent: number[];
+  liveOrdinal: Map<number, number>; // address -> ordinal * 256 + size class
+  livePtr: Map<number, number>; // ordinal -> address
+  recent: Float64Array; // a ring: entry k (0 = freed last) is recent[(recentHead - 1 - k) % RECENT]
+  recentHead: number;
   classes: number[][];
   bumpAddr: number; // the last new block and its request: the next may follow it directly
   bumpBytes: number;
@@ -181,12 +182,13 @@ function readRef(c: Cursor, s: State, remove: boolean): number {
   }
   if (ptr !== 0 && remove) {
     const live = s.liveOrdinal.get(ptr);
+    let cls = NO_CLASS;
     if (live !== undefined) {
       s.liveOrdinal.delete(ptr);
-      s.livePtr.delete(live.ordinal);
+      s.livePtr.delete(Math.floor(live / 256));
+      cls = live % 256;
     }
-    pushFront(s.recent, RECENT, ptr);
-    const cls = live?.cls ?? NO_CLASS;
+    s.recent[s.recentHead++ % RECENT] = ptr;
     if (cls < CLASSES) pushFront(s.classes[cls]!, CLASS_DEPTH, ptr);
   }
   s.addr = ptr;
@@ -212,7 +214,7 @@ function readNew(c: Cursor, s: State, classBytes: number, request: number): numb
     ptr = s.bumpAddr + Math.max(32, chunk);
   } else {
     const k = (v - 2) / 4 - 1;
-    const found = s.recent[k];
+    const found = k < RECENT ? s.recent[(s.recentHead - 1 - k + RECENT * 2) % RECENT] : undefined;
     if (found === undefined || found === 0)
       throw new RangeError(`reference to unknown recent free ${k}`);
     ptr = found;
@@ -228,8 +230,8 @@ function readNew(c: Cursor, s: State, classBytes: number, request: number): numb
     }
     s.ordinal++;
     const previous = s.liveOrdinal.get(ptr);
-    if (previous !== undefined) s.livePtr.delete(previous.ordinal);
-    s.liveOrdinal.set(ptr, { ordinal: s.ordinal, cls });
+    if (previous !== undefined) s.livePtr.delete(Math.floor(previous / 256));
+    s.liveOrdinal.set(ptr, s.ordinal * 256 + cls);
     s.livePtr.set(s.ordinal, ptr);
     s.bumpAddr = ptr;
     s.bumpBytes = request;
@@ -320,8 +322,8 @@ function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
       count,
       align,
       split: (tag & EVT_SPLIT) !== 0,
-      ...(duration !== undefined ? { duration } : {}),
-      ...(weight !== undefined ? { weight } : {}),
+      duration,
+      weight,
     };
     out.push(event);
     return;
@@ -482,7 +484,8 @@ export async function* decodeLogBatches(
       ordinal: 0,
       liveOrdinal: new Map(),
       livePtr: new Map(),
-      recent: new Array<number>(RECENT).fill(0),
+      recent: new Float64Array(RECENT),
+      recentHead: 0,
       classes: Array.from({ length: CLASSES }, () => new Array<number>(CLASS_DEPTH).fill(0)),
       bumpAddr: 0,
       bumpBytes: 0,

@@ -87,9 +87,10 @@ export interface EventRecord {
   /** Alignment asked for (posix_memalign, memalign, aligned_alloc), else 0. */
   readonly align: number;
   /** ns in the underlying allocator (HEAPHOOK_TIMING=1), else undefined. */
-  readonly duration?: number;
-  /** Sampling: bytes this record stands for; 0 = this realloc's new block was not sampled. */
-  readonly weight?: number;
+  readonly duration: number | undefined;
+  /** Sampling: bytes this record stands for; 0 = this realloc's new block was not sampled.
+   * Undefined when the log is not sampled. */
+  readonly weight: number | undefined;
   /** realloc moved the block: the new block exists from this thread's next realloc_done. */
   readonly split: boolean;
 }

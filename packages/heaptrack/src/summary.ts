@@ -113,14 +113,6 @@ export class HeapReplay {
     if (e.op !== 'realloc_done') this.events++;
     const bytes = e.op === 'calloc' || e.op === 'reallocarray' ? e.count * e.size : e.size;
     const weight = e.weight ?? bytes;
-    const block = (ptr: number): LiveBlock => ({
-      ptr,
-      size: bytes,
-      weight,
-      stack: e.stack,
-      time: e.time,
-      op: e.op,
-    });
     switch (e.op) {
       case 'free':
         this.remove(e.ptr);
@@ -133,8 +125,9 @@ export class HeapReplay {
         }
         if (e.oldPtr !== 0) this.remove(e.oldPtr);
         if (e.ptr === 0 || weight === 0) return; // realloc(p, 0) freed it, or not sampled
-        if (e.split) this.pending.set(e.tid, block(e.ptr));
-        else this.add(block(e.ptr));
+        const block = { ptr: e.ptr, size: bytes, weight, stack: e.stack, time: e.time, op: e.op };
+        if (e.split) this.pending.set(e.tid, block);
+        else this.add(block);
         return;
       }
       case 'realloc_done': {
@@ -150,7 +143,7 @@ export class HeapReplay {
           this.failedCalls++;
           return;
         }
-        this.add(block(e.ptr));
+        this.add({ ptr: e.ptr, size: bytes, weight, stack: e.stack, time: e.time, op: e.op });
     }
   }
 }
