@@ -6,10 +6,11 @@
  *   hooks.c     the interposed malloc family, the recursion guard, the bootstrap arena
  *   tracer.c    configuration, start-up, transport (standalone or collector), fork, exit
  *   ring.c      the shared-memory ring buffer (multi-producer, one consumer)
- *   unwind.c    call stacks: a cached DWARF CFI unwinder, _Unwind_Backtrace as fallback
+ *   unwinder.c  call stacks: a cached DWARF CFI unwinder, _Unwind_Backtrace as fallback
  *   stacks.c    interning of call stacks as a trie of (parent, return address) nodes
  *   modules.c   the module map (path, load address, build id) sent for symbolising
- *   writer.c    the log encoder (FORMAT.md): varints, deltas, CRC-checked blocks
+ *   writer.c    the log encoder (FORMAT.md): columns of varints and deltas, CRC-checked
+ *               blocks, one zstd stream (libzstd loaded at run time) or deflate
  *   collector.c the out-of-process collector (heaphook record)
  */
 #ifndef HH_TRACE_H

@@ -1,7 +1,7 @@
 /*
  * writer.h — turns ring records into the log file (FORMAT.md). Used by the in-process drain
- * thread and by the collector, so it never allocates through malloc: its tables and its block
- * buffer are mmap'd.
+ * thread and by the collector, so it never allocates through malloc: its tables, its block
+ * buffers and its compressors' memory are mmap'd.
  */
 #ifndef HH_WRITER_H
 #define HH_WRITER_H
