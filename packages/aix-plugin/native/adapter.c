@@ -93,6 +93,10 @@ static int ready(void) {
                 }
                 backend = table;
                 atomic_store_explicit(&state, READY, memory_order_release);
+                heaphook_log_debug(
+                    "aix plug-in: backend %s ready (%zu bytes of the plug-in's "
+                    "arena used while it initialised)",
+                    table->name, atomic_load(&arena_used));
                 return 1;
             }
             s = expected;
@@ -231,8 +235,12 @@ AIX_EXPORT int __mallopt__(int command, int value) {
     return backend->mallopt(command, value) ? 0 : 1;
 }
 
+/* HEAPHOOK_AIX_LAZY_START (a test build): start leaves the initialisation to the first
+ * allocation, as for a plug-in without __malloc_start__. */
 AIX_EXPORT void __malloc_start__(void) {
+#ifndef HEAPHOOK_AIX_LAZY_START
     ready();
+#endif
 }
 
 AIX_EXPORT void __malloc_init__(void) {

@@ -54,7 +54,12 @@ describe('libheaphook_aix_tlsf.a', () => {
   });
 
   it('the test archives carry the same member name', () => {
-    for (const a of ['libaix_bump.a', 'libaix_bump_nomemalign.a', 'libaix_incomplete.a']) {
+    for (const a of [
+      'libaix_bump.a',
+      'libaix_bump_nomemalign.a',
+      'libaix_incomplete.a',
+      'libaix_early.a',
+    ]) {
       const r = spawnSync('ar', ['t', join(release, a)], { encoding: 'utf8' });
       expect(r.stdout).toBe('mem64.o\n');
     }

@@ -41,6 +41,22 @@ describe.each([
   });
 });
 
+describe('a backend that allocates in its own init (malloc before the subsystem is ready)', () => {
+  it("is served by the plug-in's arena, and the program runs", () => {
+    const r = runEmul(probe, ['5'], {
+      archive: archives.early,
+      env: { HEAPHOOK_LOG_LEVEL: 'debug' },
+    });
+    expect(r.stdout).toMatch(/^aix_probe: ok /);
+    expect(r.status).toBe(0);
+    const line = /aix plug-in: backend tlsf-early ready \((\d+) bytes of the plug-in's arena/.exec(
+      r.stderr,
+    );
+    expect(line).not.toBeNull();
+    expect(Number(line![1])).toBeGreaterThan(4000);
+  });
+});
+
 describe('the bump plug-in counts what it was asked', () => {
   it('start once, init once, every entry point used, the fork pair balanced', () => {
     const r = runEmul(probe, ['10'], { archive: archives.bump });

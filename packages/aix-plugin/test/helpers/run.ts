@@ -32,6 +32,7 @@ export const archives = {
   bump: 'libaix_bump.a',
   bumpNoMemalign: 'libaix_bump_nomemalign.a',
   incomplete: 'libaix_incomplete.a',
+  early: 'libaix_early.a',
 } as const;
 
 export function requireBuilt(): void {
