@@ -68,6 +68,16 @@ describe('checking mode stops bad frees with one line naming the address', () =>
     expect(r.signal).toBe('SIGABRT');
     expect(r.stderr).toMatch(/double free at 0x/);
   });
+
+  for (const kind of ['double-free-cached', 'double-free-large']) {
+    it(`${kind}: caught by the fast free path's checks`, () => {
+      const r = probe([kind]);
+      const address = r.stdout.trim().split('\n')[0]!;
+      expect(r.stdout).not.toContain('not stopped');
+      expect(r.signal).toBe('SIGABRT');
+      expect(r.stderr).toContain(`double free at ${address}`);
+    });
+  }
 });
 
 describe('pool growth', () => {

@@ -3,6 +3,7 @@
  * Built with -fno-builtin so every malloc call really happens.
  *
  *   tlsf_probe double-free | interior | foreign | header   (checking mode: must be stopped)
+ *   tlsf_probe double-free-cached | double-free-large   (no checking mode: must be stopped)
  *   tlsf_probe grow <bytes>      one request of <bytes>; prints "ok"
  *   tlsf_probe stats             prints mallinfo2 figures, then malloc_stats()
  *   tlsf_probe align             aligned allocation, realloc and free of aligned blocks
@@ -19,6 +20,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,24 @@ static int scenario_bad_free(const char *kind) {
         free(q);
     }
     free(r);
+    printf("not stopped\n");
+    return 0;
+}
+
+/* Double frees the fast free path must hand to its checks: a cached block freed again after
+ * another block of its size went into the cache, and a block too large for the cache. */
+static int scenario_double_free_fast(const char *kind) {
+    const bool cached = !strcmp(kind, "double-free-cached");
+    const size_t size = cached ? 48 : 4000;
+    char *a = malloc(size);
+    char *b = malloc(size);
+    char *guard = malloc(size);
+    say("%p\n", a);
+    free(a);
+    if (cached) free(b); /* a is no longer the head of its cache class */
+    free(a);
+    if (!cached) free(b);
+    free(guard);
     printf("not stopped\n");
     return 0;
 }
@@ -280,6 +300,8 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "double-free") || !strcmp(s, "interior") || !strcmp(s, "foreign") ||
         !strcmp(s, "header"))
         return scenario_bad_free(s);
+    if (!strcmp(s, "double-free-cached") || !strcmp(s, "double-free-large"))
+        return scenario_double_free_fast(s);
     if (!strcmp(s, "grow") && argc > 2) return scenario_grow(strtoull(argv[2], NULL, 0));
     if (!strcmp(s, "stats")) return scenario_stats();
     if (!strcmp(s, "align")) return scenario_align();
