@@ -147,7 +147,7 @@ static int64_t hh_next_gap(void) {
 /* 0 when not sampled, else the bytes this allocation stands for (as heapprofd). */
 static inline uint64_t hh_sample(size_t size) {
     uint64_t interval = hh_cfg.sample_bytes;
-    if (HH_LIKELY(interval == 0)) return size;
+    if (HH_LIKELY(interval == 0)) return size != 0 ? size : 1; /* malloc(0) is a call too */
     if (size >= interval) return size;
     if (t_until_sample == 0) t_until_sample = hh_next_gap();
     t_until_sample -= (int64_t)size;

@@ -129,6 +129,27 @@ describe('exact counts of a known workload', () => {
   });
 });
 
+describe('calls at the edges', () => {
+  it('failures, zero sizes and overflows keep the log consistent', async () => {
+    for (const codec of ['zstd', 'none']) {
+      const dir = scratch(`edges-${codec}`);
+      const run = traced(dir, workload, ['edges'], { HEAPHOOK_COMPRESS: codec });
+      expect(run.status, run.stderr).toBe(0);
+      const expected = JSON.parse(run.stdout) as { live: number; nulls: number };
+      expect(expected.nulls).toBe(6);
+      const s = await summarize(logsIn(dir)[0]!);
+      expect(s.anomalies).toBe(0);
+      expect(s.unknownFrees).toBe(0);
+      expect(s.failedCalls).toBe(5); // malloc, calloc, realloc, reallocarray, posix_memalign
+      expect(s.calls.reallocarray).toBe(2);
+      expect(s.calls.free).toBe(3); // malloc(0)'s block, the aligned block, grown
+      const workloadLeaks = s.leaks.filter((b) => b.size === 100);
+      expect(workloadLeaks.length).toBe(2); // keep and arr stay live
+      expect(workloadLeaks.reduce((a, b) => a + b.size, 0)).toBe(expected.live);
+    }
+  });
+});
+
 describe('ordering across threads', () => {
   it('threads trading blocks (free, realloc, malloc of addresses just released elsewhere)', async () => {
     const dir = scratch('trade');

@@ -191,10 +191,40 @@ NOINLINE void churn(long n) {
     for (int i = 0; i < 64; i++) free(keep[i]);
 }
 
+/* Calls at the edges: failures, zero sizes, overflows. Prints the bytes it leaves live. */
+NOINLINE void edges(void) {
+    volatile size_t big = (size_t)1 << 33; /* volatile: no compile-time overflow warnings */
+    void *keep = malloc(100);              /* live: 100 */
+    void *zero = malloc(0);                /* malloc(0): a valid block */
+    free(zero);
+    free(NULL);                          /* not recorded */
+    void *huge = malloc((size_t)-1 / 2); /* fails */
+    void *over = calloc(big, big);       /* overflows: fails */
+    void *grown = realloc(NULL, 64);     /* realloc(NULL, n) = malloc */
+    grown = realloc(grown, 4096);
+    void *gone = realloc(malloc(32), 0);          /* realloc(p, 0) frees p */
+    void *arr = reallocarray(NULL, 10, 10);       /* 100 bytes */
+    void *bad = reallocarray(arr, big, big);      /* overflows: arr stays */
+    void *failed = realloc(keep, (size_t)-1 / 2); /* fails: keep stays */
+    void *p = NULL;
+    int rc = posix_memalign(&p, 3, 64); /* EINVAL */
+    void *aligned = aligned_alloc(4096, 4096);
+    free(aligned);
+    free(grown);
+    char line[160];
+    snprintf(line, sizeof line, "{\"live\":%d,\"nulls\":%d}\n", 100 + 100,
+             (huge == NULL) + (over == NULL) + (gone == NULL) + (bad == NULL) + (failed == NULL) +
+                 (rc != 0));
+    say(line);
+    (void)arr;
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "counts";
     if (strcmp(mode, "counts") == 0) {
         counts();
+    } else if (strcmp(mode, "edges") == 0) {
+        edges();
     } else if (strcmp(mode, "crash") == 0) {
         crash_site(argc > 2 ? argv[2] : "segv");
     } else if (strcmp(mode, "threads") == 0) {
