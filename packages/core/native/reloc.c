@@ -64,6 +64,7 @@ struct heaphook_reloc_object {
     size_t jmprel_count;
     uintptr_t relro_start, relro_end; /* pages the loader made read-only */
     uintptr_t load_start, load_end;   /* span of the PT_LOAD segments */
+    bool bind_now;                    /* DF_BIND_NOW / DF_1_NOW: no JUMP_SLOT is left unresolved */
 };
 
 static size_t hh_page(void) {
@@ -126,6 +127,15 @@ static int hh_object_parse(struct heaphook_reloc_object *object, const struct dl
                 break;
             case DT_REL:
                 return HEAPHOOK_RELOC_BAD_OBJECT;
+            case DT_BIND_NOW:
+                object->bind_now = true;
+                break;
+            case DT_FLAGS:
+                if (dyn->d_un.d_val & DF_BIND_NOW) object->bind_now = true;
+                break;
+            case DT_FLAGS_1:
+                if (dyn->d_un.d_val & DF_1_NOW) object->bind_now = true;
+                break;
             default:
                 break;
         }
@@ -183,13 +193,27 @@ static int hh_write_slot(const struct heaphook_reloc_object *object, void **slot
     return HEAPHOOK_RELOC_OK;
 }
 
+/* Is value a lazy-binding PLT stub of the object (an unresolved JUMP_SLOT points back into
+ * the object's PLT)? On x86-64 the stub the slot names starts with `push $index` (0x68),
+ * after an endbr64 with IBT; elsewhere any address inside a lazily bound object counts. */
+static bool hh_is_plt_stub(const struct heaphook_reloc_object *object, uintptr_t value) {
+    if (object->bind_now || value < object->load_start || value >= object->load_end) return false;
+#if defined(__x86_64__)
+    const unsigned char *code = (const unsigned char *)value;
+    static const unsigned char endbr64[4] = {0xf3, 0x0f, 0x1e, 0xfa};
+    if (memcmp(code, endbr64, 4) == 0) code += 4;
+    return code[0] == 0x68;
+#else
+    return true;
+#endif
+}
+
 /* The function a slot leads to: with lazy binding an unresolved JUMP_SLOT points back into the
  * object's own PLT, so ask the loader instead. */
 static void *hh_slot_target(const struct heaphook_reloc_object *object, void **slot,
                             const ElfW(Sym) * sym) {
     void *value = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    uintptr_t v = (uintptr_t)value;
-    if (sym->st_shndx == SHN_UNDEF && v >= object->load_start && v < object->load_end) {
+    if (sym->st_shndx == SHN_UNDEF && hh_is_plt_stub(object, (uintptr_t)value)) {
         void *resolved = dlsym(RTLD_DEFAULT, object->strtab + sym->st_name);
         if (resolved != NULL) return resolved;
     }
@@ -318,6 +342,23 @@ int heaphook_reloc_replace(heaphook_reloc_object *object, const char *symbol, vo
     if (found == 0) return HEAPHOOK_RELOC_NOT_FOUND;
     if (old != NULL) *old = r.old;
     return r.error;
+}
+
+static void hh_get_slot(struct heaphook_reloc_object *object, void **slot, const ElfW(Sym) * sym,
+                        void *arg) {
+    void **current = arg;
+    if (*current == NULL) *current = hh_slot_target(object, slot, sym);
+}
+
+int heaphook_reloc_get(heaphook_reloc_object *object, const char *symbol,
+                       void **current) HH_RELOC_EXPORT;
+int heaphook_reloc_get(heaphook_reloc_object *object, const char *symbol, void **current) {
+    if (object == NULL || symbol == NULL || current == NULL) return HEAPHOOK_RELOC_INVALID_ARG;
+    *current = NULL;
+    if (hh_object_each_slot(object, symbol, hh_get_slot, current) == 0) {
+        return HEAPHOOK_RELOC_NOT_FOUND;
+    }
+    return HEAPHOOK_RELOC_OK;
 }
 
 void heaphook_reloc_close(heaphook_reloc_object *object) HH_RELOC_EXPORT;

@@ -55,6 +55,10 @@ int heaphook_reloc_open_by_address(heaphook_reloc_object **out, const void *addr
  * resolved it yet. NOT_FOUND when the object has no relocation of symbol. */
 int heaphook_reloc_replace(heaphook_reloc_object *object, const char *symbol, void *replacement,
                            void **old);
+/* *current receives the function the object's first GOT entry of symbol leads to now (resolved
+ * through the loader when lazy binding has not resolved it yet). NOT_FOUND when the object has
+ * no relocation of symbol. */
+int heaphook_reloc_get(heaphook_reloc_object *object, const char *symbol, void **current);
 void heaphook_reloc_close(heaphook_reloc_object *object);
 
 /* ---- The whole process ----------------------------------------------------------------- */

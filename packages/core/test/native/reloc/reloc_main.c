@@ -67,10 +67,18 @@ int main(int argc, char **argv) {
     heaphook_reloc_object *object;
     int error = heaphook_reloc_open(&object, NULL);
     CHECK(error == 0, "open main: %s", heaphook_reloc_strerror(error));
+    /* Not called yet: with lazy binding its slot still points at the PLT stub; get resolves. */
+    void *target = NULL;
+    CHECK(heaphook_reloc_get(object, "reloc_lib_call_value", &target) == 0 &&
+              target == dlsym(RTLD_DEFAULT, "reloc_lib_call_value"),
+          "get of an unresolved slot: %p", target);
     void *old = NULL;
     error = heaphook_reloc_replace(object, "getpid", (void *)fake_getpid, &old);
     CHECK(error == 0, "replace: %s", heaphook_reloc_strerror(error));
     CHECK(getpid() == FAKE_PID, "object: main not redirected");
+    void *current = NULL;
+    CHECK(heaphook_reloc_get(object, "getpid", &current) == 0 && current == (void *)fake_getpid,
+          "object: get");
     CHECK(reloc_lib_getpid() == pid, "object: lib redirected too");
     CHECK(old != NULL && ((pid_t(*)(void))old)() == pid, "object: old is not getpid");
     error = heaphook_reloc_replace(object, "getpid", old, NULL);
