@@ -497,11 +497,18 @@ static heaphook_ucm_status_t ucm_install(void) {
 }
 
 /* The function the process calls for symbol: in preload mode the global definition; in reloc
- * mode the main program's GOT slot when it has one (else ours, which is what patched slots
- * hold). */
+ * mode what the main program's GOT entry leads to (so a patch that did not take, or was undone,
+ * shows), or our hook when the program has no entry for it. */
 static void *ucm_process_function(size_t index) {
-    if (strcmp(ucm_mode, "preload") == 0) return ucm_global_symbol(ucm_symbols[index].name);
-    return ucm_symbols[index].hook;
+    const char *name = ucm_symbols[index].name;
+    if (strcmp(ucm_mode, "preload") == 0) return ucm_global_symbol(name);
+    void *current = NULL;
+    heaphook_reloc_object *program;
+    if (heaphook_reloc_open(&program, NULL) == HEAPHOOK_RELOC_OK) {
+        heaphook_reloc_get(program, name, &current);
+        heaphook_reloc_close(program);
+    }
+    return current != NULL ? current : ucm_symbols[index].hook;
 }
 
 EXPORT heaphook_ucm_status_t heaphook_ucm_test_events(int events) {

@@ -90,6 +90,18 @@ describe('allocator mappings', () => {
   });
 });
 
+describe('self-test', () => {
+  it('names the events that do not fire when a hook is not in place', () => {
+    const result = events(`reloc:${lib}`, 'selftest_broken');
+    const output = result.stdout + result.stderr;
+    expect(result.stderr).toMatch(
+      /error: self-test \(reloc mode\): these events do not fire: MMAP\n/,
+    );
+    expect(result.stdout, output).toMatch(/selftest_broken: \d+ checks, 0 failed/);
+    expect(result.status, output).toBe(0);
+  });
+});
+
 describe('configuration', () => {
   it('HEAPHOOK_MEM_EVENTS=no refuses handlers', () => {
     const result = events('preload', 'mmap', { LD_PRELOAD: lib, HEAPHOOK_MEM_EVENTS: 'no' });
