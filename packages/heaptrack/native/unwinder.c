@@ -62,6 +62,10 @@ uint64_t hh_unwind_slow_walks(void) {
  * bits 8-39 CFA offset, bits 40-55 rbp save offset from the CFA (signed),
  * bits 56-63 return address offset from the CFA (signed). */
 enum { HH_RULE_NONE = 0, HH_RULE_OK = 1, HH_RULE_END = 2, HH_RULE_BAD = 3 };
+/* With HH_RULE_END: the address has no unwind table (JIT code, hand-written assembly), as
+ * opposed to the outermost frame; the walk may then follow the frame pointer chain. */
+#define HH_RULE_NOFDE 16u
+#define HH_MAX_FP_STEPS 64
 #define HH_RULE_KIND(r) ((unsigned)((r)&3))
 #define HH_RULE_CFA_BP(r) (((r) >> 2) & 1)
 #define HH_RULE_BP_SAVED(r) (((r) >> 3) & 1)
@@ -501,12 +505,12 @@ static bool hh_run_cfa(const uint8_t *p, const uint8_t *end, uintptr_t loc, uint
 /* The rule for stepping out of the frame executing at target. */
 static uint64_t hh_compute_rule(uintptr_t target) {
     struct dl_find_object dlfo;
-    if (_dl_find_object((void *)target, &dlfo) != 0) return HH_RULE_END; /* no module: JIT? */
-    if (dlfo.dlfo_eh_frame == NULL) return HH_RULE_END;
+    if (_dl_find_object((void *)target, &dlfo) != 0) return HH_RULE_END | HH_RULE_NOFDE;
+    if (dlfo.dlfo_eh_frame == NULL) return HH_RULE_END | HH_RULE_NOFDE;
     bool ok = true;
     const uint8_t *fde = hh_find_fde(dlfo.dlfo_eh_frame, target, &ok);
     if (!ok) return HH_RULE_BAD;
-    if (fde == NULL) return HH_RULE_END;
+    if (fde == NULL) return HH_RULE_END | HH_RULE_NOFDE;
     uint32_t len = *(const uint32_t *)fde;
     if (len == 0 || len == 0xffffffffu) return HH_RULE_BAD;
     const uint8_t *p = fde + 4, *end = p + len;
@@ -518,7 +522,7 @@ static uint64_t hh_compute_rule(uintptr_t target) {
     uintptr_t pc_begin = hh_read_encoded(&p, end, cie.fde_enc, 0, &ok);
     uintptr_t pc_range = hh_read_encoded(&p, end, cie.fde_enc & 0x0f, 0, &ok);
     if (!ok) return HH_RULE_BAD;
-    if (target < pc_begin || target >= pc_begin + pc_range) return HH_RULE_END;
+    if (target < pc_begin || target >= pc_begin + pc_range) return HH_RULE_END | HH_RULE_NOFDE;
     if (cie.has_z) {
         uint64_t aug_len = hh_uleb(&p, end);
         p += aug_len;
@@ -609,7 +613,7 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
     }
     uintptr_t top = t_stack_top;
     if (top <= sp) return hh_unwind_slow(pcs, max);
-    int n = 0;
+    int n = 0, fp_steps = 0;
     for (int frames = 0; frames < 512 && n < max; frames++) {
         uint64_t rule = hh_rule_lookup(table, target);
         if (rule == 0) {
@@ -617,7 +621,21 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
             hh_rule_insert(table, target, rule);
         }
         unsigned kind = HH_RULE_KIND(rule);
-        if (kind == HH_RULE_END) break;
+        if (kind == HH_RULE_END) {
+            /* Code without unwind tables, such as V8's JIT code and builtins, keeps rbp as a
+             * frame pointer: follow that chain (inside the stack only) until code with tables
+             * is reached again. */
+            if (!(rule & HH_RULE_NOFDE) || ++fp_steps > HH_MAX_FP_STEPS) break;
+            if (bp < sp || (bp & 7) != 0 || bp + 16 > top) break;
+            uintptr_t ra = ((const uintptr_t *)bp)[1];
+            uintptr_t next_bp = ((const uintptr_t *)bp)[0];
+            sp = bp + 16;
+            bp = next_bp;
+            if (ra < 4096) break;
+            if (!hh_skipped(ra)) pcs[n++] = ra;
+            target = ra - 1;
+            continue;
+        }
         if (kind != HH_RULE_OK) return hh_unwind_slow(pcs, max);
         uintptr_t cfa = (HH_RULE_CFA_BP(rule) ? bp : sp) + HH_RULE_CFA_OFF(rule);
         if (cfa <= sp || (cfa & 7) != 0) break; /* a frame must move up the stack */
