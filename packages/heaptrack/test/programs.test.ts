@@ -8,7 +8,7 @@ import { basename, join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { framesOf, record, summarize } from '../src/index.js';
+import { framesOf, record, summarize, Symbolizer } from '../src/index.js';
 import { logsIn, python3, scratch, traced } from './helpers.js';
 
 async function decodesCleanly(log: string): Promise<void> {
@@ -67,6 +67,23 @@ describe('real programs', () => {
     expect(result.stdout.trim()).toBe('20000');
     expect(result.logs).toHaveLength(1);
     await decodesCleanly(result.logs[0]!.path);
+    // Stacks cross V8's JIT frames (no unwind tables) down to node's own main.
+    const s = await summarize(result.logs[0]!.path);
+    const symbolizer = new Symbolizer(s.modules);
+    const parents = new Set([...s.stacks.values()].map((n) => n.parent));
+    let crossed = 0;
+    for (const id of s.stacks.keys()) {
+      if (parents.has(id)) continue;
+      const pcs = framesOf(s.stacks, id);
+      const first = pcs.findIndex((pc) => symbolizer.moduleOf(pc) === undefined);
+      if (first < 0 || !pcs.slice(first).some((pc) => symbolizer.moduleOf(pc) !== undefined))
+        continue;
+      const frames = await symbolizer.symbolize(pcs);
+      const names = pcs.flatMap((pc) => (frames.get(pc) ?? []).map((f) => f.function));
+      if (names.some((n) => n.startsWith('node::Start'))) crossed++;
+      if (crossed > 0) break;
+    }
+    expect(crossed).toBeGreaterThan(0);
   });
 
   it('a compiler under heaphook record: gcc, cc1, as, collect2 and ld each get a log', async () => {
