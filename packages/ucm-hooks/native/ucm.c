@@ -74,24 +74,25 @@ EXPORT void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int fla
 EXPORT int heaphook_ucm_orig_munmap(void *addr, size_t length) {
     return (int)syscall(SYS_munmap, addr, length);
 }
-static void *orig_mremap(void *old, size_t old_size, size_t new_size, int flags, void *new_addr) {
+EXPORT void *heaphook_ucm_orig_mremap(void *old, size_t old_size, size_t new_size, int flags,
+                                      void *new_addr) {
     return (void *)syscall(SYS_mremap, old, old_size, new_size, flags, new_addr);
 }
-static int orig_madvise(void *addr, size_t length, int advice) {
+EXPORT int heaphook_ucm_orig_madvise(void *addr, size_t length, int advice) {
     return (int)syscall(SYS_madvise, addr, length, advice);
 }
-static void *orig_shmat(int shmid, const void *shmaddr, int shmflg) {
+EXPORT void *heaphook_ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg) {
     return (void *)syscall(SYS_shmat, shmid, shmaddr, shmflg);
 }
-static int orig_shmdt(const void *shmaddr) {
+EXPORT int heaphook_ucm_orig_shmdt(const void *shmaddr) {
     return (int)syscall(SYS_shmdt, shmaddr);
 }
 static void ucm_resolve_brk(void);
-static void *orig_sbrk(intptr_t increment) {
+EXPORT void *heaphook_ucm_orig_sbrk(intptr_t increment) {
     if (ucm_real_sbrk == NULL) ucm_resolve_brk();
     return ucm_real_sbrk(increment);
 }
-static int orig_brk(void *addr) {
+EXPORT int heaphook_ucm_orig_brk(void *addr) {
     if (ucm_real_brk == NULL) ucm_resolve_brk();
     return ucm_real_brk(addr);
 }
@@ -221,10 +222,10 @@ EXPORT int heaphook_ucm_munmap(void *addr, size_t length) {
     return event.munmap.result;
 }
 
-EXPORT void *heaphook_ucm_mremap(void *old, size_t old_size, size_t new_size, int flags,
-                                 void *new_address) {
+static void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, int flags,
+                             void *new_address) {
     if (!(flags & MREMAP_FIXED)) new_address = NULL;
-    if (!ucm_enter()) return orig_mremap(old, old_size, new_size, flags, new_address);
+    if (!ucm_enter()) return heaphook_ucm_orig_mremap(old, old_size, new_size, flags, new_address);
     ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, old, ucm_page_round(old_size));
     if (flags & MREMAP_FIXED) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, new_address, ucm_page_round(new_size));
@@ -236,9 +237,9 @@ EXPORT void *heaphook_ucm_mremap(void *old, size_t old_size, size_t new_size, in
                                              .flags = flags,
                                              .new_address = new_address}};
     UCM_CHAIN(HEAPHOOK_UCM_EVENT_MREMAP, &event, event.mremap.result == MAP_FAILED,
-              event.mremap.result =
-                  orig_mremap(event.mremap.address, event.mremap.old_size, event.mremap.new_size,
-                              event.mremap.flags, event.mremap.new_address));
+              event.mremap.result = heaphook_ucm_orig_mremap(
+                  event.mremap.address, event.mremap.old_size, event.mremap.new_size,
+                  event.mremap.flags, event.mremap.new_address));
     int saved = errno;
     if (event.mremap.result != MAP_FAILED) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.mremap.result,
@@ -288,7 +289,7 @@ static size_t ucm_mapping_size(const void *address) {
 }
 
 EXPORT void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg) {
-    if (!ucm_enter()) return orig_shmat(shmid, shmaddr, shmflg);
+    if (!ucm_enter()) return heaphook_ucm_orig_shmat(shmid, shmaddr, shmflg);
     size_t size = ucm_shm_size(shmid);
     if (shmaddr != NULL && (shmflg & SHM_REMAP)) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, (void *)shmaddr, size);
@@ -296,8 +297,8 @@ EXPORT void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg) {
     heaphook_ucm_event_t event = {
         .shmat = {.result = (void *)-1, .shmid = shmid, .shmaddr = shmaddr, .shmflg = shmflg}};
     UCM_CHAIN(HEAPHOOK_UCM_EVENT_SHMAT, &event, event.shmat.result == (void *)-1,
-              event.shmat.result =
-                  orig_shmat(event.shmat.shmid, event.shmat.shmaddr, event.shmat.shmflg));
+              event.shmat.result = heaphook_ucm_orig_shmat(event.shmat.shmid, event.shmat.shmaddr,
+                                                           event.shmat.shmflg));
     int saved = errno;
     if (event.shmat.result != (void *)-1) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.shmat.result, ucm_shm_size(event.shmat.shmid));
@@ -308,11 +309,11 @@ EXPORT void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg) {
 }
 
 EXPORT int heaphook_ucm_shmdt(const void *shmaddr) {
-    if (!ucm_enter()) return orig_shmdt(shmaddr);
+    if (!ucm_enter()) return heaphook_ucm_orig_shmdt(shmaddr);
     ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, (void *)shmaddr, ucm_mapping_size(shmaddr));
     heaphook_ucm_event_t event = {.shmdt = {.result = -1, .shmaddr = shmaddr}};
     UCM_CHAIN(HEAPHOOK_UCM_EVENT_SHMDT, &event, event.shmdt.result == -1,
-              event.shmdt.result = orig_shmdt(event.shmdt.shmaddr));
+              event.shmdt.result = heaphook_ucm_orig_shmdt(event.shmdt.shmaddr));
     int saved = errno;
     ucm_leave();
     errno = saved;
@@ -320,14 +321,14 @@ EXPORT int heaphook_ucm_shmdt(const void *shmaddr) {
 }
 
 EXPORT void *heaphook_ucm_sbrk(intptr_t increment) {
-    if (!ucm_enter()) return orig_sbrk(increment);
+    if (!ucm_enter()) return heaphook_ucm_orig_sbrk(increment);
     if (increment < 0) {
-        char *current = orig_sbrk(0);
+        char *current = heaphook_ucm_orig_sbrk(0);
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, current + increment, (size_t)-increment);
     }
     heaphook_ucm_event_t event = {.sbrk = {.result = (void *)-1, .increment = increment}};
     UCM_CHAIN(HEAPHOOK_UCM_EVENT_SBRK, &event, event.sbrk.result == (void *)-1,
-              event.sbrk.result = orig_sbrk(event.sbrk.increment));
+              event.sbrk.result = heaphook_ucm_orig_sbrk(event.sbrk.increment));
     int saved = errno;
     if (event.sbrk.result != (void *)-1 && event.sbrk.increment > 0) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.sbrk.result, (size_t)event.sbrk.increment);
@@ -338,14 +339,14 @@ EXPORT void *heaphook_ucm_sbrk(intptr_t increment) {
 }
 
 EXPORT int heaphook_ucm_brk(void *addr) {
-    if (!ucm_enter()) return orig_brk(addr);
-    char *before = orig_sbrk(0);
+    if (!ucm_enter()) return heaphook_ucm_orig_brk(addr);
+    char *before = heaphook_ucm_orig_sbrk(0);
     if ((char *)addr < before) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, (size_t)(before - (char *)addr));
     }
     heaphook_ucm_event_t event = {.brk = {.result = -1, .addr = addr}};
     UCM_CHAIN(HEAPHOOK_UCM_EVENT_BRK, &event, event.brk.result == -1,
-              event.brk.result = orig_brk(event.brk.addr));
+              event.brk.result = heaphook_ucm_orig_brk(event.brk.addr));
     int saved = errno;
     if (event.brk.result == 0 && (char *)event.brk.addr > before) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, before, (size_t)((char *)event.brk.addr - before));
@@ -356,15 +357,15 @@ EXPORT int heaphook_ucm_brk(void *addr) {
 }
 
 EXPORT int heaphook_ucm_madvise(void *addr, size_t length, int advice) {
-    if (!ucm_enter()) return orig_madvise(addr, length, advice);
+    if (!ucm_enter()) return heaphook_ucm_orig_madvise(addr, length, advice);
     if (advice == MADV_DONTNEED || advice == MADV_REMOVE || advice == MADV_FREE) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, ucm_page_round(length));
     }
     heaphook_ucm_event_t event = {
         .madvise = {.result = -1, .addr = addr, .length = length, .advice = advice}};
     UCM_CHAIN(HEAPHOOK_UCM_EVENT_MADVISE, &event, event.madvise.result == -1,
-              event.madvise.result =
-                  orig_madvise(event.madvise.addr, event.madvise.length, event.madvise.advice));
+              event.madvise.result = heaphook_ucm_orig_madvise(
+                  event.madvise.addr, event.madvise.length, event.madvise.advice));
     int saved = errno;
     ucm_leave();
     errno = saved;
@@ -386,7 +387,7 @@ static void *ucm_hook_mremap(void *old, size_t old_size, size_t new_size, int fl
         new_address = va_arg(args, void *);
         va_end(args);
     }
-    return heaphook_ucm_mremap(old, old_size, new_size, flags, new_address);
+    return ucm_mremap_impl(old, old_size, new_size, flags, new_address);
 }
 static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
     return heaphook_ucm_shmat(shmid, shmaddr, shmflg);
@@ -411,6 +412,7 @@ UCM_ALIAS(mmap, ucm_hook_mmap);
 UCM_ALIAS(mmap64, ucm_hook_mmap);
 UCM_ALIAS(munmap, ucm_hook_munmap);
 UCM_ALIAS(mremap, ucm_hook_mremap);
+UCM_ALIAS(heaphook_ucm_mremap, ucm_hook_mremap);
 UCM_ALIAS(shmat, ucm_hook_shmat);
 UCM_ALIAS(shmdt, ucm_hook_shmdt);
 UCM_ALIAS(sbrk, ucm_hook_sbrk);
@@ -568,6 +570,27 @@ EXPORT const char *heaphook_ucm_install_mode(void) {
     return ucm_mode;
 }
 
+static _Atomic int ucm_external_events;
+
+EXPORT void heaphook_ucm_set_external_event(int events) {
+    atomic_fetch_or(&ucm_external_events, events);
+}
+EXPORT void heaphook_ucm_unset_external_event(int events) {
+    atomic_fetch_and(&ucm_external_events, ~events);
+}
+
+static void ucm_vm_external(heaphook_ucm_event_type_t type, void *addr, size_t length) {
+    if (!ucm_enter()) return;
+    ucm_vm(type, addr, length);
+    ucm_leave();
+}
+EXPORT void heaphook_ucm_vm_mmap(void *addr, size_t length) {
+    ucm_vm_external(HEAPHOOK_UCM_EVENT_VM_MAPPED, addr, length);
+}
+EXPORT void heaphook_ucm_vm_munmap(void *addr, size_t length) {
+    ucm_vm_external(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, length);
+}
+
 static void ucm_update_active(void) {
     int all = 0;
     for (int i = 0; i < ucm_handler_count; ++i) all |= ucm_handlers[i].events;
@@ -579,7 +602,7 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int prio
                                                             void *arg) {
     if (callback == NULL) return HEAPHOOK_UCM_ERR_INVALID_PARAM;
     if (!ucm_events_enabled) return HEAPHOOK_UCM_ERR_UNSUPPORTED;
-    if (!(events & HEAPHOOK_UCM_EVENT_FLAG_NO_INSTALL)) {
+    if (!(events & (HEAPHOOK_UCM_EVENT_FLAG_NO_INSTALL | atomic_load(&ucm_external_events)))) {
         heaphook_ucm_status_t status = ucm_install();
         if (status != HEAPHOOK_UCM_OK) return status;
     }

@@ -29,6 +29,7 @@ extern "C" {
 
 /* The same bit values as libucm's ucm_event_type_t. */
 typedef enum heaphook_ucm_event_type {
+    HEAPHOOK_UCM_EVENT_NONE = 0,
     HEAPHOOK_UCM_EVENT_MMAP = 1 << 0,
     HEAPHOOK_UCM_EVENT_MUNMAP = 1 << 1,
     HEAPHOOK_UCM_EVENT_MREMAP = 1 << 2,
@@ -39,8 +40,13 @@ typedef enum heaphook_ucm_event_type {
     HEAPHOOK_UCM_EVENT_BRK = 1 << 7,
     HEAPHOOK_UCM_EVENT_VM_MAPPED = 1 << 16,
     HEAPHOOK_UCM_EVENT_VM_UNMAPPED = 1 << 17,
+    /* libucm's GPU memory-type events: accepted in masks, never raised by heaphook. */
+    HEAPHOOK_UCM_EVENT_MEM_TYPE_ALLOC = 1 << 20,
+    HEAPHOOK_UCM_EVENT_MEM_TYPE_FREE = 1 << 21,
     /* Register without installing the hooks (they may be installed already). */
     HEAPHOOK_UCM_EVENT_FLAG_NO_INSTALL = 1 << 24,
+    /* libucm: report existing allocations of MEM_TYPE_ALLOC; accepted and ignored. */
+    HEAPHOOK_UCM_EVENT_FLAG_EXISTING_ALLOC = 1 << 25,
 } heaphook_ucm_event_type_t;
 
 #define HEAPHOOK_UCM_NATIVE_EVENTS 0xff
@@ -132,9 +138,34 @@ int heaphook_ucm_failed_events(void);
  * process), "reloc" (GOT patching of every object and of objects dlopen'ed later). */
 const char *heaphook_ucm_install_mode(void);
 
-/* The system calls themselves, raising no event. */
+/* Events the caller raises itself (libucm's external events): registering a handler for them
+ * installs no hook; the caller reports with heaphook_ucm_vm_mmap / heaphook_ucm_vm_munmap. */
+void heaphook_ucm_set_external_event(int events);
+void heaphook_ucm_unset_external_event(int events);
+/* Raises VM_MAPPED / VM_UNMAPPED for a range (the handlers only; nothing is mapped). */
+void heaphook_ucm_vm_mmap(void *addr, size_t length);
+void heaphook_ucm_vm_munmap(void *addr, size_t length);
+
+/* The calls with their events (whatever the install mode): what the hooks run. */
+void *heaphook_ucm_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset);
+int heaphook_ucm_munmap(void *addr, size_t length);
+void *heaphook_ucm_mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...);
+void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg);
+int heaphook_ucm_shmdt(const void *shmaddr);
+void *heaphook_ucm_sbrk(intptr_t increment);
+int heaphook_ucm_brk(void *addr);
+int heaphook_ucm_madvise(void *addr, size_t length, int advice);
+
+/* The calls themselves, raising no event. */
 void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset);
 int heaphook_ucm_orig_munmap(void *addr, size_t length);
+void *heaphook_ucm_orig_mremap(void *old_address, size_t old_size, size_t new_size, int flags,
+                               void *new_address);
+void *heaphook_ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg);
+int heaphook_ucm_orig_shmdt(const void *shmaddr);
+void *heaphook_ucm_orig_sbrk(intptr_t increment);
+int heaphook_ucm_orig_brk(void *addr);
+int heaphook_ucm_orig_madvise(void *addr, size_t length, int advice);
 
 #ifdef __cplusplus
 }
