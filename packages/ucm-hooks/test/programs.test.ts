@@ -27,7 +27,9 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 function run(preload: string, command: string, args: string[]) {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
-    if (key !== 'LD_PRELOAD' && !key.startsWith('HEAPHOOK_')) env[key] = value;
+    if (key !== 'LD_PRELOAD' && key !== 'FORCE_COLOR' && !key.startsWith('HEAPHOOK_')) {
+      env[key] = value;
+    }
   }
   env.LD_PRELOAD = preload;
   const result = spawnSync(command, args, { env, cwd: work, encoding: 'utf8', timeout: 100_000 });
@@ -55,7 +57,7 @@ for (const [title, preload] of preloads) {
     it('node', () => {
       const result = run(preload(), process.execPath, [
         '-e',
-        'const a = []; for (let i = 0; i < 1e6; i++) a.push({ i }); console.log(a.length)',
+        'const a = []; for (let i = 0; i < 1e6; i++) a.push({ i }); process.stdout.write(`${a.length}\\n`)',
       ]);
       expect(result.stdout.trim()).toBe('1000000');
       expect(result.status).toBe(0);
