@@ -146,7 +146,17 @@ Napi::Value Drain(const Napi::CallbackInfo &info) {
     return out;
 }
 
+/* A fork while the main thread drains must not leave the child's ring locked. */
+void ForkPrepare() {
+    pthread_mutex_lock(&ring_lock);
+}
+void ForkRelease() {
+    pthread_mutex_unlock(&ring_lock);
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, [] { pthread_atfork(ForkPrepare, ForkRelease, ForkRelease); });
     exports.Set("start", Napi::Function::New(env, Start));
     exports.Set("setMask", Napi::Function::New(env, SetMask));
     exports.Set("selfTest", Napi::Function::New(env, SelfTest));
