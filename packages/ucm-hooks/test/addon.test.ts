@@ -1,5 +1,8 @@
 // The Node addon: this very process (vitest's worker) subscribes to its own memory events.
 // The hooks are installed into Node by GOT patching (nothing is preloaded).
+import { execFileSync } from 'node:child_process';
+import { Worker } from 'node:worker_threads';
+
 import { describe, expect, it } from 'vitest';
 
 import {
@@ -56,6 +59,24 @@ describe('watchMemoryEvents', () => {
     new WasmMemory({ initial: 8 });
     b.flush();
     expect(mmaps.length + vm.length).toBe(before);
+  });
+
+  it('sees mappings of worker threads, and child processes still start', async () => {
+    const seen: MemoryEventRecord[] = [];
+    const watcher = watchMemoryEvents(VM, (events) => seen.push(...events), { intervalMs: 10 });
+    const worker = new Worker(
+      'const m = []; for (let i = 0; i < 8; i++) m.push(new WebAssembly.Memory({ initial: 32 })); ' +
+        "require('node:worker_threads').parentPort.postMessage(m.length);",
+      { eval: true },
+    );
+    const count = await new Promise((resolve) => worker.once('message', resolve));
+    await worker.terminate();
+    expect(count).toBe(8);
+    for (let i = 0; i < 5; i++) expect(execFileSync('echo', ['child']).toString()).toBe('child\n');
+    watcher.stop();
+    expect(
+      seen.filter((e) => e.type === 'VM_MAPPED' && e.size >= 32 * 65536).length,
+    ).toBeGreaterThanOrEqual(8);
   });
 
   it('the self-test finds every event working inside Node', () => {
