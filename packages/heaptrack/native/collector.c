@@ -62,8 +62,13 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+static volatile sig_atomic_t signals_seen, child_exited;
+
+/* The first signal goes to the command; a second one, or one after the command is gone
+ * (processes it left behind are still traced), stops the collector itself. */
 static void forward_signal(int sig) {
-    if (child > 0) kill(child, sig);
+    signals_seen++;
+    if (child > 0 && !child_exited) kill(child, sig);
 }
 
 static void usage(void) {
@@ -89,24 +94,36 @@ static void drain(client *c, bool final) {
     }
 }
 
-static void finish(client *c) {
-    drain(c, true);
+/* Ends a client's log. With stopped, the process is still running: what it has published is
+ * written, the rest is dropped from now on (its writers no longer wait). */
+static void finish(client *c, bool stopped) {
+    if (stopped) hh_ring_close(&c->ring);
+    drain(c, !stopped);
+    if (stopped) drain(c, false);
     uint64_t events = hh_writer_events(c->writer);
     bool exited = c->saw_exit || hh_writer_saw_exit(c->writer);
     hh_ring_close(&c->ring);
-    hh_writer_close(c->writer, exited ? HH_END_EXIT : HH_END_LOST,
+    hh_writer_close(c->writer,
+                    stopped  ? HH_END_COLLECTOR
+                    : exited ? HH_END_EXIT
+                             : HH_END_LOST,
                     atomic_load(&c->ring.hdr->dropped));
     hh_ring_unmap(&c->ring);
     close(c->fd);
     if (!quiet) {
         fprintf(stderr, "heaphook record: wrote %s (%llu events%s)\n", c->path,
-                (unsigned long long)events, exited ? "" : ", process ended without exit");
+                (unsigned long long)events,
+                stopped  ? ", stopped while the process ran"
+                : exited ? ""
+                         : ", process ended without exit");
     }
     if (manifest != NULL) {
         FILE *m = fopen(manifest, "a");
         if (m != NULL) {
             fprintf(m, "%s\t%d\t%llu\t%s\n", c->path, c->pid, (unsigned long long)events,
-                    exited ? "exit" : "lost");
+                    stopped  ? "collector"
+                    : exited ? "exit"
+                             : "lost");
             fclose(m);
         }
     }
@@ -192,7 +209,7 @@ static void accept_client(int listener) {
     }
     clients[nclients++] = c;
     if (sent != 1) { /* the process went away during the handshake */
-        finish(c);
+        finish(c, false);
         clients[--nclients] = NULL;
         free(c);
     }
@@ -297,7 +314,7 @@ int main(int argc, char **argv) {
                 break;
             }
             if (closed) {
-                finish(c);
+                finish(c, false);
                 free(c);
                 clients[k] = clients[--nclients];
                 pfds[k + 1] = pfds[nclients + 1];
@@ -310,8 +327,18 @@ int main(int argc, char **argv) {
             pid_t r = waitpid(child, &status, WNOHANG);
             if (r == child) {
                 child_done = true;
+                child_exited = 1;
                 last_activity = now_ms();
             }
+        }
+        if (signals_seen >= 2 || (signals_seen >= 1 && child_done)) {
+            for (size_t k = 0; k < nclients; k++) {
+                finish(clients[k], true);
+                free(clients[k]);
+            }
+            nclients = 0;
+            if (!child_done && waitpid(child, &status, WNOHANG) != child) return 130;
+            break;
         }
         if (child_done && nclients == 0) {
             uint64_t quiet_for = now_ms() - last_activity;

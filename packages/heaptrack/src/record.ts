@@ -51,8 +51,9 @@ export interface RecordedLog {
   readonly path: string;
   readonly pid: number;
   readonly events: number;
-  /** 'exit': the process ran its exit path; 'lost': it crashed, called _exit or exec'd. */
-  readonly reason: 'exit' | 'lost';
+  /** 'exit': the process ran its exit path; 'lost': it crashed, called _exit or exec'd;
+   * 'collector': the collector was stopped (a second Ctrl-C) while the process ran. */
+  readonly reason: 'exit' | 'lost' | 'collector';
 }
 
 export interface RecordResult {
@@ -114,7 +115,7 @@ export async function record(
               path: path!,
               pid: Number(pid),
               events: Number(events),
-              reason: reason === 'exit' ? 'exit' : 'lost',
+              reason: reason === 'exit' || reason === 'collector' ? reason : 'lost',
             };
           })
       : [];

@@ -8,8 +8,17 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { decodeLog, LogFormatError, record, summarize, type LogRecord } from '../src/index.js';
-import { forker, logsIn, scratch, traced, workload } from './helpers.js';
+import { spawn } from 'node:child_process';
+
+import {
+  collectorPath,
+  decodeLog,
+  LogFormatError,
+  record,
+  summarize,
+  type LogRecord,
+} from '../src/index.js';
+import { forker, logsIn, scratch, tracer, traced, workload } from './helpers.js';
 
 async function decodeAll(path: string): Promise<{ records: LogRecord[]; error?: unknown }> {
   const records: LogRecord[] = [];
@@ -44,6 +53,49 @@ describe('a crashing target', () => {
       expect(s.leakSites).toHaveLength(1);
     });
   }
+});
+
+describe('stopping heaphook record', () => {
+  it('Ctrl-C after the command exited stops waiting for what it left running', async () => {
+    const dir = scratch('stop');
+    const manifest = join(dir, 'logs.tsv');
+    const collector = spawn(
+      collectorPath(),
+      [
+        '--dir',
+        dir,
+        '--preload',
+        tracer,
+        '--manifest',
+        manifest,
+        '--quiet',
+        '--',
+        '/bin/sh',
+        '-c',
+        'sleep 20 & echo started',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    collector.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(out).toBe('started\n');
+    const t0 = Date.now();
+    collector.kill('SIGINT');
+    const code = await new Promise<number | null>((resolve) => collector.on('exit', resolve));
+    expect(Date.now() - t0).toBeLessThan(5000);
+    expect(code).toBe(0); // the command's own status
+    const lines = readFileSync(manifest, 'utf8').trim().split('\n');
+    expect(lines.some((l) => l.endsWith('\tcollector'))).toBe(true); // sleep, still running
+    for (const line of lines) await summarize(line.split('\t')[0]!);
+    for (const line of lines.filter((l) => l.endsWith('\tcollector'))) {
+      try {
+        process.kill(Number(line.split('\t')[1]), 'SIGTERM'); // the sleep left behind
+      } catch {
+        // already gone
+      }
+    }
+  });
 });
 
 describe('damaged logs', () => {
