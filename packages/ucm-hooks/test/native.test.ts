@@ -83,6 +83,13 @@ describe('allocator mappings', () => {
     expect(result.status).toBe(0);
   });
 
+  it("and in relocation mode: the backend loaded first, ucm-hooks dlopen'ed later", () => {
+    const result = events(`reloc:${lib}`, 'malloc', { LD_PRELOAD: example });
+    expect(result.stdout).toContain('mode reloc');
+    expect(result.stdout + result.stderr).toMatch(/malloc: \d+ checks, 0 failed/);
+    expect(result.status).toBe(0);
+  });
+
   it('the whole suite passes under a heaphook backend too (handlers that allocate)', () => {
     const result = events('preload', 'all', { LD_PRELOAD: `${lib} ${example}` });
     expect(result.stdout + result.stderr).toMatch(/all: \d+ checks, 0 failed/);
