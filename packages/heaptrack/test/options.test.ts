@@ -4,7 +4,7 @@ import { resolve } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { decodeLog, framesOf, record, summarize } from '../src/index.js';
+import { decodeLog, framesOf, record, summarize, Symbolizer } from '../src/index.js';
 import { logsIn, packageDir, python3, scratch, tracer, traced, workload } from './helpers.js';
 
 async function counts(dir: string, env: Record<string, string>) {
@@ -34,6 +34,29 @@ describe('options', () => {
     expect(s.process?.stackDepth).toBe(2);
     const depths = [...s.stacks.keys()].map((id) => framesOf(s.stacks, id).length);
     expect(Math.max(...depths)).toBe(2);
+  });
+
+  it('HEAPHOOK_FREE_STACKS=1 records where blocks are freed', async () => {
+    const dir = scratch('freestacks');
+    const { expected, log } = await counts(dir, { HEAPHOOK_FREE_STACKS: '1' });
+    const s = await summarize(log);
+    expect(s.process?.freeStacks).toBe(true);
+    expect(s.calls.free).toBe(expected.free);
+    const freeStacks = new Set<number>();
+    for await (const r of decodeLog(log)) {
+      if (r.type === 'event' && r.op === 'free') {
+        expect(r.stack).not.toBe(0);
+        freeStacks.add(r.stack);
+      }
+    }
+    const symbolizer = new Symbolizer(s.modules);
+    const names = new Set<string>();
+    for (const id of freeStacks) {
+      const pcs = framesOf(s.stacks, id);
+      const frames = await symbolizer.symbolize(pcs.slice(0, 1));
+      for (const f of frames.get(pcs[0]!) ?? []) names.add(f.function);
+    }
+    expect(names).toContain('site_free');
   });
 
   it('HEAPHOOK_TIMING=1 records the duration of every call', async () => {
