@@ -102,12 +102,18 @@ static void hh_read_config(void) {
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
     g_collector = heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
+    /* Made absolute now: a fork child opens its log later, maybe after a chdir. */
     const char *dir = heaphook_env_get("HEAPHOOK_LOG_DIR", NULL);
     if (dir == NULL) dir = ".";
+    size_t at = 0;
+    if (dir[0] != '/' && getcwd(g_log_dir, sizeof g_log_dir - 2) != NULL) {
+        at = strlen(g_log_dir);
+        g_log_dir[at++] = '/';
+    }
     size_t n = strlen(dir);
-    if (n >= sizeof g_log_dir) n = sizeof g_log_dir - 1;
-    memcpy(g_log_dir, dir, n);
-    g_log_dir[n] = '\0';
+    if (at + n >= sizeof g_log_dir) n = sizeof g_log_dir - 1 - at;
+    memcpy(g_log_dir + at, dir, n);
+    g_log_dir[at + n] = '\0';
 }
 
 /* ---- 2. Clock and thread id -------------------------------------------------------------- */
