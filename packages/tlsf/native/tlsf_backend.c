@@ -241,6 +241,10 @@ static inline unsigned cache_class(size_t size) {
     return cls < BLOCK_SIZE_MIN / 16 ? BLOCK_SIZE_MIN / 16 : cls;
 }
 
+/* Head bits of a block the leaf free path does not cache: free, aligned, footprint >= 1 KiB. */
+#define CACHE_NOT_CACHED \
+    (HEAD_FREE | HEAD_ALIGN_MASK | (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
+
 static inline bool cache_empty(const thread_heap *h) {
     for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
         if (h->cache_count[cls]) return false;
@@ -407,7 +411,7 @@ static void tlsf_backend_dealloc(void *ptr) {
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         void **p = (void **)ptr;
         const unsigned cls = (unsigned)((head & HEAD_SIZE_MASK) >> 4);
-        if (LIKELY(!(head & (HEAD_FREE | HEAD_ALIGN_MASK | (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))) &&
+        if (LIKELY(!(head & CACHE_NOT_CACHED) &&
                    owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
                    h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
             p[0] = h->cache_head[cls];
