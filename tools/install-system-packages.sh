@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Debian packages heaphook's tests and benchmarks use, beyond Node, g++, cmake and python3:
 #   peers the benchmark compares against: libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4,
-#   KDE heaptrack (tracer overhead and log size), clang-format (npm run format).
+#   KDE heaptrack (tracer overhead and log size), UCX's libucm (libucx0, libucx-dev: the
+#   memory-event hooks section compares heaphook's ucm-hooks with it), clang-format (npm run format).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
-packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack clang-format)
+packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format)
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then sudo="sudo"; else
