@@ -101,6 +101,16 @@ program
   .option('--no-write', 'do not write result files')
   .option('--no-progress', 'no progress bar')
   .option('--no-warmup', 'skip the untimed warm-up pass')
+  .option('--no-ucm-hooks', 'do not measure the memory-event hooks (ns per hooked call)')
+  .option(
+    '--only-ucm-hooks',
+    'only the memory-event hooks section: heaphook preload/relocation against libucm',
+  )
+  .option(
+    '--ucm-runs <n>',
+    'interleaved runs of the memory-event hooks (default 5; 3 with --quick)',
+    positiveInt,
+  )
   .option('--strict', 'exit 1 when any cell failed (default: only when a glibc cell failed)')
   .action(async (o: Record<string, unknown>) => {
     let tracers: boolean | string[] = true;
@@ -124,12 +134,16 @@ program
       write: o.write !== false,
       progress: o.progress !== false,
       warmup: o.warmup !== false,
+      ucmHooks: o.ucmHooks !== false,
+      onlyUcmHooks: o.onlyUcmHooks === true,
+      ...(o.ucmRuns !== undefined ? { ucmRuns: o.ucmRuns as number } : {}),
       command: ['compare', ...process.argv.slice(3)].join(' '),
     });
     process.stdout.write(`\n${outcome.report}\n`);
     const cells = outcome.results.cells;
     const glibcFailed = cells.some((c) => c.allocator === 'glibc' && c.status === 'failed');
-    const anyFailed = cells.some((c) => c.status === 'failed');
+    const anyFailed =
+      cells.some((c) => c.status === 'failed') || outcome.results.ucm_hooks?.status === 'failed';
     if (glibcFailed)
       process.stderr.write('error: a workload failed under glibc: the bench itself is broken\n');
     process.exitCode = glibcFailed || (o.strict && anyFailed) ? 1 : 0;

@@ -25,6 +25,7 @@ import { allocatorRecord, SCHEMA_ID, workloadRecord, type Results } from './resu
 import { buildSchedule } from './schedule.js';
 import { checkChecksums, summarize, type CellKey } from './stats.js';
 import type { Allocator, Profile, RunRecord, Workload } from './types.js';
+import { runUcmHooks, type UcmColumn } from './ucmhooks.js';
 import { findPython, selectWorkloads, WORKLOADS, type WorkloadDef } from './workloads.js';
 
 export interface CompareOptions {
@@ -58,6 +59,14 @@ export interface CompareOptions {
   readonly backends?: readonly BackendLike[];
   readonly extraWorkloads?: readonly WorkloadDef[];
   readonly log?: (line: string) => void;
+  /** Measure the memory-event hooks section (default true). */
+  readonly ucmHooks?: boolean;
+  /** Only the memory-event hooks section: no workloads, no allocators, no tracers. */
+  readonly onlyUcmHooks?: boolean;
+  /** Runs of the memory-event hooks section (default: 3 quick, 5 default). */
+  readonly ucmRuns?: number;
+  /** Injected for tests. */
+  readonly ucmColumns?: UcmColumn[];
 }
 
 export interface CompareOutcome {
@@ -121,16 +130,20 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
         }
       : t,
   );
-  const workloads = selectWorkloads({
-    profile: opts.profile,
-    threads,
-    ...(opts.workloads ? { only: opts.workloads } : {}),
-    ...(opts.size !== undefined ? { sizeOverride: opts.size } : {}),
-    seed,
-    ...(opts.extraWorkloads ? { extra: opts.extraWorkloads } : {}),
-  });
+  const onlyUcm = opts.onlyUcmHooks ?? false;
+  const workloads = onlyUcm
+    ? []
+    : selectWorkloads({
+        profile: opts.profile,
+        threads,
+        ...(opts.workloads ? { only: opts.workloads } : {}),
+        ...(opts.size !== undefined ? { sizeOverride: opts.size } : {}),
+        seed,
+        ...(opts.extraWorkloads ? { extra: opts.extraWorkloads } : {}),
+      });
   const defs = new Map([...WORKLOADS, ...(opts.extraWorkloads ?? [])].map((d) => [d.base, d]));
 
+  if (onlyUcm) tracers = [];
   const schedule = buildSchedule(workloads, allocators, runs, tracers, tracerRuns);
   const readyA = allocators.filter((a) => a.status === 'ready');
   const readyT = tracers.filter((t) => t.status === 'ready');
@@ -187,6 +200,24 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
     rmSync(scratchRoot, { recursive: true, force: true });
   }
 
+  let ucm: ReturnType<typeof runUcmHooks> | undefined;
+  if (opts.ucmHooks ?? true) {
+    // the memory-event hooks section: its own interleaved runs, a few seconds with --quick
+    const ucmRuns = opts.ucmRuns ?? (quick ? 3 : 5);
+    log(`memory-event hooks: ${ucmRuns} interleaved run(s) per column`);
+    ucm = runUcmHooks({
+      runs: ucmRuns,
+      iters: quick ? 2000 : 10000,
+      reps: quick ? 3 : 5,
+      timeoutS,
+      ...(opts.ucmColumns ? { columns: opts.ucmColumns } : {}),
+    });
+    if (ucm.status === 'skipped') log(`  memory-event hooks: skipped: ${ucm.reason ?? ''}`);
+    for (const c of ucm.columns)
+      if (ucm.status !== 'skipped' && c.status === 'skipped')
+        log(`  memory-event hooks ${c.name}: skipped: ${c.reason ?? ''}`);
+  }
+
   const checked = checkChecksums(records);
   const keys: CellKey[] = [];
   for (const w of readyW) {
@@ -220,6 +251,7 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
     workloads: workloads.map(workloadRecord),
     runs: checked,
     cells,
+    ...(ucm ? { ucm_hooks: ucm } : {}),
   };
 
   const files: string[] = [];

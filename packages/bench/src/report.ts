@@ -6,6 +6,7 @@ import { formatBytes, formatMetric, formatRatio, metricLabel } from './format.js
 import type { Results } from './results.js';
 import { bestAllocators } from './stats.js';
 import type { Cell } from './types.js';
+import { UCM_HEAPHOOK_COLUMNS, ucmCostText, type UcmHooksSection } from './ucmhooks.js';
 
 export interface Table {
   title: string;
@@ -276,6 +277,86 @@ export function tracerTable(r: Results): Table | null {
   };
 }
 
+/** Memory-event hooks: cost per hooked call of heaphook (preload, relocation) and libucm. */
+export function ucmHooksTable(u: UcmHooksSection | null | undefined): Table | null {
+  if (!u || u.status === 'skipped' || u.loops.length === 0) return null;
+  const has = (n: string) => u.columns.some((c) => c.name === n && c.status === 'ready');
+  const ucm = has('libucm');
+  const header = [
+    'loop',
+    'no hooks',
+    'heaphook preload',
+    'heaphook reloc',
+    ...(ucm ? ['libucm', 'preload / libucm', 'reloc / libucm'] : []),
+    'events per loop (mapped/unmapped/mmap/munmap)',
+    'counts',
+  ];
+  const rows: string[][] = [];
+  const best: boolean[][] = [];
+  for (const l of u.loops) {
+    const none = l.columns.none?.ns_per_call.median;
+    const cost = (n: 'heaphook-preload' | 'heaphook-reloc' | 'libucm') => {
+      const c = l.columns[n];
+      if (!c) return { text: 'failed', v: Infinity };
+      return { text: ucmCostText(c.cost_ns), v: c.cost_ns ?? Infinity };
+    };
+    const p = cost('heaphook-preload');
+    const r = cost('heaphook-reloc');
+    const m = ucm ? cost('libucm') : null;
+    const min = Math.min(p.v, r.v, m?.v ?? Infinity);
+    const ev = (l.columns['heaphook-preload'] ?? l.columns['heaphook-reloc'])?.events ?? {};
+    const counts = ['vm_mapped', 'vm_unmapped', 'mmap', 'munmap'].map((k) => ev[k] ?? 0).join('/');
+    const cols = (['heaphook-preload', 'heaphook-reloc', 'libucm'] as const).filter(
+      (n) => n !== 'libucm' || ucm,
+    );
+    const bad = cols.filter((n) => !l.columns[n]?.match);
+    const differ = UCM_HEAPHOOK_COLUMNS.filter((n) => ucm && l.same_counts[n] === false);
+    const countText =
+      bad.length === 0 && differ.length === 0
+        ? ucm
+          ? 'exact, identical'
+          : 'exact'
+        : [
+            ...(bad.length ? [`wrong: ${bad.join(', ')}`] : []),
+            ...(differ.length ? [`differ from libucm: ${differ.join(', ')}`] : []),
+          ].join('; ');
+    const ratio = (n: 'heaphook-preload' | 'heaphook-reloc') =>
+      l.ratios[n] !== undefined ? formatRatio(l.ratios[n]!) : '–';
+    rows.push([
+      l.name,
+      none !== undefined ? `${none.toFixed(0)} ns` : '–',
+      p.text,
+      r.text,
+      ...(m ? [m.text, ratio('heaphook-preload'), ratio('heaphook-reloc')] : []),
+      counts,
+      countText,
+    ]);
+    best.push([
+      false,
+      false,
+      p.v === min && min < Infinity,
+      r.v === min && min < Infinity,
+      ...(m ? [m.v === min && min < Infinity, false, false] : []),
+      false,
+      false,
+    ]);
+  }
+  return {
+    title: `Memory-event hooks: ns per hooked call (median of ${u.runs} interleaved run${u.runs === 1 ? '' : 's'}, each the best of ${u.reps} × ${u.iters} iterations)`,
+    notes: [
+      '"no hooks": ns per call with no handler registered (nothing installed); the other columns: ns per call with a counting VM_MAPPED|VM_UNMAPPED|MMAP|MUNMAP handler minus that baseline, i.e. the cost the hook adds per call. A ratio below 0.5 meets the goal of issue 7.',
+      "The same source (native/ucm_hooks/ucm_cost.c, written against libucm's API) built against heaphook's ucm_compat.h (preloaded; and linked after libc: GOT patching) and against libucm." +
+        (ucm
+          ? ''
+          : ` libucm: skipped: ${u.columns.find((c) => c.name === 'libucm')?.reason ?? ''}.`),
+      'counts: "exact" when every run counted exactly the events the loop implies, "identical" when heaphook and libucm counted the same.',
+    ],
+    header,
+    rows,
+    best,
+  };
+}
+
 /** The lines about what was not measured and why. */
 export function skipLines(r: Results): string[] {
   const lines: string[] = [];
@@ -283,6 +364,11 @@ export function skipLines(r: Results): string[] {
     if (a.status === 'skipped') lines.push(`${a.name}: skipped: ${a.reason ?? ''}`);
   for (const w of r.workloads)
     if (w.status === 'skipped') lines.push(`workload ${w.name}: skipped: ${w.reason ?? ''}`);
+  const u = r.ucm_hooks;
+  if (u?.status === 'skipped') lines.push(`memory-event hooks: skipped: ${u.reason ?? ''}`);
+  for (const c of u?.status === 'skipped' ? [] : (u?.columns ?? []))
+    if (c.status === 'skipped')
+      lines.push(`memory-event hooks ${c.name}: skipped: ${c.reason ?? ''}`);
   return lines;
 }
 
@@ -294,6 +380,9 @@ export function failureLines(r: Results): string[] {
         `${c.workload} under ${c.allocator}: ${c.failed_runs}/${c.runs} runs failed: ${c.error ?? ''}`,
       );
   }
+  for (const run of r.ucm_hooks?.raw ?? [])
+    if (run.status !== 'ok')
+      lines.push(`memory-event hooks ${run.column} (run ${run.rep + 1}): ${run.error ?? ''}`);
   return lines;
 }
 
@@ -301,9 +390,15 @@ export function allTables(r: Results): Table[] {
   const rss = ratioTable(r, 'peak_rss_bytes', 'Peak RSS of the process (ratio to glibc)', [
     "glibc column: absolute median; other columns: ratio to glibc's median. A pre-faulted pool counts in full.",
   ]);
-  const t: Table[] = [mainTable(r), rss, ...latencyTables(r), ...fragmentationTables(r)];
+  // --only-ucm-hooks: no workload ran, so no allocator tables
+  const t: Table[] =
+    readyWorkloads(r).length === 0
+      ? []
+      : [mainTable(r), rss, ...latencyTables(r), ...fragmentationTables(r)];
   const tr = tracerTable(r);
   if (tr) t.push(tr);
+  const u = ucmHooksTable(r.ucm_hooks);
+  if (u) t.push(u);
   return t;
 }
 
@@ -386,19 +481,21 @@ export function markdownReport(r: Results): string {
     '',
   ];
   for (const t of allTables(r)) out.push(renderMarkdown(t), '');
-  out.push(renderMarkdown(figureTable(r, 'wall_s', 'Wall time'), 3), '');
-  out.push(
-    renderMarkdown(
-      ratioTable(r, 'cpu_s', 'CPU time, user + system (ratio to glibc)', [
-        'Less sensitive than wall time to a loaded machine; threads that spin count fully.',
-      ]),
-      3,
-    ),
-    '',
-  );
-  out.push(renderMarkdown(figureTable(r, 'cpu_s', 'CPU time (user + system)'), 3), '');
-  out.push(renderMarkdown(figureTable(r, 'peak_rss_bytes', 'Peak RSS'), 3), '');
-  out.push(renderMarkdown(figureTable(r, 'minflt', 'Minor page faults (whole run)'), 3), '');
+  if (readyWorkloads(r).length > 0) {
+    out.push(renderMarkdown(figureTable(r, 'wall_s', 'Wall time'), 3), '');
+    out.push(
+      renderMarkdown(
+        ratioTable(r, 'cpu_s', 'CPU time, user + system (ratio to glibc)', [
+          'Less sensitive than wall time to a loaded machine; threads that spin count fully.',
+        ]),
+        3,
+      ),
+      '',
+    );
+    out.push(renderMarkdown(figureTable(r, 'cpu_s', 'CPU time (user + system)'), 3), '');
+    out.push(renderMarkdown(figureTable(r, 'peak_rss_bytes', 'Peak RSS'), 3), '');
+    out.push(renderMarkdown(figureTable(r, 'minflt', 'Minor page faults (whole run)'), 3), '');
+  }
   const skips = skipLines(r);
   if (skips.length > 0) out.push('### Not measured', '', ...skips.map((s) => `- ${s}`), '');
   const fails = failureLines(r);

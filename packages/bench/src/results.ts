@@ -5,6 +5,7 @@
  */
 import type { MachineInfo, Versions } from './machine.js';
 import type { Allocator, Cell, Profile, RunRecord, Workload } from './types.js';
+import type { UcmHooksSection } from './ucmhooks.js';
 
 export const SCHEMA_ID = 'heaphook-bench/1';
 
@@ -64,6 +65,8 @@ export interface Results {
   workloads: WorkloadRecord[];
   runs: RunRecord[];
   cells: Cell[];
+  /** Memory-event hooks: ns per hooked call (absent when not run: --no-ucm-hooks). */
+  ucm_hooks?: UcmHooksSection;
 }
 
 export function allocatorRecord(a: Allocator, workloads: readonly Workload[]): AllocatorRecord {
@@ -310,6 +313,38 @@ export function validateResults(doc: unknown): string[] {
       },
       p,
     );
+  }
+  if (doc.ucm_hooks !== undefined) {
+    fields(
+      'ucm_hooks',
+      doc.ucm_hooks,
+      {
+        status: oneOf('ok', 'failed', 'skipped'),
+        reason: optional(isString),
+        runs: isNumber,
+        iters: isNumber,
+        reps: isNumber,
+        library: isStrOrNull,
+        columns: Array.isArray,
+        loops: Array.isArray,
+        raw: Array.isArray,
+      },
+      p,
+    );
+    const u = doc.ucm_hooks as Record<string, unknown>;
+    for (const [i, l] of (Array.isArray(u.loops) ? (u.loops as unknown[]) : []).entries())
+      fields(
+        `ucm_hooks.loops[${i}]`,
+        l,
+        {
+          name: isString,
+          calls: isNumber,
+          columns: isObject,
+          ratios: isObject,
+          same_counts: isObject,
+        },
+        p,
+      );
   }
   return p;
 }

@@ -58,6 +58,7 @@ describe('compare: failures stay in their cell and the run goes on', () => {
       write: false,
       progress: false,
       warmup: false,
+      ucmHooks: false,
       log: () => {},
     });
     results = out.results;
@@ -111,6 +112,7 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
         '--allocators',
         'glibc,jemalloc',
         '--no-tracers',
+        '--no-ucm-hooks',
         '--runs',
         '1',
         '--no-progress',
