@@ -207,8 +207,8 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
     log(`memory-event hooks: ${ucmRuns} interleaved run(s) per column`);
     ucm = runUcmHooks({
       runs: ucmRuns,
-      iters: quick ? 2000 : 10000,
-      reps: quick ? 3 : 5,
+      iters: quick ? 1000 : 4000,
+      reps: quick ? 3 : 11,
       timeoutS,
       ...(opts.ucmColumns ? { columns: opts.ucmColumns } : {}),
     });

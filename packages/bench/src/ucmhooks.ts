@@ -2,25 +2,25 @@
  * Memory-event hooks: ns per hooked call. Runs native/ucm_hooks/ucm_cost.c (one source against
  * libucm's API) built against heaphook's ucm_compat.h and against UCX's libucm, interleaved:
  *
- *   none               ucm_cost_heaphook --no-hooks   (no handler: nothing installed; the baseline)
  *   heaphook-preload   LD_PRELOAD=libheaphook_ucm.so ucm_cost_heaphook
  *   heaphook-reloc     ucm_cost_heaphook              (libc linked first: GOT patching)
  *   libucm             ucm_cost_libucm                (Debian libucx0)
  *
- * Each process reports the best of several repetitions of each loop, in ns per call, and its
- * event counts checked against what the loop implies. Per column and loop: the median over the
- * runs; the cost of the hook = that median minus the baseline's median; ratio = heaphook's cost
- * divided by libucm's.
+ * Each process measures every loop first with no handler registered (its baseline, in the same
+ * process and layout), then with a counting handler; each figure is the best of several
+ * repetitions, in ns per call, and the hooked event counts are checked against what the loop
+ * implies. Per column and loop: the cost of the hook = the median over the runs of (hooked -
+ * baseline); ratio = heaphook's cost divided by libucm's.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { nativeProgram, packageDir } from './paths.js';
-import { stat } from './stats.js';
+import { median, stat } from './stats.js';
 import type { Stat } from './types.js';
 
-export const UCM_COLUMNS = ['none', 'heaphook-preload', 'heaphook-reloc', 'libucm'] as const;
+export const UCM_COLUMNS = ['heaphook-preload', 'heaphook-reloc', 'libucm'] as const;
 export type UcmColumnName = (typeof UCM_COLUMNS)[number];
 /** The columns whose cost is compared with libucm's. */
 export const UCM_HEAPHOOK_COLUMNS = ['heaphook-preload', 'heaphook-reloc'] as const;
@@ -38,6 +38,8 @@ export interface UcmColumn {
 export interface UcmLoopReport {
   name: string;
   calls: number;
+  /** before the handler was registered (nothing installed, except preload's wrappers) */
+  base_ns_per_call: number;
   ns_per_call: number;
   events: Record<string, number>;
   expected: Record<string, number>;
@@ -73,10 +75,12 @@ export interface UcmLoopSummary {
     Record<
       UcmColumnName,
       {
-        /** ns per call, over the runs (each run: best of its repetitions). */
+        /** ns per call with the handler, over the runs (each run: best of its repetitions). */
         ns_per_call: Stat;
-        /** median ns per call minus the baseline's (none) median: the cost of the hook. */
-        cost_ns?: number;
+        /** ns per call of the same loop in the same process before the handler was registered. */
+        base_ns_per_call: Stat;
+        /** median over the runs of (ns_per_call - base_ns_per_call): the cost of the hook. */
+        cost_ns: number;
         /** events counted in the last passing run, and what the loop implies */
         events: Record<string, number>;
         expected: Record<string, number>;
@@ -111,8 +115,8 @@ export function ucmLibraryPath(): string {
 /** The columns and what is missing. Paths injectable for tests. */
 export function ucmColumns(
   paths: { heaphook?: string; libucm?: string; library?: string } = {},
-  iters = 10000,
-  reps = 5,
+  iters = 4000,
+  reps = 11,
 ): UcmColumn[] {
   const hh = paths.heaphook ?? nativeProgram('ucm_cost_heaphook');
   const ucm = paths.libucm ?? nativeProgram('ucm_cost_libucm');
@@ -138,7 +142,6 @@ export function ucmColumns(
     env,
   });
   return [
-    col('none', hh, ['--no-hooks'], {}, hhMissing),
     col('heaphook-preload', hh, [], { LD_PRELOAD: lib }, hhMissing),
     col('heaphook-reloc', hh, [], {}, hhMissing),
     col('libucm', ucm, [], {}, existsSync(ucm) ? undefined : 'install libucx-dev'),
@@ -157,7 +160,12 @@ export function parseUcmOutput(stdout: string): UcmReport {
   if (typeof doc.impl !== 'string' || !Array.isArray(doc.loops))
     throw new Error('not a ucm_cost report');
   for (const l of doc.loops) {
-    if (typeof l.name !== 'string' || typeof l.ns_per_call !== 'number' || !l.events)
+    if (
+      typeof l.name !== 'string' ||
+      typeof l.ns_per_call !== 'number' ||
+      typeof l.base_ns_per_call !== 'number' ||
+      !l.events
+    )
       throw new Error(`bad loop entry: ${JSON.stringify(l)}`);
   }
   return doc;
@@ -165,7 +173,6 @@ export function parseUcmOutput(stdout: string): UcmReport {
 
 /** The expected install mode of each column (a mismatch means the column measured the wrong thing). */
 const EXPECTED_MODE: Record<UcmColumnName, string> = {
-  none: 'none',
   'heaphook-preload': 'preload',
   'heaphook-reloc': 'reloc',
   libucm: 'libucm',
@@ -222,23 +229,19 @@ export function summarizeUcm(
       s.calls = last.calls;
       s.columns[c.name] = {
         ns_per_call: stat(loops.map((l) => l.ns_per_call)),
+        base_ns_per_call: stat(loops.map((l) => l.base_ns_per_call)),
+        cost_ns:
+          Math.round(median(loops.map((l) => l.ns_per_call - l.base_ns_per_call)) * 100) / 100,
         events: last.events,
         expected: last.expected,
         match: loops.every((l) => l.match),
       };
     }
-    const base = s.columns.none?.ns_per_call.median;
-    if (base !== undefined)
-      for (const c of UCM_COLUMNS) {
-        const col = s.columns[c];
-        if (col && c !== 'none')
-          col.cost_ns = Math.round((col.ns_per_call.median - base) * 100) / 100;
-      }
     const ucm = s.columns.libucm;
     for (const c of UCM_HEAPHOOK_COLUMNS) {
       const col = s.columns[c];
       if (!col || !ucm) continue;
-      if (col.cost_ns !== undefined && ucm.cost_ns !== undefined && ucm.cost_ns > 0)
+      if (ucm.cost_ns > 0)
         s.ratios[c] = Math.round((Math.max(col.cost_ns, 0) / ucm.cost_ns) * 1000) / 1000;
       s.same_counts[c] = JSON.stringify(col.events) === JSON.stringify(ucm.events);
     }
@@ -257,7 +260,7 @@ export interface UcmHooksOptions {
   onProgress?: (task: string) => void;
 }
 
-/** Runs the columns interleaved (none, preload, reloc, libucm, none, ...) `runs` times. */
+/** Runs the columns interleaved (preload, reloc, libucm, preload, ...) `runs` times. */
 export function runUcmHooks(o: UcmHooksOptions): UcmHooksSection {
   const columns = o.columns ?? ucmColumns({}, o.iters, o.reps);
   const ready = columns.filter((c) => c.status === 'ready');
@@ -273,7 +276,7 @@ export function runUcmHooks(o: UcmHooksOptions): UcmHooksSection {
     raw: [],
     ...extra,
   });
-  const hh = columns.find((c) => c.name === 'none');
+  const hh = columns.find((c) => c.name === 'heaphook-reloc');
   if (!hh || hh.status !== 'ready')
     return section({ status: 'skipped', reason: hh?.reason ?? 'not built', runs: 0 });
   const raw: UcmRun[] = [];

@@ -23,7 +23,7 @@ import {
   type UcmRun,
 } from '../src/ucmhooks.js';
 
-const line = (impl: string, mode: string, ns: number, mapped = 100, hooks = true) =>
+const line = (impl: string, mode: string, ns: number, mapped = 100, hooks = true, base = 100) =>
   JSON.stringify({
     impl,
     mode,
@@ -35,6 +35,7 @@ const line = (impl: string, mode: string, ns: number, mapped = 100, hooks = true
       {
         name: 'mmap_munmap_4k',
         calls: 200,
+        base_ns_per_call: base,
         ns_per_call: ns,
         events: { vm_mapped: hooks ? mapped : 0, vm_unmapped: hooks ? 100 : 0, mmap: 0, munmap: 0 },
         expected: { vm_mapped: hooks ? 100 : 0, vm_unmapped: hooks ? 100 : 0, mmap: 0, munmap: 0 },
@@ -75,7 +76,6 @@ describe('memory-event hooks: parsing, skips, summary', () => {
       library: process.execPath,
     });
     const raw = [
-      run('none', 0, line('heaphook', 'none', 100, 0, false)),
       run('heaphook-preload', 1, line('heaphook', 'preload', 110)),
       run('heaphook-reloc', 2, line('heaphook', 'reloc', 130, 99)),
       run('libucm', 3, line('libucm', 'libucm', 140)),
