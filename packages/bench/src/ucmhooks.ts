@@ -6,8 +6,12 @@
  *   heaphook-reloc     ucm_cost_heaphook              (libc linked first: GOT patching)
  *   libucm             ucm_cost_libucm                (Debian libucx0)
  *
+ *   libucm-off         UCX_MEM_EVENTS=no ucm_cost_libucm --no-hooks: libucm's baseline
+ *
  * Each process measures every loop first with no handler registered (its baseline, in the same
- * process and layout), then with a counting handler; each figure is the best of several
+ * process and layout), then with a counting handler. libucm is the exception: libucs's
+ * constructor installs libucm's bistro hooks before main, so its baseline comes from the
+ * libucm-off run next to it (same program and libraries, UCX_MEM_EVENTS=no: nothing installed); each figure is the best of several
  * repetitions, in ns per call, and the hooked event counts are checked against what the loop
  * implies. Per column and loop: the cost of the hook = the median over the runs of (hooked -
  * baseline); ratio = heaphook's cost divided by libucm's.
@@ -20,7 +24,7 @@ import { nativeProgram, packageDir } from './paths.js';
 import { median, stat } from './stats.js';
 import type { Stat } from './types.js';
 
-export const UCM_COLUMNS = ['heaphook-preload', 'heaphook-reloc', 'libucm'] as const;
+export const UCM_COLUMNS = ['heaphook-preload', 'heaphook-reloc', 'libucm', 'libucm-off'] as const;
 export type UcmColumnName = (typeof UCM_COLUMNS)[number];
 /** The columns whose cost is compared with libucm's. */
 export const UCM_HEAPHOOK_COLUMNS = ['heaphook-preload', 'heaphook-reloc'] as const;
@@ -145,6 +149,13 @@ export function ucmColumns(
     col('heaphook-preload', hh, [], { LD_PRELOAD: lib }, hhMissing),
     col('heaphook-reloc', hh, [], {}, hhMissing),
     col('libucm', ucm, [], {}, existsSync(ucm) ? undefined : 'install libucx-dev'),
+    col(
+      'libucm-off',
+      ucm,
+      ['--no-hooks'],
+      { UCX_MEM_EVENTS: 'no' },
+      existsSync(ucm) ? undefined : 'install libucx-dev',
+    ),
   ];
 }
 
@@ -176,6 +187,7 @@ const EXPECTED_MODE: Record<UcmColumnName, string> = {
   'heaphook-preload': 'preload',
   'heaphook-reloc': 'reloc',
   libucm: 'libucm',
+  'libucm-off': 'none',
 };
 
 export function runUcmColumn(c: UcmColumn, seq: number, rep: number, timeoutS: number): UcmRun {
@@ -227,11 +239,26 @@ export function summarizeUcm(
       if (loops.length === 0 || ok.length === 0) continue;
       const last = loops[loops.length - 1]!;
       s.calls = last.calls;
+      // (hooked, baseline) pairs per run; libucm's baseline: the libucm-off run of the same rep
+      const pairs: Array<[number, number]> = [];
+      for (const r of runs) {
+        const l = r.reported!.loops.find((x) => x.name === name);
+        if (!l) continue;
+        let base = l.base_ns_per_call;
+        if (c.name === 'libucm') {
+          const off = raw
+            .find((x) => x.column === 'libucm-off' && x.rep === r.rep && x.status === 'ok')
+            ?.reported?.loops.find((x) => x.name === name);
+          if (!off) continue;
+          base = off.base_ns_per_call;
+        }
+        pairs.push([l.ns_per_call, base]);
+      }
+      if (pairs.length === 0) continue;
       s.columns[c.name] = {
-        ns_per_call: stat(loops.map((l) => l.ns_per_call)),
-        base_ns_per_call: stat(loops.map((l) => l.base_ns_per_call)),
-        cost_ns:
-          Math.round(median(loops.map((l) => l.ns_per_call - l.base_ns_per_call)) * 100) / 100,
+        ns_per_call: stat(pairs.map((x) => x[0])),
+        base_ns_per_call: stat(pairs.map((x) => x[1])),
+        cost_ns: Math.round(median(pairs.map(([h, b]) => h - b)) * 100) / 100,
         events: last.events,
         expected: last.expected,
         match: loops.every((l) => l.match),

@@ -78,10 +78,13 @@ describe('memory-event hooks: parsing, skips, summary', () => {
     const raw = [
       run('heaphook-preload', 1, line('heaphook', 'preload', 110)),
       run('heaphook-reloc', 2, line('heaphook', 'reloc', 130, 99)),
-      run('libucm', 3, line('libucm', 'libucm', 140)),
+      run('libucm', 3, line('libucm', 'libucm', 140, 100, true, 130)),
+      run('libucm-off', 4, line('libucm', 'none', 100, 0, false, 100)),
     ];
     const [l] = summarizeUcm(cols, raw);
     expect(l!.columns['heaphook-preload']!.cost_ns).toBe(10);
+    // libucm's baseline is the libucm-off run (its in-process one already has the hooks)
+    expect(l!.columns.libucm!.cost_ns).toBe(40);
     expect(l!.ratios['heaphook-preload']).toBe(0.25);
     expect(l!.ratios['heaphook-reloc']).toBe(0.75);
     expect(l!.same_counts['heaphook-preload']).toBe(true);
