@@ -9,29 +9,13 @@ import { resolve } from 'node:path';
 import { Command, CommanderError } from 'commander';
 
 import { findHeaphookPackages, libraryPath, listBackends } from './backends.js';
+import { collectList, parseEnvAssignment } from './cli-options.js';
 import { HeaphookError } from './errors.js';
 import { exitStatusOf, spawnWith } from './preload.js';
 
 /** A module contributing subcommands. */
 export interface CommandModule {
   register(program: Command): void;
-}
-
-function parseEnvAssignment(
-  value: string,
-  previous: Record<string, string>,
-): Record<string, string> {
-  const eq = value.indexOf('=');
-  if (eq <= 0) {
-    throw new HeaphookError(
-      `--env expects KEY=VALUE, got "${value}" (e.g. --env INITIAL_MEMPOOL_SIZE=64M)`,
-    );
-  }
-  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
-}
-
-function collectBackends(value: string, previous: string[]): string[] {
-  return [...previous, ...value.split(',').filter((v) => v.length > 0)];
 }
 
 export function buildProgram(): Command {
@@ -78,7 +62,7 @@ export function buildProgram(): Command {
     .requiredOption(
       '-b, --backend <name>',
       'backend to preload (repeat or comma-separate to stack; first is outermost)',
-      collectBackends,
+      collectList,
       [],
     )
     .option(

@@ -15,6 +15,7 @@ export {
   type HeaphookManifest,
   type PackageRecord,
 } from './backends.js';
+export { collectList, parseEnvAssignment } from './cli-options.js';
 export { BackendNotFoundError, HeaphookError, LibraryNotBuiltError } from './errors.js';
 export {
   exitStatusOf,

@@ -5,27 +5,13 @@
  */
 import type { Command } from 'commander';
 
-import { HeaphookError } from '@heaphook/core';
+import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
 import { LogFormatError } from './decoder.js';
 import { dump } from './dump.js';
 import { record } from './record.js';
 import { framesOf, summarize } from './summary.js';
 import { formatFrame, Symbolizer } from './symbolize.js';
-
-function collect(value: string, previous: string[]): string[] {
-  return [...previous, ...value.split(',').filter((v) => v.length > 0)];
-}
-
-function parseEnv(value: string, previous: Record<string, string>): Record<string, string> {
-  const eq = value.indexOf('=');
-  if (eq <= 0) {
-    throw new HeaphookError(
-      `--env expects KEY=VALUE, got "${value}" (e.g. --env HEAPHOOK_STACKS=0)`,
-    );
-  }
-  return { ...previous, [value.slice(0, eq)]: value.slice(eq + 1) };
-}
 
 async function printSummary(path: string): Promise<void> {
   const s = await summarize(path);
@@ -60,10 +46,15 @@ export function register(program: Command): void {
     .option(
       '-b, --backend <name>',
       'trace this backend instead of the libc heap (repeatable)',
-      collect,
+      collectList,
       [],
     )
-    .option('-e, --env <KEY=VALUE>', 'environment for the command (repeatable)', parseEnv, {})
+    .option(
+      '-e, --env <KEY=VALUE>',
+      'environment for the command (repeatable)',
+      parseEnvAssignment,
+      {},
+    )
     .option('-q, --quiet', 'do not list the logs written')
     .argument('<command>', 'the program to run')
     .argument('[args...]', 'its arguments (put -- before the command)')

@@ -6,13 +6,14 @@
  * tracer started) are counted and otherwise ignored, so they do not distort the figures.
  */
 import { decodeLogBatches, type DecodeOptions } from './decoder.js';
-import type {
-  EndRecord,
-  EventRecord,
-  ModuleRecord,
-  Op,
-  ProcessRecord,
-  StackNodeRecord,
+import {
+  OPS,
+  type EndRecord,
+  type EventRecord,
+  type ModuleRecord,
+  type Op,
+  type ProcessRecord,
+  type StackNodeRecord,
 } from './records.js';
 
 export interface LiveBlock {
@@ -58,21 +59,7 @@ export interface Summary {
 /** Follows the live heap event by event. */
 export class HeapReplay {
   readonly live = new Map<number, LiveBlock>();
-  readonly calls = Object.fromEntries(
-    [
-      'malloc',
-      'calloc',
-      'realloc',
-      'reallocarray',
-      'free',
-      'posix_memalign',
-      'memalign',
-      'aligned_alloc',
-      'valloc',
-      'pvalloc',
-      'realloc_done',
-    ].map((op) => [op, 0]),
-  ) as Record<Op, number>;
+  readonly calls = Object.fromEntries(OPS.map((op) => [op, 0])) as Record<Op, number>;
   events = 0;
   liveBytes = 0;
   peakBytes = 0;
