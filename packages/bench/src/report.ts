@@ -366,8 +366,9 @@ export function skipLines(r: Results): string[] {
     if (w.status === 'skipped') lines.push(`workload ${w.name}: skipped: ${w.reason ?? ''}`);
   const u = r.ucm_hooks;
   if (u?.status === 'skipped') lines.push(`memory-event hooks: skipped: ${u.reason ?? ''}`);
+  // libucm-off is libucm's baseline run: skipped exactly when libucm is
   for (const c of u?.status === 'skipped' ? [] : (u?.columns ?? []))
-    if (c.status === 'skipped')
+    if (c.status === 'skipped' && c.name !== 'libucm-off')
       lines.push(`memory-event hooks ${c.name}: skipped: ${c.reason ?? ''}`);
   return lines;
 }
