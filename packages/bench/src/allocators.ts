@@ -8,6 +8,7 @@
  * and the heap tracers whose overhead is measured against the untraced run:
  *   kde-heaptrack              `heaptrack -o <file> <cmd>` (KDE heaptrack) over glibc;
  *   heaphook-heaptrack         heaphook's tracing backend preloaded over glibc;
+ *   heaphook-heaptrack-nostacks  the same with HEAPHOOK_STACKS=0 (recording without stacks).
  *   heaphook-heaptrack+tlsf    the same stacked over the TLSF backend (ratio against tlsf).
  * Anything missing is reported as skipped with what to install or build, never as an error.
  */
@@ -325,6 +326,18 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
     description: "heaphook's heaptrack backend preloaded over glibc",
     preload: ht ? [ht.libraryPath] : [],
     env: {},
+    baseline: 'glibc',
+    ...(ht ? { source: ht.packageName } : {}),
+  });
+  // The same tracer without call stacks: what recording alone costs (issue goal: < 1.5x).
+  tracers.push({
+    name: 'heaphook-heaptrack-nostacks',
+    kind: 'tracer',
+    status: htReason ? 'skipped' : 'ready',
+    ...(htReason ? { reason: htReason } : {}),
+    description: "heaphook's heaptrack over glibc with HEAPHOOK_STACKS=0 (no call stacks)",
+    preload: ht ? [ht.libraryPath] : [],
+    env: { HEAPHOOK_STACKS: '0' },
     baseline: 'glibc',
     ...(ht ? { source: ht.packageName } : {}),
   });

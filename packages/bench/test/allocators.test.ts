@@ -144,6 +144,12 @@ describe('discoverAllocators: the skip path', () => {
       preload: ['/ws/ht/libheaphook_heaptrack.so'],
       baseline: 'glibc',
     });
+    expect(t.get('heaphook-heaptrack-nostacks')).toMatchObject({
+      status: 'ready',
+      preload: ['/ws/ht/libheaphook_heaptrack.so'],
+      env: { HEAPHOOK_STACKS: '0' },
+      baseline: 'glibc',
+    });
     expect(t.get('heaphook-heaptrack+tlsf')).toMatchObject({
       status: 'ready',
       preload: ['/ws/ht/libheaphook_heaptrack.so', '/ws/tlsf/libheaphook_tlsf.so'],
