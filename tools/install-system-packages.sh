@@ -2,11 +2,14 @@
 # Debian packages heaphook's tests and benchmarks use, beyond Node, g++, cmake and python3:
 #   peers the benchmark compares against: libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4,
 #   KDE heaptrack (tracer overhead and log size), UCX's libucm (libucx0, libucx-dev: the
-#   memory-event hooks section compares heaphook's ucm-hooks with it), clang-format (npm run format).
+#   memory-event hooks section compares heaphook's ucm-hooks with it), clang-format (npm run format);
+#   build needs: zlib1g-dev (heaptrack's deflate fallback), binutils (addr2line, symbolising),
+#   fonts-dejavu-core (text in the bench's PNG chart).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
-packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format)
+packages=(libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
+  zlib1g-dev binutils fonts-dejavu-core)
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then sudo="sudo"; else
