@@ -288,8 +288,85 @@ static size_t ucm_mapping_size(const void *address) {
     return size;
 }
 
+/* ---- Attached segments: (address, size) recorded by shmat, read by shmdt ------------------
+ *
+ * A fixed open-addressing table (linear probing), lock-free: a slot's key goes empty ->
+ * reserved (CAS, by the one inserting thread) -> address (release, after the size is written)
+ * -> tombstone (CAS, by the one detaching thread, after it read the size). No allocation, no
+ * lock, so nothing to take around fork (the child inherits the table with the attachments).
+ * shmdt falls back to /proc/self/maps for addresses not in the table: segments attached
+ * before the hooks were installed, while no handler was set, from inside a handler, or when
+ * the table was full. */
+
+#define UCM_SHM_SLOTS 1024 /* power of two */
+#define UCM_SHM_EMPTY ((uintptr_t)0)
+#define UCM_SHM_RESERVED ((uintptr_t)1)
+#define UCM_SHM_TOMBSTONE ((uintptr_t)2)
+
+static struct {
+    _Atomic uintptr_t key;
+    size_t size;
+} ucm_shm_table[UCM_SHM_SLOTS];
+static _Atomic int ucm_shm_live; /* entries present (approximate while inserts run) */
+
+static size_t ucm_shm_hash(uintptr_t address) {
+    uint64_t h = (uint64_t)address >> 12;
+    h *= 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 40) & (UCM_SHM_SLOTS - 1);
+}
+
+/* Removes the entry of address; returns its size, or 0 when absent. */
+static size_t ucm_shm_forget(const void *address) {
+    uintptr_t key = (uintptr_t)address;
+    if (key <= UCM_SHM_TOMBSTONE) return 0;
+    if (atomic_load_explicit(&ucm_shm_live, memory_order_acquire) == 0) return 0;
+    size_t i = ucm_shm_hash(key);
+    for (size_t n = 0; n < UCM_SHM_SLOTS; ++n, i = (i + 1) & (UCM_SHM_SLOTS - 1)) {
+        uintptr_t k = atomic_load_explicit(&ucm_shm_table[i].key, memory_order_acquire);
+        if (k == UCM_SHM_EMPTY) return 0;
+        if (k != key) continue;
+        size_t size = ucm_shm_table[i].size;
+        if (atomic_compare_exchange_strong_explicit(&ucm_shm_table[i].key, &k, UCM_SHM_TOMBSTONE,
+                                                    memory_order_acq_rel, memory_order_relaxed)) {
+            atomic_fetch_sub_explicit(&ucm_shm_live, 1, memory_order_relaxed);
+            return size;
+        }
+        return 0; /* another thread detached the same address at the same time */
+    }
+    return 0;
+}
+
+/* Records (address, size), replacing a stale entry of the same address. */
+static void ucm_shm_remember(const void *address, size_t size) {
+    uintptr_t key = (uintptr_t)address;
+    if (key <= UCM_SHM_TOMBSTONE || size == 0) return;
+    ucm_shm_forget(address);
+    size_t i = ucm_shm_hash(key);
+    for (size_t n = 0; n < UCM_SHM_SLOTS; ++n, i = (i + 1) & (UCM_SHM_SLOTS - 1)) {
+        uintptr_t k = atomic_load_explicit(&ucm_shm_table[i].key, memory_order_relaxed);
+        if (k != UCM_SHM_EMPTY && k != UCM_SHM_TOMBSTONE) continue;
+        if (!atomic_compare_exchange_strong_explicit(&ucm_shm_table[i].key, &k, UCM_SHM_RESERVED,
+                                                     memory_order_acquire, memory_order_relaxed)) {
+            continue;
+        }
+        ucm_shm_table[i].size = size;
+        atomic_fetch_add_explicit(&ucm_shm_live, 1, memory_order_relaxed);
+        atomic_store_explicit(&ucm_shm_table[i].key, key, memory_order_release);
+        return;
+    }
+    /* Full: shmdt of this address will read /proc/self/maps. */
+}
+
 EXPORT void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg) {
-    if (!ucm_enter()) return heaphook_ucm_orig_shmat(shmid, shmaddr, shmflg);
+    if (!ucm_enter()) {
+        void *result = heaphook_ucm_orig_shmat(shmid, shmaddr, shmflg);
+        if (result != (void *)-1) {
+            int saved = errno;
+            ucm_shm_forget(result); /* a recorded entry there is stale */
+            errno = saved;
+        }
+        return result;
+    }
     size_t size = ucm_shm_size(shmid);
     if (shmaddr != NULL && (shmflg & SHM_REMAP)) {
         ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, (void *)shmaddr, size);
@@ -301,7 +378,9 @@ EXPORT void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg) {
                                                            event.shmat.shmflg));
     int saved = errno;
     if (event.shmat.result != (void *)-1) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.shmat.result, ucm_shm_size(event.shmat.shmid));
+        if (event.shmat.shmid != shmid) size = ucm_shm_size(event.shmat.shmid);
+        ucm_shm_remember(event.shmat.result, size);
+        ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.shmat.result, size);
     }
     ucm_leave();
     errno = saved;
@@ -309,8 +388,16 @@ EXPORT void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg) {
 }
 
 EXPORT int heaphook_ucm_shmdt(const void *shmaddr) {
-    if (!ucm_enter()) return heaphook_ucm_orig_shmdt(shmaddr);
-    ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, (void *)shmaddr, ucm_mapping_size(shmaddr));
+    if (!ucm_enter()) {
+        int result = heaphook_ucm_orig_shmdt(shmaddr);
+        int saved = errno;
+        ucm_shm_forget(shmaddr);
+        errno = saved;
+        return result;
+    }
+    size_t size = ucm_shm_forget(shmaddr);
+    if (size == 0) size = ucm_mapping_size(shmaddr);
+    ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, (void *)shmaddr, size);
     heaphook_ucm_event_t event = {.shmdt = {.result = -1, .shmaddr = shmaddr}};
     UCM_CHAIN(HEAPHOOK_UCM_EVENT_SHMDT, &event, event.shmdt.result == -1,
               event.shmdt.result = heaphook_ucm_orig_shmdt(event.shmdt.shmaddr));
