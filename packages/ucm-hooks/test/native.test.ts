@@ -43,6 +43,8 @@ const groups = [
   'map_fixed',
   'mremap',
   'shm',
+  'shm_preinstalled',
+  'shm_threads',
   'sbrk',
   'madvise',
   'modify',

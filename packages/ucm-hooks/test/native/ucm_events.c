@@ -232,6 +232,119 @@ static void test_shm(void) {
     shmctl(id2, IPC_RMID, NULL);
 }
 
+/* A segment attached before the hooks were installed (before the dlopen in relocation mode;
+ * in preload mode before any handler was set, so the hook did not record it): shmdt finds its
+ * size in /proc/self/maps. Then one attached with no handler at an address the table had
+ * recorded for another segment: the stale entry is not used. */
+static int pre_id = -1;
+static char *pre_segment = (char *)-1;
+static size_t pre_size;
+static void test_shm_preinstalled(void) {
+    if (pre_id < 0 || pre_segment == (char *)-1) {
+        printf("SKIP shm_preinstalled: no segment attached before install\n");
+        return;
+    }
+    reset();
+    CHECK(shmdt(pre_segment) == 0, "shmdt");
+    int u = find(0, UCM_EVENT_VM_UNMAPPED, pre_segment, pre_size);
+    int d = find(0, UCM_EVENT_SHMDT, pre_segment, 0);
+    CHECK(u >= 0 && d > u, "VM_UNMAPPED of %zu bytes then SHMDT (%d %d)", pre_size, u, d);
+    CHECK(count_type(UCM_EVENT_VM_UNMAPPED) == 1, "one VM_UNMAPPED");
+    shmctl(pre_id, IPC_RMID, NULL);
+
+    /* Recorded at a, detached and re-attached (smaller) while no handler was set. */
+    int id = shmget(IPC_PRIVATE, 16 * page, IPC_CREAT | 0600);
+    int id2 = shmget(IPC_PRIVATE, 3 * page, IPC_CREAT | 0600);
+    CHECK(id >= 0 && id2 >= 0, "shmget");
+    char *a = shmat(id, NULL, 0);
+    CHECK(a != (char *)-1, "shmat");
+    unset_handler(ALL, recorder, NULL);
+    CHECK(shmdt(a) == 0, "shmdt without handler");
+    char *b = shmat(id2, a, 0);
+    CHECK(b == a, "shmat at the same address without handler");
+    CHECK(set_handler(ALL, 0, recorder, NULL) == UCS_OK, "set recorder");
+    reset();
+    CHECK(shmdt(b) == 0, "shmdt");
+    CHECK(find(0, UCM_EVENT_VM_UNMAPPED, b, 3 * page) >= 0, "VM_UNMAPPED of the new segment");
+    CHECK(find(0, UCM_EVENT_VM_UNMAPPED, b, 16 * page) < 0, "not the stale size");
+    shmctl(id, IPC_RMID, NULL);
+    shmctl(id2, IPC_RMID, NULL);
+}
+
+/* Two threads attach and detach their own segments (different sizes) at the same time. */
+#define SHM_THREAD_LOOPS 2000
+static _Atomic int shm_counts[2][4]; /* per size: VM_MAPPED, VM_UNMAPPED, SHMAT, SHMDT */
+static _Atomic int shm_wrong;
+static size_t shm_thread_size[2];
+static __thread int in_shm_loop; /* count only the loop's events (not a backend's mappings) */
+static void shm_counter(ucm_event_type_t type, ucm_event_t *ev, void *arg) {
+    (void)arg;
+    if (!in_shm_loop) return;
+    if (type == UCM_EVENT_VM_MAPPED || type == UCM_EVENT_VM_UNMAPPED) {
+        int which = ev->vm_mapped.size == shm_thread_size[0]   ? 0
+                    : ev->vm_mapped.size == shm_thread_size[1] ? 1
+                                                               : -1;
+        if (which < 0) {
+            ++shm_wrong;
+            return;
+        }
+        ++shm_counts[which][type == UCM_EVENT_VM_MAPPED ? 0 : 1];
+    } else if (type == UCM_EVENT_SHMAT) {
+        ++shm_counts[0][2];
+    } else if (type == UCM_EVENT_SHMDT) {
+        ++shm_counts[0][3];
+    }
+}
+struct shm_thread_arg {
+    int id;
+    int failures;
+};
+static void *shm_thread(void *argp) {
+    struct shm_thread_arg *arg = argp;
+    in_shm_loop = 1;
+    for (int i = 0; i < SHM_THREAD_LOOPS; ++i) {
+        char *p = shmat(arg->id, NULL, 0);
+        if (p == (char *)-1) {
+            ++arg->failures;
+            continue;
+        }
+        p[0] = 1;
+        if (shmdt(p) != 0) ++arg->failures;
+    }
+    in_shm_loop = 0;
+    return NULL;
+}
+static void test_shm_threads(void) {
+    shm_thread_size[0] = 5 * page;
+    shm_thread_size[1] = 9 * page;
+    int ids[2];
+    for (int t = 0; t < 2; ++t) ids[t] = shmget(IPC_PRIVATE, shm_thread_size[t], IPC_CREAT | 0600);
+    if (ids[0] < 0 || ids[1] < 0) {
+        printf("SKIP shm_threads: shmget: %s\n", strerror(errno));
+        return;
+    }
+    unset_handler(ALL, recorder, NULL); /* only the counter, so the threads do not serialise */
+    int events = UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED | UCM_EVENT_SHMAT | UCM_EVENT_SHMDT;
+    CHECK(set_handler(events, 0, shm_counter, NULL) == UCS_OK, "set counter");
+    pthread_t threads[2];
+    struct shm_thread_arg args[2] = {{.id = ids[0]}, {.id = ids[1]}};
+    for (int t = 0; t < 2; ++t) pthread_create(&threads[t], NULL, shm_thread, &args[t]);
+    for (int t = 0; t < 2; ++t) pthread_join(threads[t], NULL);
+    unset_handler(events, shm_counter, NULL);
+    CHECK(set_handler(ALL, 0, recorder, NULL) == UCS_OK, "set recorder");
+    CHECK(args[0].failures == 0 && args[1].failures == 0, "shmat/shmdt failed %d %d",
+          args[0].failures, args[1].failures);
+    for (int t = 0; t < 2; ++t) {
+        CHECK(shm_counts[t][0] == SHM_THREAD_LOOPS, "thread %d VM_MAPPED %d", t, shm_counts[t][0]);
+        CHECK(shm_counts[t][1] == SHM_THREAD_LOOPS, "thread %d VM_UNMAPPED %d", t,
+              shm_counts[t][1]);
+    }
+    CHECK(shm_counts[0][2] == 2 * SHM_THREAD_LOOPS, "SHMAT %d", shm_counts[0][2]);
+    CHECK(shm_counts[0][3] == 2 * SHM_THREAD_LOOPS, "SHMDT %d", shm_counts[0][3]);
+    CHECK(shm_wrong == 0, "%d VM events of another size", shm_wrong);
+    for (int t = 0; t < 2; ++t) shmctl(ids[t], IPC_RMID, NULL);
+}
+
 static void test_sbrk(void) {
     intptr_t inc = 64 * (intptr_t)page;
     reset();
@@ -533,6 +646,8 @@ static const struct {
     {"map_fixed", test_map_fixed},
     {"mremap", test_mremap},
     {"shm", test_shm},
+    {"shm_preinstalled", test_shm_preinstalled},
+    {"shm_threads", test_shm_threads},
     {"sbrk", test_sbrk},
     {"madvise", test_madvise},
     {"modify", test_modify},
@@ -554,6 +669,13 @@ int main(int argc, char **argv) {
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     page = (size_t)sysconf(_SC_PAGESIZE);
+    /* Attached before the install (relocation mode) or before any handler (preload): not
+     * recorded by the shmat hook. 5 pages and a bit: the mapping is 6 pages. */
+    if (strcmp(argv[2], "shm_preinstalled") == 0 || strcmp(argv[2], "all") == 0) {
+        pre_size = 6 * page;
+        pre_id = shmget(IPC_PRIVATE, 5 * page + 100, IPC_CREAT | 0600);
+        if (pre_id >= 0) pre_segment = shmat(pre_id, NULL, 0);
+    }
     void *api = RTLD_DEFAULT;
     if (strncmp(argv[1], "reloc:", 6) == 0) {
         api = dlopen(argv[1] + 6, RTLD_NOW | RTLD_LOCAL);
