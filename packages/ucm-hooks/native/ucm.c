@@ -8,9 +8,13 @@
  * to the C library's functions (found with dlsym at load), because glibc keeps the current
  * break in a variable its own malloc uses.
  *
- * Handlers: a fixed array sorted by priority, read under a reader-preferring rwlock (a reader
- * never waits for a writer that waits for it, so nested reads are safe), written under the
- * same lock taken for writing. pthread_atfork takes it for writing before fork, so the child
+ * Handlers: a fixed array sorted by priority, read under a writer-preferring rwlock, written
+ * under the same lock taken for writing. Writer preference matters: with threads mapping
+ * memory back to back, the read side is almost never free, and a reader-preferring lock
+ * starves set/unset_event_handler forever. A thread never takes the read side twice (the
+ * per-thread depth guard in ucm_enter turns hooks inside handlers into plain calls), so a
+ * waiting writer cannot deadlock a reader against itself. A handler must not set or unset
+ * handlers (libucm forbids it too): it holds the read side. pthread_atfork takes it for writing before fork, so the child
  * never inherits a lock held by a thread that does not exist there.
  */
 #include <dlfcn.h>
@@ -108,7 +112,7 @@ struct ucm_handler {
     void *arg;
 };
 
-static pthread_rwlock_t ucm_lock = PTHREAD_RWLOCK_INITIALIZER; /* reader-preferring default */
+static pthread_rwlock_t ucm_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static struct ucm_handler ucm_handlers[UCM_MAX_HANDLERS];
 static int ucm_handler_count;
 static _Atomic int ucm_active_events; /* union of the handlers' masks: the fast path */
@@ -124,7 +128,11 @@ static void ucm_fork_parent(void) {
     pthread_rwlock_unlock(&ucm_lock);
 }
 static void ucm_fork_child(void) {
-    pthread_rwlock_init(&ucm_lock, NULL);
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&ucm_lock, &attr);
+    pthread_rwlockattr_destroy(&attr);
 }
 
 /* Calls the handlers of type with priority in [low, high]. Lock held for reading. */
