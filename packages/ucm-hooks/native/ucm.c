@@ -14,8 +14,8 @@
  * starves set/unset_event_handler forever. A thread never takes the read side twice (the
  * per-thread depth guard in ucm_enter turns hooks inside handlers into plain calls), so a
  * waiting writer cannot deadlock a reader against itself. A handler must not set or unset
- * handlers (libucm forbids it too): it holds the read side. pthread_atfork takes it for writing before fork, so the child
- * never inherits a lock held by a thread that does not exist there.
+ * handlers (libucm forbids it too): it holds the read side. pthread_atfork takes it for writing
+ * before fork, so the child never inherits a lock held by a thread that does not exist there.
  */
 #include <dlfcn.h>
 #include <errno.h>
