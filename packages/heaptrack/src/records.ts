@@ -104,5 +104,44 @@ export interface EndRecord {
   readonly events: number;
 }
 
+/**
+ * A leak check's verdict on one block it found unreachable (issue 8; FORMAT.md tag LEAK).
+ * The check's LeakCheckRecord follows its LEAK records. The block's size and allocation stack
+ * are those of the event that allocated `ptr`.
+ */
+export interface LeakRecord {
+  readonly type: 'leak';
+  /** The check it belongs to (1, 2, ... in the order the checks ran). */
+  readonly check: number;
+  readonly ptr: number;
+  /** Bytes of the block as the tracer knew it at the check. */
+  readonly size: number;
+}
+
+/** The end of one leak check: what it scanned and found (FORMAT.md tag LEAK_CHECK). */
+export interface LeakCheckRecord {
+  readonly type: 'leak_check';
+  readonly check: number;
+  /** ns since the process started, when the check began. */
+  readonly time: number;
+  /** What started it: the process exiting, HEAPHOOK_LEAK_SIGNAL, or the API. */
+  readonly trigger: 'exit' | 'signal' | 'api';
+  /** Live blocks when the world was stopped. */
+  readonly liveBlocks: number;
+  readonly leakedBlocks: number;
+  readonly leakedBytes: number;
+  readonly reachableBlocks: number;
+  readonly reachableBytes: number;
+  /** How long the world was stopped, ns. */
+  readonly durationNs: number;
+}
+
 export type LogRecord =
-  ProcessRecord | ModuleRecord | ThreadRecord | StackNodeRecord | EventRecord | EndRecord;
+  | ProcessRecord
+  | ModuleRecord
+  | ThreadRecord
+  | StackNodeRecord
+  | EventRecord
+  | EndRecord
+  | LeakRecord
+  | LeakCheckRecord;
