@@ -1,5 +1,5 @@
 /**
- * The `heaphook` command. Core subcommands: list, path, run. Backend packages add their own
+ * The `heaphook` command. Core subcommands: list, path, run, doctor. Backend packages add their own
  * (record, report, recommend ...) by naming modules in their package.json's
  * `heaphook.commands`; each module exports `register(program: Command): void`.
  */
@@ -10,6 +10,7 @@ import { Command, CommanderError } from 'commander';
 
 import { findHeaphookPackages, libraryPath, listBackends } from './backends.js';
 import { collectList, parseEnvAssignment } from './cli-options.js';
+import { formatChecks, runDoctor } from './doctor.js';
 import { HeaphookError } from './errors.js';
 import { exitStatusOf, spawnWith } from './preload.js';
 
@@ -95,6 +96,24 @@ export function buildProgram(): Command {
         process.exitCode = code;
       },
     );
+
+  program
+    .command('doctor')
+    .description(
+      'check that this machine can run heaphook: platform, glibc, each backend preloaded into a probe, and the programs named',
+    )
+    .argument(
+      '[programs...]',
+      'programs to check for whether LD_PRELOAD reaches them (setuid, static, scripts)',
+    )
+    .option('--json', 'print the checks as JSON')
+    .action((programs: string[], options: { json?: boolean }) => {
+      const checks = runDoctor({ programs });
+      process.stdout.write(
+        options.json === true ? `${JSON.stringify(checks, null, 2)}\n` : formatChecks(checks),
+      );
+      process.exitCode = checks.some((c) => c.status === 'fail') ? 1 : 0;
+    });
 
   return program;
 }

@@ -16,6 +16,14 @@ export {
   type PackageRecord,
 } from './backends.js';
 export { collectList, parseEnvAssignment } from './cli-options.js';
+export {
+  checkProgram,
+  formatChecks,
+  runDoctor,
+  type CheckStatus,
+  type DoctorCheck,
+  type DoctorOptions,
+} from './doctor.js';
 export { BackendNotFoundError, HeaphookError, LibraryNotBuiltError } from './errors.js';
 export {
   exitStatusOf,
