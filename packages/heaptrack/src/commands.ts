@@ -2,6 +2,7 @@
  * CLI subcommands contributed to `heaphook` (see @heaphook/core's cli):
  *   heaphook record [-o DIR] [-b BACKEND] [-e KEY=VALUE] -- <command> [args...]
  *   heaphook dump [--stacks] [--summary] <log>
+ *   heaphook recommend [--margin PCT] [--json] <log>
  */
 import type { Command } from 'commander';
 
@@ -9,6 +10,7 @@ import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
 import { LogFormatError } from './decoder.js';
 import { dump } from './dump.js';
+import { registerRecommend } from './recommend/command.js';
 import { record } from './record.js';
 import { framesOf, summarize } from './summary.js';
 import { formatFrame, Symbolizer } from './symbolize.js';
@@ -101,4 +103,6 @@ export function register(program: Command): void {
         }
       },
     );
+
+  registerRecommend(program);
 }

@@ -25,6 +25,7 @@ export {
   type Summary,
 } from './summary.js';
 export { readBuildId } from './elf.js';
+export * from './recommend/index.js';
 export {
   formatFrame,
   symbolFileFor,

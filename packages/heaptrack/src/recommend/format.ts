@@ -1,0 +1,146 @@
+/**
+ * How a recommendation is printed: the environment lines, a `heaphook run` command and ROS 2
+ * launch snippets (XML and Python), then the figures it rests on.
+ */
+import { basename } from 'node:path';
+
+import type { Recommendation } from './search.js';
+
+/** Quotes a word for a POSIX shell when it needs it. */
+export function shellQuote(word: string): string {
+  if (word !== '' && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  return `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+function xmlAttr(value: string): string {
+  return value
+    .replace(/&/g, '&amp;')
+    .replace(/"/g, '&quot;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;');
+}
+
+function pyString(value: string): string {
+  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+}
+
+/** The command line to run with the recommendation (the recorded argv). */
+export function runCommand(r: Recommendation): string {
+  const env = Object.entries(r.env).map(([k, v]) => `-e ${k}=${v}`);
+  const argv = r.argv.length > 0 ? r.argv : [r.exe];
+  return ['heaphook run -b tlsf', ...env, '--', ...argv.map(shellQuote)].join(' ');
+}
+
+/** The ROS 2 package and executable of a node installed by colcon
+ * (<prefix>/lib/<package>/<executable>), or placeholders. */
+export function rosNames(r: Recommendation): { pkg: string; exec: string; known: boolean } {
+  const m = /\/lib\/([^/]+)\/([^/]+)$/.exec(r.exe);
+  if (m !== null && !m[1]!.startsWith('python') && m[1] !== 'x86_64-linux-gnu') {
+    return { pkg: m[1]!, exec: m[2]!, known: true };
+  }
+  return { pkg: 'YOUR_PACKAGE', exec: basename(r.argv[0] ?? r.exe), known: false };
+}
+
+function launchEnv(r: Recommendation, libraryPath: string): [string, string][] {
+  return [['LD_PRELOAD', libraryPath], ...Object.entries(r.env)];
+}
+
+export function launchXml(r: Recommendation, libraryPath: string): string {
+  const { pkg, exec, known } = rosNames(r);
+  const lines: string[] = [];
+  if (!known) lines.push("<!-- set pkg (and exec) to your node's package and executable -->");
+  lines.push(`<node pkg="${xmlAttr(pkg)}" exec="${xmlAttr(exec)}" output="screen">`);
+  for (const [k, v] of launchEnv(r, libraryPath)) {
+    lines.push(`  <env name="${xmlAttr(k)}" value="${xmlAttr(v)}"/>`);
+  }
+  lines.push('</node>');
+  return lines.join('\n');
+}
+
+export function launchPython(r: Recommendation, libraryPath: string): string {
+  const { pkg, exec, known } = rosNames(r);
+  const lines: string[] = [];
+  lines.push('from launch_ros.actions import Node');
+  lines.push('');
+  if (!known) lines.push("# set package (and executable) to your node's package and executable");
+  lines.push('Node(');
+  lines.push(`    package=${pyString(pkg)},`);
+  lines.push(`    executable=${pyString(exec)},`);
+  lines.push("    output='screen',");
+  lines.push('    additional_env={');
+  for (const [k, v] of launchEnv(r, libraryPath))
+    lines.push(`        ${pyString(k)}: ${pyString(v)},`);
+  lines.push('    },');
+  lines.push(')');
+  return lines.join('\n');
+}
+
+function mib(bytes: number): string {
+  return `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
+}
+
+/** The human-readable report. */
+export function formatRecommendation(r: Recommendation, libraryPath: string): string {
+  const out: string[] = [];
+  out.push(`# heaphook recommend ${r.log}`);
+  out.push(`# process ${r.pid}: ${r.argv.join(' ')}`);
+  out.push(
+    `# ${r.events} events from ${r.threads} thread(s), replayed through the TLSF addon ` +
+      `(${r.replays} pools in ${r.passes} passes)`,
+  );
+  out.push('');
+  for (const [k, v] of Object.entries(r.env)) out.push(`${k}=${v}`);
+  out.push('');
+  out.push(`heaphook run: ${runCommand(r)}`);
+  out.push('');
+  out.push('ROS 2 launch (XML):');
+  out.push(launchXml(r, libraryPath));
+  out.push('');
+  out.push('ROS 2 launch (Python):');
+  out.push(launchPython(r, libraryPath));
+  out.push('');
+  out.push(`peak live bytes:      ${r.peakLiveBytes} (${mib(r.peakLiveBytes)})`);
+  out.push(
+    `peak footprint:       ${r.peakFootprintBytes} (block heads and 16-byte rounding included)`,
+  );
+  out.push(
+    `replayed minimum:     ${r.replayedMinimum} (${mib(r.replayedMinimum)}; ` +
+      `${r.largestFailing} bytes grew; precision ${r.precision})`,
+  );
+  out.push(
+    `recommended:          ${r.initialPoolSize} (${mib(r.initialPoolSize)}) = minimum + ` +
+      `${r.marginPercent}% margin, rounded up to ${r.roundTo} bytes; confirmed by a replay`,
+  );
+  out.push(`recommended / peak:   ${r.ratioToPeak.toFixed(2)}`);
+  out.push('');
+  out.push(
+    'Rules: ADDITIONAL_MEMPOOL_SIZE is a quarter of the initial pool, at least the largest ' +
+      `recorded request (${r.largestRequest} bytes) with its alignment, rounded up the same way: ` +
+      'should the program need more than recorded, one growth serves any request it made.',
+  );
+  out.push(
+    'HEAPHOOK_TLSF_THREAD_HEAPS=0: the replay is one TLSF heap, which is what the backend runs ' +
+      'with thread heaps off. With thread heaps on (the default, even for one thread), each ' +
+      'thread carves chunks from the pool (256 KiB, then doubling up to 64 MiB) and keeps ' +
+      'cached blocks, so the pool it needs can be up to about twice larger and depends on ' +
+      'thread timing: a single replay cannot bound it.' +
+      (r.threads > 1 ? ` This program has ${r.threads} threads.` : ''),
+  );
+  for (const note of r.notes) out.push(`Note: ${note}`);
+  return `${out.join('\n')}\n`;
+}
+
+/** The --json form: the recommendation plus the rendered command and snippets. */
+export function recommendationJson(r: Recommendation, libraryPath: string): string {
+  return `${JSON.stringify(
+    {
+      ...r,
+      threadHeaps: false,
+      runCommand: runCommand(r),
+      launchXml: launchXml(r, libraryPath),
+      launchPython: launchPython(r, libraryPath),
+    },
+    null,
+    2,
+  )}\n`;
+}

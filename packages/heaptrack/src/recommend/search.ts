@@ -1,0 +1,259 @@
+/**
+ * The search for the smallest INITIAL_MEMPOOL_SIZE under which a log's replay never needs the
+ * pool to grow, and the recommendation built on it.
+ *
+ * 1. A first pass reads the log's facts (process, sampling, dropped events, threads) and the
+ *    peak live bytes, and from the peak of the blocks' TLSF footprints a lower bound: no pool
+ *    smaller than that footprint plus the pool's own bookkeeping can serve the log.
+ * 2. Exponential search: passes that each replay CANDIDATES pools from the bound upwards at
+ *    once, until one pool serves the whole log.
+ * 3. Binary search, CANDIDATES points at a time: between the largest pool that failed and the
+ *    smallest that served, until the gap is below max(4 KiB, 1/512 of the size).
+ * 4. The recommended size (minimum + margin, rounded up) is replayed once more to confirm it.
+ */
+import { HeaphookError } from '@heaphook/core';
+import { TlsfHeap } from '@heaphook/tlsf';
+
+import { LogFormatError } from '../decoder.js';
+import { CandidateHeap, PeakTally, replayPass, type LogFacts } from './replay.js';
+
+/** Pools replayed side by side in one pass over the log. */
+export const CANDIDATES = 8;
+/** Smallest pool the backend accepts (INITIAL_MEMPOOL_SIZE below 4096 is refused). */
+export const AREA_MIN = 4096;
+const MIB = 1024 * 1024;
+/** The addon's pools, like the backend's areas, are limited to what TLSF can address. */
+const POOL_MAX = 2 ** 45;
+
+export interface RecommendOptions {
+  /** Percent added to the replayed minimum (default 25). */
+  readonly marginPercent?: number;
+  /** The recommended sizes are rounded up to a multiple of this (default 1 MiB). */
+  readonly roundTo?: number;
+  /** Called after each batch of each pass with the pass number and events read. */
+  readonly onProgress?: (pass: number, events: number, totalEvents: number | undefined) => void;
+}
+
+export interface Recommendation {
+  readonly log: string;
+  /** The recorded command line (ProcessRecord argv), and the executable. */
+  readonly argv: readonly string[];
+  readonly exe: string;
+  readonly pid: number;
+  readonly events: number;
+  /** Distinct threads that called the allocator. */
+  readonly threads: number;
+  /** Peak of the live bytes the program asked for. */
+  readonly peakLiveBytes: number;
+  /** Peak of the live blocks' TLSF footprints (heads and 16-byte rounding). */
+  readonly peakFootprintBytes: number;
+  /** The search's lower bound: peak footprint plus the pool's bookkeeping. */
+  readonly lowerBound: number;
+  /** Smallest pool (within `precision`) that served the whole log without growing. */
+  readonly replayedMinimum: number;
+  /** The largest pool found too small (the minimum lies in (this, replayedMinimum]). */
+  readonly largestFailing: number;
+  readonly precision: number;
+  readonly marginPercent: number;
+  readonly roundTo: number;
+  readonly initialPoolSize: number;
+  readonly additionalPoolSize: number;
+  /** initialPoolSize / peakLiveBytes. */
+  readonly ratioToPeak: number;
+  /** Passes over the log, and pools replayed in all. */
+  readonly passes: number;
+  readonly replays: number;
+  readonly largestRequest: number;
+  /** Environment of the recommendation, in order (INITIAL, ADDITIONAL, THREAD_HEAPS). */
+  readonly env: Readonly<Record<string, string>>;
+  /** Things the user should know (fork child, no END record ...). */
+  readonly notes: readonly string[];
+}
+
+function roundUp(n: number, to: number): number {
+  return Math.ceil(n / to) * to;
+}
+
+/** Sizes for one pass: `count` points in (lo, hi], spread evenly, multiples of 16. */
+function spread(lo: number, hi: number, count: number): number[] {
+  const out = new Set<number>();
+  for (let i = 1; i <= count; i++) {
+    out.add(Math.max(AREA_MIN, roundUp(lo + ((hi - lo) * i) / count, 16)));
+  }
+  return [...out].filter((s) => s > lo).sort((a, b) => a - b);
+}
+
+async function pass(
+  path: string,
+  sizes: readonly number[],
+  passNo: number,
+  total: number,
+  options: RecommendOptions,
+): Promise<Map<number, boolean>> {
+  const heaps = sizes.map((s) => new CandidateHeap(s));
+  try {
+    await replayPass(path, [], heaps, undefined, (n) => options.onProgress?.(passNo, n, total));
+    return new Map(heaps.map((h) => [h.poolSize, !h.failed]));
+  } finally {
+    for (const h of heaps) h.destroy();
+  }
+}
+
+function userError(path: string, error: unknown): never {
+  if (error instanceof LogFormatError) {
+    throw new HeaphookError(
+      `${error.message}. A truncated or corrupt log cannot be replayed: the pool it needs is ` +
+        'unknown. Record the program again and let it exit normally.',
+    );
+  }
+  if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+    throw new HeaphookError(`no such log: ${path}`);
+  }
+  throw error;
+}
+
+/** Replays the log and recommends the TLSF pool sizes (see the module comment). */
+export async function recommend(
+  path: string,
+  options: RecommendOptions = {},
+): Promise<Recommendation> {
+  const marginPercent = options.marginPercent ?? 25;
+  const roundTo = options.roundTo ?? MIB;
+  if (!Number.isFinite(marginPercent) || marginPercent < 0) {
+    throw new HeaphookError(`--margin: a percentage of at least 0, got ${marginPercent}`);
+  }
+  try {
+    return await run(path, marginPercent, roundTo, options);
+  } catch (error) {
+    return userError(path, error);
+  }
+}
+
+async function run(
+  path: string,
+  marginPercent: number,
+  roundTo: number,
+  options: RecommendOptions,
+): Promise<Recommendation> {
+  // 1. Facts and the lower bound.
+  const facts: LogFacts = { events: 0, threads: new Set() };
+  const tally = new PeakTally();
+  await replayPass(path, [tally], [], facts, (n) => options.onProgress?.(1, n, undefined));
+  const p = facts.process;
+  if (p === undefined) {
+    throw new HeaphookError(`${path}: the log has no PROCESS record; record the program again`);
+  }
+  if (p.sampling || p.sampleBytes > 0) {
+    throw new HeaphookError(
+      `${path} was recorded with sampling (HEAPHOOK_SAMPLE_BYTES=${p.sampleBytes}): it holds ` +
+        'only some of the allocations, so the pool they need cannot be replayed. Record the ' +
+        'program again without HEAPHOOK_SAMPLE_BYTES.',
+    );
+  }
+  if (facts.end !== undefined && facts.end.dropped > 0) {
+    throw new HeaphookError(
+      `${path} lost ${facts.end.dropped} records (HEAPHOOK_ON_FULL=drop): it cannot be ` +
+        'replayed exactly. Record the program again with the default lossless mode.',
+    );
+  }
+  const notes: string[] = [];
+  if (p.forkChild) {
+    notes.push(
+      'this process is a fork child: blocks it inherited from its parent are not in its log, ' +
+        'and the pool it shares with the parent must hold them too (use the parent log).',
+    );
+  }
+  if (facts.end === undefined) {
+    notes.push('the log has no END record (the program crashed?): replayed up to its last event');
+  }
+  const total = facts.events;
+  const lowerBound = Math.max(
+    AREA_MIN,
+    roundUp(tally.peakFootprint + TlsfHeap.poolOverhead + TlsfHeap.blockOverhead, 16),
+  );
+
+  // 2. Exponential search: the smallest pool that serves the whole log.
+  let passNo = 1;
+  let replays = 0;
+  let lo = lowerBound - 16; // too small (the bound is the first size that could serve)
+  let hi = 0;
+  let factor = 1.02;
+  let start = lowerBound;
+  while (hi === 0) {
+    if (start > POOL_MAX) {
+      throw new HeaphookError(`${path}: no pool up to ${POOL_MAX} bytes serves this log`);
+    }
+    const sizes: number[] = [];
+    for (let i = 0, s = start; i < CANDIDATES; i++, s = roundUp(s * factor, 16)) sizes.push(s);
+    passNo++;
+    replays += sizes.length;
+    const served = await pass(path, sizes, passNo, total, options);
+    for (const s of sizes) {
+      if (served.get(s) === true) {
+        hi = s;
+        break;
+      }
+      lo = s;
+    }
+    start = roundUp(sizes[sizes.length - 1]! * factor * 2, 16);
+    factor = Math.min(factor ** 3, 2);
+  }
+
+  // 3. Binary search between the largest failing and the smallest serving pool.
+  const precisionOf = (size: number): number => Math.max(AREA_MIN, roundUp(size / 512, 16));
+  while (hi - lo > precisionOf(hi)) {
+    const sizes = spread(lo, hi, CANDIDATES + 1).filter((s) => s < hi);
+    if (sizes.length === 0) break;
+    passNo++;
+    replays += sizes.length;
+    const served = await pass(path, sizes, passNo, total, options);
+    for (const s of sizes) {
+      if (served.get(s) === true) {
+        hi = s;
+        break;
+      }
+      lo = s;
+    }
+  }
+  const replayedMinimum = hi;
+
+  // 4. Margin, rounding, confirmation.
+  let initial = Math.max(AREA_MIN, roundUp(replayedMinimum * (1 + marginPercent / 100), roundTo));
+  for (;;) {
+    passNo++;
+    replays++;
+    const served = await pass(path, [initial], passNo, total, options);
+    if (served.get(initial) === true) break;
+    initial += roundTo; // TLSF is not strictly monotone in the pool size: take the next step
+  }
+  const largestNeed = tally.largestRequest + tally.largestAlign + 64;
+  const additional = Math.max(AREA_MIN, roundUp(Math.max(initial / 4, largestNeed), roundTo));
+  return {
+    log: path,
+    argv: p.argv,
+    exe: p.exe,
+    pid: p.pid,
+    events: total,
+    threads: facts.threads.size,
+    peakLiveBytes: tally.peakBytes,
+    peakFootprintBytes: tally.peakFootprint,
+    lowerBound,
+    replayedMinimum,
+    largestFailing: lo,
+    precision: precisionOf(hi),
+    marginPercent,
+    roundTo,
+    initialPoolSize: initial,
+    additionalPoolSize: additional,
+    ratioToPeak: tally.peakBytes > 0 ? initial / tally.peakBytes : 0,
+    passes: passNo,
+    replays,
+    largestRequest: tally.largestRequest,
+    env: {
+      INITIAL_MEMPOOL_SIZE: String(initial),
+      ADDITIONAL_MEMPOOL_SIZE: String(additional),
+      HEAPHOOK_TLSF_THREAD_HEAPS: '0',
+    },
+    notes,
+  };
+}
