@@ -102,8 +102,8 @@ async function pass(
 function userError(path: string, error: unknown): never {
   if (error instanceof LogFormatError) {
     throw new HeaphookError(
-      `${error.message}. A truncated or corrupt log cannot be replayed: the pool it needs is ` +
-        'unknown. Record the program again and let it exit normally.',
+      `${error.message}. heaphook recommend needs the whole log (the part it cannot read may hold the peak), so a truncated or corrupt log cannot be replayed; ` +
+        'record the program again and let it exit normally.',
     );
   }
   if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
