@@ -3,6 +3,7 @@
  *   heaphook record [-o DIR] [-b BACKEND] [-e KEY=VALUE] -- <command> [args...]
  *   heaphook dump [--stacks] [--summary] <log>
  *   heaphook recommend [--margin PCT] [--json] <log>
+ *   heaphook report [-o DIR] [--json] <log>
  */
 import type { Command } from 'commander';
 
@@ -11,6 +12,7 @@ import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 import { LogFormatError } from './decoder.js';
 import { dump } from './dump.js';
 import { registerRecommend } from './recommend/command.js';
+import { registerReport } from './report/command.js';
 import { record } from './record.js';
 import { framesOf, summarize } from './summary.js';
 import { formatFrame, Symbolizer } from './symbolize.js';
@@ -105,4 +107,5 @@ export function register(program: Command): void {
     );
 
   registerRecommend(program);
+  registerReport(program);
 }

@@ -26,6 +26,7 @@ export {
 } from './summary.js';
 export { readBuildId } from './elf.js';
 export * from './recommend/index.js';
+export * from './report/index.js';
 export {
   formatFrame,
   symbolFileFor,

@@ -1,0 +1,163 @@
+/**
+ * The heap-over-time chart: an SVG drawn from the report's series (each bucket's maximum, so
+ * no peak is lost), the peak marked with a dot and a label. PNG through resvg and PDF through
+ * pdfkit + svg-to-pdfkit, both with the DejaVu Sans font shipped by the dejavu-fonts-ttf
+ * package, so text renders the same on any machine.
+ */
+import { createRequire } from 'node:module';
+
+import { Resvg } from '@resvg/resvg-js';
+import PDFDocument from 'pdfkit';
+import SVGtoPDF from 'svg-to-pdfkit';
+
+import type { SeriesPoint } from './series.js';
+import { byteTicks, escapeXml, formatBytes, formatDuration, niceTicks } from './format.js';
+
+const require = createRequire(import.meta.url);
+
+/** The TrueType font the charts use (DejaVu Sans, from the dejavu-fonts-ttf npm package). */
+export const FONT_FILE: string = require.resolve('dejavu-fonts-ttf/ttf/DejaVuSans.ttf');
+export const FONT_FAMILY = 'DejaVu Sans';
+
+export interface HeapChartInput {
+  readonly series: readonly SeriesPoint[];
+  readonly peakBytes: number;
+  readonly peakTimeNs: number;
+  /** Right end of the time axis, ns. */
+  readonly endTimeNs: number;
+  readonly title?: string;
+}
+
+export interface ChartGeometry {
+  readonly width: number;
+  readonly height: number;
+  readonly left: number;
+  readonly top: number;
+  readonly plotWidth: number;
+  readonly plotHeight: number;
+  /** Axis ranges: time 0..tMax ns, bytes 0..yMax. */
+  readonly tMax: number;
+  readonly yMax: number;
+  x(timeNs: number): number;
+  y(bytes: number): number;
+}
+
+export function chartGeometry(input: HeapChartInput, width = 960, height = 420): ChartGeometry {
+  const left = 90;
+  const right = 44;
+  const top = 48;
+  const bottom = 52;
+  const plotWidth = width - left - right;
+  const plotHeight = height - top - bottom;
+  const tMax = niceTicks(Math.max(input.endTimeNs, 1)).at(-1)!;
+  const yMax = byteTicks(Math.max(input.peakBytes, 1)).at(-1)!;
+  return {
+    width,
+    height,
+    left,
+    top,
+    plotWidth,
+    plotHeight,
+    tMax,
+    yMax,
+    x: (t) => round(left + (t / tMax) * plotWidth),
+    y: (b) => round(top + plotHeight - (b / yMax) * plotHeight),
+  };
+}
+
+function round(v: number): number {
+  return Math.round(v * 100) / 100;
+}
+
+/** The chart as a standalone SVG document. */
+export function heapChartSvg(input: HeapChartInput): string {
+  const g = chartGeometry(input);
+  const out: string[] = [];
+  out.push(
+    `<svg xmlns="http://www.w3.org/2000/svg" id="heap-chart" width="${g.width}" height="${g.height}" viewBox="0 0 ${g.width} ${g.height}" font-family="${FONT_FAMILY}, sans-serif" font-size="12">`,
+  );
+  out.push(`<rect width="${g.width}" height="${g.height}" fill="#ffffff"/>`);
+  out.push(
+    `<text x="${g.left}" y="24" font-size="15" font-weight="bold" fill="#222">${escapeXml(input.title ?? 'Heap consumption over time')}</text>`,
+  );
+  // grid and axes
+  for (const b of byteTicks(Math.max(input.peakBytes, 1))) {
+    const y = g.y(b);
+    out.push(
+      `<line x1="${g.left}" y1="${y}" x2="${g.left + g.plotWidth}" y2="${y}" stroke="#e4e4e4"/>`,
+      `<text x="${g.left - 8}" y="${y + 4}" text-anchor="end" fill="#444">${escapeXml(formatBytes(b))}</text>`,
+    );
+  }
+  for (const t of niceTicks(Math.max(input.endTimeNs, 1))) {
+    const x = g.x(t);
+    out.push(
+      `<line x1="${x}" y1="${g.top + g.plotHeight}" x2="${x}" y2="${g.top + g.plotHeight + 5}" stroke="#444"/>`,
+      `<text x="${x}" y="${g.top + g.plotHeight + 20}" text-anchor="middle" fill="#444">${escapeXml(formatDuration(t))}</text>`,
+    );
+  }
+  out.push(
+    `<rect id="plot-area" x="${g.left}" y="${g.top}" width="${g.plotWidth}" height="${g.plotHeight}" fill="none" stroke="#888" data-t-max="${g.tMax}" data-y-max="${g.yMax}"/>`,
+    `<text x="${g.left + g.plotWidth / 2}" y="${g.height - 10}" text-anchor="middle" fill="#222">time since the process started</text>`,
+    `<text transform="translate(16 ${g.top + g.plotHeight / 2}) rotate(-90)" text-anchor="middle" fill="#222">live heap</text>`,
+  );
+  // the series: a step line through each bucket's maximum, filled below
+  if (input.series.length > 0) {
+    // Steps: each bucket's maximum from its start to the next bucket's start.
+    const pts: string[] = [`${g.x(input.series[0]!.time)},${g.y(0)}`];
+    input.series.forEach((p, i) => {
+      const next = input.series[i + 1];
+      const y = g.y(p.max);
+      pts.push(`${g.x(p.time)},${y}`);
+      if (next !== undefined)
+        pts.push(`${g.x(next.time)},${y}`, `${g.x(next.time)},${g.y(p.last)}`);
+    });
+    const last = input.series.at(-1)!;
+    pts.push(`${g.x(input.endTimeNs)},${g.y(last.last)}`, `${g.x(input.endTimeNs)},${g.y(0)}`);
+    out.push(
+      `<polygon id="heap-area" points="${pts.join(' ')}" fill="#4a90d9" fill-opacity="0.35" stroke="none"/>`,
+      `<polyline id="heap-line" points="${pts.slice(1, -1).join(' ')}" fill="none" stroke="#1f5fa8" stroke-width="1.5"/>`,
+    );
+  }
+  // the peak
+  const px = g.x(input.peakTimeNs);
+  const py = g.y(input.peakBytes);
+  const label = `peak ${formatBytes(input.peakBytes)} at ${formatDuration(input.peakTimeNs)}`;
+  const anchor = px > g.left + g.plotWidth * 0.7 ? 'end' : 'start';
+  const dx = anchor === 'end' ? -10 : 10;
+  out.push(
+    `<line x1="${px}" y1="${py}" x2="${px}" y2="${g.top + g.plotHeight}" stroke="#c0392b" stroke-dasharray="4 3"/>`,
+    `<circle id="peak-marker" cx="${px}" cy="${py}" r="5" fill="#c0392b" data-time-ns="${input.peakTimeNs}" data-bytes="${input.peakBytes}"/>`,
+    `<text id="peak-label" x="${px + dx}" y="${Math.max(g.top + 14, py + 4)}" text-anchor="${anchor}" fill="#c0392b" font-weight="bold">${escapeXml(label)}</text>`,
+  );
+  out.push('</svg>');
+  return out.join('\n');
+}
+
+/** Any SVG of the report as PNG (resvg, with the shipped font only). */
+export function svgToPng(svg: string, scale = 1): Buffer {
+  const resvg = new Resvg(svg, {
+    font: { fontFiles: [FONT_FILE], loadSystemFonts: false, defaultFontFamily: FONT_FAMILY },
+    fitTo: { mode: 'zoom', value: scale },
+    background: '#ffffff',
+  });
+  return resvg.render().asPng();
+}
+
+/** An SVG as a one-page PDF of the same size (points), the font embedded. */
+export function svgToPdf(svg: string, width: number, height: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const doc = new PDFDocument({
+      size: [width, height],
+      margin: 0,
+      info: { Title: 'heaphook report' },
+    });
+    const chunks: Buffer[] = [];
+    doc.on('data', (c: Buffer) => chunks.push(c));
+    doc.on('end', () => resolve(Buffer.concat(chunks)));
+    doc.on('error', reject);
+    doc.registerFont(FONT_FAMILY, FONT_FILE);
+    doc.font(FONT_FAMILY);
+    SVGtoPDF(doc, svg, 0, 0, { width, height, assumePt: true, fontCallback: () => FONT_FAMILY });
+    doc.end();
+  });
+}

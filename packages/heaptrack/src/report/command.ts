@@ -1,0 +1,70 @@
+/** The `heaphook report` command's action (registered in ../commands.ts). */
+import type { Command } from 'commander';
+
+import { HeaphookError } from '@heaphook/core';
+
+import { report } from './run.js';
+
+/** Exit status when the log is damaged: the report of its valid part was still produced. */
+export const EXIT_DAMAGED_LOG = 3;
+
+export interface ReportCommandOptions {
+  readonly outputDir?: string;
+  readonly json?: boolean;
+  readonly symbols: boolean;
+  readonly top: string;
+}
+
+export async function reportCommand(log: string, options: ReportCommandOptions): Promise<void> {
+  const top = Number(options.top);
+  if (!Number.isInteger(top) || top < 1) {
+    throw new HeaphookError(`--top ${options.top}: give a whole number of sites, e.g. --top 20`);
+  }
+  let result;
+  try {
+    result = await report(log, {
+      ...(options.outputDir !== undefined ? { outputDir: options.outputDir } : {}),
+      symbolize: options.symbols,
+      top,
+    });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+      throw new HeaphookError(
+        `no such log: ${log} (give a heaplog.<pid>.log written by heaphook record)`,
+      );
+    }
+    throw error;
+  }
+  if (options.json === true) process.stdout.write(`${JSON.stringify(result.json, null, 2)}\n`);
+  else {
+    process.stdout.write(result.text);
+    if (result.files.length > 0)
+      process.stdout.write(`written:\n${result.files.map((f) => `  ${f}\n`).join('')}`);
+  }
+  if (result.error !== undefined) {
+    process.stderr.write(
+      `heaphook: ${result.error.message}; the report covers the part before byte ${result.error.offset}\n`,
+    );
+    process.exitCode = EXIT_DAMAGED_LOG;
+  }
+}
+
+export function registerReport(program: Command): void {
+  program
+    .command('report')
+    .description(
+      'summarise a heaplog: calls, peak, leaks, top sites, heap over time; -o DIR also writes HTML, SVG/PNG/PDF charts, a flame graph and a pprof profile',
+    )
+    .argument('<log>', 'a heaplog.<pid>.log file')
+    .option(
+      '-o, --output-dir <dir>',
+      'write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, summary.json',
+    )
+    .option(
+      '--json',
+      'print the machine-readable summary (README: "report --json") instead of text',
+    )
+    .option('--no-symbols', 'do not resolve stacks with addr2line (raw module+offset frames)')
+    .option('--top <n>', 'sites listed per table', '20')
+    .action(reportCommand);
+}

@@ -1,0 +1,52 @@
+/** Number formatting shared by the text, HTML and charts. */
+
+export function formatBytes(n: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n;
+  let u = 0;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u === 0 ? `${v} B` : `${v.toFixed(v < 10 ? 2 : v < 100 ? 1 : 0)} ${units[u]}`;
+}
+
+/** ns as seconds, ms or µs. */
+export function formatDuration(ns: number): string {
+  if (ns === 0) return '0 s';
+  if (ns >= 1e9) return `${(ns / 1e9).toFixed(ns >= 1e10 ? 1 : 3)} s`;
+  if (ns >= 1e6) return `${(ns / 1e6).toFixed(ns >= 1e7 ? 1 : 3)} ms`;
+  if (ns >= 1e3) return `${(ns / 1e3).toFixed(ns >= 1e4 ? 1 : 3)} µs`;
+  return `${Math.round(ns)} ns`;
+}
+
+export function formatCount(n: number): string {
+  return n.toLocaleString('en-US');
+}
+
+export function escapeXml(s: string): string {
+  return s
+    .replace(/&/g, '&amp;')
+    .replace(/</g, '&lt;')
+    .replace(/>/g, '&gt;')
+    .replace(/"/g, '&quot;')
+    .replace(/'/g, '&#39;');
+}
+
+/** About `count` round tick values from 0 to at least `max`. */
+export function niceTicks(max: number, count = 5): number[] {
+  if (!(max > 0)) return [0, 1];
+  const raw = max / count;
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? raw;
+  const ticks: number[] = [];
+  for (let v = 0; v < max + step * 0.999; v += step) ticks.push(Number(v.toPrecision(12)));
+  return ticks;
+}
+
+/** Like niceTicks for byte values, stepping by powers of 1024 times 1/2/5. */
+export function byteTicks(max: number, count = 5): number[] {
+  if (!(max > 0)) return [0, 1];
+  const unit = 1024 ** Math.max(0, Math.floor(Math.log(max) / Math.log(1024)));
+  return niceTicks(max / unit, count).map((v) => v * unit);
+}

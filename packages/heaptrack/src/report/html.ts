@@ -1,0 +1,155 @@
+/**
+ * The self-contained HTML report: one file, inline SVG and CSS, no script, no network.
+ */
+import { barChartSvg } from './bars.js';
+import { escapeXml as esc, formatBytes, formatCount, formatDuration } from './format.js';
+import type { LatencyHistogram } from './histogram.js';
+import type { JsonSite, ReportJson } from './json.js';
+import type { Op } from '../records.js';
+
+export interface HtmlParts {
+  readonly json: ReportJson;
+  /** The heap chart and the flame graph, as SVG documents. */
+  readonly heapSvg: string;
+  readonly flameSvg: string;
+  readonly latency: ReadonlyMap<Op, LatencyHistogram>;
+}
+
+const CSS = `
+body { font-family: "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; margin: 24px; color: #222; background: #fafafa; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+.sub { color: #666; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px; background: #fff; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.error { background: #fdecea; border: 1px solid #e0a39b; padding: 8px 12px; color: #8a1f11; }
+details summary { cursor: pointer; font-family: "DejaVu Sans Mono", monospace; font-size: 12px; }
+pre.stack { margin: 4px 0; font-size: 11px; white-space: pre-wrap; }
+.figure { overflow-x: auto; background: #fff; border: 1px solid #ddd; padding: 6px; display: inline-block; max-width: 100%; }
+.row { display: flex; flex-wrap: wrap; gap: 24px; }
+`;
+
+function num(v: number): string {
+  return `<td class="num">${esc(formatCount(v))}</td>`;
+}
+
+function stackCell(stack: readonly string[]): string {
+  if (stack.length === 0) return '<td>(no stack recorded)</td>';
+  return `<td><details><summary>${esc(stack[0]!.replace(/ \[[^\]]*\]$/, ''))}</summary><pre class="stack">${esc(stack.join('\n'))}</pre></details></td>`;
+}
+
+function sitesTable(id: string, sites: readonly JsonSite[]): string {
+  const rows = sites.map(
+    (s, i) =>
+      `<tr><td class="num">${i + 1}</td><td class="num">${esc(formatBytes(s.peakBytes))}</td>${num(s.allocations)}<td class="num">${esc(formatBytes(s.bytes))}</td>${num(s.temporary)}<td class="num">${esc(formatBytes(s.liveBytes))}</td>${stackCell(s.stack)}</tr>`,
+  );
+  return `<table id="${id}" class="sites"><thead><tr><th class="num">#</th><th class="num">at peak</th><th class="num">allocations</th><th class="num">allocated</th><th class="num">temporary</th><th class="num">live at end</th><th>stack (innermost first)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+function inline(svg: string): string {
+  return svg.replace(/^<\?xml[^>]*>\s*/, '');
+}
+
+export function reportHtml(parts: HtmlParts): string {
+  const j = parts.json;
+  const title = `heaphook report: ${j.argv.length > 0 ? j.argv.join(' ') : j.log}`;
+  const summaryRows: [string, string][] = [
+    ['log', j.log],
+    ['process', j.pid !== null ? `${j.pid}` : 'unknown'],
+    ['duration', formatDuration(j.durationNs)],
+    ['events', formatCount(j.events)],
+    [
+      'allocations / reallocs / frees',
+      `${formatCount(j.allocations)} / ${formatCount(j.reallocs)} / ${formatCount(j.frees)}`,
+    ],
+    [
+      'allocated in total',
+      `${formatBytes(j.allocatedBytes)} (${formatCount(j.allocatedBytes)} bytes)`,
+    ],
+    [
+      'peak heap',
+      `${formatBytes(j.peakHeapBytes)} (${formatCount(j.peakHeapBytes)} bytes) at ${formatDuration(j.peakTimeNs)}`,
+    ],
+    [
+      'peak live blocks',
+      `${formatCount(j.peakLiveBlocks)} at ${formatDuration(j.peakLiveBlocksTimeNs)}`,
+    ],
+    [
+      `leaked (${j.leakSource})`,
+      `${formatCount(j.leakedBlocks)} blocks, ${formatBytes(j.leakedBytes)}`,
+    ],
+    ['never freed', `${formatCount(j.neverFreedBlocks)} blocks, ${formatBytes(j.neverFreedBytes)}`],
+    [
+      'reachable at exit',
+      `${formatCount(j.reachableAtExitBlocks)} blocks, ${formatBytes(j.reachableAtExitBytes)}`,
+    ],
+    ['temporary allocations', formatCount(j.temporaryAllocations)],
+    ['dropped events', formatCount(j.dropped)],
+    ['end of log', j.end ?? 'none (no END record)'],
+  ];
+  const calls = Object.entries(j.calls).map(([op, c]) => `<tr><td>${esc(op)}</td>${num(c)}</tr>`);
+  const sizes = j.sizeHistogram.map((r) => ({
+    label: r.from === 0 ? '0' : `${formatBytes(r.from)}–${formatBytes(r.to - 1)}`,
+    value: r.count,
+  }));
+  const latencyRows = Object.entries(j.latency).map(
+    ([op, p]) =>
+      `<tr><td>${esc(op)}</td>${num(p.count)}${[p.p50, p.p90, p.p99, p.p999, p.max, p.mean].map((v) => num(Math.round(v))).join('')}</tr>`,
+  );
+  const latencyCharts = [...parts.latency.entries()].map(([op, h]) =>
+    barChartSvg(
+      h
+        .coarse()
+        .map((r) => ({
+          label: `${formatDuration(r.from)}–${formatDuration(r.to)}`,
+          value: r.count,
+        })),
+      { title: `${op}: time in the allocator`, id: `latency-${op}` },
+    ),
+  );
+  const leakRows = j.leakSites.map(
+    (s) =>
+      `<tr>${num(s.blocks)}<td class="num">${esc(formatBytes(s.bytes))}</td>${stackCell(s.stack)}</tr>`,
+  );
+  return `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${esc(title)}</title><style>${CSS}</style></head>
+<body>
+<h1>${esc(title)}</h1>
+<p class="sub">heaphook heaptrack report · ${esc(j.log)}</p>
+${j.error !== null ? `<p class="error" id="log-error">The log is damaged: ${esc(j.error.message)}. This report covers the part before byte ${j.error.offset}.</p>` : ''}
+<h2>Summary</h2>
+<div class="row">
+<table id="summary"><tbody>${summaryRows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</tbody></table>
+<table id="calls"><thead><tr><th>function</th><th class="num">calls</th></tr></thead><tbody>${calls.join('')}</tbody></table>
+</div>
+<h2>Heap consumption over time</h2>
+<div class="figure">${inline(parts.heapSvg)}</div>
+<h2>Top allocation sites by peak contribution</h2>
+${sitesTable('top-peak', j.topSites)}
+<h2>Top allocation sites by number of allocations</h2>
+${sitesTable('top-count', j.topSitesByCount)}
+<h2>Top allocation sites by bytes allocated</h2>
+${sitesTable('top-bytes', j.topSitesByBytes)}
+<h2>Leaks (${esc(j.leakSource)}) by stack</h2>
+<table id="leaks"><thead><tr><th class="num">blocks</th><th class="num">bytes</th><th>stack (innermost first)</th></tr></thead><tbody>${leakRows.join('')}</tbody></table>
+<h2>Allocation sizes</h2>
+<div class="row"><div class="figure">${barChartSvg(sizes, { id: 'size-chart' })}</div>
+<table id="size-histogram"><thead><tr><th>size</th><th class="num">allocations</th><th class="num">bytes</th></tr></thead><tbody>${j.sizeHistogram
+    .map(
+      (r) =>
+        `<tr><td>${esc(r.from === 0 ? '0' : `${formatCount(r.from)}..${formatCount(r.to - 1)}`)}</td>${num(r.count)}${num(r.bytes)}</tr>`,
+    )
+    .join('')}</tbody></table></div>
+<h2>Allocator latency</h2>
+${
+  latencyRows.length > 0
+    ? `<table id="latency"><thead><tr><th>function</th><th class="num">calls</th><th class="num">p50 ns</th><th class="num">p90 ns</th><th class="num">p99 ns</th><th class="num">p99.9 ns</th><th class="num">max ns</th><th class="num">mean ns</th></tr></thead><tbody>${latencyRows.join('')}</tbody></table>
+<div class="row">${latencyCharts.map((c) => `<div class="figure">${c}</div>`).join('')}</div>`
+    : '<p id="no-latency">Durations were not recorded (trace with HEAPHOOK_TIMING=1 to get them).</p>'
+}
+<h2>Flame graph of allocated bytes</h2>
+<div class="figure">${inline(parts.flameSvg)}</div>
+</body></html>
+`;
+}

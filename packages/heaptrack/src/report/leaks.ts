@@ -1,0 +1,64 @@
+/**
+ * What the report calls leaked. Until a log holds leak checks, leaked = never freed and
+ * nothing is known to be reachable at exit. With a leak check (the latest one counts), leaked
+ * = the blocks its LEAK records name (sizes and stacks from their allocation events) and the
+ * reachable figures come from its LEAK_CHECK record.
+ */
+import type { LeakCheckRecord } from '../records.js';
+
+export interface LeakedBlock {
+  readonly ptr: number;
+  /** Bytes (the sampling weight in sampled logs). */
+  readonly bytes: number;
+  /** Allocation stack; 0 when unknown. */
+  readonly stack: number;
+}
+
+export interface LeakCheck {
+  readonly record: LeakCheckRecord;
+  /** The blocks its LEAK records named. */
+  readonly blocks: readonly LeakedBlock[];
+}
+
+export interface LeakSiteTotal {
+  readonly stack: number;
+  readonly blocks: number;
+  readonly bytes: number;
+}
+
+export interface LeakVerdict {
+  /** 'never-freed' without leak-check records, else 'leak-check'. */
+  readonly source: 'never-freed' | 'leak-check';
+  readonly leakedBlocks: number;
+  readonly leakedBytes: number;
+  /** By allocation stack, most bytes first. */
+  readonly sites: readonly LeakSiteTotal[];
+  readonly reachableAtExitBlocks: number;
+  readonly reachableAtExitBytes: number;
+}
+
+export function leakVerdict(
+  neverFreed: readonly LeakedBlock[],
+  latestCheck: LeakCheck | undefined,
+): LeakVerdict {
+  const blocks = latestCheck === undefined ? neverFreed : latestCheck.blocks;
+  const bySite = new Map<number, { blocks: number; bytes: number }>();
+  let bytes = 0;
+  for (const b of blocks) {
+    bytes += b.bytes;
+    const site = bySite.get(b.stack) ?? { blocks: 0, bytes: 0 };
+    site.blocks++;
+    site.bytes += b.bytes;
+    bySite.set(b.stack, site);
+  }
+  return {
+    source: latestCheck === undefined ? 'never-freed' : 'leak-check',
+    leakedBlocks: blocks.length,
+    leakedBytes: bytes,
+    sites: [...bySite.entries()]
+      .map(([stack, s]) => ({ stack, ...s }))
+      .sort((a, b) => b.bytes - a.bytes || b.blocks - a.blocks),
+    reachableAtExitBlocks: latestCheck?.record.reachableBlocks ?? 0,
+    reachableAtExitBytes: latestCheck?.record.reachableBytes ?? 0,
+  };
+}

@@ -1,0 +1,86 @@
+/**
+ * A progress bar on standard error while a log is read (only when stderr is a terminal). The
+ * decoder reads the file sequentially through its own descriptor; its position, read from
+ * /proc/self/fdinfo, against the file's size gives the fraction done.
+ */
+import { readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+
+import cliProgress from 'cli-progress';
+
+export interface Progress {
+  update(events: number): void;
+  stop(): void;
+}
+
+const none: Progress = { update: () => undefined, stop: () => undefined };
+
+function filePosition(target: string, hint: { fd?: string }): number | undefined {
+  const read = (fd: string): number | undefined => {
+    try {
+      if (readlinkSync(`/proc/self/fd/${fd}`) !== target) return undefined;
+      const m = /^pos:\s+(\d+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'));
+      return m ? Number(m[1]) : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+  if (hint.fd !== undefined) {
+    const pos = read(hint.fd);
+    if (pos !== undefined) return pos;
+  }
+  try {
+    for (const fd of readdirSync('/proc/self/fd')) {
+      const pos = read(fd);
+      if (pos !== undefined) {
+        hint.fd = fd;
+        return pos;
+      }
+    }
+  } catch {
+    // no /proc: the bar shows events only
+  }
+  return undefined;
+}
+
+export function startProgress(path: string, enabled = process.stderr.isTTY === true): Progress {
+  if (!enabled) return none;
+  let target: string;
+  let size: number;
+  try {
+    target = realpathSync(path);
+    size = statSync(path).size;
+  } catch {
+    return none;
+  }
+  // Small logs are done before a bar would be worth drawing.
+  if (size < 4 * 1024 * 1024) return none;
+  const bar = new cliProgress.SingleBar(
+    {
+      stream: process.stderr,
+      format: 'reading {bar} {percentage}% | {events} events | {eta_formatted} left',
+      hideCursor: true,
+      clearOnComplete: true,
+      etaBuffer: 20,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  bar.start(size, 0, { events: '0' });
+  const hint: { fd?: string } = {};
+  let events = 0;
+  const timer = setInterval(() => {
+    const pos = filePosition(target, hint);
+    if (pos !== undefined)
+      bar.update(Math.min(pos, size), { events: events.toLocaleString('en-US') });
+  }, 200);
+  timer.unref();
+  return {
+    update: (n) => {
+      events = n;
+    },
+    stop: () => {
+      clearInterval(timer);
+      bar.update(size, { events: events.toLocaleString('en-US') });
+      bar.stop();
+    },
+  };
+}

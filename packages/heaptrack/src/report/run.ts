@@ -1,0 +1,121 @@
+/**
+ * `heaphook report`: one pass over the log into the report model, then the outputs (text,
+ * JSON, and with an output folder the HTML page, charts, flame graph and pprof profile).
+ * A damaged or truncated log stops the pass at the damage: the report covers what came before,
+ * and the error (with its byte offset) is returned alongside.
+ */
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+import { decodeLogBatches, LogFormatError } from '../decoder.js';
+import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
+import { flameGraphSvg } from './flamegraph.js';
+import { reportHtml } from './html.js';
+import { jsonStacks, reportJson, type ReportJson } from './json.js';
+import { ReportBuilder, type ReportModel } from './model.js';
+import { pprofBytes } from './pprof.js';
+import { startProgress } from './progress.js';
+import { StackNames } from './symbols.js';
+import { reportText } from './text.js';
+
+export interface ReportOptions {
+  /** Write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz and summary.json here. */
+  readonly outputDir?: string;
+  /** Resolve stacks to function names with addr2line (default true). */
+  readonly symbolize?: boolean;
+  /** Show a progress bar on stderr (default: when stderr is a terminal). */
+  readonly progress?: boolean;
+  /** Sites listed per table (default 20). */
+  readonly top?: number;
+  /** Points of the heap-over-time series (default 1024). */
+  readonly points?: number;
+}
+
+export interface ReportResult {
+  readonly model: ReportModel;
+  readonly json: ReportJson;
+  readonly text: string;
+  /** Files written (with outputDir). */
+  readonly files: string[];
+  /** Where the log is damaged, if it is: the report covers the part before it. */
+  readonly error?: LogFormatError;
+}
+
+/** Reads the whole log (or its valid part) into the report model. */
+export async function buildReportModel(
+  path: string,
+  options: Pick<ReportOptions, 'progress' | 'points'> = {},
+): Promise<{ model: ReportModel; error?: LogFormatError }> {
+  const builder = new ReportBuilder(options.points !== undefined ? { points: options.points } : {});
+  const progress = startProgress(path, options.progress);
+  let error: LogFormatError | undefined;
+  try {
+    for await (const batch of decodeLogBatches(path)) {
+      builder.addBatch(batch);
+      progress.update(builder.eventCount);
+    }
+  } catch (e) {
+    if (!(e instanceof LogFormatError)) throw e;
+    error = e;
+  } finally {
+    progress.stop();
+  }
+  return { model: builder.finish(), ...(error !== undefined ? { error } : {}) };
+}
+
+export async function report(path: string, options: ReportOptions = {}): Promise<ReportResult> {
+  const { model, error } = await buildReportModel(path, options);
+  const top = options.top ?? 20;
+  const wanted = jsonStacks(model, top);
+  const withFiles = options.outputDir !== undefined;
+  if (withFiles) for (const s of model.sites) wanted.add(s.stack);
+  const names = await StackNames.of(model, wanted, { symbolize: options.symbolize !== false });
+  const json = reportJson(model, names, {
+    log: path,
+    top,
+    ...(error !== undefined ? { error: { message: error.message, offset: error.offset } } : {}),
+  });
+  const text = reportText(json);
+  const files: string[] = [];
+  if (options.outputDir !== undefined) {
+    const dir = options.outputDir;
+    await mkdir(dir, { recursive: true });
+    const chartInput = {
+      series: model.series,
+      peakBytes: model.peakHeapBytes,
+      peakTimeNs: model.peakTimeNs,
+      endTimeNs: Math.max(model.lastTimeNs, model.peakTimeNs),
+      title: chartTitle(model),
+    };
+    const heapSvg = heapChartSvg(chartInput);
+    const g = chartGeometry(chartInput);
+    const flameSvg = flameGraphSvg(
+      model.sites.map((s) => ({ functions: names.functions(s.stack), value: s.bytes })),
+      { unit: 'bytes', title: 'Allocated bytes by call stack' },
+    );
+    const outputs: [string, string | Buffer][] = [
+      ['report.html', reportHtml({ json, heapSvg, flameSvg, latency: model.latency })],
+      ['heap.svg', heapSvg],
+      ['heap.png', svgToPng(heapSvg, 2)],
+      ['heap.pdf', await svgToPdf(heapSvg, g.width, g.height)],
+      ['flamegraph.svg', flameSvg],
+      ['profile.pb.gz', pprofBytes(model, names)],
+      ['summary.json', `${JSON.stringify(json, null, 2)}\n`],
+    ];
+    for (const [name, data] of outputs) {
+      const file = join(dir, name);
+      await writeFile(file, data);
+      files.push(file);
+    }
+  }
+  return { model, json, text, files, ...(error !== undefined ? { error } : {}) };
+}
+
+function chartTitle(model: ReportModel): string {
+  const argv = model.process?.argv ?? [];
+  if (argv.length === 0) return 'Heap consumption over time';
+  const command = [argv[0]!.slice(argv[0]!.lastIndexOf('/') + 1), ...argv.slice(1)].join(' ');
+  const pid = model.process !== undefined ? ` (pid ${model.process.pid})` : '';
+  const full = `Heap consumption over time — ${command}${pid}`;
+  return full.length > 100 ? `${full.slice(0, 99)}…` : full;
+}

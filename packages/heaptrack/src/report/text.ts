@@ -1,0 +1,92 @@
+/** The text summary `heaphook report` prints. */
+import { formatBytes, formatCount, formatDuration } from './format.js';
+import type { ReportJson, JsonSite } from './json.js';
+
+function siteLines(title: string, sites: readonly JsonSite[], n: number): string[] {
+  const out = [title];
+  sites.slice(0, n).forEach((s, i) => {
+    out.push(
+      `  #${i + 1} peak ${formatBytes(s.peakBytes)}, ${formatCount(s.allocations)} allocations, ${formatBytes(s.bytes)} allocated, ${formatCount(s.temporary)} temporary`,
+    );
+    for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
+    if (s.stack.length > 8) out.push(`      ... ${s.stack.length - 8} more frames`);
+  });
+  if (sites.length === 0) out.push('  (none)');
+  return out;
+}
+
+export function reportText(j: ReportJson, options: { sites?: number } = {}): string {
+  const n = options.sites ?? 5;
+  const out: string[] = [];
+  out.push(`log: ${j.log}`);
+  if (j.pid !== null) out.push(`process: ${j.pid} ${j.argv.join(' ')}`);
+  out.push(`duration: ${formatDuration(j.durationNs)}, ${formatCount(j.events)} events`);
+  out.push(
+    `calls: ${Object.entries(j.calls)
+      .map(([op, c]) => `${op} ${formatCount(c)}`)
+      .join(', ')}`,
+  );
+  out.push(`allocated: ${formatBytes(j.allocatedBytes)} (${formatCount(j.allocatedBytes)} bytes)`);
+  out.push(
+    `peak heap: ${formatBytes(j.peakHeapBytes)} (${formatCount(j.peakHeapBytes)} bytes) at ${formatDuration(j.peakTimeNs)}`,
+  );
+  out.push(
+    `peak live blocks: ${formatCount(j.peakLiveBlocks)} at ${formatDuration(j.peakLiveBlocksTimeNs)}`,
+  );
+  out.push(
+    `leaked (${j.leakSource}): ${formatCount(j.leakedBlocks)} blocks, ${formatBytes(j.leakedBytes)} (${formatCount(j.leakedBytes)} bytes)`,
+  );
+  if (j.leakSource === 'leak-check') {
+    out.push(
+      `reachable at exit: ${formatCount(j.reachableAtExitBlocks)} blocks, ${formatBytes(j.reachableAtExitBytes)}; never freed: ${formatCount(j.neverFreedBlocks)} blocks, ${formatBytes(j.neverFreedBytes)}`,
+    );
+  }
+  out.push(`temporary allocations: ${formatCount(j.temporaryAllocations)}`);
+  if (j.dropped > 0) out.push(`dropped events: ${formatCount(j.dropped)} (HEAPHOOK_ON_FULL=drop)`);
+  if (j.unknownFrees > 0)
+    out.push(`frees of blocks not allocated in this log: ${formatCount(j.unknownFrees)}`);
+  out.push('allocation sizes:');
+  const maxCount = Math.max(1, ...j.sizeHistogram.map((r) => r.count));
+  for (const r of j.sizeHistogram) {
+    const range = r.from === 0 ? '0' : `${formatBytes(r.from)}..${formatBytes(r.to - 1)}`;
+    out.push(
+      `  ${range.padStart(22)} ${formatCount(r.count).padStart(12)} ${'#'.repeat(Math.ceil((r.count / maxCount) * 40))}`,
+    );
+  }
+  const latency = Object.entries(j.latency);
+  if (latency.length > 0) {
+    out.push(
+      'latency (ns in the allocator):        p50        p90        p99      p99.9        max',
+    );
+    for (const [op, p] of latency) {
+      out.push(
+        `  ${op.padEnd(15)} ${formatCount(p.count).padStart(12)} ${[
+          p.p50,
+          p.p90,
+          p.p99,
+          p.p999,
+          p.max,
+        ]
+          .map((v) => String(Math.round(v)).padStart(10))
+          .join(' ')}`,
+      );
+    }
+  }
+  out.push(...siteLines('top sites by peak contribution:', j.topSites, n));
+  out.push(...siteLines('top sites by allocations:', j.topSitesByCount, n));
+  out.push(...siteLines('top sites by bytes allocated:', j.topSitesByBytes, n));
+  if (j.leakSites.length > 0) {
+    out.push('leaks by stack:');
+    for (const s of j.leakSites.slice(0, n)) {
+      out.push(`  ${formatCount(s.blocks)} blocks, ${formatBytes(s.bytes)}`);
+      for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
+    }
+  }
+  if (j.error !== null) out.push(`error: ${j.error.message}`);
+  return `${out.join('\n')}\n`;
+}
+
+/** A frame without its module part, for reading. */
+function short(frame: string): string {
+  return frame.replace(/ \[[^\]]*\]$/, '');
+}
