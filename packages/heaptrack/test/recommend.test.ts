@@ -99,6 +99,11 @@ describe('heaphook recommend', () => {
     expect(r.lowerBound).toBeGreaterThan(r.peakLiveBytes);
     expect(r.replayedMinimum).toBeGreaterThanOrEqual(r.lowerBound);
     expect(r.replayedMinimum - r.largestFailing).toBeLessThanOrEqual(r.precision);
+    // The first pass's prior (how far the log reached into a pool too large to fill) brackets
+    // the minimum within 4%, so one more pass finds it and confirms the recommendation.
+    expect(r.prior).toBeLessThanOrEqual(r.replayedMinimum);
+    expect(r.replayedMinimum).toBeLessThanOrEqual(r.prior * 1.04 + 8192);
+    expect(r.passes).toBe(2);
     expect(r.initialPoolSize).toBeGreaterThanOrEqual(r.replayedMinimum * 1.25);
     expect(r.initialPoolSize % (1 << 20)).toBe(0);
     expect(r.initialPoolSize).toBeLessThanOrEqual(MAX_RATIO_TO_PEAK * r.peakLiveBytes);

@@ -163,6 +163,9 @@ export class CandidateHeap implements ReplaySink {
   /** Event number (1-based) of the first request the pool could not serve. */
   failedAt: number | undefined;
   events = 0;
+  /** The highest end (offset + bytes asked for) of any block this heap handed out: in a pool
+   * too large to fill, how far into it the log reached. */
+  highWater = 0;
 
   constructor(readonly poolSize: number) {
     this.heap = new TlsfHeap({
@@ -185,6 +188,7 @@ export class CandidateHeap implements ReplaySink {
       this.failedAt = this.events;
       return;
     }
+    if (off + r.size > this.highWater) this.highWater = off + r.size;
     this.live.set(ptr, off);
   }
   free(ptr: number): void {
@@ -209,6 +213,7 @@ export class CandidateHeap implements ReplaySink {
       this.failedAt = this.events;
       return;
     }
+    if (moved + r.size > this.highWater) this.highWater = moved + r.size;
     if (split) this.moving.set(tid, [newPtr, moved]);
     else this.place(newPtr, moved);
   }

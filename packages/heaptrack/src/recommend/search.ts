@@ -4,12 +4,16 @@
  *
  * 1. A first pass reads the log's facts (process, sampling, dropped events, threads) and the
  *    peak live bytes, and from the peak of the blocks' TLSF footprints a lower bound: no pool
- *    smaller than that footprint plus the pool's own bookkeeping can serve the log.
- * 2. Exponential search: passes that each replay CANDIDATES pools from the bound upwards at
- *    once, until one pool serves the whole log.
- * 3. Binary search, CANDIDATES points at a time: between the largest pool that failed and the
- *    smallest that served, until the gap is below max(4 KiB, 1/512 of the size).
- * 4. The recommended size (minimum + margin, rounded up) is replayed once more to confirm it.
+ *    smaller than that footprint plus the pool's own bookkeeping can serve the log. The same
+ *    pass replays the log into a pool too large to fill (64 GiB of address space): how far
+ *    into it the blocks reached is the prior, the first guess of the minimum.
+ * 2. A pass replays CANDIDATES pools spread from the prior to 4% above it at once. If none
+ *    serves, exponential search upwards; then binary search, CANDIDATES points per pass,
+ *    between the largest pool that failed and the smallest that served, until the gap is below
+ *    max(4 KiB, 1/128 of the size).
+ * 3. The recommended size (minimum + margin, rounded up) is replayed to confirm it: every pass
+ *    of step 2 replays the recommendations its sizes would lead to as well, so this costs no
+ *    pass of its own unless the rounding lands on a pool that fails.
  */
 import { HeaphookError } from '@heaphook/core';
 import { TlsfHeap } from '@heaphook/tlsf';
@@ -18,12 +22,14 @@ import { LogFormatError } from '../decoder.js';
 import { CandidateHeap, PeakTally, replayPass, type LogFacts } from './replay.js';
 
 /** Pools replayed side by side in one pass over the log. */
-export const CANDIDATES = 8;
+export const CANDIDATES = 6;
 /** Smallest pool the backend accepts (INITIAL_MEMPOOL_SIZE below 4096 is refused). */
 export const AREA_MIN = 4096;
 const MIB = 1024 * 1024;
-/** The addon's pools, like the backend's areas, are limited to what TLSF can address. */
-const POOL_MAX = 2 ** 45;
+/** The largest pool searched (address space only: pages are touched where blocks are). */
+const POOL_MAX = 2 ** 36;
+/** The pool of the first pass, too large to fill: how far the log reaches into it. */
+const PRIOR_POOL = 2 ** 36;
 
 export interface RecommendOptions {
   /** Percent added to the replayed minimum (default 25). */
@@ -51,6 +57,8 @@ export interface Recommendation {
   readonly lowerBound: number;
   /** Smallest pool (within `precision`) that served the whole log without growing. */
   readonly replayedMinimum: number;
+  /** The search's first guess: how far the log reached into a pool too large to fill. */
+  readonly prior: number;
   /** The largest pool found too small (the minimum lies in (this, replayedMinimum]). */
   readonly largestFailing: number;
   readonly precision: number;
@@ -138,7 +146,12 @@ async function run(
   // 1. Facts and the lower bound.
   const facts: LogFacts = { events: 0, threads: new Set() };
   const tally = new PeakTally();
-  await replayPass(path, [tally], [], facts, (n) => options.onProgress?.(1, n, undefined));
+  const big = new CandidateHeap(PRIOR_POOL);
+  try {
+    await replayPass(path, [tally], [big], facts, (n) => options.onProgress?.(1, n, undefined));
+  } finally {
+    big.destroy();
+  }
   const p = facts.process;
   if (p === undefined) {
     throw new HeaphookError(`${path}: the log has no PROCESS record; record the program again`);
@@ -172,59 +185,76 @@ async function run(
     roundUp(tally.peakFootprint + TlsfHeap.poolOverhead + TlsfHeap.blockOverhead, 16),
   );
 
-  // 2. Exponential search: the smallest pool that serves the whole log.
+  if (big.failed) {
+    throw new HeaphookError(`${path}: no pool up to ${PRIOR_POOL} bytes serves this log`);
+  }
+
+  // 2. Search. The pools are bracketed by lo (too small: below the bound, or failed) and hi
+  // (the smallest that served). Every pass also replays the recommendation each size of the
+  // pass would lead to, so the last pass usually confirms it too.
+  const recommendationFor = (size: number): number =>
+    Math.max(AREA_MIN, roundUp(size * (1 + marginPercent / 100), roundTo));
+  const confirmed = new Map<number, boolean>();
   let passNo = 1;
   let replays = 0;
-  let lo = lowerBound - 16; // too small (the bound is the first size that could serve)
+  let lo = lowerBound - 16;
   let hi = 0;
-  let factor = 1.02;
-  let start = lowerBound;
+  const probe = async (sizes: readonly number[]): Promise<void> => {
+    const recs = [...sizes, ...(hi > 0 ? [hi] : [])].map(recommendationFor);
+    const all = [...new Set([...sizes, ...recs])]
+      .filter((s) => !confirmed.has(s))
+      .sort((a, b) => a - b);
+    passNo++;
+    replays += all.length;
+    const served = await pass(path, all, passNo, total, options);
+    for (const [size, ok] of served) confirmed.set(size, ok);
+    for (const size of [...sizes].sort((a, b) => a - b)) {
+      if (size <= lo || (hi > 0 && size >= hi)) continue;
+      if (confirmed.get(size) === true) {
+        hi = size;
+        break;
+      }
+      lo = size;
+    }
+  };
+  // First, around the prior: in a pool too large to fill, the log reached highWater bytes
+  // into it; a pool that serves is usually that plus the rounding of the largest requests
+  // (TLSF rounds a search up to its size class: at most 1/32 of the request).
+  const prior = Math.max(lowerBound, roundUp(big.highWater + TlsfHeap.poolOverhead, 16));
+  await probe(spread(prior - 16, roundUp(prior * 1.04 + 8192, 16), CANDIDATES));
+  // Then upwards, geometrically, until a pool serves.
+  let factor = 1.25;
   while (hi === 0) {
-    if (start > POOL_MAX) {
+    if (lo > POOL_MAX) {
       throw new HeaphookError(`${path}: no pool up to ${POOL_MAX} bytes serves this log`);
     }
     const sizes: number[] = [];
-    for (let i = 0, s = start; i < CANDIDATES; i++, s = roundUp(s * factor, 16)) sizes.push(s);
-    passNo++;
-    replays += sizes.length;
-    const served = await pass(path, sizes, passNo, total, options);
-    for (const s of sizes) {
-      if (served.get(s) === true) {
-        hi = s;
-        break;
-      }
-      lo = s;
-    }
-    start = roundUp(sizes[sizes.length - 1]! * factor * 2, 16);
-    factor = Math.min(factor ** 3, 2);
+    for (let i = 1, s = lo; i <= CANDIDATES / 2; i++) sizes.push((s = roundUp(s * factor, 16)));
+    await probe(sizes);
+    factor = Math.min(factor * factor, 4);
   }
-
-  // 3. Binary search between the largest failing and the smallest serving pool.
-  const precisionOf = (size: number): number => Math.max(AREA_MIN, roundUp(size / 512, 16));
+  // Then the bracket, narrowed CANDIDATES points at a time.
+  const precisionOf = (size: number): number => Math.max(AREA_MIN, roundUp(size / 128, 16));
   while (hi - lo > precisionOf(hi)) {
     const sizes = spread(lo, hi, CANDIDATES + 1).filter((s) => s < hi);
     if (sizes.length === 0) break;
-    passNo++;
-    replays += sizes.length;
-    const served = await pass(path, sizes, passNo, total, options);
-    for (const s of sizes) {
-      if (served.get(s) === true) {
-        hi = s;
-        break;
-      }
-      lo = s;
-    }
+    await probe(sizes);
   }
   const replayedMinimum = hi;
 
-  // 4. Margin, rounding, confirmation.
-  let initial = Math.max(AREA_MIN, roundUp(replayedMinimum * (1 + marginPercent / 100), roundTo));
-  for (;;) {
-    passNo++;
-    replays++;
-    const served = await pass(path, [initial], passNo, total, options);
-    if (served.get(initial) === true) break;
-    initial += roundTo; // TLSF is not strictly monotone in the pool size: take the next step
+  // 3. Margin and rounding; the replay of the result (usually done by the last pass).
+  let initial = recommendationFor(replayedMinimum);
+  while (confirmed.get(initial) !== true) {
+    if (!confirmed.has(initial)) {
+      const sizes = [initial, initial + roundTo, initial + 2 * roundTo];
+      passNo++;
+      replays += sizes.length;
+      for (const [size, ok] of await pass(path, sizes, passNo, total, options)) {
+        confirmed.set(size, ok);
+      }
+    }
+    // TLSF is not strictly monotone in the pool size: take the next step that serves.
+    if (confirmed.get(initial) !== true) initial += roundTo;
   }
   const largestNeed = tally.largestRequest + tally.largestAlign + 64;
   const additional = Math.max(AREA_MIN, roundUp(Math.max(initial / 4, largestNeed), roundTo));
@@ -241,6 +271,7 @@ async function run(
     replayedMinimum,
     largestFailing: lo,
     precision: precisionOf(hi),
+    prior,
     marginPercent,
     roundTo,
     initialPoolSize: initial,
