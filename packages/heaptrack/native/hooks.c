@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "leaks.h"
 #include "stacks.h"
 #include "trace.h"
 #include "tracer.h"
@@ -79,6 +80,12 @@ static void *hh_arena_alloc(size_t size, size_t align) {
 
 static size_t hh_arena_size(const void *p) {
     return ((const size_t *)p)[-1];
+}
+
+/* Its blocks are the program's (dlsym's, early start-up's): a root of the leak checks. */
+void hh_arena_range(uintptr_t *lo, uintptr_t *hi) {
+    *lo = (uintptr_t)g_arena;
+    *hi = (uintptr_t)g_arena + atomic_load(&g_arena_used);
 }
 
 /* ---- the next allocator ------------------------------------------------------------------ */
@@ -287,10 +294,11 @@ HH_EXPORT void *malloc(size_t size) {
     if (HH_UNLIKELY(!hh_next_ready())) return hh_arena_alloc(size, 16);
     if (hh_busy || !hh_tracer_active()) return next.malloc(size);
     uint64_t weight = hh_sample(size);
-    if (weight == 0) return next.malloc(size);
+    if (weight == 0) return hh_leaks_track(next.malloc(size), size);
     HH_ENTER();
     void *p = next.malloc(size);
     hh_saved_errno = errno;
+    hh_leaks_track(p, size);
     hh_record_alloc(HH_OP_MALLOC, p, size, 0, 0, hh_t0, weight, &hh_regs_at);
     errno = hh_saved_errno;
     HH_LEAVE();
@@ -301,7 +309,12 @@ HH_EXPORT void free(void *p) {
     if (p == NULL) return;
     if (HH_UNLIKELY(hh_in_arena(p))) return;
     if (HH_UNLIKELY(!hh_next_ready())) return;
-    if (hh_busy || !hh_tracer_active() || !hh_free_wanted(p)) {
+    if (hh_busy || !hh_tracer_active()) {
+        next.free(p);
+        return;
+    }
+    hh_leaks_untrack(p); /* before the block can be handed out again */
+    if (!hh_free_wanted(p)) {
         next.free(p);
         return;
     }
@@ -334,10 +347,11 @@ HH_EXPORT void *calloc(size_t n, size_t size) {
     if (hh_busy || !hh_tracer_active()) return next.calloc(n, size);
     size_t total;
     uint64_t weight = __builtin_mul_overflow(n, size, &total) ? 1 : hh_sample(total);
-    if (weight == 0) return next.calloc(n, size);
+    if (weight == 0) return hh_leaks_track(next.calloc(n, size), total);
     HH_ENTER();
     void *p = next.calloc(n, size);
     hh_saved_errno = errno;
+    hh_leaks_track(p, total);
     hh_record_alloc(HH_OP_CALLOC, p, size, n, 0, hh_t0, weight, &hh_regs_at);
     errno = hh_saved_errno;
     HH_LEAVE();
@@ -349,19 +363,31 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
     size_t total = size;
     if (op == HH_OP_REALLOCARRAY && __builtin_mul_overflow(count, size, &total)) total = SIZE_MAX;
     HH_ENTER();
+    uint64_t old_meta = hh_leaks_untrack(old);
     uint64_t weight = total == SIZE_MAX ? 1 : hh_sample(total);
     bool old_sampled = true;
     if (hh_cfg.sample_bytes != 0) {
         old_sampled = old != NULL && hh_free_wanted(old);
         if (weight == 0 && !old_sampled) { /* nothing of interest: no record */
             HH_LEAVE();
-            if (op == HH_OP_REALLOC) return next.realloc(old, size);
-            if (next.reallocarray != NULL) return next.reallocarray(old, count, size);
-            if (total == SIZE_MAX) {
+            void *q;
+            if (op == HH_OP_REALLOC) {
+                q = next.realloc(old, size);
+            } else if (next.reallocarray != NULL) {
+                q = next.reallocarray(old, count, size);
+            } else if (total == SIZE_MAX) {
                 errno = ENOMEM;
-                return NULL;
+                q = NULL;
+            } else {
+                q = next.realloc(old, total);
             }
-            return next.realloc(old, total);
+            hh_saved_errno = errno;
+            if (q != NULL)
+                hh_leaks_track(q, total);
+            else if (total != 0)
+                hh_leaks_reinsert(old, old_meta);
+            errno = hh_saved_errno;
+            return q;
         }
     }
     uint32_t stack = weight != 0 ? hh_stack(hh_cfg.stacks, &hh_regs_at) : 0;
@@ -378,6 +404,10 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
         p = next.realloc(old, total);
     }
     hh_saved_errno = errno;
+    if (p != NULL)
+        hh_leaks_track(p, total);
+    else if (total != 0)
+        hh_leaks_reinsert(old, old_meta); /* failed: the old block stays */
     if (hh_cfg.sample_bytes != 0) {
         if (p == NULL && total != 0 && old != NULL && old_sampled) hh_sampled_insert(old);
         if (p != NULL && weight != 0) hh_sampled_insert(p);
@@ -479,10 +509,11 @@ static void *hh_aligned(uint8_t op, size_t align, size_t size, int *rc) {
     }
     if (hh_busy || !hh_tracer_active()) return hh_aligned_common(op, align, size, rc);
     uint64_t weight = hh_sample(size);
-    if (weight == 0) return hh_aligned_common(op, align, size, rc);
+    if (weight == 0) return hh_leaks_track(hh_aligned_common(op, align, size, rc), size);
     HH_ENTER();
     void *p = hh_aligned_common(op, align, size, rc);
     hh_saved_errno = errno;
+    hh_leaks_track(p, size);
     hh_record_alloc(op, p, size, 0, align, hh_t0, weight, &hh_regs_at);
     errno = hh_saved_errno;
     HH_LEAVE();

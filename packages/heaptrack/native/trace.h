@@ -51,6 +51,8 @@ enum hh_rec_type {
     HH_REC_NODE = 3,
     HH_REC_EVENT = 4,
     HH_REC_EXIT = 5,
+    HH_REC_LEAK = 6,       /* a block a leak check found unreachable (leaks.c) */
+    HH_REC_LEAK_CHECK = 7, /* the end of a leak check: its totals */
 };
 
 /* Codecs of the log's blocks (HEAPHOOK_COMPRESS). */
@@ -123,6 +125,23 @@ typedef struct hh_rec_exit {
     uint64_t hdr;
     uint64_t time;
 } hh_rec_exit;
+
+typedef struct hh_rec_leak {
+    uint64_t hdr;
+    uint32_t check; /* 1, 2, ... per process */
+    uint32_t type;  /* precise API type id, 0 = untyped */
+    uint64_t ptr;
+    uint64_t size;
+} hh_rec_leak;
+
+typedef struct hh_rec_leak_check {
+    uint64_t hdr;
+    uint32_t check;
+    uint32_t trigger; /* 0 exit, 1 HEAPHOOK_LEAK_SIGNAL, 2 API */
+    uint64_t time;    /* hh_now() when it began */
+    uint64_t live, leaked, leaked_bytes, reachable, reachable_bytes;
+    uint64_t duration_ns; /* the world stopped */
+} hh_rec_leak_check;
 
 static inline uint32_t hh_rec_len(uint64_t hdr) {
     return (uint32_t)(hdr & 0xffffff);

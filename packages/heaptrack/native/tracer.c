@@ -33,6 +33,7 @@
 
 #include "heaphook/config.h"
 #include "heaphook/log.h"
+#include "leaks.h"
 #include "modules.h"
 #include "ring.h"
 #include "stacks.h"
@@ -369,6 +370,7 @@ bool hh_tracer_ensure(void) {
     if (!atomic_compare_exchange_strong(&hh_state, &state, HH_STATE_INITIALISING)) return false;
     int saved = errno;
     hh_read_config();
+    hh_leaks_configure();
     bool ok = hh_stacks_init() == 0;
     if (ok) {
         uintptr_t lo, hi;
@@ -409,6 +411,7 @@ static void hh_drain_pass(bool final) {
 static void *hh_drain_main(void *arg) {
     (void)arg;
     hh_busy = 1;
+    hh_leaks_tracer_thread();
     char sink[256];
     while (!atomic_load(&g_drain_stop)) {
         struct pollfd p = {g_pipe_rd, POLLIN, 0};
@@ -454,6 +457,7 @@ void hh_tracer_flush_now(void) {
 
 static void hh_fork_prepare(void) {
     hh_busy++;
+    hh_leaks_fork_prepare();
     if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
     if (g_mode == HH_MODE_COLLECTOR && g_notify_fd >= 0) {
         char byte = 'F'; /* a child is coming: the collector waits for it */
@@ -464,12 +468,14 @@ static void hh_fork_prepare(void) {
 }
 
 static void hh_fork_parent(void) {
+    hh_leaks_fork_parent();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_stacks_fork_parent();
     hh_busy--;
 }
 
 static void hh_fork_child(void) {
     t_tid = 0;
+    hh_leaks_fork_child();
     if (atomic_load(&hh_state) != HH_STATE_ACTIVE) {
         hh_busy--;
         return;
@@ -493,6 +499,7 @@ static void hh_fork_child(void) {
     bool ok = hh_start_transport();
     atomic_store(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED);
     if (ok) hh_start_drain_thread();
+    if (ok) hh_leaks_start();
     hh_busy--;
 }
 
@@ -501,12 +508,14 @@ __attribute__((constructor(101))) static void hh_tracer_ctor(void) {
     hh_tracer_ensure();
     pthread_atfork(hh_fork_prepare, hh_fork_parent, hh_fork_child);
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_start_drain_thread();
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_leaks_start();
     hh_busy--;
 }
 
 __attribute__((destructor(101))) static void hh_tracer_dtor(void) {
     if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
     hh_busy++;
+    hh_leaks_at_exit(); /* the exit leak check (HEAPHOOK_LEAK_CHECK) */
     hh_rec_exit *e = hh_tracer_reserve(sizeof *e);
     if (e != NULL) {
         e->time = hh_now();

@@ -39,6 +39,8 @@ enum {
     HH_TAG_THREAD = 0x03,
     HH_TAG_NODE = 0x04,
     HH_TAG_END = 0x05,
+    HH_TAG_LEAK = 0x06,
+    HH_TAG_LEAK_CHECK = 0x07,
     HH_TAG_EVENT = 0x80,
     HH_EVT_THREAD = 0x10,
     HH_EVT_STACK = 0x20,
@@ -753,6 +755,29 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
     }
 }
 
+/* Leak checks (leaks.c): declarations, in the decl stream. */
+static void hh_encode_leak(hh_writer *w, const hh_rec_leak *r) {
+    hh_room(w, 64);
+    hh_put_u8(w, HH_S_TAG, HH_TAG_LEAK);
+    hh_put_var(w, HH_S_DECL, r->check);
+    hh_put_var(w, HH_S_DECL, r->ptr);
+    hh_put_var(w, HH_S_DECL, r->size);
+}
+
+static void hh_encode_leak_check(hh_writer *w, const hh_rec_leak_check *r) {
+    hh_room(w, 128);
+    hh_put_u8(w, HH_S_TAG, HH_TAG_LEAK_CHECK);
+    hh_put_var(w, HH_S_DECL, r->check);
+    hh_put_var(w, HH_S_DECL, hh_event_ns(w, r->time, false));
+    hh_put_var(w, HH_S_DECL, r->trigger);
+    hh_put_var(w, HH_S_DECL, r->live);
+    hh_put_var(w, HH_S_DECL, r->leaked);
+    hh_put_var(w, HH_S_DECL, r->leaked_bytes);
+    hh_put_var(w, HH_S_DECL, r->reachable);
+    hh_put_var(w, HH_S_DECL, r->reachable_bytes);
+    hh_put_var(w, HH_S_DECL, r->duration_ns);
+}
+
 void hh_writer_record(void *arg, unsigned type, const void *record, uint32_t len) {
     hh_writer *w = arg;
     (void)len;
@@ -771,6 +796,12 @@ void hh_writer_record(void *arg, unsigned type, const void *record, uint32_t len
             break;
         case HH_REC_EXIT:
             w->saw_exit = true;
+            break;
+        case HH_REC_LEAK:
+            hh_encode_leak(w, record);
+            break;
+        case HH_REC_LEAK_CHECK:
+            hh_encode_leak_check(w, record);
             break;
         default:
             break;

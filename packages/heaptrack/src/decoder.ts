@@ -32,6 +32,8 @@ const TAG_MODULE = 0x02;
 const TAG_THREAD = 0x03;
 const TAG_NODE = 0x04;
 const TAG_END = 0x05;
+const TAG_LEAK = 0x06;
+const TAG_LEAK_CHECK = 0x07;
 const EVT_THREAD = 0x10;
 const EVT_STACK = 0x20;
 const EVT_SPLIT = 0x40;
@@ -409,6 +411,40 @@ function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
         dropped,
         time,
         events,
+      });
+      return;
+    }
+    case TAG_LEAK: {
+      const check = c.varint();
+      const ptr = c.varint();
+      const size = c.varint();
+      out.push({ type: 'leak', check, ptr, size });
+      return;
+    }
+    case TAG_LEAK_CHECK: {
+      const check = c.varint();
+      const time = c.varint();
+      const triggerCode = c.varint();
+      const liveBlocks = c.varint();
+      const leakedBlocks = c.varint();
+      const leakedBytes = c.varint();
+      const reachableBlocks = c.varint();
+      const reachableBytes = c.varint();
+      const durationNs = c.varint();
+      const triggers = ['exit', 'signal', 'api'] as const;
+      const trigger = triggers[triggerCode];
+      if (trigger === undefined) throw new RangeError(`unknown leak check trigger ${triggerCode}`);
+      out.push({
+        type: 'leak_check',
+        check,
+        time,
+        trigger,
+        liveBlocks,
+        leakedBlocks,
+        leakedBytes,
+        reachableBlocks,
+        reachableBytes,
+        durationNs,
       });
       return;
     }

@@ -1,0 +1,1156 @@
+/*
+ * leaks.c — leak checking (README "Leak checking", include/heaphook/leaks.h).
+ *
+ * 1. The live-block table: address -> size, type, root flag. Sharded open addressing (64
+ *    shards, each a spin lock and an mmap'd table with tombstones), filled by the hooks after
+ *    an allocation returns and emptied before a block is released. Nothing here allocates
+ *    through malloc.
+ * 2. Types and roots of the precise API.
+ * 3. Stopping the world: every other thread of /proc/self/task gets HH_STOP_SIGNAL; its handler
+ *    saves the registers and stack pointer from the ucontext and waits on a futex until the
+ *    check is done.
+ * 4. The check: the table is copied into an mmap'd array sorted by address; roots (writable
+ *    PT_LOAD segments, stacks from their sp to their top, saved registers, static TLS, the
+ *    bootstrap arena, registered roots) mark the blocks they point into (start or interior);
+ *    marked blocks are scanned in turn from an explicit work list. Typed blocks are scanned
+ *    through their pointer fields only. Unmarked blocks are leaked: LEAK records, then one
+ *    LEAK_CHECK, go into the log.
+ * 5. The public API, the signal thread, fork and exit.
+ */
+#include "leaks.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "heaphook/config.h"
+#include "heaphook/leaks.h"
+#include "heaphook/log.h"
+#include "tracer.h"
+
+_Atomic int hh_leaks_on;
+static bool g_at_exit;    /* HEAPHOOK_LEAK_CHECK */
+static bool g_auto;       /* the table is kept for the automatic check */
+static int g_signal;      /* HEAPHOOK_LEAK_SIGNAL, 0 = none */
+static int g_stop_signal; /* HEAPHOOK_LEAK_STOP_SIGNAL */
+static long g_stop_timeout_ms;
+
+enum { HH_TRIGGER_EXIT = 0, HH_TRIGGER_SIGNAL = 1, HH_TRIGGER_API = 2 };
+
+static void *hh_map(size_t bytes) {
+    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+static void hh_spin_lock(_Atomic int *l) {
+    for (int n = 0; atomic_exchange_explicit(l, 1, memory_order_acquire) != 0; n++) {
+        if (n > 64) sched_yield();
+    }
+}
+
+static void hh_spin_unlock(_Atomic int *l) {
+    atomic_store_explicit(l, 0, memory_order_release);
+}
+
+/* ---- 1. The live-block table ------------------------------------------------------------- */
+
+#define HH_SHARD_BITS 6
+#define HH_SHARDS (1u << HH_SHARD_BITS)
+#define HH_SHARD_INIT 1024u
+
+/* meta: bits 0-45 size, 46 present, 47 root, 48-63 type */
+#define HH_META_SIZE ((1ull << 46) - 1)
+#define HH_META_PRESENT (1ull << 46)
+#define HH_META_ROOT (1ull << 47)
+#define HH_META_TYPE_SHIFT 48
+
+typedef struct hh_entry {
+    uint64_t addr; /* 0 empty, 1 deleted */
+    uint64_t meta;
+} hh_entry;
+
+typedef struct hh_shard {
+    _Atomic int lock;
+    hh_entry *e;
+    uint64_t cap, used, live;
+    char pad[24];
+} hh_shard;
+
+static hh_shard g_shards[HH_SHARDS];
+static _Atomic uint64_t g_table_lost; /* entries that found no room (mmap failed) */
+
+static inline uint64_t hh_hash(uint64_t a) {
+    return (a >> 4) * 0x9e3779b97f4a7c15ull;
+}
+
+static inline hh_shard *hh_shard_of(uint64_t h) {
+    return &g_shards[h >> (64 - HH_SHARD_BITS)];
+}
+
+static inline uint64_t hh_slot_of(uint64_t h, uint64_t cap) {
+    return (h ^ (h >> 29)) & (cap - 1);
+}
+
+/* Room for one more entry; false when the table cannot grow. Lock held. */
+static bool hh_shard_room(hh_shard *s) {
+    if (s->e != NULL && (s->used + 1) * 4 <= s->cap * 3) return true;
+    uint64_t cap = HH_SHARD_INIT;
+    while ((s->live + 1) * 2 > cap) cap *= 2;
+    int saved = errno;
+    hh_entry *e = hh_map(cap * sizeof *e);
+    errno = saved;
+    if (e == NULL) return s->e != NULL && s->used + 1 < s->cap;
+    for (uint64_t i = 0; s->e != NULL && i < s->cap; i++) {
+        uint64_t a = s->e[i].addr;
+        if (a <= 1) continue;
+        uint64_t j = hh_slot_of(hh_hash(a), cap);
+        while (e[j].addr != 0) j = (j + 1) & (cap - 1);
+        e[j] = s->e[i];
+    }
+    if (s->e != NULL) munmap(s->e, s->cap * sizeof *s->e);
+    s->e = e;
+    s->cap = cap;
+    s->used = s->live;
+    return true;
+}
+
+static void hh_put(uint64_t a, uint64_t meta) {
+    uint64_t h = hh_hash(a);
+    hh_shard *s = hh_shard_of(h);
+    hh_spin_lock(&s->lock);
+    if (!hh_shard_room(s)) {
+        atomic_fetch_add(&g_table_lost, 1);
+        hh_spin_unlock(&s->lock);
+        return;
+    }
+    uint64_t mask = s->cap - 1, i = hh_slot_of(h, s->cap), tomb = UINT64_MAX;
+    for (;; i = (i + 1) & mask) {
+        uint64_t v = s->e[i].addr;
+        if (v == a) {
+            s->e[i].meta = meta; /* released without us seeing it, and handed out again */
+            break;
+        }
+        if (v == 1 && tomb == UINT64_MAX) tomb = i;
+        if (v == 0) {
+            if (tomb != UINT64_MAX) {
+                i = tomb;
+            } else {
+                s->used++;
+            }
+            s->e[i].addr = a;
+            s->e[i].meta = meta;
+            s->live++;
+            break;
+        }
+    }
+    hh_spin_unlock(&s->lock);
+}
+
+/* The entry of a (lock held), or NULL. */
+static hh_entry *hh_lookup(hh_shard *s, uint64_t h, uint64_t a) {
+    if (s->e == NULL) return NULL;
+    uint64_t mask = s->cap - 1;
+    for (uint64_t i = hh_slot_of(h, s->cap);; i = (i + 1) & mask) {
+        uint64_t v = s->e[i].addr;
+        if (v == a) return &s->e[i];
+        if (v == 0) return NULL;
+    }
+}
+
+void hh_leaks_insert(void *p, size_t size) {
+    uint64_t sz = size > HH_META_SIZE ? HH_META_SIZE : size;
+    hh_put((uint64_t)(uintptr_t)p, sz | HH_META_PRESENT);
+}
+
+uint64_t hh_leaks_remove(void *p) {
+    uint64_t a = (uint64_t)(uintptr_t)p, h = hh_hash(a);
+    hh_shard *s = hh_shard_of(h);
+    hh_spin_lock(&s->lock);
+    hh_entry *e = hh_lookup(s, h, a);
+    uint64_t meta = 0;
+    if (e != NULL) {
+        meta = e->meta;
+        e->addr = 1;
+        e->meta = 0;
+        s->live--;
+    }
+    hh_spin_unlock(&s->lock);
+    return meta;
+}
+
+void hh_leaks_reinsert(void *p, uint64_t meta) {
+    if (meta != 0 && p != NULL) hh_put((uint64_t)(uintptr_t)p, meta);
+}
+
+/* Changes an entry's type (type >= 0) and/or root flag (root >= 0); false when not live. */
+static bool hh_modify(void *p, int type, int root) {
+    uint64_t a = (uint64_t)(uintptr_t)p, h = hh_hash(a);
+    hh_shard *s = hh_shard_of(h);
+    hh_spin_lock(&s->lock);
+    hh_entry *e = hh_lookup(s, h, a);
+    if (e != NULL) {
+        if (type >= 0) {
+            e->meta = (e->meta & ((1ull << HH_META_TYPE_SHIFT) - 1)) |
+                      ((uint64_t)type << HH_META_TYPE_SHIFT);
+        }
+        if (root == 1) e->meta |= HH_META_ROOT;
+        if (root == 0) e->meta &= ~HH_META_ROOT;
+    }
+    hh_spin_unlock(&s->lock);
+    return e != NULL;
+}
+
+static void hh_lock_table(void) {
+    for (unsigned i = 0; i < HH_SHARDS; i++) hh_spin_lock(&g_shards[i].lock);
+}
+
+static void hh_unlock_table(void) {
+    for (unsigned i = 0; i < HH_SHARDS; i++) hh_spin_unlock(&g_shards[i].lock);
+}
+
+/* ---- 2. Types and roots (precise API) ---------------------------------------------------- */
+
+#define HH_MAX_TYPES 4096u
+#define HH_MAX_PTR_WORDS (1u << 20)
+#define HH_MAX_ROOTS 16384u
+
+typedef struct hh_type {
+    char name[64];
+    uint64_t size;
+    uint32_t first, nptr; /* pointer words: g_ptr_words[first .. first + nptr) (byte offsets) */
+} hh_type;
+
+typedef struct hh_root {
+    uintptr_t addr;
+    int type;
+} hh_root;
+
+static _Atomic int g_types_lock;
+static hh_type *g_types; /* index = type id; 0 unused */
+static uint32_t g_ntypes = 1;
+static uint32_t *g_ptr_words;
+static uint32_t g_nptr_words;
+static hh_root *g_roots;
+static uint32_t g_nroots;
+
+static void hh_copy_name(char *dst, size_t cap, const char *src) {
+    size_t n = src == NULL ? 0 : strlen(src);
+    if (n >= cap) n = cap - 1;
+    if (n > 0) memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+HH_EXPORT int heaphook_type_register(const char *name, size_t size, const heaphook_field *fields,
+                                     size_t nfields) {
+    if (size == 0 || (nfields > 0 && fields == NULL)) return -1;
+    for (size_t i = 0; i < nfields; i++) {
+        if (fields[i].offset + fields[i].size > size) return -1;
+    }
+    hh_spin_lock(&g_types_lock);
+    int id = -1;
+    if (g_types == NULL) {
+        g_types = hh_map(HH_MAX_TYPES * sizeof *g_types);
+        g_ptr_words = hh_map(HH_MAX_PTR_WORDS * sizeof *g_ptr_words);
+        g_roots = hh_map(HH_MAX_ROOTS * sizeof *g_roots);
+    }
+    if (g_types != NULL && g_ptr_words != NULL && g_roots != NULL && g_ntypes < HH_MAX_TYPES) {
+        uint32_t words = 0;
+        for (size_t i = 0; i < nfields; i++) {
+            if (fields[i].is_pointer) words += (uint32_t)(fields[i].size / sizeof(void *));
+        }
+        if (g_nptr_words + words <= HH_MAX_PTR_WORDS) {
+            hh_type *t = &g_types[g_ntypes];
+            hh_copy_name(t->name, sizeof t->name, name);
+            t->size = size;
+            t->first = g_nptr_words;
+            for (size_t i = 0; i < nfields; i++) {
+                if (!fields[i].is_pointer) continue;
+                for (size_t k = 0; k + sizeof(void *) <= fields[i].size; k += sizeof(void *)) {
+                    g_ptr_words[g_nptr_words++] = (uint32_t)(fields[i].offset + k);
+                }
+            }
+            t->nptr = g_nptr_words - t->first;
+            id = (int)g_ntypes++;
+        }
+    }
+    hh_spin_unlock(&g_types_lock);
+    if (id > 0) atomic_store(&hh_leaks_on, 1);
+    return id;
+}
+
+static const hh_type *hh_type_of(uint64_t meta) {
+    uint32_t t = (uint32_t)(meta >> HH_META_TYPE_SHIFT);
+    return t != 0 && t < g_ntypes ? &g_types[t] : NULL;
+}
+
+HH_EXPORT int heaphook_set_type(void *block, int type) {
+    if (block == NULL || type < 0 || (uint32_t)type >= g_ntypes) return -1;
+    return hh_modify(block, type, -1) ? 0 : -1;
+}
+
+HH_EXPORT void *heaphook_alloc_typed(int type, size_t count) {
+    if (type <= 0 || (uint32_t)type >= g_ntypes || count == 0) return NULL;
+    size_t size = g_types[type].size, total;
+    if (__builtin_mul_overflow(count, size, &total)) return NULL;
+    void *p = calloc(count, size);
+    if (p == NULL) return NULL;
+    if (!hh_modify(p, type, -1)) { /* not tracked by the hooks (tracer not active) */
+        hh_leaks_insert(p, total);
+        hh_modify(p, type, -1);
+    }
+    return p;
+}
+
+HH_EXPORT int heaphook_root_add(const void *object, int type) {
+    if (object == NULL || type <= 0 || (uint32_t)type >= g_ntypes) return -1;
+    int rc = -1;
+    hh_spin_lock(&g_types_lock);
+    if (g_nroots < HH_MAX_ROOTS) {
+        g_roots[g_nroots].addr = (uintptr_t)object;
+        g_roots[g_nroots].type = type;
+        g_nroots++;
+        rc = 0;
+    }
+    hh_spin_unlock(&g_types_lock);
+    return rc;
+}
+
+HH_EXPORT int heaphook_root_remove(const void *object) {
+    hh_spin_lock(&g_types_lock);
+    for (uint32_t i = 0; i < g_nroots; i++) {
+        if (g_roots[i].addr == (uintptr_t)object) {
+            g_roots[i] = g_roots[--g_nroots];
+            break;
+        }
+    }
+    hh_spin_unlock(&g_types_lock);
+    return 0;
+}
+
+HH_EXPORT int heaphook_root_mark(void *block, int is_root) {
+    if (block == NULL) return -1;
+    return hh_modify(block, -1, is_root ? 1 : 0) ? 0 : -1;
+}
+
+/* ---- 3. Stopping the world --------------------------------------------------------------- */
+
+#define HH_MAX_THREADS 8192u
+#define HH_MAX_REGS 64u
+#define HH_MAX_TRACER_TIDS 8u
+
+typedef struct hh_stopped {
+    _Atomic uint32_t tid;
+    _Atomic int state; /* 0 signalled, 1 stopped, 2 resumed, 3 not stopped */
+    uintptr_t sp, tp;
+    uint32_t nregs;
+    uint64_t regs[HH_MAX_REGS];
+} hh_stopped;
+
+static struct {
+    hh_stopped *slots;
+    _Atomic uint32_t n;
+    _Atomic int go;
+    _Atomic int active;
+    bool handler_installed;
+    uint32_t unstopped;
+} g_stw;
+
+static _Atomic uint32_t g_tracer_tids[HH_MAX_TRACER_TIDS];
+
+void hh_leaks_tracer_thread(void) {
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    for (unsigned i = 0; i < HH_MAX_TRACER_TIDS; i++) {
+        uint32_t expected = 0;
+        if (atomic_compare_exchange_strong(&g_tracer_tids[i], &expected, tid)) return;
+    }
+}
+
+static bool hh_is_tracer_thread(uint32_t tid) {
+    for (unsigned i = 0; i < HH_MAX_TRACER_TIDS; i++) {
+        if (atomic_load(&g_tracer_tids[i]) == tid) return true;
+    }
+    return false;
+}
+
+static inline uintptr_t hh_thread_pointer(void) {
+#if defined(__x86_64__)
+    uintptr_t tp;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+    return tp;
+#else
+    return (uintptr_t)__builtin_thread_pointer();
+#endif
+}
+
+static void hh_stop_handler(int sig, siginfo_t *info, void *ucv) {
+    (void)sig;
+    (void)info;
+    if (!atomic_load(&g_stw.active)) return;
+    int saved = errno;
+    uint32_t tid = (uint32_t)syscall(SYS_gettid);
+    uint32_t n = atomic_load_explicit(&g_stw.n, memory_order_acquire);
+    hh_stopped *slot = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        if (atomic_load(&g_stw.slots[i].tid) == tid) {
+            slot = &g_stw.slots[i];
+            break;
+        }
+    }
+    if (slot != NULL && atomic_load(&slot->state) == 0) {
+        ucontext_t *uc = ucv;
+#if defined(__x86_64__)
+        slot->nregs = NGREG < HH_MAX_REGS ? NGREG : HH_MAX_REGS;
+        memcpy(slot->regs, uc->uc_mcontext.gregs, slot->nregs * sizeof(uint64_t));
+        slot->sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+#elif defined(__aarch64__)
+        slot->nregs = 31;
+        memcpy(slot->regs, uc->uc_mcontext.regs, 31 * sizeof(uint64_t));
+        slot->sp = (uintptr_t)uc->uc_mcontext.sp;
+#else
+#error "leak checking: registers from the ucontext are read for x86_64 and aarch64 only"
+#endif
+        slot->tp = hh_thread_pointer();
+        atomic_store(&slot->state, 1);
+        while (atomic_load(&g_stw.go) == 0) {
+            syscall(SYS_futex, &g_stw.go, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        }
+        atomic_store(&slot->state, 2);
+    }
+    errno = saved;
+}
+
+static uint64_t hh_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void hh_pause_us(long us) {
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+struct hh_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* Signals every thread of the process not yet signalled; returns how many. */
+static uint32_t hh_signal_new_threads(uint32_t self, pid_t pid) {
+    int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    uint32_t added = 0;
+    char buf[4096];
+    for (;;) {
+        long got = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (got <= 0) break;
+        for (long off = 0; off < got;) {
+            struct hh_dirent64 *d = (struct hh_dirent64 *)(buf + off);
+            off += d->d_reclen;
+            uint32_t tid = 0;
+            const char *c = d->d_name;
+            if (*c < '0' || *c > '9') continue;
+            while (*c >= '0' && *c <= '9') tid = tid * 10 + (uint32_t)(*c++ - '0');
+            if (tid == self || hh_is_tracer_thread(tid)) continue;
+            uint32_t n = atomic_load(&g_stw.n);
+            bool known = false;
+            for (uint32_t i = 0; i < n && !known; i++) {
+                known = atomic_load(&g_stw.slots[i].tid) == tid ||
+                        g_stw.slots[i].sp == (uintptr_t)tid; /* sp holds the tid of a lost one */
+            }
+            if (known || n >= HH_MAX_THREADS) continue;
+            hh_stopped *slot = &g_stw.slots[n];
+            memset(slot, 0, sizeof *slot);
+            atomic_store(&slot->tid, tid);
+            atomic_store_explicit(&g_stw.n, n + 1, memory_order_release);
+            if (syscall(SYS_tgkill, pid, tid, g_stop_signal) != 0) {
+                atomic_store(&slot->tid, 0);
+                atomic_store(&slot->state, 3);
+                slot->sp = tid;
+                continue;
+            }
+            added++;
+        }
+    }
+    close(fd);
+    return added;
+}
+
+static void hh_stop_world(void) {
+    if (!g_stw.handler_installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = hh_stop_handler;
+        sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+        sigfillset(&sa.sa_mask);
+        sigaction(g_stop_signal, &sa, NULL);
+        g_stw.handler_installed = true;
+    }
+    if (g_stw.slots == NULL) g_stw.slots = hh_map(HH_MAX_THREADS * sizeof(hh_stopped));
+    atomic_store(&g_stw.n, 0);
+    atomic_store(&g_stw.go, 0);
+    g_stw.unstopped = 0;
+    if (g_stw.slots == NULL) return;
+    atomic_store(&g_stw.active, 1);
+    uint32_t self = (uint32_t)syscall(SYS_gettid);
+    pid_t pid = getpid();
+    uint64_t deadline = hh_mono() + (uint64_t)g_stop_timeout_ms * 1000000u;
+    for (int round = 0; round < 32; round++) {
+        if (hh_signal_new_threads(self, pid) == 0 && round > 0) break;
+        long pause = 20;
+        for (;;) {
+            bool waiting = false;
+            uint32_t n = atomic_load(&g_stw.n);
+            for (uint32_t i = 0; i < n; i++) {
+                hh_stopped *s = &g_stw.slots[i];
+                if (atomic_load(&s->state) != 0) continue;
+                uint32_t tid = atomic_load(&s->tid);
+                if (syscall(SYS_tgkill, pid, tid, 0) != 0) { /* exited meanwhile */
+                    atomic_store(&s->tid, 0);
+                    atomic_store(&s->state, 3);
+                    s->sp = tid;
+                    continue;
+                }
+                waiting = true;
+            }
+            if (!waiting) break;
+            if (hh_mono() > deadline) {
+                for (uint32_t i = 0; i < n; i++) {
+                    hh_stopped *s = &g_stw.slots[i];
+                    uint32_t tid = atomic_load(&s->tid);
+                    int zero = 0;
+                    atomic_store(&s->tid, 0);
+                    if (atomic_compare_exchange_strong(&s->state, &zero, 3)) {
+                        s->sp = tid;
+                        g_stw.unstopped++;
+                    } else {
+                        atomic_store(&s->tid, tid);
+                    }
+                }
+                break;
+            }
+            hh_pause_us(pause);
+            if (pause < 2000) pause *= 2;
+        }
+    }
+}
+
+static void hh_resume_world(void) {
+    if (g_stw.slots == NULL) return;
+    atomic_store(&g_stw.go, 1);
+    syscall(SYS_futex, &g_stw.go, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+    uint32_t n = atomic_load(&g_stw.n);
+    uint64_t deadline = hh_mono() + 2000000000u;
+    for (uint32_t i = 0; i < n; i++) {
+        while (atomic_load(&g_stw.slots[i].state) == 1 && hh_mono() < deadline) sched_yield();
+    }
+    atomic_store(&g_stw.active, 0);
+}
+
+/* ---- 4. The check ------------------------------------------------------------------------ */
+
+typedef struct hh_range {
+    uintptr_t lo, hi;
+} hh_range;
+
+#define HH_MAX_SEGMENTS 65536u
+#define HH_MAPS_CAP (64u << 20)
+#define HH_MAX_MAPS (1u << 20)
+
+static struct {
+    /* roots from dl_iterate_phdr */
+    hh_range *segments;
+    uint32_t nsegments;
+    /* /proc/self/maps */
+    char *maps_text;
+    hh_range *maps;
+    uint32_t nmaps;
+    /* blocks sorted by address, their marks, the work list */
+    hh_entry *blocks;
+    hh_entry *tmp;
+    uint8_t *marks;
+    uint32_t *work;
+    uint32_t *counts;
+    uint64_t n, cap, nwork;
+    uintptr_t lo, hi;
+    bool precise;
+} g_ck;
+
+/* The result of the last check, for heaphook_leaks_foreach. */
+static hh_entry *g_result;
+static uint64_t g_nresult, g_result_cap;
+static _Atomic int g_check_lock;
+static uint32_t g_check_no;
+static size_t g_static_tls = 4096;
+
+static int hh_phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    (void)arg;
+    uintptr_t self = (uintptr_t)&g_shards;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (self >= lo && self < lo + ph->p_memsz) return 0; /* the tracer itself */
+    }
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
+        if (g_ck.nsegments >= HH_MAX_SEGMENTS) break;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        g_ck.segments[g_ck.nsegments++] = (hh_range){lo, lo + ph->p_memsz};
+    }
+    return 0;
+}
+
+static void hh_read_maps(void) {
+    g_ck.nmaps = 0;
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    size_t len = 0;
+    for (;;) {
+        ssize_t got = read(fd, g_ck.maps_text + len, HH_MAPS_CAP - 1 - len);
+        if (got <= 0) break;
+        len += (size_t)got;
+        if (len >= HH_MAPS_CAP - 1) break;
+    }
+    close(fd);
+    const char *p = g_ck.maps_text, *end = g_ck.maps_text + len;
+    while (p < end && g_ck.nmaps < HH_MAX_MAPS) {
+        uintptr_t lo = 0, hi = 0;
+        int d;
+        while (p < end && *p != '-') {
+            d = *p >= 'a' ? *p - 'a' + 10 : *p - '0';
+            lo = lo * 16 + (uintptr_t)d;
+            p++;
+        }
+        p++;
+        while (p < end && *p != ' ') {
+            d = *p >= 'a' ? *p - 'a' + 10 : *p - '0';
+            hi = hi * 16 + (uintptr_t)d;
+            p++;
+        }
+        p++;
+        bool readable = p < end && *p == 'r';
+        while (p < end && *p != '\n') p++;
+        p++;
+        if (readable) g_ck.maps[g_ck.nmaps++] = (hh_range){lo, hi};
+    }
+}
+
+/* The readable mapping that holds a, or NULL. */
+static const hh_range *hh_map_of(uintptr_t a) {
+    uint32_t lo = 0, hi = g_ck.nmaps;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (g_ck.maps[mid].hi <= a) {
+            lo = mid + 1;
+        } else if (g_ck.maps[mid].lo > a) {
+            hi = mid;
+        } else {
+            return &g_ck.maps[mid];
+        }
+    }
+    return NULL;
+}
+
+static void hh_radix_sort(void) {
+    hh_entry *a = g_ck.blocks, *b = g_ck.tmp;
+    uint64_t n = g_ck.n;
+    for (int shift = 0; shift < 64; shift += 16) {
+        memset(g_ck.counts, 0, 65536 * sizeof(uint32_t));
+        for (uint64_t i = 0; i < n; i++) g_ck.counts[(a[i].addr >> shift) & 0xffff]++;
+        if (n == 0 || g_ck.counts[(a[0].addr >> shift) & 0xffff] == n) continue;
+        uint32_t sum = 0;
+        for (uint32_t d = 0; d < 65536; d++) {
+            uint32_t c = g_ck.counts[d];
+            g_ck.counts[d] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < n; i++) b[g_ck.counts[(a[i].addr >> shift) & 0xffff]++] = a[i];
+        hh_entry *t = a;
+        a = b;
+        b = t;
+    }
+    g_ck.blocks = a;
+    g_ck.tmp = b;
+}
+
+static bool hh_ensure_arrays(uint64_t n) {
+    if (n <= g_ck.cap && g_ck.blocks != NULL) return true;
+    if (g_ck.blocks != NULL) {
+        munmap(g_ck.blocks, g_ck.cap * sizeof(hh_entry));
+        munmap(g_ck.tmp, g_ck.cap * sizeof(hh_entry));
+        munmap(g_ck.marks, g_ck.cap);
+        munmap(g_ck.work, g_ck.cap * sizeof(uint32_t));
+    }
+    uint64_t cap = 65536;
+    while (cap < n) cap *= 2;
+    g_ck.blocks = hh_map(cap * sizeof(hh_entry));
+    g_ck.tmp = hh_map(cap * sizeof(hh_entry));
+    g_ck.marks = hh_map(cap);
+    g_ck.work = hh_map(cap * sizeof(uint32_t));
+    g_ck.cap = cap;
+    if (g_ck.blocks == NULL || g_ck.tmp == NULL || g_ck.marks == NULL || g_ck.work == NULL) {
+        g_ck.blocks = NULL;
+        g_ck.cap = 0;
+        return false;
+    }
+    return true;
+}
+
+/* Copies the table (locked) into g_ck.blocks, sorted by address. */
+static bool hh_snapshot(void) {
+    uint64_t n = 0;
+    for (unsigned i = 0; i < HH_SHARDS; i++) n += g_shards[i].live;
+    if (!hh_ensure_arrays(n)) return false;
+    uint64_t k = 0;
+    for (unsigned i = 0; i < HH_SHARDS; i++) {
+        hh_shard *s = &g_shards[i];
+        for (uint64_t j = 0; s->e != NULL && j < s->cap && k < n; j++) {
+            if (s->e[j].addr > 1) g_ck.blocks[k++] = s->e[j];
+        }
+    }
+    g_ck.n = k;
+    hh_radix_sort();
+    memset(g_ck.marks, 0, k);
+    g_ck.nwork = 0;
+    g_ck.lo = k > 0 ? g_ck.blocks[0].addr : 0;
+    g_ck.hi = 0;
+    for (uint64_t i = 0; i < k; i++) {
+        uint64_t size = g_ck.blocks[i].meta & HH_META_SIZE;
+        uintptr_t end = g_ck.blocks[i].addr + (size > 0 ? size : 1);
+        if (end > g_ck.hi) g_ck.hi = end;
+    }
+    return true;
+}
+
+static inline void hh_consider(uintptr_t w) {
+    if (w < g_ck.lo || w >= g_ck.hi) return;
+    uint64_t lo = 0, hi = g_ck.n;
+    while (hi - lo > 1) {
+        uint64_t mid = (lo + hi) / 2;
+        if (g_ck.blocks[mid].addr <= w) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    uint64_t size = g_ck.blocks[lo].meta & HH_META_SIZE;
+    if (w >= g_ck.blocks[lo].addr + (size > 0 ? size : 1) || g_ck.marks[lo]) return;
+    g_ck.marks[lo] = 1;
+    g_ck.work[g_ck.nwork++] = (uint32_t)lo;
+}
+
+static void hh_scan_words(uintptr_t lo, uintptr_t hi) {
+    lo = (lo + sizeof(uintptr_t) - 1) & ~(uintptr_t)(sizeof(uintptr_t) - 1);
+    for (uintptr_t a = lo; a + sizeof(uintptr_t) <= hi; a += sizeof(uintptr_t)) {
+        hh_consider(*(const uintptr_t *)a);
+    }
+}
+
+/* An object of a known type: its pointer fields only, for each element. */
+static void hh_scan_typed(uintptr_t base, uint64_t bytes, const hh_type *t) {
+    for (uint64_t at = 0; at + t->size <= bytes; at += t->size) {
+        for (uint32_t k = 0; k < t->nptr; k++) {
+            hh_consider(*(const uintptr_t *)(base + at + g_ptr_words[t->first + k]));
+        }
+    }
+}
+
+static void hh_drain_work(void) {
+    while (g_ck.nwork > 0) {
+        const hh_entry *b = &g_ck.blocks[g_ck.work[--g_ck.nwork]];
+        uint64_t size = b->meta & HH_META_SIZE;
+        const hh_type *t = hh_type_of(b->meta);
+        if (t != NULL) {
+            hh_scan_typed(b->addr, size, t);
+        } else if (!g_ck.precise) {
+            hh_scan_words(b->addr, b->addr + size);
+        }
+    }
+}
+
+/* A stack from sp (less the red zone) to its top; static TLS around the thread pointer. */
+static void hh_scan_thread(uintptr_t sp, uintptr_t tp) {
+    const hh_range *m = sp != 0 ? hh_map_of(sp) : NULL;
+    bool tls_done = false;
+    if (m != NULL) {
+        uintptr_t lo = sp >= m->lo + 128 ? sp - 128 : m->lo, hi = m->hi;
+        if (tp > sp && tp < m->hi) { /* glibc: the TCB and static TLS top the thread's stack */
+            if (tp + 4096 < hi) hi = tp + 4096;
+            tls_done = true;
+        }
+        hh_scan_words(lo, hi);
+    }
+    const hh_range *t = tp != 0 && !tls_done ? hh_map_of(tp) : NULL;
+    if (t != NULL) {
+        uintptr_t lo = tp >= t->lo + g_static_tls ? tp - g_static_tls : t->lo;
+        uintptr_t hi = tp + 4096 < t->hi ? tp + 4096 : t->hi;
+        hh_scan_words(lo, hi);
+    }
+    hh_drain_work();
+}
+
+static void hh_mark_registered_roots(void) {
+    for (uint32_t i = 0; i < g_nroots; i++) {
+        const hh_type *t = &g_types[g_roots[i].type];
+        hh_scan_typed(g_roots[i].addr, t->size, t);
+    }
+    for (uint64_t i = 0; i < g_ck.n; i++) {
+        if ((g_ck.blocks[i].meta & HH_META_ROOT) && !g_ck.marks[i]) {
+            g_ck.marks[i] = 1;
+            g_ck.work[g_ck.nwork++] = (uint32_t)i;
+        }
+    }
+    hh_drain_work();
+}
+
+static bool hh_ensure_check_memory(void) {
+    if (g_ck.segments == NULL) g_ck.segments = hh_map(HH_MAX_SEGMENTS * sizeof(hh_range));
+    if (g_ck.maps_text == NULL) g_ck.maps_text = hh_map(HH_MAPS_CAP);
+    if (g_ck.maps == NULL) g_ck.maps = hh_map(HH_MAX_MAPS * sizeof(hh_range));
+    if (g_ck.counts == NULL) g_ck.counts = hh_map(65536 * sizeof(uint32_t));
+    return g_ck.segments != NULL && g_ck.maps_text != NULL && g_ck.maps != NULL &&
+           g_ck.counts != NULL;
+}
+
+static void hh_emit(uint32_t check, int trigger, uint64_t start, const hh_rec_leak_check *totals) {
+    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
+    for (uint64_t i = 0; i < g_nresult; i++) {
+        hh_rec_leak *r = hh_tracer_reserve(sizeof *r);
+        if (r == NULL) continue;
+        r->check = check;
+        r->type = (uint32_t)(g_result[i].meta >> HH_META_TYPE_SHIFT);
+        r->ptr = g_result[i].addr;
+        r->size = g_result[i].meta & HH_META_SIZE;
+        hh_tracer_commit(r, HH_REC_LEAK);
+    }
+    hh_rec_leak_check *c = hh_tracer_reserve(sizeof *c);
+    if (c == NULL) return;
+    c->live = totals->live;
+    c->leaked = totals->leaked;
+    c->leaked_bytes = totals->leaked_bytes;
+    c->reachable = totals->reachable;
+    c->reachable_bytes = totals->reachable_bytes;
+    c->duration_ns = totals->duration_ns;
+    c->check = check;
+    c->trigger = (uint32_t)trigger;
+    c->time = start;
+    hh_tracer_commit(c, HH_REC_LEAK_CHECK);
+}
+
+/* Runs one check. stack_from: the caller's stack from there up is a root (0: the calling
+ * thread is the tracer's). Returns leaked blocks, or -1. */
+static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
+    hh_busy++;
+    hh_spin_lock(&g_check_lock);
+    long leaked = -1;
+    if (!hh_ensure_check_memory()) goto out;
+    uint64_t start_tick = hh_now();
+    g_ck.precise = precise;
+    g_ck.nsegments = 0;
+    if (!precise) dl_iterate_phdr(hh_phdr_cb, NULL); /* before stopping: it takes a lock */
+    hh_lock_table();
+    uint64_t t0 = hh_mono();
+    if (!precise) hh_stop_world();
+    if (!hh_snapshot()) {
+        if (!precise) hh_resume_world();
+        hh_unlock_table();
+        goto out;
+    }
+    if (!precise) {
+        hh_read_maps();
+        for (uint32_t i = 0; i < g_ck.nsegments; i++) {
+            hh_scan_words(g_ck.segments[i].lo, g_ck.segments[i].hi);
+            hh_drain_work();
+        }
+        uintptr_t alo, ahi;
+        hh_arena_range(&alo, &ahi);
+        hh_scan_words(alo, ahi);
+        hh_drain_work();
+        uint32_t n = atomic_load(&g_stw.n);
+        for (uint32_t i = 0; g_stw.slots != NULL && i < n; i++) {
+            hh_stopped *s = &g_stw.slots[i];
+            if (atomic_load(&s->state) != 1) continue;
+            for (uint32_t r = 0; r < s->nregs; r++) hh_consider((uintptr_t)s->regs[r]);
+            hh_scan_thread(s->sp, s->tp);
+        }
+        if (stack_from != 0) hh_scan_thread(stack_from, hh_thread_pointer());
+    }
+    if (g_types != NULL) hh_mark_registered_roots();
+    /* the verdicts */
+    hh_rec_leak_check totals;
+    memset(&totals, 0, sizeof totals);
+    uint64_t nleaked = 0;
+    for (uint64_t i = 0; i < g_ck.n; i++) {
+        const hh_entry *b = &g_ck.blocks[i];
+        uint64_t size = b->meta & HH_META_SIZE;
+        if (precise && hh_type_of(b->meta) == NULL) continue;
+        totals.live++;
+        if (g_ck.marks[i]) {
+            totals.reachable++;
+            totals.reachable_bytes += size;
+        } else {
+            totals.leaked++;
+            totals.leaked_bytes += size;
+            g_ck.tmp[nleaked++] = *b; /* tmp is free after the sort */
+        }
+    }
+    uint64_t t1 = hh_mono();
+    if (!precise) hh_resume_world();
+    hh_unlock_table();
+    totals.duration_ns = t1 - t0;
+    if (nleaked > g_result_cap) {
+        if (g_result != NULL) munmap(g_result, g_result_cap * sizeof *g_result);
+        g_result_cap = nleaked * 2;
+        g_result = hh_map(g_result_cap * sizeof *g_result);
+        if (g_result == NULL) g_result_cap = 0;
+    }
+    g_nresult = g_result != NULL ? nleaked : 0;
+    if (g_nresult > 0) memcpy(g_result, g_ck.tmp, g_nresult * sizeof *g_result);
+    hh_emit(++g_check_no, trigger, start_tick, &totals);
+    leaked = (long)nleaked;
+out:
+    hh_spin_unlock(&g_check_lock);
+    hh_busy--;
+    return leaked;
+}
+
+/* ---- 5. API, signal thread, fork, exit --------------------------------------------------- */
+
+/* The caller's stack from this frame up is scanned; __builtin_unwind_init spills the
+ * callee-saved registers (which may hold the caller's pointers) into this frame. */
+#define HH_CHECK_HERE(trigger, precise, result)                  \
+    do {                                                         \
+        __builtin_unwind_init();                                 \
+        volatile uintptr_t marker = 0;                           \
+        result = hh_check(trigger, precise, (uintptr_t)&marker); \
+        (void)marker;                                            \
+    } while (0)
+
+HH_EXPORT __attribute__((noinline)) long heaphook_leak_check(void) {
+    if (!g_auto) return -1;
+    long r;
+    HH_CHECK_HERE(HH_TRIGGER_API, false, r);
+    return r;
+}
+
+HH_EXPORT __attribute__((noinline)) long heaphook_leak_check_precise(void) {
+    if (!atomic_load(&hh_leaks_on)) return -1;
+    return hh_check(HH_TRIGGER_API, true, 0);
+}
+
+HH_EXPORT long heaphook_leaks_foreach(int (*fn)(const heaphook_leak *, void *), void *arg) {
+    long calls = 0;
+    for (uint64_t i = 0; i < g_nresult && fn != NULL; i++) {
+        const hh_type *t = hh_type_of(g_result[i].meta);
+        heaphook_leak leak = {
+            (void *)(uintptr_t)g_result[i].addr, (size_t)(g_result[i].meta & HH_META_SIZE),
+            (int)(g_result[i].meta >> HH_META_TYPE_SHIFT), t != NULL ? t->name : ""};
+        calls++;
+        if (fn(&leak, arg) != 0) break;
+    }
+    return calls;
+}
+
+static size_t hh_fmt_hex(char *out, uint64_t v) {
+    char tmp[16];
+    size_t n = 0;
+    do {
+        tmp[n++] = "0123456789abcdef"[v & 15];
+        v >>= 4;
+    } while (v != 0);
+    out[0] = '0';
+    out[1] = 'x';
+    for (size_t i = 0; i < n; i++) out[2 + i] = tmp[n - 1 - i];
+    return n + 2;
+}
+
+static size_t hh_fmt_dec(char *out, uint64_t v) {
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
+static int hh_print_one(const heaphook_leak *leak, void *arg) {
+    int fd = *(int *)arg;
+    char line[160];
+    size_t n = 0;
+    memcpy(line, "leak ", 5);
+    n = 5;
+    n += hh_fmt_hex(line + n, (uintptr_t)leak->ptr);
+    line[n++] = ' ';
+    n += hh_fmt_dec(line + n, leak->size);
+    line[n++] = ' ';
+    size_t tl = strlen(leak->type_name);
+    if (tl == 0) {
+        memcpy(line + n, "-", 1);
+        tl = 1;
+    } else {
+        memcpy(line + n, leak->type_name, tl);
+    }
+    n += tl;
+    line[n++] = '\n';
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, line + done, n - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+HH_EXPORT void heaphook_leaks_print(int fd) {
+    heaphook_leaks_foreach(hh_print_one, &fd);
+}
+
+/* HEAPHOOK_LEAK_SIGNAL: the handler writes a byte, the leak thread runs the check. */
+static int g_pipe[2] = {-1, -1};
+static pid_t g_pipe_pid;
+static bool g_thread_started;
+
+static void hh_leak_signal_handler(int sig) {
+    (void)sig;
+    int saved = errno;
+    char b = 'c';
+    ssize_t r = write(g_pipe[1], &b, 1);
+    (void)r;
+    errno = saved;
+}
+
+static void *hh_leak_thread(void *arg) {
+    (void)arg;
+    hh_busy = 1;
+    hh_leaks_tracer_thread();
+    char buf[64];
+    for (;;) {
+        ssize_t n = read(g_pipe[0], buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        hh_check(HH_TRIGGER_SIGNAL, false, 0);
+    }
+    return NULL;
+}
+
+static int hh_signal_number(const char *v) {
+    static const struct {
+        const char *name;
+        int sig;
+    } names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},   {"INT", SIGINT},
+                 {"QUIT", SIGQUIT}, {"TERM", SIGTERM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}};
+    if (v == NULL || *v == '\0') return 0;
+    if (strncmp(v, "SIG", 3) == 0) v += 3;
+    if (*v >= '0' && *v <= '9') {
+        int n = 0;
+        while (*v >= '0' && *v <= '9') n = n * 10 + (*v++ - '0');
+        return *v == '\0' && n > 0 && n < 65 ? n : -1;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(v, names[i].name) == 0) return names[i].sig;
+    }
+    return -1;
+}
+
+void hh_leaks_configure(void) {
+    g_at_exit = heaphook_env_bool("HEAPHOOK_LEAK_CHECK", NULL, true);
+    const char *sig = heaphook_env_get("HEAPHOOK_LEAK_SIGNAL", NULL);
+    g_signal = hh_signal_number(sig);
+    if (g_signal < 0) {
+        heaphook_config_fail("HEAPHOOK_LEAK_SIGNAL", sig,
+                             "a signal name or number (USR1, USR2, 12)", "USR2");
+    }
+    g_stop_signal =
+        (int)heaphook_env_long("HEAPHOOK_LEAK_STOP_SIGNAL", NULL, SIGRTMAX - 2, SIGRTMIN, SIGRTMAX);
+    g_stop_timeout_ms = heaphook_env_long("HEAPHOOK_LEAK_STOP_TIMEOUT_MS", NULL, 1000, 1, 600000);
+    g_auto = g_at_exit || g_signal > 0;
+    typedef void (*tls_info_fn)(size_t *, size_t *);
+    tls_info_fn info = (tls_info_fn)dlsym(RTLD_DEFAULT, "_dl_get_tls_static_info");
+    if (info != NULL) {
+        size_t size = 0, align = 0;
+        info(&size, &align);
+        if (size > 0 && size < (64u << 20)) g_static_tls = size;
+    }
+    if (g_auto) atomic_store(&hh_leaks_on, 1);
+}
+
+void hh_leaks_start(void) {
+    if (g_signal <= 0) return;
+    if (g_pipe_pid != getpid()) {
+        if (g_pipe[0] >= 0) close(g_pipe[0]);
+        if (g_pipe[1] >= 0) close(g_pipe[1]);
+        if (pipe2(g_pipe, O_CLOEXEC) != 0) return;
+        for (int i = 0; i < 2; i++) {
+            int high = fcntl(g_pipe[i], F_DUPFD_CLOEXEC, 200);
+            if (high >= 0) {
+                close(g_pipe[i]);
+                g_pipe[i] = high;
+            }
+        }
+        fcntl(g_pipe[1], F_SETFL, O_NONBLOCK);
+        g_pipe_pid = getpid();
+        g_thread_started = false;
+    }
+    if (g_thread_started) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = hh_leak_signal_handler;
+    sa.sa_flags = SA_RESTART;
+    sigaction(g_signal, &sa, NULL);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    pthread_t t;
+    g_thread_started = pthread_create(&t, &attr, hh_leak_thread, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+__attribute__((noinline)) void hh_leaks_at_exit(void) {
+    if (!g_at_exit || !atomic_load(&hh_leaks_on)) return;
+    long r;
+    HH_CHECK_HERE(HH_TRIGGER_EXIT, false, r);
+    (void)r;
+}
+
+void hh_leaks_fork_prepare(void) {
+    hh_spin_lock(&g_check_lock);
+    hh_lock_table();
+}
+
+void hh_leaks_fork_parent(void) {
+    hh_unlock_table();
+    hh_spin_unlock(&g_check_lock);
+}
+
+void hh_leaks_fork_child(void) {
+    hh_unlock_table();
+    hh_spin_unlock(&g_check_lock);
+    for (unsigned i = 0; i < HH_MAX_TRACER_TIDS; i++) atomic_store(&g_tracer_tids[i], 0);
+    atomic_store(&g_stw.active, 0);
+    g_check_no = 0;
+    g_nresult = 0;
+}

@@ -1,0 +1,283 @@
+/*
+ * leaks.c — the leak checker's test program (test/leaks.test.ts). Every scenario prints its
+ * expected verdicts before the checks run:
+ *
+ *   expect <pid> <mode> <leaked|reachable> <address> <name>
+ *
+ * mode "auto" is the conservative check at exit, "precise" the precise API's check
+ * (heaphook_leak_check_precise, run once after the set-up); the precise check's own listing
+ * (heaphook_leaks_print) follows as "leak <address> <size> <type>" lines.
+ *
+ *   hh_test_leaks scenarios   the blind spots of the classic design, and typed objects
+ *   hh_test_leaks fork        a leak in the parent, another in the child: both logs check
+ *   hh_test_leaks signal      threads allocate while the process sends itself SIGUSR2
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heaphook/leaks.h"
+
+#define MASK 0x5a5a5a5a5a5a5a5aull
+
+static void expect(const char *mode, const char *verdict, const void *p, const char *name) {
+    printf("expect %d %s %s %#lx %s\n", (int)getpid(), mode, verdict, (unsigned long)p, name);
+}
+
+/* ---- the classic design's blind spots, untyped (automatic mode) -------------------------- */
+
+struct holder {
+    uintptr_t n; /* a pointer kept in an integer */
+};
+struct inner {
+    int y;
+    void *p;
+};
+struct outer {
+    long x;
+    struct inner in;
+    long z;
+};
+union u {
+    double d;
+    void *p;
+    long l;
+};
+struct link {
+    struct link *next;
+    long pad[3];
+};
+
+struct holder *g_int_holder; /* not static: the stores stay */
+char *g_interior;
+struct inner *g_embedded;
+union u *g_union;
+
+static atomic_uintptr_t g_thread_block; /* masked: not a pointer */
+static atomic_int g_thread_ready;
+static int g_block_pipe[2];
+
+static void *stack_holder(void *arg) {
+    (void)arg;
+    void *volatile b = malloc(48);
+    memset(b, 0, 48);
+    atomic_store(&g_thread_block, (uintptr_t)b ^ MASK);
+    atomic_store(&g_thread_ready, 1);
+    char c;
+    while (read(g_block_pipe[0], &c, 1) < 0) {
+    }
+    free(b);
+    return NULL;
+}
+
+__attribute__((noinline)) static void blind_spots(void) {
+    g_int_holder = malloc(sizeof *g_int_holder);
+    void *b1 = malloc(40);
+    g_int_holder->n = (uintptr_t)b1;
+    expect("auto", "reachable", g_int_holder, "int-holder");
+    expect("auto", "reachable", b1, "int-field");
+
+    char *b2 = malloc(64);
+    g_interior = b2 + 24;
+    expect("auto", "reachable", b2, "interior");
+
+    struct outer *o = malloc(sizeof *o);
+    void *b3 = malloc(24);
+    o->in.p = b3;
+    g_embedded = &o->in;
+    expect("auto", "reachable", o, "embedding-outer");
+    expect("auto", "reachable", b3, "embedded-pointee");
+
+    g_union = malloc(sizeof *g_union);
+    void *b4 = malloc(32);
+    g_union->p = b4;
+    expect("auto", "reachable", g_union, "union-holder");
+    expect("auto", "reachable", b4, "union");
+
+    struct link *c1 = malloc(sizeof *c1), *c2 = malloc(sizeof *c2);
+    c1->next = c2;
+    c2->next = c1;
+    expect("auto", "leaked", c1, "cycle-a");
+    expect("auto", "leaked", c2, "cycle-b");
+
+    struct link *l1 = malloc(sizeof *l1), *l2 = malloc(sizeof *l2);
+    l1->next = l2;
+    l2->next = NULL;
+    expect("auto", "leaked", l1, "lost");
+    expect("auto", "leaked", l2, "only-from-leaked");
+}
+
+__attribute__((noinline)) static void other_thread_stack(void) {
+    if (pipe(g_block_pipe) != 0) abort();
+    pthread_t t;
+    pthread_create(&t, NULL, stack_holder, NULL);
+    pthread_detach(t);
+    while (!atomic_load(&g_thread_ready)) usleep(1000);
+    expect("auto", "reachable", (void *)(atomic_load(&g_thread_block) ^ MASK), "thread-stack");
+}
+
+/* ---- typed objects (precise API, and the automatic mode's use of their layouts) ---------- */
+
+struct node {
+    long key;
+    struct node *next;
+    char name[16];
+};
+
+struct node *g_root_node;    /* registered root */
+struct node *g_unregistered; /* a global the precise model does not know */
+
+__attribute__((noinline)) static void typed(void) {
+    heaphook_field fields[] = {
+        {"key", "long", offsetof(struct node, key), sizeof(long), 0},
+        {"next", "struct node *", offsetof(struct node, next), sizeof(void *), 1},
+        {"name", "char[16]", offsetof(struct node, name), 16, 0},
+    };
+    int node = heaphook_type_register("node", sizeof(struct node), fields, 3);
+    heaphook_field ptr_field[] = {{"p", "struct node *", 0, sizeof(void *), 1}};
+    int node_ptr = heaphook_type_register("node_ptr", sizeof(void *), ptr_field, 1);
+    if (node <= 0 || node_ptr <= 0) abort();
+    heaphook_root_add(&g_root_node, node_ptr);
+
+    struct node *a = heaphook_alloc_typed(node, 1);
+    struct node *b = heaphook_alloc_typed(node, 1);
+    struct node *c = heaphook_alloc_typed(node, 1);
+    g_root_node = a;
+    a->next = c;
+    a->key = (long)b; /* not a pointer field: keeps nothing alive */
+    expect("precise", "reachable", a, "typed-root");
+    expect("auto", "reachable", a, "typed-root");
+    expect("precise", "reachable", c, "typed-next");
+    expect("auto", "reachable", c, "typed-next");
+    expect("precise", "leaked", b, "typed-key");
+    expect("auto", "leaked", b, "typed-key");
+
+    struct node *d = heaphook_alloc_typed(node, 1), *e = heaphook_alloc_typed(node, 1);
+    d->next = e;
+    e->next = d;
+    expect("precise", "leaked", d, "typed-cycle-a");
+    expect("auto", "leaked", d, "typed-cycle-a");
+    expect("precise", "leaked", e, "typed-cycle-b");
+    expect("auto", "leaked", e, "typed-cycle-b");
+
+    struct node *f = heaphook_alloc_typed(node, 1);
+    g_unregistered = f;
+    expect("precise", "leaked", f, "typed-unregistered-global");
+    expect("auto", "reachable", f, "typed-unregistered-global");
+
+    struct node *g = heaphook_alloc_typed(node, 1), *h = heaphook_alloc_typed(node, 1);
+    heaphook_root_mark(g, 1);
+    g->next = h;
+    expect("precise", "reachable", g, "typed-dynamic-root");
+    expect("auto", "reachable", g, "typed-dynamic-root");
+    expect("precise", "reachable", h, "typed-from-dynamic-root");
+    expect("auto", "reachable", h, "typed-from-dynamic-root");
+}
+
+__attribute__((noinline)) static void precise_check(void) {
+    long n = heaphook_leak_check_precise();
+    printf("precise-check %ld\n", n);
+    fflush(stdout);
+    heaphook_leaks_print(1);
+}
+
+/* Overwrites the dead stack the set-up used. */
+__attribute__((noinline)) static void scrub(void) {
+    volatile char junk[32768];
+    memset((char *)junk, 0, sizeof junk);
+}
+
+static int scenarios(void) {
+    blind_spots();
+    other_thread_stack();
+    typed();
+    fflush(stdout);
+    precise_check();
+    scrub();
+    return 0;
+}
+
+/* ---- fork -------------------------------------------------------------------------------- */
+
+void *g_kept;
+
+__attribute__((noinline)) static void lose(const char *name, size_t size) {
+    void *p = malloc(size);
+    memset(p, 1, size);
+    expect("auto", "leaked", p, name);
+}
+
+__attribute__((noinline)) static void keep(const char *name, size_t size) {
+    g_kept = malloc(size);
+    expect("auto", "reachable", g_kept, name);
+}
+
+static int forking(void) {
+    lose("parent-lost", 40);
+    keep("parent-kept", 40);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        lose("child-lost", 56);
+        keep("child-kept", 56);
+        fflush(stdout);
+        scrub();
+        exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    scrub();
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+/* ---- a check on HEAPHOOK_LEAK_SIGNAL while threads allocate ------------------------------ */
+
+static atomic_int g_stop;
+
+static void *churn(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *ring[64] = {0};
+    for (unsigned i = 0; !atomic_load(&g_stop); i++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned k = i % 64;
+        free(ring[k]);
+        ring[k] = malloc(16 + (seed >> 16) % 512);
+    }
+    for (int k = 0; k < 64; k++) free(ring[k]);
+    return NULL;
+}
+
+static int signalled(void) {
+    lose("signal-lost", 72);
+    keep("signal-kept", 72);
+    fflush(stdout);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 1));
+    for (int n = 0; n < 3; n++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        kill(getpid(), SIGUSR2);
+    }
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    atomic_store(&g_stop, 1);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    scrub();
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *what = argc > 1 ? argv[1] : "scenarios";
+    if (strcmp(what, "scenarios") == 0) return scenarios();
+    if (strcmp(what, "fork") == 0) return forking();
+    if (strcmp(what, "signal") == 0) return signalled();
+    fprintf(stderr, "usage: hh_test_leaks scenarios|fork|signal\n");
+    return 2;
+}
