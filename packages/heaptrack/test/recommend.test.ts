@@ -72,6 +72,28 @@ big = bytearray(3_000_000)
 print(len(back), sum(d["k"] for d in back), len(text))
 `;
 
+/** Two threads, one after the other, each allocating and freeing ~10 MB of 600-byte objects
+ * (through malloc: pymalloc keeps only objects up to 512 bytes); the first waits, alive, until
+ * the second is done. */
+const PY_THREADS = `
+import threading
+first_done, release = threading.Event(), threading.Event()
+def work():
+    keep = [bytes(600 + i % 7) for i in range(16000)]
+    return sum(len(b) for b in keep)
+result = []
+def first():
+    result.append(work())
+    first_done.set()
+    release.wait()
+a = threading.Thread(target=first)
+a.start()
+first_done.wait()
+print(result[0], work())
+release.set()
+a.join()
+`;
+
 describe('heaphook recommend', () => {
   it('workload: the printed recommendation runs without pool growth; below the minimum it grows', async () => {
     const { dir, log, stdout } = recordOne('rec-workload', workload, ['counts']);
@@ -161,7 +183,7 @@ describe('heaphook recommend', () => {
   });
 
   it('a multithreaded program gets one shared heap (HEAPHOOK_TLSF_THREAD_HEAPS=0), said in the output', async () => {
-    const { dir, log, stdout } = recordOne('rec-threads', workload, ['trade', '2', '20000']);
+    const { dir, log, stdout } = recordOne('rec-threads', workload, ['trade', '2', '5000']);
     const cli = heaphook(['recommend', '--json', log], dir);
     expect(cli.status, cli.stderr).toBe(0);
     const json = JSON.parse(cli.stdout) as Recommendation & { threadHeaps: boolean };
@@ -175,6 +197,30 @@ describe('heaphook recommend', () => {
     expect(ok.status, ok.stderr).toBe(0);
     expect(ok.stdout).toBe(stdout);
     expect(ok.stderr).not.toMatch(GROWTH);
+  });
+
+  it('why thread heaps are off: two threads peaking one after the other need the sum of their peaks with them on', async () => {
+    const dir = scratch('rec-python-threads');
+    const script = join(dir, 'threads.py');
+    writeFileSync(script, PY_THREADS);
+    const rec = traced(dir, python3, [script]);
+    expect(rec.status, rec.stderr).toBe(0);
+    expect(rec.stdout).toBe('9647995 9647995\n');
+    const r = await recommend(logsIn(dir)[0]!);
+    expect(r.threads).toBe(2);
+    expect(r.env.HEAPHOOK_TLSF_THREAD_HEAPS).toBe('0');
+
+    const ok = underTlsf(dir, r, r.env);
+    expect(ok.status, ok.stderr).toBe(0);
+    expect(ok.stdout).toBe('9647995 9647995\n');
+    expect(ok.stderr).not.toMatch(GROWTH);
+
+    // The same pool with thread heaps on: the first thread's heap keeps the chunks of its
+    // ~10 MB peak while the main thread borrows its own, so the pool grows.
+    const on = underTlsf(dir, r, { ...r.env, HEAPHOOK_TLSF_THREAD_HEAPS: '1' });
+    expect(on.status, on.stderr).toBe(0);
+    expect(on.stdout).toBe('9647995 9647995\n');
+    expect(on.stderr).toMatch(GROWTH);
   });
 
   it('--margin and --json: the margin is applied to the replayed minimum', async () => {

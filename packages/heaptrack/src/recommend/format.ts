@@ -119,11 +119,11 @@ export function formatRecommendation(r: Recommendation, libraryPath: string): st
       'should the program need more than recorded, one growth serves any request it made.',
   );
   out.push(
-    'HEAPHOOK_TLSF_THREAD_HEAPS=0: the replay is one TLSF heap, which is what the backend runs ' +
-      'with thread heaps off. With thread heaps on (the default, even for one thread), each ' +
-      'thread carves chunks from the pool (256 KiB, then doubling up to 64 MiB) and keeps ' +
-      'cached blocks, so the pool it needs can be up to about twice larger and depends on ' +
-      'thread timing: a single replay cannot bound it.' +
+    'HEAPHOOK_TLSF_THREAD_HEAPS=0: the replay is one TLSF heap, exactly what the backend runs ' +
+      'with thread heaps off. With thread heaps on (the default), each thread allocates from ' +
+      'chunks it borrows from the pool and keeps (its own peak), plus a cache of freed small ' +
+      'blocks: threads that peak at different times need about the sum of their peaks, which ' +
+      'the log order does not determine, and even one thread carves the pool differently.' +
       (r.threads > 1 ? ` This program has ${r.threads} threads.` : ''),
   );
   for (const note of r.notes) out.push(`Note: ${note}`);
