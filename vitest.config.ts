@@ -3,6 +3,6 @@ import { defineConfig } from 'vitest/config';
 // Running `npx vitest` at the root runs every package's suite; `npm test` runs them through nx.
 export default defineConfig({
   test: {
-    projects: ['packages/*'],
+    projects: ['packages/*', 'tools'],
   },
 });

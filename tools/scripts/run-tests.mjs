@@ -10,13 +10,16 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
-const packagesDir = join(root, 'packages');
-const packages = readdirSync(packagesDir).filter((name) => {
-  const manifest = join(packagesDir, name, 'package.json');
+// Every workspace folder with a test script: packages/* and tools (the generator and pack tests).
+const packages = [
+  ...readdirSync(join(root, 'packages')).map((name) => join('packages', name)),
+  'tools',
+].filter((dir) => {
+  const manifest = join(root, dir, 'package.json');
   if (!existsSync(manifest)) return false;
   return typeof JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test === 'string';
 });
-const reportOf = (name) => join(packagesDir, name, 'test-results.json');
+const reportOf = (dir) => join(root, dir, 'test-results.json');
 for (const name of packages) rmSync(reportOf(name), { force: true });
 
 const extra = process.argv.slice(2);
