@@ -7,6 +7,7 @@ export class SizeHistogram {
 
   static bucketOf(size: number): number {
     if (size <= 0) return 0;
+    if (size < 0x80000000) return 32 - Math.clz32(size);
     return Math.min(64, Math.floor(Math.log2(size)) + 1);
   }
 

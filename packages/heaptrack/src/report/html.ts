@@ -98,12 +98,10 @@ export function reportHtml(parts: HtmlParts): string {
   );
   const latencyCharts = [...parts.latency.entries()].map(([op, h]) =>
     barChartSvg(
-      h
-        .coarse()
-        .map((r) => ({
-          label: `${formatDuration(r.from)}–${formatDuration(r.to)}`,
-          value: r.count,
-        })),
+      h.coarse().map((r) => ({
+        label: `${formatDuration(r.from)}–${formatDuration(r.to)}`,
+        value: r.count,
+      })),
       { title: `${op}: time in the allocator`, id: `latency-${op}` },
     ),
   );

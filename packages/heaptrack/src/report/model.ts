@@ -6,7 +6,6 @@
  * calls, bytes, live bytes and the live bytes at the moment of the peak.
  */
 import {
-  OPS,
   type EndRecord,
   type EventRecord,
   type LeakCheckRecord,
@@ -17,6 +16,7 @@ import {
   type StackNodeRecord,
 } from '../records.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
+import { LiveTable } from './live.js';
 import { leakVerdict, type LeakCheck, type LeakedBlock, type LeakVerdict } from './leaks.js';
 import { HeapSeries, type SeriesPoint } from './series.js';
 
@@ -46,12 +46,6 @@ export interface SiteStats {
   temporary: number;
   /** Internal: the peak epoch peakBytes was taken in. */
   epoch: number;
-}
-
-interface Block {
-  readonly size: number;
-  readonly weight: number;
-  readonly site: SiteStats;
 }
 
 export interface ReportModel {
@@ -95,16 +89,30 @@ export class ReportBuilder {
   private end: EndRecord | undefined;
   private readonly modules: ModuleRecord[] = [];
   private readonly stacks = new Map<number, StackNodeRecord>();
-  private readonly calls = Object.fromEntries(OPS.map((op) => [op, 0])) as Record<Op, number>;
+  // An object literal (fast properties), not Object.fromEntries (a dictionary).
+  private readonly calls: Record<Op, number> = {
+    malloc: 0,
+    calloc: 0,
+    realloc: 0,
+    reallocarray: 0,
+    free: 0,
+    posix_memalign: 0,
+    memalign: 0,
+    aligned_alloc: 0,
+    valloc: 0,
+    pvalloc: 0,
+    realloc_done: 0,
+  };
   private events = 0;
-  private readonly live = new Map<number, Block>();
+  private readonly live = new LiveTable();
   private readonly pending = new Map<
     number,
     { ptr: number; size: number; weight: number; stack: number }
   >();
-  private readonly sites = new Map<number, SiteStats>();
-  /** Per thread: the block its previous event allocated, to spot temporary allocations. */
-  private readonly lastAllocated = new Map<number, number>();
+  private readonly siteIndex = new Map<number, number>();
+  private readonly sites: SiteStats[] = [];
+  /** Per thread: the block its previous event allocated (0: none), to spot temporary allocations. */
+  private readonly lastAllocated = new Map<number, { ptr: number }>();
   private liveBytes = 0;
   private allocatedBytes = 0;
   private peakBytes = 0;
@@ -154,11 +162,11 @@ export class ReportBuilder {
         this.end = r;
         break;
       case 'leak': {
-        const block = this.live.get(r.ptr);
+        const slot = this.live.find(r.ptr);
         this.pendingLeaks.push({
           ptr: r.ptr,
-          bytes: block?.weight ?? r.size,
-          stack: block?.site.stack ?? 0,
+          bytes: slot >= 0 ? this.live.weightAt(slot) : r.size,
+          stack: slot >= 0 ? this.sites[this.live.siteAt(slot)]!.stack : 0,
         });
         break;
       }
@@ -171,10 +179,13 @@ export class ReportBuilder {
     }
   }
 
-  private site(stack: number): SiteStats {
-    let s = this.sites.get(stack);
-    if (s === undefined) {
-      s = {
+  /** The index of a stack's site in this.sites. */
+  private site(stack: number): number {
+    let index = this.siteIndex.get(stack);
+    if (index === undefined) {
+      index = this.sites.length;
+      this.siteIndex.set(stack, index);
+      this.sites.push({
         stack,
         allocations: 0,
         bytes: 0,
@@ -183,10 +194,9 @@ export class ReportBuilder {
         peakBytes: 0,
         temporary: 0,
         epoch: 0,
-      };
-      this.sites.set(stack, s);
+      });
     }
-    return s;
+    return index;
   }
 
   /** Before a site's live bytes change: if the peak moved since, its value then is its value now. */
@@ -198,15 +208,15 @@ export class ReportBuilder {
   }
 
   private addBlock(ptr: number, size: number, weight: number, stack: number, time: number): void {
-    const previous = this.live.get(ptr);
-    if (previous !== undefined) this.removeBlock(ptr); // should not happen; keep totals sane
-    const site = this.site(stack);
+    if (this.live.find(ptr) >= 0) this.removeBlock(ptr); // should not happen; keep totals sane
+    const index = this.site(stack);
+    const site = this.sites[index]!;
     this.touch(site);
     site.allocations++;
     site.bytes += weight;
     site.liveBlocks++;
     site.liveBytes += weight;
-    this.live.set(ptr, { size, weight, site });
+    this.live.add(ptr, size, weight, index);
     this.liveBytes += weight;
     this.allocatedBytes += weight;
     this.sizes.add(size);
@@ -222,19 +232,20 @@ export class ReportBuilder {
     this.series.add(time, this.liveBytes);
   }
 
-  private removeBlock(ptr: number, time?: number): Block | undefined {
-    const block = this.live.get(ptr);
-    if (block === undefined) {
+  private removeBlock(ptr: number, time?: number): void {
+    const slot = this.live.find(ptr);
+    if (slot < 0) {
       this.unknownFrees++;
-      return undefined;
+      return;
     }
-    this.live.delete(ptr);
-    this.touch(block.site);
-    block.site.liveBlocks--;
-    block.site.liveBytes -= block.weight;
-    this.liveBytes -= block.weight;
+    const site = this.sites[this.live.siteAt(slot)]!;
+    const weight = this.live.weightAt(slot);
+    this.live.remove(ptr, slot);
+    this.touch(site);
+    site.liveBlocks--;
+    site.liveBytes -= weight;
+    this.liveBytes -= weight;
     if (time !== undefined) this.series.add(time, this.liveBytes);
-    return block;
   }
 
   private event(e: EventRecord): void {
@@ -248,19 +259,21 @@ export class ReportBuilder {
         h.add(e.duration);
       }
       // A temporary allocation: the thread's very next event frees it.
-      const previous = this.lastAllocated.get(e.tid);
-      if (previous !== undefined) {
-        this.lastAllocated.delete(e.tid);
+      let last = this.lastAllocated.get(e.tid);
+      if (last === undefined) this.lastAllocated.set(e.tid, (last = { ptr: 0 }));
+      const previous = last.ptr;
+      if (previous !== 0) {
+        last.ptr = 0;
         const freesIt =
           (e.op === 'free' && e.ptr === previous) ||
           ((e.op === 'realloc' || e.op === 'reallocarray') &&
             e.oldPtr === previous &&
             e.ptr === 0 &&
             e.size === 0);
-        const block = freesIt ? this.live.get(previous) : undefined;
-        if (block !== undefined) {
+        const slot = freesIt ? this.live.find(previous) : -1;
+        if (slot >= 0) {
           this.temporary++;
-          block.site.temporary++;
+          this.sites[this.live.siteAt(slot)]!.temporary++;
         }
       }
     }
@@ -281,7 +294,7 @@ export class ReportBuilder {
         if (e.split) this.pending.set(e.tid, { ptr: e.ptr, size: bytes, weight, stack: e.stack });
         else {
           this.addBlock(e.ptr, bytes, weight, e.stack, e.time);
-          this.lastAllocated.set(e.tid, e.ptr);
+          this.allocatedBy(e.tid, e.ptr);
         }
         return;
       }
@@ -290,7 +303,7 @@ export class ReportBuilder {
         if (moved !== undefined) {
           this.pending.delete(e.tid);
           this.addBlock(moved.ptr, moved.size, moved.weight, moved.stack, e.time);
-          this.lastAllocated.set(e.tid, moved.ptr);
+          this.allocatedBy(e.tid, moved.ptr);
         }
         return;
       }
@@ -300,16 +313,22 @@ export class ReportBuilder {
           return;
         }
         this.addBlock(e.ptr, bytes, weight, e.stack, e.time);
-        this.lastAllocated.set(e.tid, e.ptr);
+        this.allocatedBy(e.tid, e.ptr);
     }
+  }
+
+  private allocatedBy(tid: number, ptr: number): void {
+    const last = this.lastAllocated.get(tid);
+    if (last !== undefined) last.ptr = ptr;
+    else this.lastAllocated.set(tid, { ptr });
   }
 
   finish(): ReportModel {
     const neverFreedBlocks: LeakedBlock[] = [];
-    for (const [ptr, b] of this.live) {
-      neverFreedBlocks.push({ ptr, bytes: b.weight, stack: b.site.stack });
+    for (const [ptr, , weight, site] of this.live.entries()) {
+      neverFreedBlocks.push({ ptr, bytes: weight, stack: this.sites[site]!.stack });
     }
-    for (const site of this.sites.values()) this.touch(site);
+    for (const site of this.sites) this.touch(site);
     const sum = (ops: readonly Op[]): number => ops.reduce((n, op) => n + this.calls[op], 0);
     return {
       ...(this.process !== undefined ? { process: this.process } : {}),
@@ -336,7 +355,7 @@ export class ReportBuilder {
       sizeHistogram: this.sizes,
       latency: this.latency,
       series: this.series.points(),
-      sites: [...this.sites.values()],
+      sites: [...this.sites],
       unknownFrees: this.unknownFrees,
       failedCalls: this.failedCalls,
       dropped: this.end?.dropped ?? 0,

@@ -52,34 +52,42 @@ export function startProgress(path: string, enabled = process.stderr.isTTY === t
   } catch {
     return none;
   }
-  // Small logs are done before a bar would be worth drawing.
-  if (size < 4 * 1024 * 1024) return none;
+  // The decoder reads 1 MiB at a time: below a few MiB its position says little, so small
+  // (well compressed) logs get an event counter instead of a bar.
+  const byPosition = size >= 4 * 1024 * 1024;
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
-      format: 'reading {bar} {percentage}% | {events} events | {eta_formatted} left',
+      format: byPosition
+        ? 'reading {bar} {percentage}% | {events} events | {eta_formatted} left'
+        : 'reading {events} events | {duration_formatted}',
       hideCursor: true,
       clearOnComplete: true,
       etaBuffer: 20,
     },
     cliProgress.Presets.shades_classic,
   );
-  bar.start(size, 0, { events: '0' });
   const hint: { fd?: string } = {};
-  let events = 0;
-  const timer = setInterval(() => {
-    const pos = filePosition(target, hint);
-    if (pos !== undefined)
-      bar.update(Math.min(pos, size), { events: events.toLocaleString('en-US') });
-  }, 200);
-  timer.unref();
+  const started = Date.now();
+  let shown = false;
+  let drawn = 0;
+  const draw = (events: number): void => {
+    const now = Date.now();
+    // Only when reading takes more than a second; at most five times a second.
+    if (now - started < 1000 || now - drawn < 200) return;
+    drawn = now;
+    if (!shown) {
+      bar.start(size, 0, { events: '0' });
+      shown = true;
+    }
+    const pos = byPosition ? (filePosition(target, hint) ?? 0) : 0;
+    bar.update(Math.min(pos, size), { events: events.toLocaleString('en-US') });
+  };
   return {
-    update: (n) => {
-      events = n;
-    },
+    update: draw,
     stop: () => {
-      clearInterval(timer);
-      bar.update(size, { events: events.toLocaleString('en-US') });
+      if (!shown) return;
+      bar.update(size, { events: '' });
       bar.stop();
     },
   };

@@ -19,7 +19,7 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
   const n = options.sites ?? 5;
   const out: string[] = [];
   out.push(`log: ${j.log}`);
-  if (j.pid !== null) out.push(`process: ${j.pid} ${j.argv.join(' ')}`);
+  if (j.pid !== null) out.push(`process: ${j.pid} ${j.argv.map(quote).join(' ')}`);
   out.push(`duration: ${formatDuration(j.durationNs)}, ${formatCount(j.events)} events`);
   out.push(
     `calls: ${Object.entries(j.calls)
@@ -89,4 +89,9 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
 /** A frame without its module part, for reading. */
 function short(frame: string): string {
   return frame.replace(/ \[[^\]]*\]$/, '');
+}
+
+/** An argument as a shell would need it, on one line. */
+function quote(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : JSON.stringify(arg);
 }
