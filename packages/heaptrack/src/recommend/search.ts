@@ -7,10 +7,10 @@
  *    smaller than that footprint plus the pool's own bookkeeping can serve the log. The same
  *    pass replays the log into a pool too large to fill (64 GiB of address space): how far
  *    into it the blocks reached is the prior, the first guess of the minimum.
- * 2. A pass replays CANDIDATES pools spread from the prior to 4% above it at once. If none
+ * 2. A pass replays pools from 1% below the prior to 4% above it at once (1% apart). If none
  *    serves, exponential search upwards; then binary search, CANDIDATES points per pass,
  *    between the largest pool that failed and the smallest that served, until the gap is below
- *    max(4 KiB, 1/128 of the size).
+ *    max(4 KiB, 1% of the size): precise enough under a 25% margin and 1 MiB rounding.
  * 3. The recommended size (minimum + margin, rounded up) is replayed to confirm it: every pass
  *    of step 2 replays the recommendations its sizes would lead to as well, so this costs no
  *    pass of its own unless the rounding lands on a pool that fails.
@@ -221,7 +221,11 @@ async function run(
   // into it; a pool that serves is usually that plus the rounding of the largest requests
   // (TLSF rounds a search up to its size class: at most 1/32 of the request).
   const prior = Math.max(lowerBound, roundUp(big.highWater + TlsfHeap.poolOverhead, 16));
-  await probe(spread(prior - 16, roundUp(prior * 1.04 + 8192, 16), CANDIDATES));
+  // Pools from 1% below the prior (should the prior itself serve) to 4% above it.
+  const step = (prior * 0.04 + 8192) / (CANDIDATES - 1);
+  const around = [Math.max(lowerBound, roundUp(prior * 0.99, 16))];
+  for (let i = 0; i < CANDIDATES; i++) around.push(roundUp(prior + i * step, 16));
+  await probe([...new Set(around)]);
   // Then upwards, geometrically, until a pool serves.
   let factor = 1.25;
   while (hi === 0) {
@@ -234,7 +238,7 @@ async function run(
     factor = Math.min(factor * factor, 4);
   }
   // Then the bracket, narrowed CANDIDATES points at a time.
-  const precisionOf = (size: number): number => Math.max(AREA_MIN, roundUp(size / 128, 16));
+  const precisionOf = (size: number): number => Math.max(AREA_MIN, roundUp(size / 100, 16));
   while (hi - lo > precisionOf(hi)) {
     const sizes = spread(lo, hi, CANDIDATES + 1).filter((s) => s < hi);
     if (sizes.length === 0) break;
