@@ -109,7 +109,11 @@ describe('heaphook report on the exact-count workload', () => {
 
   beforeAll(async () => {
     dir = scratch('report');
-    const run = traced(dir, workload, ['counts'], { HEAPHOOK_TIMING: '1' });
+    // Without the exit leak check: leaked = never freed (the check's verdict is tested below).
+    const run = traced(dir, workload, ['counts'], {
+      HEAPHOOK_TIMING: '1',
+      HEAPHOOK_LEAK_CHECK: '0',
+    });
     expect(run.status, run.stderr).toBe(0);
     expected = JSON.parse(run.stdout) as Expected;
     log = logsIn(dir)[0]!;
@@ -302,6 +306,27 @@ describe('heaphook report on the exact-count workload', () => {
     }
     expect(dom).toContain('peak_site');
     expect(dom).toContain('10,089,200 bytes');
+  });
+});
+
+describe('heaphook report with a leak check in the log', () => {
+  it("counts as leaked the blocks of the check's LEAK records, the rest as reachable at exit", () => {
+    const dir = scratch('report-leaks');
+    const run = traced(dir, workload, ['counts']); // HEAPHOOK_LEAK_CHECK is on by default
+    expect(run.status, run.stderr).toBe(0);
+    const expected = JSON.parse(run.stdout) as Expected;
+    const cli = heaphook(['report', '--json', logsIn(dir)[0]!]);
+    expect(cli.status, cli.stderr).toBe(0);
+    const json = JSON.parse(cli.stdout) as ReportJson;
+    expect(json.leakSource).toBe('leak-check');
+    // the 7 blocks live at exit are either unreachable (leaked) or reachable, none lost
+    expect(json.neverFreedBlocks).toBe(expected.leakedBlocks);
+    expect(json.neverFreedBytes).toBe(expected.leakedBytes);
+    expect(json.leakedBlocks + json.reachableAtExitBlocks).toBe(expected.leakedBlocks);
+    expect(json.leakedBytes + json.reachableAtExitBytes).toBe(expected.leakedBytes);
+    // leaked blocks carry the stack of their allocation
+    expect(json.leakSites.reduce((n, s) => n + s.blocks, 0)).toBe(json.leakedBlocks);
+    for (const site of json.leakSites) expect(site.stack[0]).toMatch(/^leak_site /);
   });
 });
 
