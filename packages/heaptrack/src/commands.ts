@@ -9,13 +9,92 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { LogFormatError } from './decoder.js';
+import { decodeLogBatches, LogFormatError } from './decoder.js';
 import { dump } from './dump.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
 import { record } from './record.js';
-import { framesOf, summarize } from './summary.js';
+import type { LeakCheckRecord, StackNodeRecord } from './records.js';
+import { framesOf, HeapReplay, summarize } from './summary.js';
 import { formatFrame, Symbolizer } from './symbolize.js';
+
+interface Site {
+  stack: number;
+  blocks: number;
+  bytes: number;
+}
+
+interface CheckView {
+  readonly check: LeakCheckRecord;
+  readonly leaked: Site[];
+  readonly reachable: Site[];
+}
+
+function bySite(blocks: Iterable<{ stack: number; size: number }>): Site[] {
+  const sites = new Map<number, Site>();
+  for (const b of blocks) {
+    const site = sites.get(b.stack) ?? { stack: b.stack, blocks: 0, bytes: 0 };
+    site.blocks++;
+    site.bytes += b.size;
+    sites.set(b.stack, site);
+  }
+  return [...sites.values()].sort((a, b) => b.bytes - a.bytes || b.blocks - a.blocks);
+}
+
+/** The leak checks of a log (LEAK / LEAK_CHECK records), their blocks grouped by allocation
+ * stack: the stack of the event that allocated each block, replayed up to the check. */
+async function leakChecks(path: string): Promise<CheckView[]> {
+  const replay = new HeapReplay();
+  const views: CheckView[] = [];
+  let leakedNow: number[] = [];
+  for await (const batch of decodeLogBatches(path)) {
+    for (const r of batch) {
+      if (r.type === 'event') replay.apply(r);
+      else if (r.type === 'leak') leakedNow.push(r.ptr);
+      else if (r.type === 'leak_check') {
+        const live = replay.live;
+        const leakedSet = new Set(leakedNow);
+        const leaked = leakedNow.map((ptr) => ({
+          stack: live.get(ptr)?.stack ?? 0,
+          size: live.get(ptr)?.size ?? 0,
+        }));
+        const reachable = [...live.values()].filter((b) => !leakedSet.has(b.ptr));
+        views.push({ check: r, leaked: bySite(leaked), reachable: bySite(reachable) });
+        leakedNow = [];
+      }
+    }
+  }
+  return views;
+}
+
+async function printLeakChecks(
+  path: string,
+  stacks: ReadonlyMap<number, StackNodeRecord>,
+  symbolizer: Symbolizer,
+  out: string[],
+): Promise<void> {
+  for (const { check: c, leaked, reachable } of await leakChecks(path)) {
+    out.push(
+      `leak check ${c.check} (${c.trigger}): ${c.leakedBlocks} of ${c.liveBlocks} blocks leaked ` +
+        `(${c.leakedBytes} bytes), ${c.reachableBlocks} never freed but still reachable ` +
+        `(${c.reachableBytes} bytes); world stopped ${(c.durationNs / 1e6).toFixed(3)} ms`,
+    );
+    const groups: [string, Site[]][] = [
+      ['leaked', leaked],
+      ['reachable', reachable.slice(0, 5)],
+    ];
+    for (const [label, sites] of groups) {
+      for (const site of sites.slice(0, 10)) {
+        out.push(`  ${label}: ${site.blocks} blocks, ${site.bytes} bytes`);
+        const pcs = framesOf(stacks, site.stack);
+        const frames = await symbolizer.symbolize(pcs);
+        for (const pc of pcs) {
+          for (const f of frames.get(pc) ?? []) out.push(`      ${formatFrame(f)}`);
+        }
+      }
+    }
+  }
+}
 
 async function printSummary(path: string): Promise<void> {
   const s = await summarize(path);
@@ -39,6 +118,7 @@ async function printSummary(path: string): Promise<void> {
     const frames = await symbolizer.symbolize(pcs);
     for (const pc of pcs) for (const f of frames.get(pc) ?? []) out.push(`    ${formatFrame(f)}`);
   }
+  await printLeakChecks(path, s.stacks, symbolizer, out);
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
