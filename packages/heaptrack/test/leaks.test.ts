@@ -1,0 +1,231 @@
+/**
+ * Leak checking (issue 8): the test program test/native/leaks.c prints the verdict it expects
+ * for every block of its scenarios; the checks in the log must reproduce them exactly.
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+
+import { decodeLog, type LeakCheckRecord } from '../src/index.js';
+import { heaphookBin, logsIn, python3, release, scratch, traced } from './helpers.js';
+
+const leaksBin = join(release, 'hh_test_leaks');
+
+interface Expectation {
+  readonly pid: number;
+  readonly mode: 'auto' | 'precise';
+  readonly verdict: 'leaked' | 'reachable';
+  readonly ptr: number;
+  readonly name: string;
+}
+
+interface Check {
+  readonly record: LeakCheckRecord;
+  readonly leaked: Set<number>;
+}
+
+interface LogChecks {
+  readonly pid: number;
+  readonly checks: Check[];
+}
+
+function expectations(stdout: string): Expectation[] {
+  const out: Expectation[] = [];
+  for (const line of stdout.split('\n')) {
+    const m = /^expect (\d+) (auto|precise) (leaked|reachable) 0x([0-9a-f]+) (\S+)$/.exec(line);
+    if (m === null) continue;
+    out.push({
+      pid: Number(m[1]),
+      mode: m[2] as Expectation['mode'],
+      verdict: m[3] as Expectation['verdict'],
+      ptr: Number.parseInt(m[4]!, 16),
+      name: m[5]!,
+    });
+  }
+  return out;
+}
+
+async function checksOf(log: string): Promise<LogChecks> {
+  let pid = 0;
+  const checks: Check[] = [];
+  let leaked = new Set<number>();
+  for await (const r of decodeLog(log)) {
+    if (r.type === 'process') pid = r.pid;
+    if (r.type === 'leak') leaked.add(r.ptr);
+    if (r.type === 'leak_check') {
+      checks.push({ record: r, leaked });
+      leaked = new Set();
+    }
+  }
+  return { pid, checks };
+}
+
+/** Names of the expected blocks a check found leaked, and of those it should have. */
+function compare(check: Check, expected: readonly Expectation[]) {
+  const byPtr = new Map(expected.map((e) => [e.ptr, e.name]));
+  const name = (p: number) => byPtr.get(p) ?? `unexpected 0x${p.toString(16)}`;
+  return {
+    got: [...check.leaked].map(name).sort(),
+    want: expected
+      .filter((e) => e.verdict === 'leaked')
+      .map((e) => e.name)
+      .sort(),
+  };
+}
+
+function run(dir: string, args: string[], env: Record<string, string> = {}) {
+  // hh_test_leaks links libheaphook_heaptrack.so (it calls the precise API): no preload.
+  const r = traced(dir, leaksBin, args, env, []);
+  expect(r.status, r.stderr).toBe(0);
+  return r;
+}
+
+describe('leak checks', () => {
+  it('the automatic check at exit handles every blind spot of the classic design', async () => {
+    const dir = scratch('leaks-auto');
+    const r = run(dir, ['scenarios']);
+    const auto = expectations(r.stdout).filter((e) => e.mode === 'auto');
+    expect(auto.map((e) => e.name)).toEqual(
+      expect.arrayContaining([
+        'int-field',
+        'interior',
+        'embedded-pointee',
+        'union',
+        'cycle-a',
+        'cycle-b',
+        'thread-stack',
+        'lost',
+        'only-from-leaked',
+      ]),
+    );
+    const [log] = logsIn(dir);
+    const { checks } = await checksOf(log!);
+    const exit = checks.filter((c) => c.record.trigger === 'exit');
+    expect(exit).toHaveLength(1);
+    const { got, want } = compare(exit[0]!, auto);
+    expect(got).toEqual(want);
+    // Known layouts: a pointer in a typed object's integer field keeps nothing alive.
+    expect(want).toContain('typed-key');
+    const c = exit[0]!.record;
+    expect(c.leakedBlocks).toBe(want.length);
+    expect(c.leakedBlocks + c.reachableBlocks).toBe(c.liveBlocks);
+    for (const e of auto.filter((x) => x.verdict === 'reachable')) {
+      expect(exit[0]!.leaked.has(e.ptr), e.name).toBe(false);
+    }
+  });
+
+  it('the precise check follows declared pointer fields from registered roots only', async () => {
+    const dir = scratch('leaks-precise');
+    const r = run(dir, ['scenarios']);
+    const precise = expectations(r.stdout).filter((e) => e.mode === 'precise');
+    const [log] = logsIn(dir);
+    const { checks } = await checksOf(log!);
+    const api = checks.filter((c) => c.record.trigger === 'api');
+    expect(api).toHaveLength(1);
+    const { got, want } = compare(api[0]!, precise);
+    expect(got).toEqual(want);
+    expect(want).toEqual([
+      'typed-cycle-a',
+      'typed-cycle-b',
+      'typed-key',
+      'typed-unregistered-global',
+    ]);
+    expect(api[0]!.record.liveBlocks).toBe(precise.length);
+    // heaphook_leaks_print: one line per leaked object with its type.
+    const printed = r.stdout
+      .split('\n')
+      .filter((l) => l.startsWith('leak '))
+      .map((l) => l.split(' '));
+    expect(printed.map((f) => Number.parseInt(f[1]!, 16)).sort()).toEqual(
+      precise
+        .filter((e) => e.verdict === 'leaked')
+        .map((e) => e.ptr)
+        .sort(),
+    );
+    expect(printed.every((f) => f[2] === '32' && f[3] === 'node')).toBe(true);
+  });
+
+  it('the precise check works with the automatic mode off (HEAPHOOK_LEAK_CHECK=0)', async () => {
+    const dir = scratch('leaks-precise-only');
+    const r = run(dir, ['scenarios'], { HEAPHOOK_LEAK_CHECK: '0' });
+    const precise = expectations(r.stdout).filter((e) => e.mode === 'precise');
+    const { checks } = await checksOf(logsIn(dir)[0]!);
+    expect(checks.map((c) => c.record.trigger)).toEqual(['api']);
+    const { got, want } = compare(checks[0]!, precise);
+    expect(got).toEqual(want);
+  });
+
+  it('fork: the parent and the child each check their own heap at exit', async () => {
+    const dir = scratch('leaks-fork');
+    const r = run(dir, ['fork']);
+    const all = expectations(r.stdout);
+    const parentPid = all.find((e) => e.name === 'parent-lost')!.pid;
+    const logs = await Promise.all(logsIn(dir).map(checksOf));
+    expect(logs).toHaveLength(2);
+    for (const { pid, checks } of logs) {
+      expect(checks.map((c) => c.record.trigger)).toEqual(['exit']);
+      // The child inherits the parent's heap: the parent's lost block is lost there too.
+      const mine = pid === parentPid ? all.filter((e) => e.pid === parentPid) : all;
+      const { got, want } = compare(checks[0]!, mine);
+      expect(got).toEqual(want);
+    }
+    expect(logs.map((l) => l.pid)).toContain(parentPid);
+  });
+
+  it('HEAPHOOK_LEAK_SIGNAL runs a check while threads allocate', async () => {
+    const dir = scratch('leaks-signal');
+    const r = run(dir, ['signal'], { HEAPHOOK_LEAK_SIGNAL: 'USR2' });
+    const all = expectations(r.stdout);
+    const { checks } = await checksOf(logsIn(dir)[0]!);
+    const signalled = checks.filter((c) => c.record.trigger === 'signal');
+    expect(signalled.length).toBeGreaterThanOrEqual(1);
+    expect(checks.filter((c) => c.record.trigger === 'exit')).toHaveLength(1);
+    for (const c of checks) {
+      const { got, want } = compare(c, all);
+      expect(got).toEqual(want);
+      expect(want).toEqual(['signal-lost']);
+      // the two threads' blocks (64 each, held in their stacks and registers) are reachable
+      expect(c.record.reachableBlocks).toBeGreaterThan(2);
+    }
+  });
+
+  it('python3 and node run with the exit check, and dump --summary reports it', () => {
+    const dir = scratch('leaks-programs');
+    const py = traced(dir, python3, [
+      '-c',
+      'import json; print(len(json.dumps(list(range(100)))))',
+    ]);
+    expect(py.status, py.stderr).toBe(0);
+    expect(py.stdout).toBe('390\n');
+    const nd = traced(dir, process.execPath, [
+      '-e',
+      'console.log([1, 2, 3].map((x) => x * 2).join())',
+    ]);
+    expect(nd.status, nd.stderr).toBe(0);
+    expect(nd.stdout).toBe('2,4,6\n');
+    const logs = logsIn(dir);
+    expect(logs.length).toBeGreaterThanOrEqual(2);
+    for (const log of logs) {
+      const s = spawnSync(process.execPath, [heaphookBin, 'dump', '--summary', log], {
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      expect(s.status, s.stderr).toBe(0);
+      expect(s.stdout).toMatch(/^leak check 1 \(exit\): \d+ of \d+ blocks leaked/m);
+    }
+  });
+
+  it('dump --summary shows leaked blocks grouped by symbolised allocation stack', () => {
+    const dir = scratch('leaks-summary');
+    run(dir, ['scenarios']);
+    const s = spawnSync(process.execPath, [heaphookBin, 'dump', '--summary', logsIn(dir)[0]!], {
+      encoding: 'utf8',
+    });
+    expect(s.status, s.stderr).toBe(0);
+    const exit = s.stdout.slice(s.stdout.indexOf('(exit)'));
+    expect(exit).toMatch(/never freed but still reachable/);
+    expect(exit).toMatch(/leaked: 1 blocks, 32 bytes\n\s+blind_spots \(.*leaks\.c:\d+\)/);
+    expect(exit).toMatch(/reachable: \d+ blocks, \d+ bytes\n/);
+  });
+});
