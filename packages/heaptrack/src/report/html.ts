@@ -26,7 +26,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-sp
 details summary { cursor: pointer; font-family: "DejaVu Sans Mono", monospace; font-size: 12px; }
 pre.stack { margin: 4px 0; font-size: 11px; white-space: pre-wrap; }
 .figure { overflow-x: auto; background: #fff; border: 1px solid #ddd; padding: 6px; display: inline-block; max-width: 100%; }
-.row { display: flex; flex-wrap: wrap; gap: 24px; }
+.row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
 `;
 
 function num(v: number): string {
