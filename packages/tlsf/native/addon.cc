@@ -52,6 +52,7 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
                                InstanceMethod("fill", &TlsfHeap::Fill),
                                InstanceMethod("verify", &TlsfHeap::Verify),
                                InstanceMethod("destroy", &TlsfHeap::Destroy),
+                               InstanceMethod("replay", &TlsfHeap::Replay),
                            });
     }
 
@@ -138,6 +139,7 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
         base_ = nullptr;
         std::free(control_);
         control_ = nullptr;
+        std::vector<void *>().swap(slots_);
     }
 
     bool Alive(Napi::Env env) {
@@ -280,6 +282,7 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
         o.Set("peakUsed", static_cast<double>(peak_used_));
         o.Set("overhead", static_cast<double>(s.pool_bytes - s.used_bytes - s.free_bytes));
         o.Set("growthCount", static_cast<double>(grow_.growth_count));
+        o.Set("highWater", static_cast<double>(high_water_));
         Napi::Array additions = Napi::Array::New(env, additions_.size());
         for (size_t i = 0; i < additions_.size(); i++)
             additions.Set(static_cast<uint32_t>(i), static_cast<double>(additions_[i]));
@@ -360,6 +363,87 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
         return Napi::Boolean::New(env, true);
     }
 
+    // replay(ops, count): runs count operations of 4 numbers each from ops (a Float64Array)
+    // on blocks named by slot numbers, with one call for many operations (trace replay):
+    //   [0, slot, size, align]    slot = alloc(size, align)
+    //   [1, slot, 0, 0]           free(slot)
+    //   [2, slot, size, newSlot]  newSlot = realloc(slot, size) (no copy); slot is emptied
+    // Operations on an empty slot are skipped. Returns the index of the first operation the
+    // heap could not serve (after growing, if it may), or -1; it stops there.
+    Napi::Value Replay(const Napi::CallbackInfo &info) {
+        Napi::Env env = info.Env();
+        if (!Alive(env)) return env.Undefined();
+        if (info.Length() < 2 || !info[0].IsTypedArray() || !info[1].IsNumber() ||
+            info[0].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+            Napi::TypeError::New(env, "replay(ops: Float64Array, count: number)")
+                .ThrowAsJavaScriptException();
+            return env.Undefined();
+        }
+        Napi::Float64Array ops = info[0].As<Napi::Float64Array>();
+        const double n = info[1].As<Napi::Number>().DoubleValue();
+        if (!(n >= 0) || n * 4 > static_cast<double>(ops.ElementLength())) {
+            Napi::RangeError::New(env, "replay: count exceeds the operations given")
+                .ThrowAsJavaScriptException();
+            return env.Undefined();
+        }
+        const double *op = ops.Data();
+        const size_t count = static_cast<size_t>(n);
+        for (size_t i = 0; i < count; i++, op += 4) {
+            const double slot_d = op[1];
+            if (!(slot_d >= 0) || slot_d > 0x1p32 || !(op[2] >= 0) || op[2] > 0x1p46 ||
+                !(op[3] >= 0) || op[3] > 0x1p40) {
+                Napi::RangeError::New(env,
+                                      "replay: operation " + std::to_string(i) + " out of range")
+                    .ThrowAsJavaScriptException();
+                return env.Undefined();
+            }
+            const size_t slot = static_cast<size_t>(slot_d);
+            const size_t size = op[2] < 1 ? 1 : static_cast<size_t>(op[2]);
+            if (slot >= slots_.size()) slots_.resize(slot + 1024, nullptr);
+            void *q = nullptr;
+            switch (static_cast<int>(op[0])) {
+                case 0: {
+                    const size_t a = static_cast<size_t>(op[3]);
+                    q = tlsf_growing_alloc(&grow_, size, a <= TLSF_ALIGN || (a & (a - 1)) ? 1 : a);
+                    if (!q) return Napi::Number::New(env, static_cast<double>(i));
+                    if (slots_[slot]) tlsf_free(grow_.tlsf, slots_[slot]);
+                    slots_[slot] = q;
+                    break;
+                }
+                case 1:
+                    if (slots_[slot]) tlsf_free(grow_.tlsf, slots_[slot]);
+                    slots_[slot] = nullptr;
+                    continue;
+                case 2: {
+                    void *p = slots_[slot];
+                    if (!p) continue;
+                    const size_t to = static_cast<size_t>(op[3]);
+                    if (to >= slots_.size()) slots_.resize(to + 1024, nullptr);
+                    q = tlsf_resize(grow_.tlsf, p, size);
+                    if (!q) {
+                        const size_t align = tlsf_block_align(p);
+                        q = tlsf_growing_alloc(&grow_, size, align > TLSF_ALIGN ? align : 1);
+                        if (!q) return Napi::Number::New(env, static_cast<double>(i));
+                        tlsf_free(grow_.tlsf, p);
+                    }
+                    slots_[slot] = nullptr;
+                    if (slots_[to] && slots_[to] != q) tlsf_free(grow_.tlsf, slots_[to]);
+                    slots_[to] = q;
+                    break;
+                }
+                default:
+                    Napi::RangeError::New(env, "replay: unknown operation " + std::to_string(op[0]))
+                        .ThrowAsJavaScriptException();
+                    return env.Undefined();
+            }
+            const size_t end = static_cast<size_t>(static_cast<char *>(q) - base_) + size;
+            if (end > high_water_) high_water_ = end;
+            const tlsf_stats s = Counters();
+            if (s.used_bytes > peak_used_) peak_used_ = s.used_bytes;
+        }
+        return Napi::Number::New(env, -1);
+    }
+
     Napi::Value Destroy(const Napi::CallbackInfo &info) {
         Release();
         return info.Env().Undefined();
@@ -372,6 +456,8 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
     tlsf_growing grow_{};
     std::vector<size_t> additions_;
     size_t peak_used_ = 0;
+    std::vector<void *> slots_;  // replay(): the blocks by slot number
+    size_t high_water_ = 0;      // replay(): the highest end (offset + size) of a block
 };
 
 Napi::Object InitModule(Napi::Env env, Napi::Object exports) {

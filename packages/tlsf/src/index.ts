@@ -107,7 +107,19 @@ export interface TlsfHeapStats {
   readonly growthCount: number;
   /** The size of each addition, in order (N, 2N, 4N ... within one growth). */
   readonly additions: readonly number[];
+  /** replay(): the highest end (offset + size asked for) of any block it placed; 0 before. */
+  readonly highWater: number;
 }
+
+/** Operation codes of TlsfHeap.replay (the first of each operation's 4 numbers). */
+export const ReplayOp = {
+  /** [ALLOC, slot, size, align]: slot = alloc(size, align). */
+  ALLOC: 0,
+  /** [FREE, slot, 0, 0]: free(slot). */
+  FREE: 1,
+  /** [REALLOC, slot, size, newSlot]: newSlot = realloc(slot, size), without copying; slot is emptied. */
+  REALLOC: 2,
+} as const;
 
 /** One block of the heap, in address order (from blocks()). */
 export interface TlsfBlock {
@@ -141,6 +153,7 @@ interface NativeHeap {
   fill(offset: number, byte: number, length?: number): void;
   verify(offset: number, byte: number, length?: number): boolean;
   destroy(): void;
+  replay(ops: Float64Array, count: number): number;
 }
 
 interface NativeAddon {
@@ -227,6 +240,16 @@ export class TlsfHeap {
   /** Whether a used block still holds byte (as written by fill). */
   verify(offset: number, byte: number, length?: number): boolean {
     return this.#native.verify(offset, byte, length);
+  }
+  /**
+   * Runs `count` operations from `ops`, 4 numbers each (see ReplayOp), on blocks named by slot
+   * numbers instead of offsets: one call for many operations, for replaying traces. An
+   * operation on an empty slot is skipped; an alloc into a used slot frees its block first.
+   * Returns the index of the first operation the heap could not serve (after growing, if it
+   * may) and stops there, or -1 when all were served.
+   */
+  replay(ops: Float64Array, count: number = ops.length / 4): number {
+    return this.#native.replay(ops, count);
   }
   /** Releases the heap's memory now (otherwise at garbage collection). */
   destroy(): void {
