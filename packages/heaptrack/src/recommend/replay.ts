@@ -8,7 +8,7 @@
  * (and HEAPHOOK_TLSF_THREAD_HEAPS=0, one shared heap) would have grown. Memory: per candidate,
  * one map entry per live block; the log is streamed.
  */
-import { TlsfHeap } from '@heaphook/tlsf';
+import { ReplayOp, TlsfHeap } from '@heaphook/tlsf';
 
 import { decodeLogBatches } from '../decoder.js';
 import type { EndRecord, EventRecord, ProcessRecord } from '../records.js';
@@ -153,19 +153,106 @@ export class PeakTally implements ReplaySink {
   }
 }
 
-/** A heap of one candidate pool size, fed the log until it cannot serve a request. */
-export class CandidateHeap implements ReplaySink {
-  readonly heap: TlsfHeap;
-  /** Log address -> offset in this heap, for every live block. */
-  private readonly live = new Map<number, number>();
-  /** Moved reallocs waiting for their realloc_done: tid -> [log address, offset]. */
+/**
+ * Turns the events of a log into TlsfHeap.replay operations: blocks are named by slots (one
+ * per live block, reused), shared by every candidate heap of a pass, so each heap replays a
+ * batch of the log in one call.
+ */
+export class OpEncoder implements ReplaySink {
+  ops = new Float64Array(4 * 4096);
+  /** Event number (1-based, in the log) of each operation. */
+  opEvents = new Float64Array(4096);
+  count = 0;
+  event = 0;
+  private readonly slots = new Map<number, number>();
+  private readonly freeSlots: number[] = [];
+  private nextSlot = 0;
+  /** Moved reallocs waiting for their realloc_done: tid -> [log address, slot]. */
   private readonly moving = new Map<number, [number, number]>();
+
+  /** Starts a new batch (the live blocks stay). */
+  reset(): void {
+    this.count = 0;
+  }
+
+  private emit(op: number, slot: number, size: number, arg: number): void {
+    if (this.count === this.opEvents.length) {
+      const ops = new Float64Array(this.ops.length * 2);
+      ops.set(this.ops);
+      this.ops = ops;
+      const events = new Float64Array(this.opEvents.length * 2);
+      events.set(this.opEvents);
+      this.opEvents = events;
+    }
+    const at = this.count * 4;
+    this.ops[at] = op;
+    this.ops[at + 1] = slot;
+    this.ops[at + 2] = size;
+    this.ops[at + 3] = arg;
+    this.opEvents[this.count++] = this.event;
+  }
+
+  private acquire(): number {
+    return this.freeSlots.pop() ?? this.nextSlot++;
+  }
+
+  /** Names the block in `slot` by the log address ptr (a block still named so is freed). */
+  private bind(ptr: number, slot: number): void {
+    const old = this.slots.get(ptr);
+    if (old !== undefined) {
+      this.emit(ReplayOp.FREE, old, 0, 0); // the log saw this address freed late
+      this.freeSlots.push(old);
+    }
+    this.slots.set(ptr, slot);
+  }
+
+  alloc(ptr: number, r: Request): void {
+    const old = this.slots.get(ptr);
+    if (old !== undefined) {
+      this.emit(ReplayOp.FREE, old, 0, 0);
+      this.freeSlots.push(old);
+      this.slots.delete(ptr);
+    }
+    const slot = this.acquire();
+    this.emit(ReplayOp.ALLOC, slot, r.size, r.align);
+    this.slots.set(ptr, slot);
+  }
+
+  free(ptr: number): void {
+    const slot = this.slots.get(ptr);
+    if (slot === undefined) return; // allocated before the log began
+    this.slots.delete(ptr);
+    this.emit(ReplayOp.FREE, slot, 0, 0);
+    this.freeSlots.push(slot);
+  }
+
+  realloc(oldPtr: number, newPtr: number, r: Request, tid: number, split: boolean): void {
+    const slot = this.slots.get(oldPtr);
+    const to = this.acquire();
+    if (slot === undefined) {
+      this.emit(ReplayOp.ALLOC, to, r.size, 1); // a block from before the log: count the new one
+    } else {
+      this.slots.delete(oldPtr);
+      this.emit(ReplayOp.REALLOC, slot, r.size, to);
+      this.freeSlots.push(slot);
+    }
+    if (split) this.moving.set(tid, [newPtr, to]);
+    else this.bind(newPtr, to);
+  }
+
+  placeMoved(tid: number): void {
+    const m = this.moving.get(tid);
+    if (m === undefined) return;
+    this.moving.delete(tid);
+    this.bind(m[0], m[1]);
+  }
+}
+
+/** A heap of one candidate pool size, fed the log until it cannot serve a request. */
+export class CandidateHeap {
+  readonly heap: TlsfHeap;
   /** Event number (1-based) of the first request the pool could not serve. */
   failedAt: number | undefined;
-  events = 0;
-  /** The highest end (offset + bytes asked for) of any block this heap handed out: in a pool
-   * too large to fill, how far into it the log reached. */
-  highWater = 0;
 
   constructor(readonly poolSize: number) {
     this.heap = new TlsfHeap({
@@ -179,67 +266,29 @@ export class CandidateHeap implements ReplaySink {
     return this.failedAt !== undefined;
   }
 
-  alloc(ptr: number, r: Request): void {
-    if (this.failed) return;
-    const old = this.live.get(ptr);
-    if (old !== undefined) this.heap.free(old); // the log saw this address freed late
-    const off = this.heap.alloc(r.size, r.align);
-    if (off === null) {
-      this.failedAt = this.events;
-      return;
-    }
-    if (off + r.size > this.highWater) this.highWater = off + r.size;
-    this.live.set(ptr, off);
+  /** The highest end (offset + bytes asked for) of any block this heap handed out: in a pool
+   * too large to fill, how far into it the log reached. */
+  get highWater(): number {
+    return this.heap.stats().highWater;
   }
-  free(ptr: number): void {
-    if (this.failed) return;
-    const off = this.live.get(ptr);
-    if (off === undefined) return; // allocated before the log began
-    this.live.delete(ptr);
-    this.heap.free(off);
+
+  /** Replays a batch of operations (stops for good at the first it cannot serve). */
+  run(encoder: OpEncoder): void {
+    if (this.failed || encoder.count === 0) return;
+    const at = this.heap.replay(encoder.ops, encoder.count);
+    if (at >= 0) this.failedAt = encoder.opEvents[at];
   }
-  realloc(oldPtr: number, newPtr: number, r: Request, tid: number, split: boolean): void {
-    if (this.failed) return;
-    const off = this.live.get(oldPtr);
-    let moved: number | null;
-    if (off === undefined) {
-      moved = this.heap.alloc(r.size, 1); // a block from before the log: count the new one
-    } else {
-      this.live.delete(oldPtr);
-      moved = this.heap.realloc(off, r.size);
-      if (moved === null) this.heap.free(off);
-    }
-    if (moved === null) {
-      this.failedAt = this.events;
-      return;
-    }
-    if (moved + r.size > this.highWater) this.highWater = moved + r.size;
-    if (split) this.moving.set(tid, [newPtr, moved]);
-    else this.place(newPtr, moved);
-  }
-  placeMoved(tid: number): void {
-    if (this.failed) return;
-    const m = this.moving.get(tid);
-    if (m === undefined) return;
-    this.moving.delete(tid);
-    this.place(m[0], m[1]);
-  }
-  private place(ptr: number, off: number): void {
-    const old = this.live.get(ptr);
-    if (old !== undefined) this.heap.free(old); // the log saw this address freed late
-    this.live.set(ptr, off);
-  }
+
   /** Releases the heap's memory. */
   destroy(): void {
-    this.live.clear();
-    this.moving.clear();
     this.heap.destroy();
   }
 }
 
 /**
- * One pass over the log: every event goes to every sink (candidates that failed stop
- * counting). Stops reading early when `stopWhen` says so after a batch.
+ * One pass over the log: every event goes to every sink and, batch by batch, to every
+ * candidate heap (those that failed stop). Reading stops early when every candidate failed
+ * and no facts are wanted.
  */
 export async function replayPass(
   path: string,
@@ -248,20 +297,22 @@ export async function replayPass(
   facts?: LogFacts,
   onProgress?: (events: number) => void,
 ): Promise<void> {
+  const encoder = new OpEncoder();
+  const all = candidates.length > 0 ? [...sinks, encoder] : sinks;
   let events = 0;
   for await (const batch of decodeLogBatches(path)) {
+    encoder.reset();
     for (const r of batch) {
       if (r.type === 'event') {
-        if (r.op !== 'realloc_done') events++;
+        if (r.op !== 'realloc_done') encoder.event = ++events;
         if (facts !== undefined) facts.threads.add(r.tid);
-        for (const c of candidates) c.events = events;
-        for (const s of sinks) feed(s, r);
-        for (const c of candidates) feed(c, r);
+        for (const s of all) feed(s, r);
       } else if (facts !== undefined) {
         if (r.type === 'process') facts.process ??= r;
         else if (r.type === 'end') facts.end = r;
       }
     }
+    for (const c of candidates) c.run(encoder);
     onProgress?.(events);
     if (facts === undefined && candidates.length > 0 && candidates.every((c) => c.failed)) break;
   }

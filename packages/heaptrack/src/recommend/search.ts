@@ -147,8 +147,10 @@ async function run(
   const facts: LogFacts = { events: 0, threads: new Set() };
   const tally = new PeakTally();
   const big = new CandidateHeap(PRIOR_POOL);
+  let highWater: number;
   try {
     await replayPass(path, [tally], [big], facts, (n) => options.onProgress?.(1, n, undefined));
+    highWater = big.highWater;
   } finally {
     big.destroy();
   }
@@ -220,7 +222,7 @@ async function run(
   // First, around the prior: in a pool too large to fill, the log reached highWater bytes
   // into it; a pool that serves is usually that plus the rounding of the largest requests
   // (TLSF rounds a search up to its size class: at most 1/32 of the request).
-  const prior = Math.max(lowerBound, roundUp(big.highWater + TlsfHeap.poolOverhead, 16));
+  const prior = Math.max(lowerBound, roundUp(highWater + TlsfHeap.poolOverhead, 16));
   // Pools from 1% below the prior (should the prior itself serve) to 4% above it.
   const step = (prior * 0.04 + 8192) / (CANDIDATES - 1);
   const around = [Math.max(lowerBound, roundUp(prior * 0.99, 16))];
