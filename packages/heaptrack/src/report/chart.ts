@@ -127,7 +127,7 @@ export function heapChartSvg(input: HeapChartInput): string {
   out.push(
     `<line x1="${px}" y1="${py}" x2="${px}" y2="${g.top + g.plotHeight}" stroke="#c0392b" stroke-dasharray="4 3"/>`,
     `<circle id="peak-marker" cx="${px}" cy="${py}" r="5" fill="#c0392b" data-time-ns="${input.peakTimeNs}" data-bytes="${input.peakBytes}"/>`,
-    `<rect x="${anchor === 'end' ? px + dx - label.length * 7.6 - 4 : px + dx - 4}" y="${Math.max(g.top + 14, py + 4) - 13}" width="${label.length * 7.6 + 8}" height="18" fill="#ffffff" fill-opacity="0.85"/>`,
+    `<rect x="${anchor === 'end' ? px + dx - label.length * 7.1 - 4 : px + dx - 4}" y="${Math.max(g.top + 14, py + 4) - 13}" width="${label.length * 7.1 + 8}" height="18" fill="#ffffff" fill-opacity="0.75"/>`,
     `<text id="peak-label" x="${px + dx}" y="${Math.max(g.top + 14, py + 4)}" text-anchor="${anchor}" fill="#c0392b" font-weight="bold">${escapeXml(label)}</text>`,
   );
   out.push('</svg>');
