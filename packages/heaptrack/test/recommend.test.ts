@@ -96,7 +96,12 @@ a.join()
 
 describe('heaphook recommend', () => {
   it('workload: the printed recommendation runs without pool growth; below the minimum it grows', async () => {
-    const { dir, log, stdout } = recordOne('rec-workload', workload, ['counts']);
+    // Recorded through the collector, as the README shows.
+    const dir = scratch('rec-workload');
+    const rec = heaphook(['record', '-q', '-o', dir, '--', workload, 'counts'], dir);
+    expect(rec.status, rec.stderr).toBe(0);
+    const stdout = rec.stdout;
+    const log = logsIn(dir)[0]!;
     const expected = JSON.parse(stdout) as { peakBytes: number };
 
     const cli = heaphook(['recommend', log], dir);

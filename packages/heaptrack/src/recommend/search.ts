@@ -174,8 +174,8 @@ async function run(
   const notes: string[] = [];
   if (p.forkChild) {
     notes.push(
-      'this process is a fork child: blocks it inherited from its parent are not in its log, ' +
-        'and the pool it shares with the parent must hold them too (use the parent log).',
+      "this process is a fork child: its pool starts as a copy of its parent's at the fork, " +
+        "whose live blocks are not in this log; add the parent's live bytes at the fork.",
     );
   }
   if (facts.end === undefined) {
