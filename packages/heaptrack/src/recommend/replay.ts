@@ -5,8 +5,10 @@
  * One pass over the log drives several heaps at once, each a single pool of a candidate size
  * that never grows (`additionalPoolSize: 0`): a candidate fails at the first allocation its
  * pool cannot serve, which is exactly where libheaphook_tlsf.so with that INITIAL_MEMPOOL_SIZE
- * (and HEAPHOOK_TLSF_THREAD_HEAPS=0, one shared heap) would have grown. Memory: per candidate,
- * one map entry per live block; the log is streamed.
+ * (and HEAPHOOK_TLSF_THREAD_HEAPS=0, one shared heap) would have grown. The events of each
+ * decoded batch become TlsfHeap.replay operations on slot-numbered blocks (OpEncoder), and
+ * every heap replays the batch in one call. Memory: the log is streamed; a pass keeps one map
+ * entry per live block (log address -> slot), each heap one pointer per slot.
  */
 import { ReplayOp, TlsfHeap } from '@heaphook/tlsf';
 
