@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 /**
- * heaphook-bench compare | micro | list   (nx: `nx run bench:compare`, `nx run bench:micro`)
+ * heaphook-bench compare | micro | leakscan | list   (nx: `nx run bench:compare`, `nx run bench:micro`)
  */
 import { listBackends } from '@heaphook/core';
 import { Command, InvalidArgumentError, Option } from 'commander';
 
 import { discoverAllocators, parseCustom, parseVariant, type VariantDef } from './allocators.js';
 import { compare } from './compare.js';
+import { formatLeakScan, leakScan } from './leakscan.js';
 import { micro } from './micro.js';
 import { packageDir } from './paths.js';
 import { selectWorkloads, WORKLOADS } from './workloads.js';
@@ -163,6 +164,21 @@ program
       ...(o.out ? { outDir: o.out } : {}),
       write: o.write !== false,
     });
+  });
+
+program
+  .command('leakscan')
+  .description(
+    'time of the leak check at exit for 1e5 and 1e6 live blocks: heaphook tracer vs LeakSanitizer',
+  )
+  .option('--runs <n>', 'repetitions per cell (default 3)', positiveInt)
+  .option('--sizes <list>', 'live blocks (default 100000,1000000)', intList)
+  .action(async (o: { runs?: number; sizes?: number[] }) => {
+    const rows = await leakScan({
+      ...(o.runs ? { runs: o.runs } : {}),
+      ...(o.sizes ? { sizes: o.sizes } : {}),
+    });
+    process.stdout.write(formatLeakScan(rows));
   });
 
 program

@@ -352,7 +352,8 @@ HH_EXPORT int heaphook_root_mark(void *block, int is_root) {
 
 typedef struct hh_stopped {
     _Atomic uint32_t tid;
-    _Atomic int state; /* 0 signalled, 1 stopped, 2 resumed, 3 not stopped */
+    _Atomic int state; /* 0 signalled, 1 stopped, 2 resumed, 3 not stopped, 4 blocked in the
+                          kernel with the signal blocked: stack pointer from /proc */
     uintptr_t sp, tp;
     uint32_t nregs;
     uint64_t regs[HH_MAX_REGS];
@@ -491,6 +492,62 @@ static uint32_t hh_signal_new_threads(uint32_t self, pid_t pid) {
     return added;
 }
 
+static const char *hh_parse_hex(const char *p, uintptr_t *out) {
+    uintptr_t v = 0;
+    if (p[0] == '0' && p[1] == 'x') p += 2;
+    for (;; p++) {
+        int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
+        if (d < 0) break;
+        v = v * 16 + (uintptr_t)d;
+    }
+    *out = v;
+    return p;
+}
+
+/* A thread that does not take the stop signal (it blocks it, as threads that sigwait do) but
+ * sleeps in a system call: /proc/self/task/<tid>/syscall gives its stack pointer, the field
+ * before the last. True when the slot was filled that way. */
+static bool hh_blocked_in_kernel(hh_stopped *s, uint32_t tid) {
+    char path[64] = "/proc/self/task/";
+    size_t n = 16;
+    char digits[16];
+    size_t k = 0;
+    do {
+        digits[k++] = (char)('0' + tid % 10);
+        tid /= 10;
+    } while (tid != 0);
+    while (k > 0) path[n++] = digits[--k];
+    memcpy(path + n, "/syscall", 9);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[256];
+    ssize_t got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0) return false;
+    buf[got] = '\0';
+    if (buf[0] < '0' || buf[0] > '9') return false; /* "running", or "-1 sp pc" is not asleep */
+    uintptr_t fields[9];
+    int nf = 0;
+    const char *p = buf;
+    while (nf < 9) {
+        while (*p == ' ') p++;
+        if (*p == '\0' || *p == '\n') break;
+        if (p[0] == '0' && p[1] == 'x') {
+            p = hh_parse_hex(p, &fields[nf++]);
+        } else {
+            uintptr_t v = 0;
+            while (*p >= '0' && *p <= '9') v = v * 10 + (uintptr_t)(*p++ - '0');
+            fields[nf++] = v;
+        }
+    }
+    if (nf != 9) return false; /* nr, 6 arguments, sp, pc */
+    s->sp = fields[7];
+    s->tp = 0;
+    s->nregs = 0;
+    int zero = 0;
+    return atomic_compare_exchange_strong(&s->state, &zero, 4);
+}
+
 static void hh_stop_world(void) {
     if (!g_stw.handler_installed) {
         struct sigaction sa;
@@ -513,6 +570,7 @@ static void hh_stop_world(void) {
     for (int round = 0; round < 32; round++) {
         if (hh_signal_new_threads(self, pid) == 0 && round > 0) break;
         long pause = 20;
+        uint64_t kernel_after = hh_mono() + 20000000u; /* 20 ms: then look at sleepers */
         for (;;) {
             bool waiting = false;
             uint32_t n = atomic_load(&g_stw.n);
@@ -526,6 +584,7 @@ static void hh_stop_world(void) {
                     s->sp = tid;
                     continue;
                 }
+                if (hh_mono() > kernel_after && hh_blocked_in_kernel(s, tid)) continue;
                 waiting = true;
             }
             if (!waiting) break;
@@ -588,6 +647,12 @@ static struct {
     uint32_t *counts;
     uint64_t n, cap, nwork;
     uintptr_t lo, hi;
+    /* page index: pages[p] = first block at or above lo + (p << shift) */
+    uint32_t *pages;
+    uint64_t npages, pages_cap;
+    uint64_t *addrs; /* the blocks' addresses alone: the lookups touch fewer cache lines */
+    uint64_t addrs_cap;
+    unsigned shift;
     bool precise;
 } g_ck;
 
@@ -737,22 +802,59 @@ static bool hh_snapshot(void) {
         uintptr_t end = g_ck.blocks[i].addr + (size > 0 ? size : 1);
         if (end > g_ck.hi) g_ck.hi = end;
     }
+    /* The page index: a lookup reads one entry and searches the few blocks of one page. */
+    if (k > g_ck.addrs_cap) {
+        if (g_ck.addrs != NULL) munmap(g_ck.addrs, g_ck.addrs_cap * sizeof(uint64_t));
+        g_ck.addrs_cap = g_ck.cap;
+        g_ck.addrs = hh_map(g_ck.addrs_cap * sizeof(uint64_t));
+        if (g_ck.addrs == NULL) {
+            g_ck.addrs_cap = 0;
+            return false;
+        }
+    }
+    for (uint64_t j = 0; j < k; j++) g_ck.addrs[j] = g_ck.blocks[j].addr;
+    /* about two pages per block, a few blocks per page at most where the heap is dense */
+    unsigned shift = 4;
+    while (k > 0 && ((g_ck.hi - g_ck.lo) >> shift) > 2 * k + 4096) shift++;
+    uint64_t npages = k > 0 ? ((g_ck.hi - g_ck.lo) >> shift) + 2 : 0;
+    if (npages > g_ck.pages_cap) {
+        if (g_ck.pages != NULL) munmap(g_ck.pages, g_ck.pages_cap * sizeof(uint32_t));
+        g_ck.pages_cap = npages * 2;
+        g_ck.pages = hh_map(g_ck.pages_cap * sizeof(uint32_t));
+        if (g_ck.pages == NULL) g_ck.pages_cap = 0;
+    }
+    g_ck.npages = g_ck.pages != NULL ? npages : 0;
+    g_ck.shift = shift;
+    uint64_t i = 0;
+    for (uint64_t p = 0; p < g_ck.npages; p++) {
+        uintptr_t start = g_ck.lo + (p << shift);
+        while (i < k && g_ck.blocks[i].addr < start) i++;
+        g_ck.pages[p] = (uint32_t)i;
+    }
     return true;
 }
 
 static inline void hh_consider(uintptr_t w) {
     if (w < g_ck.lo || w >= g_ck.hi) return;
     uint64_t lo = 0, hi = g_ck.n;
+    if (g_ck.npages > 0) {
+        uint64_t p = (w - g_ck.lo) >> g_ck.shift;
+        lo = g_ck.pages[p] > 0 ? g_ck.pages[p] - 1 : 0;
+        hi = g_ck.pages[p + 1];
+        /* blocks[lo] starts before the page (or is the first block), and none from hi on
+         * starts at or below w: the block holding w, if any, is in [lo, hi) */
+    }
     while (hi - lo > 1) {
         uint64_t mid = (lo + hi) / 2;
-        if (g_ck.blocks[mid].addr <= w) {
+        if (g_ck.addrs[mid] <= w) {
             lo = mid;
         } else {
             hi = mid;
         }
     }
+    if (g_ck.marks[lo]) return;
     uint64_t size = g_ck.blocks[lo].meta & HH_META_SIZE;
-    if (w >= g_ck.blocks[lo].addr + (size > 0 ? size : 1) || g_ck.marks[lo]) return;
+    if (w >= g_ck.addrs[lo] + (size > 0 ? size : 1)) return;
     g_ck.marks[lo] = 1;
     g_ck.work[g_ck.nwork++] = (uint32_t)lo;
 }
@@ -887,7 +989,8 @@ static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
         uint32_t n = atomic_load(&g_stw.n);
         for (uint32_t i = 0; g_stw.slots != NULL && i < n; i++) {
             hh_stopped *s = &g_stw.slots[i];
-            if (atomic_load(&s->state) != 1) continue;
+            int state = atomic_load(&s->state);
+            if (state != 1 && state != 4) continue;
             for (uint32_t r = 0; r < s->nregs; r++) hh_consider((uintptr_t)s->regs[r]);
             hh_scan_thread(s->sp, s->tp);
         }
@@ -1082,7 +1185,8 @@ void hh_leaks_configure(void) {
     g_stop_signal =
         (int)heaphook_env_long("HEAPHOOK_LEAK_STOP_SIGNAL", NULL, SIGRTMAX - 2, SIGRTMIN, SIGRTMAX);
     g_stop_timeout_ms = heaphook_env_long("HEAPHOOK_LEAK_STOP_TIMEOUT_MS", NULL, 1000, 1, 600000);
-    g_auto = g_at_exit || g_signal > 0;
+    g_auto = heaphook_env_bool("HEAPHOOK_LEAK_TRACK", NULL, g_at_exit || g_signal > 0) ||
+             g_at_exit || g_signal > 0;
     typedef void (*tls_info_fn)(size_t *, size_t *);
     tls_info_fn info = (tls_info_fn)dlsym(RTLD_DEFAULT, "_dl_get_tls_static_info");
     if (info != NULL) {
