@@ -11,7 +11,15 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { footprint, recommend, requestOf, runCommand, type Recommendation } from '../src/index.js';
+import {
+  footprint,
+  launchPython,
+  launchXml,
+  recommend,
+  requestOf,
+  runCommand,
+  type Recommendation,
+} from '../src/index.js';
 import type { EventRecord } from '../src/records.js';
 import { heaphookBin, logsIn, python3, scratch, traced, workload } from './helpers.js';
 
@@ -112,7 +120,8 @@ describe('heaphook recommend', () => {
     expect(cli.stdout).toContain(`\nADDITIONAL_MEMPOOL_SIZE=${r.additionalPoolSize}\n`);
     expect(cli.stdout).toContain('\nHEAPHOOK_TLSF_THREAD_HEAPS=0\n');
     expect(cli.stdout).toContain(`heaphook run: ${runCommand(r)}\n`);
-    expect(cli.stdout).toMatch(/<node pkg="[^"]+" exec="hh_test_workload"[^>]*>/);
+    expect(cli.stdout).toMatch(/<node pkg="[^"]+" exec="hh_test_workload" args="counts"[^>]*>/);
+    expect(cli.stdout).toContain("    arguments=['counts'],\n");
     expect(cli.stdout).toMatch(/<env name="LD_PRELOAD" value="[^"]*libheaphook_tlsf\.so"\/>/);
     expect(cli.stdout).toContain(`<env name="INITIAL_MEMPOOL_SIZE" value="${r.initialPoolSize}"/>`);
     expect(cli.stdout).toContain('from launch_ros.actions import Node');
@@ -264,6 +273,44 @@ describe('heaphook recommend', () => {
     expect(cli.stdout).toBe('');
     expect(cli.stderr).toMatch(
       /^heaphook: .*log truncated.* at byte offset \d+.*cannot be replayed/,
+    );
+  });
+
+  it('launch snippets name the package and executable of a colcon-installed node', () => {
+    const r = {
+      argv: ['/ws/install/demo_nodes_cpp/lib/demo_nodes_cpp/talker', '--ros-args', '-p', 'a:=1'],
+      exe: '/ws/install/demo_nodes_cpp/lib/demo_nodes_cpp/talker',
+      env: { INITIAL_MEMPOOL_SIZE: '2097152', HEAPHOOK_TLSF_THREAD_HEAPS: '0' },
+    } as unknown as Recommendation;
+    expect(launchXml(r, '/lib/libheaphook_tlsf.so')).toBe(
+      [
+        '<node pkg="demo_nodes_cpp" exec="talker" args="--ros-args -p a:=1" output="screen">',
+        '  <env name="LD_PRELOAD" value="/lib/libheaphook_tlsf.so"/>',
+        '  <env name="INITIAL_MEMPOOL_SIZE" value="2097152"/>',
+        '  <env name="HEAPHOOK_TLSF_THREAD_HEAPS" value="0"/>',
+        '</node>',
+      ].join('\n'),
+    );
+    expect(launchPython(r, '/lib/libheaphook_tlsf.so')).toBe(
+      [
+        'from launch_ros.actions import Node',
+        '',
+        'Node(',
+        "    package='demo_nodes_cpp',",
+        "    executable='talker',",
+        "    arguments=['--ros-args', '-p', 'a:=1'],",
+        "    output='screen',",
+        '    additional_env={',
+        "        'LD_PRELOAD': '/lib/libheaphook_tlsf.so',",
+        "        'INITIAL_MEMPOOL_SIZE': '2097152',",
+        "        'HEAPHOOK_TLSF_THREAD_HEAPS': '0',",
+        '    },',
+        ')',
+      ].join('\n'),
+    );
+    expect(runCommand(r)).toBe(
+      'heaphook run -b tlsf -e INITIAL_MEMPOOL_SIZE=2097152 -e HEAPHOOK_TLSF_THREAD_HEAPS=0 -- ' +
+        '/ws/install/demo_nodes_cpp/lib/demo_nodes_cpp/talker --ros-args -p a:=1',
     );
   });
 

@@ -49,7 +49,9 @@ export function launchXml(r: Recommendation, libraryPath: string): string {
   const { pkg, exec, known } = rosNames(r);
   const lines: string[] = [];
   if (!known) lines.push("<!-- set pkg (and exec) to your node's package and executable -->");
-  lines.push(`<node pkg="${xmlAttr(pkg)}" exec="${xmlAttr(exec)}" output="screen">`);
+  const args = r.argv.slice(1);
+  const argsAttr = args.length > 0 ? ` args="${xmlAttr(args.map(shellQuote).join(' '))}"` : '';
+  lines.push(`<node pkg="${xmlAttr(pkg)}" exec="${xmlAttr(exec)}"${argsAttr} output="screen">`);
   for (const [k, v] of launchEnv(r, libraryPath)) {
     lines.push(`  <env name="${xmlAttr(k)}" value="${xmlAttr(v)}"/>`);
   }
@@ -66,6 +68,7 @@ export function launchPython(r: Recommendation, libraryPath: string): string {
   lines.push('Node(');
   lines.push(`    package=${pyString(pkg)},`);
   lines.push(`    executable=${pyString(exec)},`);
+  if (r.argv.length > 1) lines.push(`    arguments=[${r.argv.slice(1).map(pyString).join(', ')}],`);
   lines.push("    output='screen',");
   lines.push('    additional_env={');
   for (const [k, v] of launchEnv(r, libraryPath))
