@@ -165,7 +165,7 @@ describe('npm i <all tarballs> in an empty folder', () => {
     const r = inApp(process.execPath, [
       '--input-type=module',
       '-e',
-      "import { TlsfHeap } from '@heaphook/tlsf'; const h = new TlsfHeap(1 << 20); const a = h.alloc(100); console.log(a !== null, h.stats().usedBlocks); h.destroy();",
+      "import { TlsfHeap } from '@heaphook/tlsf'; const h = new TlsfHeap(1 << 20); const a = h.alloc(100); console.log(`${a !== null} ${h.stats().usedBlocks}`); h.destroy();",
     ]);
     expect(r.stderr).toBe('');
     expect(r.stdout).toBe('true 1\n');

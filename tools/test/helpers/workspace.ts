@@ -19,12 +19,12 @@ import { fileURLToPath } from 'node:url';
 export const repoRoot: string = fileURLToPath(new URL('../../../', import.meta.url));
 const repoModules = join(repoRoot, 'node_modules');
 
-/** The environment of a nested tool run: ours, without the parent vitest's variables. */
+/** The environment of a nested tool run: ours, without the parent vitest's (or nx's) variables. */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (key.startsWith('VITEST') || key === 'NODE_OPTIONS' || key === 'LD_PRELOAD') continue;
-    if (key.startsWith('HEAPHOOK_') || key === 'TEST') continue;
+    if (key.startsWith('HEAPHOOK_') || key === 'TEST' || key === 'FORCE_COLOR') continue;
     env[key] = value;
   }
   return { ...env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true', NX_TUI: 'false', ...extra };
