@@ -206,7 +206,7 @@ static int scenarios(void) {
 
 /* ---- fork -------------------------------------------------------------------------------- */
 
-void *g_kept;
+void *g_kept[2]; /* the parent's, the child's */
 
 __attribute__((noinline)) static void lose(const char *name, size_t size) {
     void *p = malloc(size);
@@ -214,19 +214,19 @@ __attribute__((noinline)) static void lose(const char *name, size_t size) {
     expect("auto", "leaked", p, name);
 }
 
-__attribute__((noinline)) static void keep(const char *name, size_t size) {
-    g_kept = malloc(size);
-    expect("auto", "reachable", g_kept, name);
+__attribute__((noinline)) static void keep(const char *name, size_t size, int slot) {
+    g_kept[slot] = malloc(size);
+    expect("auto", "reachable", g_kept[slot], name);
 }
 
 static int forking(void) {
     lose("parent-lost", 40);
-    keep("parent-kept", 40);
+    keep("parent-kept", 40, 0);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
         lose("child-lost", 56);
-        keep("child-kept", 56);
+        keep("child-kept", 56, 1);
         fflush(stdout);
         scrub();
         exit(0);
@@ -240,6 +240,7 @@ static int forking(void) {
 /* ---- a check on HEAPHOOK_LEAK_SIGNAL while threads allocate ------------------------------ */
 
 static atomic_int g_stop;
+static int g_park[2];
 
 static void *churn(void *arg) {
     unsigned seed = (unsigned)(uintptr_t)arg;
@@ -250,14 +251,20 @@ static void *churn(void *arg) {
         free(ring[k]);
         ring[k] = malloc(16 + (seed >> 16) % 512);
     }
+    /* stay alive with the ring on this stack: the exit check stops and scans this thread
+     * (joined threads leave their TLS vector in glibc's stack cache, which no check scans) */
+    char c;
+    while (read(g_park[0], &c, 1) < 0) {
+    }
     for (int k = 0; k < 64; k++) free(ring[k]);
     return NULL;
 }
 
 static int signalled(void) {
     lose("signal-lost", 72);
-    keep("signal-kept", 72);
+    keep("signal-kept", 72, 0);
     fflush(stdout);
+    if (pipe(g_park) != 0) abort();
     pthread_t t[2];
     for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, churn, (void *)(uintptr_t)(i + 1));
     for (int n = 0; n < 3; n++) {
@@ -268,7 +275,7 @@ static int signalled(void) {
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
     atomic_store(&g_stop, 1);
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 2; i++) pthread_detach(t[i]);
     scrub();
     return 0;
 }
