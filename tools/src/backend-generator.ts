@@ -124,6 +124,15 @@ export function templateValues(tree: Tree, name: string, directory: string): Tem
   };
 }
 
+/** Formats the generated C++ with the repository's .clang-format, when clang-format is installed. */
+function formatNative(file: string): void {
+  try {
+    execFileSync('clang-format', ['-i', file], { stdio: 'ignore' });
+  } catch {
+    // No clang-format: the file is valid as generated, only its line breaks may differ.
+  }
+}
+
 /** What to do next, printed after the files are written. */
 export function nextSteps(name: string, directory: string): string {
   return [
@@ -159,6 +168,7 @@ export async function backendGenerator(
         stdio: 'inherit',
       });
     }
+    formatNative(join(tree.root, directory, 'native', `${name}_allocator.cpp`));
     logger.info(nextSteps(name, directory));
   };
 }

@@ -83,6 +83,16 @@ describe('npx nx g @heaphook/tools:backend', () => {
     expect(generated.stdout).toContain(`npx nx build ${NAME}`);
   });
 
+  it('writes the C++ in the repository style (clang-format clean)', () => {
+    const check = run(
+      'clang-format',
+      ['--dry-run', '--Werror', join(pkg, `native/${NAME}_allocator.cpp`)],
+      root,
+    );
+    expect(check.stderr).toBe('');
+    expect(check.status).toBe(0);
+  });
+
   it('declares the package as the repository does (npm name, nx name, heaphook backend)', () => {
     const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')) as Record<
       string,

@@ -1,7 +1,8 @@
 // A throw-away nx workspace in a temporary folder, to run the backend generator the way a user
 // does (`npx nx g @heaphook/tools:backend <name>`) without touching the repository: it has the
-// repository's nx.json and tsconfig.base.json, a packages/ folder, and a node_modules made of
-// links to the repository's own (so nx, vitest, cmake-js and @heaphook/* resolve offline).
+// repository's nx.json, tsconfig.base.json and .clang-format, a packages/ folder, and a
+// node_modules made of links to the repository's own (so nx, vitest, cmake-js and @heaphook/*
+// resolve offline).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import {
   copyFileSync,
@@ -54,6 +55,7 @@ export function createWorkspace(prefix = 'heaphook-generator-'): string {
   const root = mkdtempSync(join(tmpdir(), prefix));
   copyFileSync(join(repoRoot, 'nx.json'), join(root, 'nx.json'));
   copyFileSync(join(repoRoot, 'tsconfig.base.json'), join(root, 'tsconfig.base.json'));
+  copyFileSync(join(repoRoot, '.clang-format'), join(root, '.clang-format'));
   writeFileSync(
     join(root, 'package.json'),
     JSON.stringify(
