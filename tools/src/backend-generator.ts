@@ -124,6 +124,32 @@ export function templateValues(tree: Tree, name: string, directory: string): Tem
   };
 }
 
+/** The index of environment variables (core's environment-docs test keeps it complete). */
+export const ENVIRONMENT_INDEX = 'docs/environment.md';
+
+/**
+ * Adds the variables the generated library reads to docs/environment.md, after the table's
+ * last row, so that the repository's documentation test stays green. No index, no change.
+ */
+export function indexVariables(tree: Tree, name: string): void {
+  const text = tree.read(ENVIRONMENT_INDEX, 'utf-8');
+  if (text === null) return;
+  const lines = text.split('\n');
+  let last = -1;
+  lines.forEach((line, i) => {
+    if (line.startsWith('| `')) last = i;
+  });
+  if (last < 0) return;
+  const variable = `HEAPHOOK_${name.toUpperCase()}_CHUNK_SIZE`;
+  if (text.includes(`\`${variable}\``)) return;
+  lines.splice(
+    last + 1,
+    0,
+    `| \`${variable}\` | \`libheaphook_${name}.so\` | \`1MiB\` | bytes each size class of the ${name} backend maps at a time (64KiB .. 1GiB) |`,
+  );
+  tree.write(ENVIRONMENT_INDEX, lines.join('\n'));
+}
+
 /** Formats the generated C++ with the repository's .clang-format, when clang-format is installed. */
 function formatNative(file: string): void {
   try {
@@ -160,6 +186,7 @@ export async function backendGenerator(
     );
   }
   generateFiles(tree, templatesDir, directory, templateValues(tree, name, directory));
+  indexVariables(tree, name);
   await formatFiles(tree);
   return () => {
     if (schema.skipInstall !== true) {

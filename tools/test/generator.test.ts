@@ -83,6 +83,21 @@ describe('npx nx g @heaphook/tools:backend', () => {
     expect(generated.stdout).toContain(`npx nx build ${NAME}`);
   });
 
+  it('adds the variable the library reads to the index docs/environment.md (and to its README)', () => {
+    const row = (text: string) =>
+      text.split('\n').filter((line) => line.startsWith('| `HEAPHOOK_GEN_CHECK_CHUNK_SIZE`'));
+    expect(row(readFileSync(join(root, 'docs/environment.md'), 'utf8'))).toEqual([
+      '| `HEAPHOOK_GEN_CHECK_CHUNK_SIZE` | `libheaphook_gen_check.so` | `1MiB` | bytes each size class of the gen_check backend maps at a time (64KiB .. 1GiB) |',
+    ]);
+    expect(readFileSync(join(repoRoot, 'docs/environment.md'), 'utf8')).not.toContain('GEN_CHECK');
+    expect(readFileSync(join(pkg, 'README.md'), 'utf8')).toContain(
+      '`HEAPHOOK_GEN_CHECK_CHUNK_SIZE`',
+    );
+    expect(readFileSync(join(pkg, `native/${NAME}_allocator.cpp`), 'utf8')).toContain(
+      '"HEAPHOOK_GEN_CHECK_CHUNK_SIZE"',
+    );
+  });
+
   it('writes the C++ in the repository style (clang-format clean)', () => {
     const check = run(
       'clang-format',

@@ -1,8 +1,8 @@
 // A throw-away nx workspace in a temporary folder, to run the backend generator the way a user
 // does (`npx nx g @heaphook/tools:backend <name>`) without touching the repository: it has the
-// repository's nx.json, tsconfig.base.json and .clang-format, a packages/ folder, and a
-// node_modules made of links to the repository's own (so nx, vitest, cmake-js and @heaphook/*
-// resolve offline).
+// repository's nx.json, tsconfig.base.json, .clang-format and docs/environment.md, a packages/
+// folder, and a node_modules made of links to the repository's own (so nx, vitest, cmake-js and
+// @heaphook/* resolve offline).
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import {
   copyFileSync,
@@ -56,6 +56,8 @@ export function createWorkspace(prefix = 'heaphook-generator-'): string {
   copyFileSync(join(repoRoot, 'nx.json'), join(root, 'nx.json'));
   copyFileSync(join(repoRoot, 'tsconfig.base.json'), join(root, 'tsconfig.base.json'));
   copyFileSync(join(repoRoot, '.clang-format'), join(root, '.clang-format'));
+  mkdirSync(join(root, 'docs'));
+  copyFileSync(join(repoRoot, 'docs/environment.md'), join(root, 'docs/environment.md'));
   writeFileSync(
     join(root, 'package.json'),
     JSON.stringify(
