@@ -91,16 +91,20 @@ typedef struct hh_shard {
 static hh_shard g_shards[HH_SHARDS];
 static _Atomic uint64_t g_table_lost; /* entries that found no room (mmap failed) */
 
+/* Blocks of one heap page go to one shard and to neighbouring slots (a hash of the page plus
+ * the block's offset in it): allocations that follow each other in memory touch the same few
+ * cache lines and pages of the table, where a hash of the whole address would miss the cache
+ * (and the TLB) on nearly every insert. */
 static inline uint64_t hh_hash(uint64_t a) {
-    return (a >> 4) * 0x9e3779b97f4a7c15ull;
+    return (a >> 12) * 0x9e3779b97f4a7c15ull;
 }
 
 static inline hh_shard *hh_shard_of(uint64_t h) {
     return &g_shards[h >> (64 - HH_SHARD_BITS)];
 }
 
-static inline uint64_t hh_slot_of(uint64_t h, uint64_t cap) {
-    return (h ^ (h >> 29)) & (cap - 1);
+static inline uint64_t hh_slot_of(uint64_t h, uint64_t a, uint64_t cap) {
+    return ((h >> 20) + ((a >> 4) & 255)) & (cap - 1);
 }
 
 /* Room for one more entry; false when the table cannot grow. Lock held. */
@@ -115,7 +119,7 @@ static bool hh_shard_room(hh_shard *s) {
     for (uint64_t i = 0; s->e != NULL && i < s->cap; i++) {
         uint64_t a = s->e[i].addr;
         if (a <= 1) continue;
-        uint64_t j = hh_slot_of(hh_hash(a), cap);
+        uint64_t j = hh_slot_of(hh_hash(a), a, cap);
         while (e[j].addr != 0) j = (j + 1) & (cap - 1);
         e[j] = s->e[i];
     }
@@ -135,7 +139,7 @@ static void hh_put(uint64_t a, uint64_t meta) {
         hh_spin_unlock(&s->lock);
         return;
     }
-    uint64_t mask = s->cap - 1, i = hh_slot_of(h, s->cap), tomb = UINT64_MAX;
+    uint64_t mask = s->cap - 1, i = hh_slot_of(h, a, s->cap), tomb = UINT64_MAX;
     for (;; i = (i + 1) & mask) {
         uint64_t v = s->e[i].addr;
         if (v == a) {
@@ -162,7 +166,7 @@ static void hh_put(uint64_t a, uint64_t meta) {
 static hh_entry *hh_lookup(hh_shard *s, uint64_t h, uint64_t a) {
     if (s->e == NULL) return NULL;
     uint64_t mask = s->cap - 1;
-    for (uint64_t i = hh_slot_of(h, s->cap);; i = (i + 1) & mask) {
+    for (uint64_t i = hh_slot_of(h, a, s->cap);; i = (i + 1) & mask) {
         uint64_t v = s->e[i].addr;
         if (v == a) return &s->e[i];
         if (v == 0) return NULL;
@@ -647,7 +651,14 @@ static struct {
     uint32_t *counts;
     uint64_t n, cap, nwork;
     uintptr_t lo, hi;
-    /* page index: pages[p] = first block at or above lo + (p << shift) */
+    /* clusters of blocks (no gap over 64 KiB inside), each with a page index:
+     * pages[page0 + p] = first block at or above cluster.lo + (p << shift) */
+    struct hh_cluster {
+        uintptr_t lo, hi;
+        uint64_t page0;
+        uint32_t first, end;
+    } * clusters;
+    uint64_t nclusters, clusters_cap;
     uint32_t *pages;
     uint64_t npages, pages_cap;
     uint64_t *addrs; /* the blocks' addresses alone: the lookups touch fewer cache lines */
@@ -813,37 +824,83 @@ static bool hh_snapshot(void) {
         }
     }
     for (uint64_t j = 0; j < k; j++) g_ck.addrs[j] = g_ck.blocks[j].addr;
-    /* about two pages per block, a few blocks per page at most where the heap is dense */
-    unsigned shift = 4;
-    while (k > 0 && ((g_ck.hi - g_ck.lo) >> shift) > 2 * k + 4096) shift++;
-    uint64_t npages = k > 0 ? ((g_ck.hi - g_ck.lo) >> shift) + 2 : 0;
+    /* Clusters (a new one after a gap of more than 64 KiB: the main heap, each thread arena,
+     * each mmap'd block), then a page index per cluster: about two pages per block. */
+    if (k > g_ck.clusters_cap) {
+        if (g_ck.clusters != NULL) munmap(g_ck.clusters, g_ck.clusters_cap * sizeof *g_ck.clusters);
+        g_ck.clusters_cap = g_ck.cap;
+        g_ck.clusters = hh_map(g_ck.clusters_cap * sizeof *g_ck.clusters);
+        if (g_ck.clusters == NULL) {
+            g_ck.clusters_cap = 0;
+            return false;
+        }
+    }
+    uint64_t nc = 0;
+    for (uint64_t j = 0; j < k; j++) {
+        uint64_t size = g_ck.blocks[j].meta & HH_META_SIZE;
+        uintptr_t a = g_ck.blocks[j].addr, end = a + (size > 0 ? size : 1);
+        if (nc == 0 || a > g_ck.clusters[nc - 1].hi + 65536) {
+            g_ck.clusters[nc++] = (struct hh_cluster){a, end, 0, (uint32_t)j, (uint32_t)j + 1};
+        } else {
+            if (end > g_ck.clusters[nc - 1].hi) g_ck.clusters[nc - 1].hi = end;
+            g_ck.clusters[nc - 1].end = (uint32_t)j + 1;
+        }
+    }
+    g_ck.nclusters = nc;
+    unsigned shift = 6;
+    uint64_t npages;
+    for (;; shift++) {
+        npages = 0;
+        for (uint64_t c = 0; c < nc; c++) {
+            npages += ((g_ck.clusters[c].hi - g_ck.clusters[c].lo) >> shift) + 2;
+        }
+        if (npages <= 4 * k + 65536 || shift >= 40) break;
+    }
     if (npages > g_ck.pages_cap) {
         if (g_ck.pages != NULL) munmap(g_ck.pages, g_ck.pages_cap * sizeof(uint32_t));
         g_ck.pages_cap = npages * 2;
         g_ck.pages = hh_map(g_ck.pages_cap * sizeof(uint32_t));
-        if (g_ck.pages == NULL) g_ck.pages_cap = 0;
+        if (g_ck.pages == NULL) {
+            g_ck.pages_cap = 0;
+            return false;
+        }
     }
-    g_ck.npages = g_ck.pages != NULL ? npages : 0;
     g_ck.shift = shift;
-    uint64_t i = 0;
-    for (uint64_t p = 0; p < g_ck.npages; p++) {
-        uintptr_t start = g_ck.lo + (p << shift);
-        while (i < k && g_ck.blocks[i].addr < start) i++;
-        g_ck.pages[p] = (uint32_t)i;
+    uint64_t at = 0;
+    for (uint64_t c = 0; c < nc; c++) {
+        struct hh_cluster *cl = &g_ck.clusters[c];
+        cl->page0 = at;
+        uint64_t np = ((cl->hi - cl->lo) >> shift) + 2, i = cl->first;
+        for (uint64_t p = 0; p < np; p++) {
+            uintptr_t start = cl->lo + (p << shift);
+            while (i < cl->end && g_ck.addrs[i] < start) i++;
+            g_ck.pages[at + p] = (uint32_t)i;
+        }
+        at += np;
     }
+    g_ck.npages = at;
     return true;
 }
 
 static inline void hh_consider(uintptr_t w) {
     if (w < g_ck.lo || w >= g_ck.hi) return;
-    uint64_t lo = 0, hi = g_ck.n;
-    if (g_ck.npages > 0) {
-        uint64_t p = (w - g_ck.lo) >> g_ck.shift;
-        lo = g_ck.pages[p] > 0 ? g_ck.pages[p] - 1 : 0;
-        hi = g_ck.pages[p + 1];
-        /* blocks[lo] starts before the page (or is the first block), and none from hi on
-         * starts at or below w: the block holding w, if any, is in [lo, hi) */
+    /* the cluster: the last one starting at or below w */
+    uint64_t clo = 0, chi = g_ck.nclusters;
+    while (chi - clo > 1) {
+        uint64_t mid = (clo + chi) / 2;
+        if (g_ck.clusters[mid].lo <= w) {
+            clo = mid;
+        } else {
+            chi = mid;
+        }
     }
+    const struct hh_cluster *cl = &g_ck.clusters[clo];
+    if (w >= cl->hi) return;
+    /* blocks[lo] starts before w's page (or is the cluster's first), and none from hi on
+     * starts at or below w: the block holding w, if any, is in [lo, hi) */
+    uint64_t p = cl->page0 + ((w - cl->lo) >> g_ck.shift);
+    uint64_t lo = g_ck.pages[p] > cl->first ? g_ck.pages[p] - 1 : cl->first;
+    uint64_t hi = g_ck.pages[p + 1] > lo ? g_ck.pages[p + 1] : lo + 1;
     while (hi - lo > 1) {
         uint64_t mid = (lo + hi) / 2;
         if (g_ck.addrs[mid] <= w) {
@@ -852,7 +909,7 @@ static inline void hh_consider(uintptr_t w) {
             hi = mid;
         }
     }
-    if (g_ck.marks[lo]) return;
+    if (g_ck.marks[lo] || g_ck.addrs[lo] > w) return;
     uint64_t size = g_ck.blocks[lo].meta & HH_META_SIZE;
     if (w >= g_ck.addrs[lo] + (size > 0 ? size : 1)) return;
     g_ck.marks[lo] = 1;
