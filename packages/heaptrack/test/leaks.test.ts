@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { decodeLog, type LeakCheckRecord } from '../src/index.js';
+import { decodeLog, record, type LeakCheckRecord } from '../src/index.js';
 import { heaphookBin, logsIn, python3, release, scratch, traced } from './helpers.js';
 
 const leaksBin = join(release, 'hh_test_leaks');
@@ -171,6 +171,19 @@ describe('leak checks', () => {
       expect(got).toEqual(want);
     }
     expect(logs.map((l) => l.pid)).toContain(parentPid);
+  });
+
+  it('under heaphook record (collector), each process of a fork checks at exit', async () => {
+    const dir = scratch('leaks-record');
+    const result = await record(leaksBin, ['fork'], { outputDir: dir, quiet: true });
+    expect(result.status).toBe(0);
+    expect(result.logs).toHaveLength(2);
+    const logs = await Promise.all(logsIn(dir).map(checksOf));
+    for (const { checks } of logs) {
+      expect(checks.map((c) => c.record.trigger)).toEqual(['exit']);
+    }
+    // parent: its own lost block; child: the inherited one and its own
+    expect(logs.map((l) => l.checks[0]!.record.leakedBlocks).sort()).toEqual([1, 2]);
   });
 
   it('HEAPHOOK_LEAK_SIGNAL runs a check while threads allocate', async () => {
