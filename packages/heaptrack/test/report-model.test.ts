@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 
 import {
+  AddressMap,
   HeapSeries,
   LatencyHistogram,
   leakVerdict,
@@ -221,6 +222,92 @@ describe('ReportBuilder', () => {
   });
 });
 
+describe('ReportBuilder.addColumns', () => {
+  it('gives the same model as the records one by one', () => {
+    const records: LogRecord[] = [];
+    for (let i = 1; i <= 300; i++) {
+      records.push(
+        ev('malloc', {
+          ptr: i * 32,
+          size: i,
+          stack: 1 + (i % 3),
+          time: i,
+          tid: 1 + (i % 2),
+          duration: i,
+        }),
+      );
+      if (i % 3 === 0)
+        records.push(ev('free', { ptr: (i - 1) * 32, time: i, tid: 1, duration: 7 }));
+      if (i % 50 === 0) {
+        records.push(
+          ev('realloc', {
+            ptr: 99_000 + i,
+            oldPtr: i * 32,
+            size: 500,
+            stack: 9,
+            time: i,
+            tid: 2,
+            split: true,
+            duration: 3,
+          }),
+        );
+        records.push(ev('realloc_done', { time: i + 0.5, tid: 2 }));
+      }
+    }
+    records.push({ type: 'leak', check: 1, ptr: 32 * 299, size: 299 });
+    records.push(check({ reachableBlocks: 5, reachableBytes: 55 }));
+    const ops = [
+      'malloc',
+      'calloc',
+      'realloc',
+      'reallocarray',
+      'free',
+      'posix_memalign',
+      'memalign',
+      'aligned_alloc',
+      'valloc',
+      'pvalloc',
+      'realloc_done',
+    ];
+    const events = records.filter((r): r is EventRecord => r.type === 'event');
+    const column = (f: (e: EventRecord) => number) => Float64Array.from(events.map(f));
+    const others = records.filter((r) => r.type !== 'event');
+    const byColumns = new ReportBuilder();
+    byColumns.addColumns({
+      events: {
+        length: events.length,
+        op: Uint8Array.from(events.map((e) => ops.indexOf(e.op))),
+        split: Uint8Array.from(events.map((e) => (e.split ? 1 : 0))),
+        time: column((e) => e.time),
+        tid: column((e) => e.tid),
+        stack: column((e) => e.stack),
+        ptr: column((e) => e.ptr),
+        oldPtr: column((e) => e.oldPtr),
+        size: column((e) => e.size),
+        count: column((e) => e.count),
+        duration: column((e) => e.duration ?? 0),
+        weight: column(() => Number.NaN),
+      },
+      records: others,
+      recordAt: others.map(() => events.length),
+      timing: true,
+      sampling: false,
+    });
+    const a = build(records);
+    const b = byColumns.finish();
+    expect(b.calls).toEqual(a.calls);
+    expect(b.sites).toEqual(a.sites);
+    expect(b.series).toEqual(a.series);
+    expect(b.leaks).toEqual(a.leaks);
+    expect(b.neverFreed).toEqual(a.neverFreed);
+    expect(b.temporaryAllocations).toBe(a.temporaryAllocations);
+    expect(b.peakHeapBytes).toBe(a.peakHeapBytes);
+    expect(b.latency.get('malloc')!.percentiles()).toEqual(a.latency.get('malloc')!.percentiles());
+    expect(a.leaks.leakedBlocks).toBe(1);
+    expect(a.calls.realloc_done).toBe(6);
+  });
+});
+
 describe('HeapSeries', () => {
   it('stays at its capacity over any number of values and keeps the peak', () => {
     const s = new HeapSeries(64, 1);
@@ -261,5 +348,41 @@ describe('histograms', () => {
     expect(SizeHistogram.bucketOf(2)).toBe(2);
     expect(SizeHistogram.bucketOf(3)).toBe(2);
     expect(SizeHistogram.bucketOf(4096)).toBe(13);
+  });
+});
+
+describe('AddressMap', () => {
+  it('agrees with a Map over random inserts and deletes of 48-bit addresses', () => {
+    const map = new AddressMap();
+    const reference = new Map<number, number>();
+    const inserted: number[] = [];
+    let seed = 12345;
+    const random = (): number => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0);
+    const base = 0x55d1c54f0000;
+    const mismatches = (): number => {
+      let n = 0;
+      for (const [k, v] of reference) if (map.get(k) !== v) n++;
+      return n;
+    };
+    for (let step = 0; step < 100_000; step++) {
+      if (random() % 2 === 0 && inserted.length > 0) {
+        // free a block allocated earlier (often already freed: then both say no)
+        const ptr = inserted[random() % inserted.length]!;
+        expect(map.delete(ptr)).toBe(reference.delete(ptr));
+      } else {
+        // addresses packed in a small range (collisions, long runs) and spread over the space
+        const ptr =
+          random() % 2 === 0 ? base + (random() % 4096) * 16 : 0x7f0000000000 + random() * 16;
+        map.set(ptr, step);
+        reference.set(ptr, step);
+        inserted.push(ptr);
+      }
+      if (step % 10_000 === 0) expect(mismatches()).toBe(0);
+    }
+    expect(mismatches()).toBe(0);
+    expect(map.size).toBe(reference.size);
+    expect(new Map(map.entries())).toEqual(reference);
+    expect(map.get(0x1000)).toBe(-1);
+    expect(map.delete(0x1000)).toBe(false);
   });
 });

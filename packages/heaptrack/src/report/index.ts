@@ -15,6 +15,7 @@ export {
   type LeakVerdict,
 } from './leaks.js';
 export { HeapSeries, type SeriesPoint } from './series.js';
+export { AddressMap, LiveTable } from './live.js';
 export { LatencyHistogram, SizeHistogram, type Percentiles } from './histogram.js';
 export {
   chartGeometry,

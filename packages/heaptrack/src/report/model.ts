@@ -6,6 +6,7 @@
  * calls, bytes, live bytes and the live bytes at the moment of the peak.
  */
 import {
+  OPS,
   type EndRecord,
   type EventRecord,
   type LeakCheckRecord,
@@ -19,6 +20,35 @@ import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import { LiveTable } from './live.js';
 import { leakVerdict, type LeakCheck, type LeakedBlock, type LeakVerdict } from './leaks.js';
 import { HeapSeries, type SeriesPoint } from './series.js';
+
+const OP_CODE = new Map<Op, number>(OPS.map((op, i) => [op, i]));
+const OP_CALLOC = OPS.indexOf('calloc');
+const OP_REALLOC = OPS.indexOf('realloc');
+const OP_REALLOCARRAY = OPS.indexOf('reallocarray');
+const OP_FREE = OPS.indexOf('free');
+const OP_REALLOC_DONE = OPS.indexOf('realloc_done');
+
+/** The events of one block by columns, as the decoder's decodeLogColumns yields them. */
+export interface ColumnBatch {
+  readonly events: {
+    readonly length: number;
+    readonly op: ArrayLike<number>;
+    readonly split: ArrayLike<number>;
+    readonly time: ArrayLike<number>;
+    readonly tid: ArrayLike<number>;
+    readonly stack: ArrayLike<number>;
+    readonly ptr: ArrayLike<number>;
+    readonly oldPtr: ArrayLike<number>;
+    readonly size: ArrayLike<number>;
+    readonly count: ArrayLike<number>;
+    readonly duration: ArrayLike<number>;
+    readonly weight: ArrayLike<number>;
+  };
+  readonly records: readonly LogRecord[];
+  readonly recordAt: readonly number[];
+  readonly timing: boolean;
+  readonly sampling: boolean;
+}
 
 /** Functions that create a block from nothing (realloc is counted apart). */
 export const ALLOCATION_OPS: readonly Op[] = [
@@ -89,20 +119,9 @@ export class ReportBuilder {
   private end: EndRecord | undefined;
   private readonly modules: ModuleRecord[] = [];
   private readonly stacks = new Map<number, StackNodeRecord>();
-  // An object literal (fast properties), not Object.fromEntries (a dictionary).
-  private readonly calls: Record<Op, number> = {
-    malloc: 0,
-    calloc: 0,
-    realloc: 0,
-    reallocarray: 0,
-    free: 0,
-    posix_memalign: 0,
-    memalign: 0,
-    aligned_alloc: 0,
-    valloc: 0,
-    pvalloc: 0,
-    realloc_done: 0,
-  };
+  /** Calls by op code (the index in OPS). */
+  private readonly calls = new Float64Array(OPS.length);
+
   private events = 0;
   private readonly live = new LiveTable();
   private readonly pending = new Map<
@@ -125,7 +144,9 @@ export class ReportBuilder {
   private unknownFrees = 0;
   private failedCalls = 0;
   private readonly sizes = new SizeHistogram();
-  private readonly latency = new Map<Op, LatencyHistogram>();
+  private readonly latency: (LatencyHistogram | undefined)[] = [];
+  private lastTid = -1;
+  private lastOfTid: { ptr: number } | undefined;
   private readonly series: HeapSeries;
   private pendingLeaks: LeakedBlock[] = [];
   private latestCheck: LeakCheck | undefined;
@@ -249,27 +270,84 @@ export class ReportBuilder {
   }
 
   private event(e: EventRecord): void {
-    this.calls[e.op]++;
-    if (e.time > this.lastTime) this.lastTime = e.time;
-    if (e.op !== 'realloc_done') {
+    this.apply(
+      OP_CODE.get(e.op)!,
+      e.time,
+      e.tid,
+      e.stack,
+      e.ptr,
+      e.oldPtr,
+      e.size,
+      e.count,
+      e.duration ?? Number.NaN,
+      e.weight ?? Number.NaN,
+      e.split,
+    );
+  }
+
+  /**
+   * Events by columns (the decoder's EventColumns: op codes index OPS; duration and weight
+   * valid when `timing` / `sampling`). Non-event records go through add() in log order.
+   */
+  addColumns(batch: ColumnBatch): void {
+    const c = batch.events;
+    let r = 0;
+    for (let k = 0; k < c.length; k++) {
+      while (r < batch.records.length && batch.recordAt[r]! <= k) this.add(batch.records[r++]!);
+      this.apply(
+        c.op[k]!,
+        c.time[k]!,
+        c.tid[k]!,
+        c.stack[k]!,
+        c.ptr[k]!,
+        c.oldPtr[k]!,
+        c.size[k]!,
+        c.count[k]!,
+        batch.timing ? c.duration[k]! : Number.NaN,
+        batch.sampling ? c.weight[k]! : Number.NaN,
+        c.split[k] !== 0,
+      );
+    }
+    while (r < batch.records.length) this.add(batch.records[r++]!);
+  }
+
+  /** One event; `duration` and `weight` are NaN when not recorded. */
+  private apply(
+    code: number,
+    time: number,
+    tid: number,
+    stack: number,
+    ptr: number,
+    oldPtr: number,
+    size: number,
+    count: number,
+    duration: number,
+    sampleWeight: number,
+    split: boolean,
+  ): void {
+    this.calls[code]!++;
+    if (time > this.lastTime) this.lastTime = time;
+    if (code !== OP_REALLOC_DONE) {
       this.events++;
-      if (e.duration !== undefined) {
-        let h = this.latency.get(e.op);
-        if (h === undefined) this.latency.set(e.op, (h = new LatencyHistogram()));
-        h.add(e.duration);
+      if (duration === duration) {
+        let h = this.latency[code];
+        if (h === undefined) this.latency[code] = h = new LatencyHistogram();
+        h.add(duration);
       }
       // A temporary allocation: the thread's very next event frees it.
-      let last = this.lastAllocated.get(e.tid);
-      if (last === undefined) this.lastAllocated.set(e.tid, (last = { ptr: 0 }));
+      let last = this.lastTid === tid ? this.lastOfTid : this.lastAllocated.get(tid);
+      if (last === undefined) this.lastAllocated.set(tid, (last = { ptr: 0 }));
+      this.lastTid = tid;
+      this.lastOfTid = last;
       const previous = last.ptr;
       if (previous !== 0) {
         last.ptr = 0;
         const freesIt =
-          (e.op === 'free' && e.ptr === previous) ||
-          ((e.op === 'realloc' || e.op === 'reallocarray') &&
-            e.oldPtr === previous &&
-            e.ptr === 0 &&
-            e.size === 0);
+          (code === OP_FREE && ptr === previous) ||
+          ((code === OP_REALLOC || code === OP_REALLOCARRAY) &&
+            oldPtr === previous &&
+            ptr === 0 &&
+            size === 0);
         const slot = freesIt ? this.live.find(previous) : -1;
         if (slot >= 0) {
           this.temporary++;
@@ -277,48 +355,49 @@ export class ReportBuilder {
         }
       }
     }
-    const bytes = e.op === 'calloc' || e.op === 'reallocarray' ? e.count * e.size : e.size;
-    const weight = e.weight ?? bytes;
-    switch (e.op) {
-      case 'free':
-        this.removeBlock(e.ptr, e.time);
+    const bytes = code === OP_CALLOC || code === OP_REALLOCARRAY ? count * size : size;
+    // sampled logs: the bytes this record stands for (NaN for frees)
+    const weight = sampleWeight === sampleWeight ? sampleWeight : bytes;
+    switch (code) {
+      case OP_FREE:
+        this.removeBlock(ptr, time);
         return;
-      case 'realloc':
-      case 'reallocarray': {
-        if (e.ptr === 0 && bytes > 0) {
+      case OP_REALLOC:
+      case OP_REALLOCARRAY: {
+        if (ptr === 0 && bytes > 0) {
           this.failedCalls++;
           return;
         }
-        if (e.oldPtr !== 0) this.removeBlock(e.oldPtr, e.time);
-        if (e.ptr === 0 || weight === 0) return;
-        if (e.split) this.pending.set(e.tid, { ptr: e.ptr, size: bytes, weight, stack: e.stack });
+        if (oldPtr !== 0) this.removeBlock(oldPtr, time);
+        if (ptr === 0 || weight === 0) return;
+        if (split) this.pending.set(tid, { ptr, size: bytes, weight, stack });
         else {
-          this.addBlock(e.ptr, bytes, weight, e.stack, e.time);
-          this.allocatedBy(e.tid, e.ptr);
+          this.addBlock(ptr, bytes, weight, stack, time);
+          this.allocatedBy(tid, ptr);
         }
         return;
       }
-      case 'realloc_done': {
-        const moved = this.pending.get(e.tid);
+      case OP_REALLOC_DONE: {
+        const moved = this.pending.get(tid);
         if (moved !== undefined) {
-          this.pending.delete(e.tid);
-          this.addBlock(moved.ptr, moved.size, moved.weight, moved.stack, e.time);
-          this.allocatedBy(e.tid, moved.ptr);
+          this.pending.delete(tid);
+          this.addBlock(moved.ptr, moved.size, moved.weight, moved.stack, time);
+          this.allocatedBy(tid, moved.ptr);
         }
         return;
       }
       default:
-        if (e.ptr === 0) {
+        if (ptr === 0) {
           this.failedCalls++;
           return;
         }
-        this.addBlock(e.ptr, bytes, weight, e.stack, e.time);
-        this.allocatedBy(e.tid, e.ptr);
+        this.addBlock(ptr, bytes, weight, stack, time);
+        this.allocatedBy(tid, ptr);
     }
   }
 
   private allocatedBy(tid: number, ptr: number): void {
-    const last = this.lastAllocated.get(tid);
+    const last = this.lastTid === tid ? this.lastOfTid : this.lastAllocated.get(tid);
     if (last !== undefined) last.ptr = ptr;
     else this.lastAllocated.set(tid, { ptr });
   }
@@ -329,17 +408,25 @@ export class ReportBuilder {
       neverFreedBlocks.push({ ptr, bytes: weight, stack: this.sites[site]!.stack });
     }
     for (const site of this.sites) this.touch(site);
-    const sum = (ops: readonly Op[]): number => ops.reduce((n, op) => n + this.calls[op], 0);
+    const calls = Object.fromEntries(OPS.map((op, i) => [op, this.calls[i]!])) as Record<
+      Op,
+      number
+    >;
+    const latency = new Map<Op, LatencyHistogram>();
+    this.latency.forEach((h, i) => {
+      if (h !== undefined) latency.set(OPS[i]!, h);
+    });
+    const sum = (ops: readonly Op[]): number => ops.reduce((n, op) => n + calls[op], 0);
     return {
       ...(this.process !== undefined ? { process: this.process } : {}),
       ...(this.end !== undefined ? { end: this.end } : {}),
       modules: this.modules,
       stacks: this.stacks,
-      calls: { ...this.calls },
+      calls,
       events: this.events,
       allocations: sum(ALLOCATION_OPS),
       reallocs: sum(['realloc', 'reallocarray']),
-      frees: this.calls.free,
+      frees: calls.free,
       allocatedBytes: this.allocatedBytes,
       peakHeapBytes: this.peakBytes,
       peakTimeNs: this.peakTime,
@@ -353,7 +440,7 @@ export class ReportBuilder {
       ...(this.latestCheck !== undefined ? { latestLeakCheck: this.latestCheck.record } : {}),
       temporaryAllocations: this.temporary,
       sizeHistogram: this.sizes,
-      latency: this.latency,
+      latency,
       series: this.series.points(),
       sites: [...this.sites],
       unknownFrees: this.unknownFrees,
