@@ -3,12 +3,29 @@
  * length + CRC-32 + records), so memory stays bounded by one block whatever the log's size.
  * Damage is reported as a LogFormatError naming the byte offset; every record before it has
  * been yielded already.
+ *
+ * Two views of the same decoding: decodeLogColumns yields each block's events by columns
+ * (typed arrays, no object per event: the fast path, src/decode/engine.ts); decodeLogBatches
+ * and decodeLog build the record objects (LogRecord) from it.
  */
 import { open } from 'node:fs/promises';
 import { crc32, inflateRawSync } from 'node:zlib';
 
 import { Decompress as ZstdStream } from 'fzstd';
 
+import { allocColumns, type EventBatch, type EventColumns } from './decode/columns.js';
+import {
+  Cursor,
+  decodeBlockEvents,
+  DecodeState,
+  OP_FREE,
+  OP_REALLOC_DONE,
+  PF_SAMPLING,
+  PF_TIMING,
+  splitStreams,
+  STREAM_NAMES,
+  type Streams,
+} from './decode/engine.js';
 import {
   OPS,
   type EndRecord,
@@ -17,6 +34,8 @@ import {
   type ModuleRecord,
   type ProcessRecord,
 } from './records.js';
+
+export type { EventBatch, EventColumns } from './decode/columns.js';
 
 export const MAGIC = 'HHEAPLOG';
 export const FORMAT_VERSION = 1;
@@ -34,13 +53,8 @@ const TAG_NODE = 0x04;
 const TAG_END = 0x05;
 const TAG_LEAK = 0x06;
 const TAG_LEAK_CHECK = 0x07;
-const EVT_THREAD = 0x10;
-const EVT_STACK = 0x20;
-const EVT_SPLIT = 0x40;
 
 const PF_STACKS = 1;
-const PF_TIMING = 2;
-const PF_SAMPLING = 4;
 const PF_DROP = 8;
 const PF_FREE_STACKS = 16;
 const PF_FORK_CHILD = 32;
@@ -57,279 +71,12 @@ export class LogFormatError extends Error {
   }
 }
 
-class Cursor {
-  pos = 0;
-  constructor(
-    readonly buf: Buffer,
-    readonly end: number,
-  ) {}
+type State = DecodeState;
 
-  u8(): number {
-    if (this.pos >= this.end) throw new RangeError('record runs past the end of its block');
-    return this.buf[this.pos++]!;
-  }
-
-  varint(): number {
-    let result = 0;
-    let mul = 1;
-    for (let i = 0; i < 10; i++) {
-      const b = this.u8();
-      result += (b & 0x7f) * mul;
-      if (b < 0x80) return result;
-      mul *= 128;
-    }
-    throw new RangeError('varint longer than 10 bytes');
-  }
-
-  svarint(): number {
-    const z = this.varint();
-    return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-  }
-
-  bytes(): Buffer {
-    const n = this.varint();
-    if (this.pos + n > this.end) throw new RangeError('string runs past the end of its block');
-    const out = this.buf.subarray(this.pos, this.pos + n);
-    this.pos += n;
-    return out;
-  }
-
-  string(): string {
-    return this.bytes().toString('utf8');
-  }
-}
-
-/** The columns of a block (FORMAT.md, "Blocks"). */
-interface Streams {
-  tag: Cursor;
-  time: Cursor;
-  stack: Cursor;
-  num: Cursor;
-  addr: Cursor;
-  decl: Cursor;
-}
-const STREAM_NAMES = ['tag', 'time', 'stack', 'num', 'addr', 'decl'] as const;
-
-function splitStreams(payload: Buffer): Streams {
-  const head = new Cursor(payload, payload.length);
-  const n = head.varint();
-  if (n !== STREAM_NAMES.length) throw new RangeError(`block of ${n} streams (expected 6)`);
-  const lengths = STREAM_NAMES.map(() => head.varint());
-  let at = head.pos;
-  const out: Partial<Streams> = {};
-  STREAM_NAMES.forEach((name, i) => {
-    const len = lengths[i]!;
-    if (at + len > payload.length) throw new RangeError('stream lengths exceed the block');
-    out[name] = new Cursor(payload.subarray(at, at + len), len);
-    at += len;
-  });
-  if (at !== payload.length) throw new RangeError('bytes after the last stream');
-  return out as Streams;
-}
-
-/** Delta state of the decoder: restarted at each block, except what persists by design. */
-interface State {
-  flags: number;
-  unit: number; // ns per time tick
-  threads: Map<number, number>; // index -> tid (persists)
-  time: number;
-  addr: number;
-  pc: number;
-  node: number; // id of the previous NODE record in the block
-  thread: number; // current thread index
-  stacks: Map<number, number>; // thread index -> previous stack, this block
-  // Address coding (persists across blocks): live blocks by address -> ordinal, and back.
-  ordinal: number;
-  liveOrdinal: Map<number, number>; // address -> ordinal * 256 + size class
-  livePtr: Map<number, number>; // ordinal -> address
-  recent: Float64Array; // a ring: entry k (0 = freed last) is recent[(recentHead - 1 - k) % RECENT]
-  recentHead: number;
-  classes: number[][];
-  bumpAddr: number; // the last new block and its request: the next may follow it directly
-  bumpBytes: number;
-  prevRef: number; // ordinal of the block named by the last reference
-}
-
-const RECENT = 64;
-const CLASSES = 64;
-const CLASS_DEPTH = 16;
-const NO_CLASS = 0xff;
-
-/** The size class of a request (as the writer computes it). */
-function classOf(bytes: number): number {
-  return bytes <= 1008 ? Math.floor((bytes + 8 + 15) / 16) : NO_CLASS;
-}
-
-function pushFront(list: number[], n: number, value: number): void {
-  list.unshift(value);
-  list.length = n;
-}
-
-function unzigzag(z: number): number {
-  return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-}
-
-/** A block that ends here (free, realloc's old block). */
-function readRef(c: Cursor, s: State, remove: boolean): number {
-  const v = c.varint();
-  let ptr: number;
-  if (v % 2 === 0) {
-    const ordinal = s.prevRef + 1 + unzigzag(v / 2);
-    const found = s.livePtr.get(ordinal);
-    if (found === undefined) throw new RangeError(`reference to unknown block #${ordinal}`);
-    ptr = found;
-    s.prevRef = ordinal;
-  } else {
-    ptr = s.addr + unzigzag((v - 1) / 2);
-  }
-  if (ptr !== 0 && remove) {
-    const live = s.liveOrdinal.get(ptr);
-    let cls = NO_CLASS;
-    if (live !== undefined) {
-      s.liveOrdinal.delete(ptr);
-      s.livePtr.delete(Math.floor(live / 256));
-      cls = live % 256;
-    }
-    s.recent[s.recentHead++ % RECENT] = ptr;
-    if (cls < CLASSES) pushFront(s.classes[cls]!, CLASS_DEPTH, ptr);
-  }
-  s.addr = ptr;
-  return ptr;
-}
-
-/** A block that begins here (see FORMAT.md, "Addresses"). */
-function readNew(c: Cursor, s: State, classBytes: number, request: number): number {
-  const v = c.varint();
-  const cls = classOf(classBytes);
-  let ptr: number;
-  if (v % 2 === 1) {
-    ptr = s.addr + unzigzag((v - 1) / 2);
-  } else if (v % 4 === 0) {
-    const found = s.classes[cls]?.[v / 4];
-    if (found === undefined || found === 0) {
-      throw new RangeError(`reference to unknown free ${v / 4} of size class ${cls}`);
-    }
-    ptr = found;
-  } else if (v === 2) {
-    if (s.bumpAddr === 0) throw new RangeError('reference to the block after none');
-    const chunk = Math.floor((s.bumpBytes + 8 + 15) / 16) * 16;
-    ptr = s.bumpAddr + Math.max(32, chunk);
-  } else {
-    const k = (v - 2) / 4 - 1;
-    const found = k < RECENT ? s.recent[(s.recentHead - 1 - k + RECENT * 2) % RECENT] : undefined;
-    if (found === undefined || found === 0)
-      throw new RangeError(`reference to unknown recent free ${k}`);
-    ptr = found;
-  }
-  if (ptr !== 0) {
-    if (cls < CLASSES) {
-      const list = s.classes[cls]!;
-      const i = list.indexOf(ptr);
-      if (i >= 0) {
-        list.splice(i, 1);
-        list.push(0);
-      }
-    }
-    s.ordinal++;
-    const previous = s.liveOrdinal.get(ptr);
-    if (previous !== undefined) s.livePtr.delete(Math.floor(previous / 256));
-    s.liveOrdinal.set(ptr, s.ordinal * 256 + cls);
-    s.livePtr.set(s.ordinal, ptr);
-    s.bumpAddr = ptr;
-    s.bumpBytes = request;
-  }
-  s.addr = ptr;
-  return ptr;
-}
-
+/** Decodes one record that is not an event (a declaration) from the streams. */
 function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
   const tag = cs.tag.u8();
   const c = cs.decl;
-  if (tag & 0x80) {
-    const op = OPS[tag & 0x0f];
-    if (op === undefined) throw new RangeError(`unknown operation ${tag & 0x0f}`);
-    s.time += cs.time.svarint() * s.unit;
-    if (tag & EVT_THREAD) s.thread = cs.stack.varint();
-    const tid = s.threads.get(s.thread);
-    if (tid === undefined) throw new RangeError(`event of undeclared thread index ${s.thread}`);
-    const carriesStack =
-      op !== 'realloc_done' && (op !== 'free' || (s.flags & PF_FREE_STACKS) !== 0);
-    let stack = carriesStack ? (s.stacks.get(s.thread) ?? 0) : 0;
-    if (tag & EVT_STACK) stack = cs.stack.varint();
-    if (carriesStack) s.stacks.set(s.thread, stack);
-    let ptr = 0;
-    let oldPtr = 0;
-    let size = 0;
-    let count = 1;
-    let align = 0;
-    switch (op) {
-      case 'malloc':
-      case 'valloc':
-      case 'pvalloc':
-        size = cs.num.varint();
-        ptr = readNew(cs.addr, s, size, size);
-        break;
-      case 'calloc':
-        count = cs.num.varint();
-        size = cs.num.varint();
-        ptr = readNew(cs.addr, s, count * size, count * size);
-        break;
-      case 'realloc':
-      case 'reallocarray': {
-        if (op === 'reallocarray') count = cs.num.varint();
-        size = cs.num.varint();
-        const bytes = op === 'reallocarray' ? count * size : size;
-        // A failed call (new block 0 for a size > 0) keeps the old block. The new address
-        // follows the old one, so look ahead at it before consuming the old reference.
-        const mark = cs.addr.pos;
-        const saved = { addr: s.addr, prevRef: s.prevRef };
-        oldPtr = readRef(cs.addr, s, false);
-        const peek = cs.addr.varint();
-        const failed = bytes !== 0 && peek % 2 === 1 && oldPtr + unzigzag((peek - 1) / 2) === 0;
-        cs.addr.pos = mark;
-        s.addr = saved.addr;
-        s.prevRef = saved.prevRef;
-        oldPtr = readRef(cs.addr, s, !failed);
-        ptr = readNew(cs.addr, s, bytes, bytes);
-        break;
-      }
-      case 'free':
-        ptr = readRef(cs.addr, s, true);
-        break;
-      case 'posix_memalign':
-      case 'memalign':
-      case 'aligned_alloc':
-        align = cs.num.varint();
-        size = cs.num.varint();
-        ptr = readNew(cs.addr, s, Number.MAX_SAFE_INTEGER, size);
-        break;
-      case 'realloc_done':
-        break;
-    }
-    let duration: number | undefined;
-    let weight: number | undefined;
-    if (op !== 'realloc_done') {
-      if (s.flags & PF_TIMING) duration = cs.num.varint();
-      if (s.flags & PF_SAMPLING && op !== 'free') weight = cs.num.varint();
-    }
-    const event: EventRecord = {
-      type: 'event',
-      op,
-      time: s.time,
-      tid,
-      stack,
-      ptr,
-      oldPtr,
-      size,
-      count,
-      align,
-      split: (tag & EVT_SPLIT) !== 0,
-      duration,
-      weight,
-    };
-    out.push(event);
-    return;
-  }
   switch (tag) {
     case TAG_PROCESS: {
       const pid = c.varint();
@@ -458,14 +205,24 @@ export interface DecodeOptions {
   readonly chunkSize?: number;
 }
 
+export interface ColumnDecodeOptions extends DecodeOptions {
+  /**
+   * Reuse one set of columns for every block (default false): each batch is valid only until
+   * the next one is requested. Saves allocating ~100 bytes per event of every block.
+   */
+  readonly reuseColumns?: boolean;
+}
+
 /**
- * Decodes a heaplog block by block: yields the records of each block as an array. Memory use
- * is bounded by the largest block plus one chunk.
+ * Decodes a heaplog block by block, each block's events by columns (EventBatch): the fast
+ * path, with no object per event. Memory use is bounded by the largest block plus one chunk,
+ * plus the address state (live blocks). On damage, the batch of the valid part of the damaged
+ * block is yielded, then a LogFormatError is thrown.
  */
-export async function* decodeLogBatches(
+export async function* decodeLogColumns(
   path: string,
-  options: DecodeOptions = {},
-): AsyncGenerator<LogRecord[]> {
+  options: ColumnDecodeOptions = {},
+): AsyncGenerator<EventBatch> {
   const chunkSize = options.chunkSize ?? 1024 * 1024;
   const file = await open(path, 'r');
   try {
@@ -477,7 +234,11 @@ export async function* decodeLogBatches(
         const chunk = Buffer.allocUnsafe(Math.max(chunkSize, need - pending.length));
         const { bytesRead } = await file.read(chunk, 0, chunk.length, null);
         if (bytesRead === 0) eof = true;
-        else pending = Buffer.concat([pending, chunk.subarray(0, bytesRead)]);
+        else
+          pending =
+            pending.length === 0
+              ? chunk.subarray(0, bytesRead)
+              : Buffer.concat([pending, chunk.subarray(0, bytesRead)]);
       }
       return pending.length >= need;
     };
@@ -507,26 +268,9 @@ export async function* decodeLogBatches(
     consume(FILE_HEADER_SIZE);
 
     let zstdStream: ZstdStream | undefined;
-    const state: State = {
-      flags: 0,
-      unit: 1,
-      threads: new Map(),
-      time: 0,
-      addr: 0,
-      pc: 0,
-      node: 0,
-      thread: 0,
-      stacks: new Map(),
-      ordinal: 0,
-      liveOrdinal: new Map(),
-      livePtr: new Map(),
-      recent: new Float64Array(RECENT),
-      recentHead: 0,
-      classes: Array.from({ length: CLASSES }, () => new Array<number>(CLASS_DEPTH).fill(0)),
-      bumpAddr: 0,
-      bumpBytes: 0,
-      prevRef: 0,
-    };
+    let zstdChunks: Uint8Array[] = [];
+    const state = new DecodeState();
+    let shared: EventColumns | undefined;
     for (;;) {
       if (!(await fill(BLOCK_HEADER_SIZE))) {
         if (pending.length === 0) return;
@@ -573,16 +317,19 @@ export async function* decodeLogBatches(
         }
       } else if (zstd) {
         // One zstd stream across the file, flushed at every block: <raw length> <zstd bytes>.
-        const head = new Cursor(stored, stored.length);
-        const chunks: Uint8Array[] = [];
+        const head = new Cursor(stored, 0, stored.length);
         try {
           const rawLength = head.varint();
-          zstdStream ??= new ZstdStream();
-          zstdStream.ondata = (chunk) => {
-            chunks.push(Buffer.from(chunk));
-          };
+          if (zstdStream === undefined) {
+            zstdStream = new ZstdStream();
+            zstdStream.ondata = (chunk) => {
+              zstdChunks.push(chunk);
+            };
+          }
+          zstdChunks = [];
           zstdStream.push(stored.subarray(head.pos));
-          payload = Buffer.concat(chunks);
+          // fzstd may hand out views of its window: copy them before the next push.
+          payload = Buffer.concat(zstdChunks);
           if (payload.length !== rawLength) {
             throw new RangeError(`${payload.length} bytes decompressed of ${rawLength}`);
           }
@@ -594,25 +341,37 @@ export async function* decodeLogBatches(
           );
         }
       }
-      state.time = 0;
-      state.addr = 0;
-      state.pc = 0;
-      state.node = 0;
-      state.thread = 0;
-      state.stacks.clear();
-      const records: LogRecord[] = [];
+      state.startBlock();
       let streams: Streams;
       try {
         streams = splitStreams(payload);
       } catch (error) {
         throw new LogFormatError(path, blockOffset, `corrupt block (${(error as Error).message})`);
       }
-      let index = 0;
+      const capacity = streams.tag.end - streams.tag.pos;
+      let events: EventColumns;
+      if (options.reuseColumns === true) {
+        if (shared === undefined || shared.op.length < capacity) shared = allocColumns(capacity);
+        events = shared;
+        events.length = 0;
+      } else {
+        events = allocColumns(capacity);
+      }
+      const records: LogRecord[] = [];
+      const recordAt: number[] = [];
+      const batch: EventBatch = {
+        events,
+        records,
+        recordAt,
+        timing: (state.flags & PF_TIMING) !== 0,
+        sampling: (state.flags & PF_SAMPLING) !== 0,
+        offset: blockOffset,
+      };
       try {
-        while (streams.tag.pos < streams.tag.end) {
+        decodeBlockEvents(state, streams, events, (eventsBefore) => {
           decodeRecord(streams, state, records);
-          index++;
-        }
+          recordAt.push(eventsBefore);
+        });
         for (const name of STREAM_NAMES) {
           if (streams[name].pos !== streams[name].end) {
             throw new RangeError(
@@ -621,7 +380,8 @@ export async function* decodeLogBatches(
           }
         }
       } catch (error) {
-        if (records.length > 0) yield records.splice(0);
+        const index = events.length + records.length;
+        if (index > 0) yield withFlags(batch, state);
         throw new LogFormatError(
           path,
           blockOffset,
@@ -629,10 +389,68 @@ export async function* decodeLogBatches(
         );
       }
       consume(BLOCK_HEADER_SIZE + length);
-      yield records;
+      yield withFlags(batch, state);
     }
   } finally {
     await file.close();
+  }
+}
+
+/** The batch with the log's flags as they are after the block (its PROCESS record may set them). */
+function withFlags(batch: EventBatch, s: State): EventBatch {
+  const timing = (s.flags & PF_TIMING) !== 0;
+  const sampling = (s.flags & PF_SAMPLING) !== 0;
+  return batch.timing === timing && batch.sampling === sampling
+    ? batch
+    : { ...batch, timing, sampling };
+}
+
+/** The record object of event `k` of a batch. */
+export function eventAt(batch: EventBatch, k: number): EventRecord {
+  const c = batch.events;
+  const code = c.op[k]!;
+  const op = OPS[code]!;
+  const marker = code === OP_REALLOC_DONE;
+  return {
+    type: 'event',
+    op,
+    time: c.time[k]!,
+    tid: c.tid[k]!,
+    stack: c.stack[k]!,
+    ptr: c.ptr[k]!,
+    oldPtr: c.oldPtr[k]!,
+    size: c.size[k]!,
+    count: c.count[k]!,
+    align: c.align[k]!,
+    split: c.split[k] !== 0,
+    duration: batch.timing && !marker ? c.duration[k]! : undefined,
+    weight: batch.sampling && !marker && code !== OP_FREE ? c.weight[k]! : undefined,
+  };
+}
+
+/** All the records of a batch as objects, in log order. */
+export function recordsOf(batch: EventBatch): LogRecord[] {
+  const out: LogRecord[] = [];
+  const n = batch.events.length;
+  let r = 0;
+  for (let k = 0; k < n; k++) {
+    while (r < batch.records.length && batch.recordAt[r]! <= k) out.push(batch.records[r++]!);
+    out.push(eventAt(batch, k));
+  }
+  while (r < batch.records.length) out.push(batch.records[r++]!);
+  return out;
+}
+
+/**
+ * Decodes a heaplog block by block: yields the records of each block as an array. Memory use
+ * is bounded by the largest block plus one chunk. (decodeLogColumns is the faster form.)
+ */
+export async function* decodeLogBatches(
+  path: string,
+  options: DecodeOptions = {},
+): AsyncGenerator<LogRecord[]> {
+  for await (const batch of decodeLogColumns(path, { ...options, reuseColumns: true })) {
+    yield recordsOf(batch);
   }
 }
 

@@ -4,8 +4,14 @@
  * ends the old block at the realloc and starts the new one at its realloc_done; frees of
  * blocks the log never saw allocated (inherited across fork, unsampled, allocated before the
  * tracer started) are counted and otherwise ignored, so they do not distort the figures.
+ *
+ * The replay keeps the live blocks in typed arrays (a hash table from address to slot, one
+ * column per field), and summarize feeds it the decoder's columns: no object per event, memory
+ * bounded by the live blocks and the distinct stacks.
  */
-import { decodeLogBatches, type DecodeOptions } from './decoder.js';
+import type { EventColumns } from './decode/columns.js';
+import { NumberTable } from './decode/table.js';
+import { decodeLogColumns, type DecodeOptions } from './decoder.js';
 import {
   OPS,
   type EndRecord,
@@ -47,6 +53,8 @@ export interface Summary {
   /** ns since start when the peak was first reached. */
   readonly peakTime: number;
   readonly liveBytes: number;
+  /** Most blocks live at once. */
+  readonly peakLiveBlocks: number;
   readonly leaks: LiveBlock[];
   readonly leakSites: LeakSite[];
   /** Frees of blocks not allocated in this log. */
@@ -56,9 +64,15 @@ export interface Summary {
   readonly failedCalls: number;
 }
 
-/** Follows the live heap event by event. */
+const OP_CODE = new Map<Op, number>(OPS.map((op, i) => [op, i]));
+const REALLOC = 2;
+const REALLOCARRAY = 3;
+const FREE = 4;
+const REALLOC_DONE = 10;
+const CALLOC = 1;
+
+/** Follows the live heap event by event (apply) or block by block (applyColumns). */
 export class HeapReplay {
-  readonly live = new Map<number, LiveBlock>();
   readonly calls = Object.fromEntries(OPS.map((op) => [op, 0])) as Record<Op, number>;
   events = 0;
   liveBytes = 0;
@@ -68,69 +82,213 @@ export class HeapReplay {
   unknownFrees = 0;
   anomalies = 0;
   failedCalls = 0;
+  /** Blocks live now, and the most at once. */
+  liveBlocks = 0;
+  peakLiveBlocks = 0;
   private readonly pending = new Map<number, LiveBlock>();
+  // The live blocks: address -> slot, and the fields of each slot.
+  private readonly index = new NumberTable(4096);
+  private cap = 0;
+  private bPtr: Float64Array = new Float64Array(0);
+  private bSize: Float64Array = new Float64Array(0);
+  private bWeight: Float64Array = new Float64Array(0);
+  private bStack: Float64Array = new Float64Array(0);
+  private bTime: Float64Array = new Float64Array(0);
+  private bOp: Uint8Array = new Uint8Array(0);
+  private freeSlots: Int32Array = new Int32Array(0);
+  private freeCount = 0;
+  private used = 0; // slots ever handed out
+  private snapshot: Map<number, LiveBlock> | undefined;
 
-  private add(block: LiveBlock): void {
-    const previous = this.live.get(block.ptr);
-    if (previous !== undefined) {
-      this.anomalies++;
-      this.liveBytes -= previous.weight;
+  /**
+   * The live blocks by address. Built on demand from the replay's tables (and cached until the
+   * next event): read it after the replay, not per event; liveBlocks is the cheap count.
+   */
+  get live(): ReadonlyMap<number, LiveBlock> {
+    if (this.snapshot === undefined) {
+      const map = new Map<number, LiveBlock>();
+      this.index.forEach((slot) => {
+        const ptr = this.bPtr[slot]!;
+        map.set(ptr, {
+          ptr,
+          size: this.bSize[slot]!,
+          weight: this.bWeight[slot]!,
+          stack: this.bStack[slot]!,
+          time: this.bTime[slot]!,
+          op: OPS[this.bOp[slot]!]!,
+        });
+      });
+      this.snapshot = map;
     }
-    this.live.set(block.ptr, block);
-    this.liveBytes += block.weight;
-    this.allocatedBytes += block.weight;
+    return this.snapshot;
+  }
+
+  private grow(): void {
+    const cap = Math.max(1024, this.cap * 2);
+    const f = (a: Float64Array): Float64Array => {
+      const b = new Float64Array(cap);
+      b.set(a);
+      return b;
+    };
+    this.bPtr = f(this.bPtr);
+    this.bSize = f(this.bSize);
+    this.bWeight = f(this.bWeight);
+    this.bStack = f(this.bStack);
+    this.bTime = f(this.bTime);
+    const op = new Uint8Array(cap);
+    op.set(this.bOp);
+    this.bOp = op;
+    const free = new Int32Array(cap);
+    free.set(this.freeSlots.subarray(0, this.freeCount));
+    this.freeSlots = free;
+    this.cap = cap;
+  }
+
+  private add(
+    ptr: number,
+    size: number,
+    weight: number,
+    stack: number,
+    time: number,
+    op: number,
+  ): void {
+    let slot: number;
+    if (this.freeCount > 0) slot = this.freeSlots[--this.freeCount]!;
+    else {
+      if (this.used === this.cap) this.grow();
+      slot = this.used++;
+    }
+    this.bPtr[slot] = ptr;
+    this.bSize[slot] = size;
+    this.bWeight[slot] = weight;
+    this.bStack[slot] = stack;
+    this.bTime[slot] = time;
+    this.bOp[slot] = op;
+    const previous = this.index.set(ptr, slot);
+    if (previous >= 0) {
+      this.anomalies++;
+      this.liveBytes -= this.bWeight[previous]!;
+      this.freeSlots[this.freeCount++] = previous;
+    } else if (++this.liveBlocks > this.peakLiveBlocks) {
+      this.peakLiveBlocks = this.liveBlocks;
+    }
+    this.liveBytes += weight;
+    this.allocatedBytes += weight;
     if (this.liveBytes > this.peakBytes) {
       this.peakBytes = this.liveBytes;
-      this.peakTime = block.time;
+      this.peakTime = time;
     }
   }
 
   private remove(ptr: number): void {
-    const block = this.live.get(ptr);
-    if (block === undefined) {
+    const slot = this.index.delete(ptr);
+    if (slot < 0) {
       this.unknownFrees++;
       return;
     }
-    this.live.delete(ptr);
-    this.liveBytes -= block.weight;
+    this.liveBlocks--;
+    this.liveBytes -= this.bWeight[slot]!;
+    this.freeSlots[this.freeCount++] = slot;
   }
 
-  apply(e: EventRecord): void {
-    this.calls[e.op]++;
-    if (e.op !== 'realloc_done') this.events++;
-    const bytes = e.op === 'calloc' || e.op === 'reallocarray' ? e.count * e.size : e.size;
-    const weight = e.weight ?? bytes;
-    switch (e.op) {
-      case 'free':
-        this.remove(e.ptr);
+  /** One event, in log order. */
+  private step(
+    op: number,
+    time: number,
+    tid: number,
+    stack: number,
+    ptr: number,
+    oldPtr: number,
+    bytes: number,
+    weight: number,
+    split: boolean,
+  ): void {
+    switch (op) {
+      case FREE:
+        this.remove(ptr);
         return;
-      case 'realloc':
-      case 'reallocarray': {
-        if (e.ptr === 0 && bytes > 0) {
+      case REALLOC:
+      case REALLOCARRAY: {
+        if (ptr === 0 && bytes > 0) {
           this.failedCalls++;
           return; // failed: the old block stays
         }
-        if (e.oldPtr !== 0) this.remove(e.oldPtr);
-        if (e.ptr === 0 || weight === 0) return; // realloc(p, 0) freed it, or not sampled
-        const block = { ptr: e.ptr, size: bytes, weight, stack: e.stack, time: e.time, op: e.op };
-        if (e.split) this.pending.set(e.tid, block);
-        else this.add(block);
+        if (oldPtr !== 0) this.remove(oldPtr);
+        if (ptr === 0 || weight === 0) return; // realloc(p, 0) freed it, or not sampled
+        if (split) {
+          this.pending.set(tid, { ptr, size: bytes, weight, stack, time, op: OPS[op]! });
+        } else this.add(ptr, bytes, weight, stack, time, op);
         return;
       }
-      case 'realloc_done': {
-        const moved = this.pending.get(e.tid);
+      case REALLOC_DONE: {
+        const moved = this.pending.get(tid);
         if (moved !== undefined) {
-          this.pending.delete(e.tid);
-          this.add({ ...moved, time: e.time });
+          this.pending.delete(tid);
+          this.add(moved.ptr, moved.size, moved.weight, moved.stack, time, OP_CODE.get(moved.op)!);
         }
         return;
       }
       default:
-        if (e.ptr === 0) {
+        if (ptr === 0) {
           this.failedCalls++;
           return;
         }
-        this.add({ ptr: e.ptr, size: bytes, weight, stack: e.stack, time: e.time, op: e.op });
+        this.add(ptr, bytes, weight, stack, time, op);
+    }
+  }
+
+  apply(e: EventRecord): void {
+    this.snapshot = undefined;
+    this.calls[e.op]++;
+    if (e.op !== 'realloc_done') this.events++;
+    const bytes = e.op === 'calloc' || e.op === 'reallocarray' ? e.count * e.size : e.size;
+    const weight = e.weight ?? bytes;
+    this.step(OP_CODE.get(e.op)!, e.time, e.tid, e.stack, e.ptr, e.oldPtr, bytes, weight, e.split);
+  }
+
+  /** The events of a block by columns (decodeLogColumns), in order; `sampling`: EventBatch.sampling. */
+  applyColumns(c: EventColumns, sampling: boolean): void {
+    this.snapshot = undefined;
+    const n = c.length;
+    const opc = c.op;
+    const counts = new Float64Array(OPS.length);
+    for (let k = 0; k < n; k++) {
+      const op = opc[k]!;
+      counts[op]!++;
+      const ptr = c.ptr[k]!;
+      if (op === FREE) {
+        this.remove(ptr);
+        continue;
+      }
+      const bytes = op === CALLOC || op === REALLOCARRAY ? c.count[k]! * c.size[k]! : c.size[k]!;
+      if (op < REALLOC || op > FREE) {
+        // the allocating functions (and realloc_done, handled by step)
+        if (op !== REALLOC_DONE) {
+          if (ptr === 0) {
+            this.failedCalls++;
+            continue;
+          }
+          this.add(ptr, bytes, sampling ? c.weight[k]! : bytes, c.stack[k]!, c.time[k]!, op);
+          continue;
+        }
+      }
+      const weight = sampling && op !== REALLOC_DONE ? c.weight[k]! : bytes;
+      this.step(
+        op,
+        c.time[k]!,
+        c.tid[k]!,
+        c.stack[k]!,
+        ptr,
+        c.oldPtr[k]!,
+        bytes,
+        weight,
+        c.split[k] !== 0,
+      );
+    }
+    for (let i = 0; i < OPS.length; i++) {
+      if (counts[i] === 0) continue;
+      this.calls[OPS[i]!] += counts[i]!;
+      if (i !== REALLOC_DONE) this.events += counts[i]!;
     }
   }
 }
@@ -141,12 +299,9 @@ export async function summarize(path: string, options: DecodeOptions = {}): Prom
   const stacks = new Map<number, StackNodeRecord>();
   let process: ProcessRecord | undefined;
   let end: EndRecord | undefined;
-  for await (const batch of decodeLogBatches(path, options)) {
-    for (const r of batch) {
+  for await (const batch of decodeLogColumns(path, { ...options, reuseColumns: true })) {
+    for (const r of batch.records) {
       switch (r.type) {
-        case 'event':
-          replay.apply(r);
-          break;
         case 'stack':
           stacks.set(r.id, r);
           break;
@@ -163,6 +318,7 @@ export async function summarize(path: string, options: DecodeOptions = {}): Prom
           break;
       }
     }
+    replay.applyColumns(batch.events, batch.sampling);
   }
   const leaks = [...replay.live.values()];
   const sites = new Map<number, { blocks: number; bytes: number }>();
@@ -183,6 +339,7 @@ export async function summarize(path: string, options: DecodeOptions = {}): Prom
     peakBytes: replay.peakBytes,
     peakTime: replay.peakTime,
     liveBytes: replay.liveBytes,
+    peakLiveBlocks: replay.peakLiveBlocks,
     leaks,
     leakSites: [...sites.entries()]
       .map(([stack, s]) => ({ stack, ...s }))

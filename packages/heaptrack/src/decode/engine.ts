@@ -1,0 +1,461 @@
+/**
+ * The hot path of the heaplog decoder: reads the events of one block straight from its column
+ * streams into typed arrays (EventColumns), with the address coding of FORMAT.md ("Addresses")
+ * kept in typed-array hash tables. No object is allocated per event. Declarations (and every
+ * other non-event record) are handed back to the caller, which decodes them from the streams.
+ */
+import type { EventColumns } from './columns.js';
+import { NumberTable } from './table.js';
+
+/** A read position in one stream of a block's payload (absolute offsets into `buf`). */
+export class Cursor {
+  constructor(
+    readonly buf: Buffer,
+    public pos: number,
+    readonly end: number,
+  ) {}
+
+  u8(): number {
+    if (this.pos >= this.end) throw new RangeError('record runs past the end of its block');
+    return this.buf[this.pos++]!;
+  }
+
+  varint(): number {
+    const v = varint(this.buf, this.pos, this.end);
+    this.pos = rp;
+    return v;
+  }
+
+  svarint(): number {
+    return unzigzag(this.varint());
+  }
+
+  bytes(): Buffer {
+    const n = this.varint();
+    if (this.pos + n > this.end) throw new RangeError('string runs past the end of its block');
+    const out = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return out;
+  }
+
+  string(): string {
+    return this.bytes().toString('utf8');
+  }
+}
+
+/** The columns of a block (FORMAT.md, "Blocks"). */
+export interface Streams {
+  tag: Cursor;
+  time: Cursor;
+  stack: Cursor;
+  num: Cursor;
+  addr: Cursor;
+  decl: Cursor;
+}
+export const STREAM_NAMES = ['tag', 'time', 'stack', 'num', 'addr', 'decl'] as const;
+
+export function splitStreams(payload: Buffer): Streams {
+  const head = new Cursor(payload, 0, payload.length);
+  const n = head.varint();
+  if (n !== STREAM_NAMES.length) throw new RangeError(`block of ${n} streams (expected 6)`);
+  const lengths = STREAM_NAMES.map(() => head.varint());
+  let at = head.pos;
+  const out: Partial<Streams> = {};
+  STREAM_NAMES.forEach((name, i) => {
+    const len = lengths[i]!;
+    if (at + len > payload.length) throw new RangeError('stream lengths exceed the block');
+    out[name] = new Cursor(payload, at, at + len);
+    at += len;
+  });
+  if (at !== payload.length) throw new RangeError('bytes after the last stream');
+  return out as Streams;
+}
+
+/** Where the last varint read ended (a second return value without an allocation). */
+let rp = 0;
+
+function varintSlow(b: Uint8Array, p: number, end: number): number {
+  let result = 0;
+  let mul = 1;
+  for (let i = 0; i < 10; i++) {
+    if (p >= end) throw new RangeError('record runs past the end of its block');
+    const x = b[p++]!;
+    result += (x & 0x7f) * mul;
+    if (x < 0x80) {
+      rp = p;
+      return result;
+    }
+    mul *= 128;
+  }
+  throw new RangeError('varint longer than 10 bytes');
+}
+
+/** Reads the varint at `p` (before `end`); the position after it is left in `rp`. */
+function varint(b: Uint8Array, p: number, end: number): number {
+  if (p < end - 1) {
+    const x = b[p]!;
+    if (x < 0x80) {
+      rp = p + 1;
+      return x;
+    }
+    const y = b[p + 1]!;
+    if (y < 0x80) {
+      rp = p + 2;
+      return (x & 0x7f) | (y << 7);
+    }
+  }
+  return varintSlow(b, p, end);
+}
+
+export function unzigzag(z: number): number {
+  if (z <= 0x7fffffff) return (z >>> 1) ^ -(z & 1);
+  return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+}
+
+export const RECENT = 64;
+export const CLASSES = 64;
+export const CLASS_DEPTH = 16;
+export const NO_CLASS = 0xff;
+const NO_CLASS_BYTES = Number.MAX_SAFE_INTEGER;
+
+export const OP_FREE = 4;
+export const OP_REALLOC_DONE = 10;
+const EVT_THREAD = 0x10;
+const EVT_STACK = 0x20;
+const EVT_SPLIT = 0x40;
+export const PF_TIMING = 2;
+export const PF_SAMPLING = 4;
+export const PF_FREE_STACKS = 16;
+
+/**
+ * Decoder state: the delta state restarts at each block (startBlock), the declarations and
+ * the address state persist for the whole file.
+ */
+export class DecodeState {
+  flags = 0;
+  unit = 1; // ns per time tick
+  readonly threads = new Map<number, number>(); // index -> tid (persists)
+  time = 0;
+  addr = 0; // previous address
+  pc = 0;
+  node = 0; // id of the previous NODE record in the block
+  thread = 0; // current thread index
+  /** Each thread's previous stack in this block, by thread index. */
+  threadStack = new Float64Array(64);
+  private maxThread = 0;
+  // Address coding (persists across blocks).
+  ordinal = 0;
+  readonly liveOrdinal = new NumberTable(); // address -> ordinal * 256 + size class
+  readonly livePtr = new NumberTable(); // ordinal -> address
+  /** A ring: entry k (0 = freed last) is recent[(recentHead - 1 - k) & (RECENT - 1)]. */
+  readonly recent = new Float64Array(RECENT);
+  recentHead = 0;
+  /** Per size class, the CLASS_DEPTH addresses freed last: class c at [c * CLASS_DEPTH ...]. */
+  readonly classes = new Float64Array(CLASSES * CLASS_DEPTH);
+  bumpAddr = 0; // the last new block and its request: the next may follow it directly
+  bumpBytes = 0;
+  prevRef = 0; // ordinal of the block named by the last reference
+
+  startBlock(): void {
+    this.time = 0;
+    this.addr = 0;
+    this.pc = 0;
+    this.node = 0;
+    this.thread = 0;
+    this.threadStack.fill(0, 0, this.maxThread + 1);
+    this.maxThread = 0;
+  }
+
+  /** Makes room for thread index `t` in threadStack. */
+  touchThread(t: number): void {
+    if (t >= this.threadStack.length) {
+      if (t > 0xffffff) throw new RangeError(`thread index ${t} out of range`);
+      const grown = new Float64Array(Math.max(t + 1, this.threadStack.length * 2));
+      grown.set(this.threadStack);
+      this.threadStack = grown;
+    }
+    if (t > this.maxThread) this.maxThread = t;
+  }
+}
+
+/** The size class of a request (as the writer computes it). */
+function classOf(bytes: number): number {
+  return bytes <= 1008 ? Math.floor((bytes + 8 + 15) / 16) : NO_CLASS;
+}
+
+/** The block named by an `old` reference `v`; updates the previous reference and address. */
+function resolveRef(s: DecodeState, v: number): number {
+  let ptr: number;
+  if (v <= 0x7fffffff ? (v & 1) === 0 : v % 2 === 0) {
+    const ordinal = s.prevRef + 1 + unzigzag(v / 2);
+    const found = s.livePtr.get(ordinal);
+    if (found < 0) throw new RangeError(`reference to unknown block #${ordinal}`);
+    ptr = found;
+    s.prevRef = ordinal;
+  } else {
+    ptr = s.addr + unzigzag((v - 1) / 2);
+  }
+  s.addr = ptr;
+  return ptr;
+}
+
+/** The block at `ptr` ends: it leaves the live set and joins the free lists. */
+function endBlock(s: DecodeState, ptr: number): void {
+  const live = s.liveOrdinal.delete(ptr);
+  let cls = NO_CLASS;
+  if (live >= 0) {
+    const ordinal = Math.floor(live / 256);
+    s.livePtr.delete(ordinal);
+    cls = live - ordinal * 256;
+  }
+  s.recent[s.recentHead] = ptr;
+  s.recentHead = (s.recentHead + 1) & (RECENT - 1);
+  if (cls < CLASSES) {
+    const c = s.classes;
+    const base = cls * CLASS_DEPTH;
+    for (let i = base + CLASS_DEPTH - 1; i > base; i--) c[i] = c[i - 1]!;
+    c[base] = ptr;
+  }
+}
+
+/** A block that begins here, from its `new` reference `v` (see FORMAT.md, "Addresses"). */
+function newBlock(s: DecodeState, v: number, classBytes: number, request: number): number {
+  const cls = classOf(classBytes);
+  let ptr: number;
+  const low = v <= 0x7fffffff ? v & 3 : v % 4;
+  if ((low & 1) === 1) {
+    ptr = s.addr + unzigzag((v - 1) / 2);
+  } else if (low === 0) {
+    const k = v / 4;
+    const found = cls < CLASSES && k < CLASS_DEPTH ? s.classes[cls * CLASS_DEPTH + k]! : 0;
+    if (found === 0) throw new RangeError(`reference to unknown free ${k} of size class ${cls}`);
+    ptr = found;
+  } else if (v === 2) {
+    if (s.bumpAddr === 0) throw new RangeError('reference to the block after none');
+    const chunk = Math.floor((s.bumpBytes + 8 + 15) / 16) * 16;
+    ptr = s.bumpAddr + Math.max(32, chunk);
+  } else {
+    const k = (v - 2) / 4 - 1;
+    const found = k < RECENT ? s.recent[(s.recentHead - 1 - k) & (RECENT - 1)]! : 0;
+    if (found === 0) throw new RangeError(`reference to unknown recent free ${k}`);
+    ptr = found;
+  }
+  if (ptr !== 0) {
+    if (cls < CLASSES) {
+      const c = s.classes;
+      const base = cls * CLASS_DEPTH;
+      const last = base + CLASS_DEPTH - 1;
+      for (let i = base; i <= last; i++) {
+        if (c[i] === ptr) {
+          for (let j = i; j < last; j++) c[j] = c[j + 1]!;
+          c[last] = 0;
+          break;
+        }
+      }
+    }
+    const ordinal = ++s.ordinal;
+    const previous = s.liveOrdinal.set(ptr, ordinal * 256 + cls);
+    if (previous >= 0) s.livePtr.delete(Math.floor(previous / 256));
+    s.livePtr.set(ordinal, ptr);
+    s.bumpAddr = ptr;
+    s.bumpBytes = request;
+  }
+  s.addr = ptr;
+  return ptr;
+}
+
+/**
+ * Decodes the records of a block into `out` (whose capacity must be at least the length of
+ * the tag stream), from the streams' current positions to the end of the tag stream. Every
+ * record that is not an event is left to `onRecord`, called with the tag stream positioned on
+ * its tag and the state (time, thread, address) up to date; it must consume the record.
+ * On an error, out.length counts the events decoded before it.
+ */
+export function decodeBlockEvents(
+  s: DecodeState,
+  cs: Streams,
+  out: EventColumns,
+  onRecord: (eventsBefore: number) => void,
+): void {
+  const b = cs.tag.buf;
+  const tEnd = cs.tag.end;
+  const timeEnd = cs.time.end;
+  const stEnd = cs.stack.end;
+  const numEnd = cs.num.end;
+  const adEnd = cs.addr.end;
+  const oOp = out.op;
+  const oSplit = out.split;
+  const oTime = out.time;
+  const oTid = out.tid;
+  const oStack = out.stack;
+  const oPtr = out.ptr;
+  const oOld = out.oldPtr;
+  const oSize = out.size;
+  const oCount = out.count;
+  const oAlign = out.align;
+  const oDur = out.duration;
+  const oWeight = out.weight;
+  let tp = cs.tag.pos;
+  let timeP = cs.time.pos;
+  let stP = cs.stack.pos;
+  let numP = cs.num.pos;
+  let adP = cs.addr.pos;
+  let n = out.length;
+  let time = s.time;
+  let thread = s.thread;
+  let tid = s.threads.get(thread) ?? -1;
+  let flags = s.flags;
+  let unit = s.unit;
+  let threadStack = s.threadStack;
+  try {
+    while (tp < tEnd) {
+      const tag = b[tp]!;
+      if ((tag & 0x80) === 0) {
+        cs.tag.pos = tp;
+        cs.time.pos = timeP;
+        cs.stack.pos = stP;
+        cs.num.pos = numP;
+        cs.addr.pos = adP;
+        s.time = time;
+        s.thread = thread;
+        out.length = n;
+        onRecord(n);
+        tp = cs.tag.pos;
+        timeP = cs.time.pos;
+        stP = cs.stack.pos;
+        numP = cs.num.pos;
+        adP = cs.addr.pos;
+        time = s.time;
+        thread = s.thread;
+        tid = s.threads.get(thread) ?? -1;
+        flags = s.flags;
+        unit = s.unit;
+        threadStack = s.threadStack;
+        continue;
+      }
+      tp++;
+      const op = tag & 0x0f;
+      if (op > OP_REALLOC_DONE) throw new RangeError(`unknown operation ${op}`);
+      time += unzigzag(varint(b, timeP, timeEnd)) * unit;
+      timeP = rp;
+      if (tag & EVT_THREAD) {
+        thread = varint(b, stP, stEnd);
+        stP = rp;
+        tid = s.threads.get(thread) ?? -1;
+        if (tid >= 0) {
+          s.touchThread(thread);
+          threadStack = s.threadStack;
+        }
+      }
+      if (tid < 0) throw new RangeError(`event of undeclared thread index ${thread}`);
+      const carriesStack =
+        op !== OP_REALLOC_DONE && (op !== OP_FREE || (flags & PF_FREE_STACKS) !== 0);
+      let stack = carriesStack ? threadStack[thread]! : 0;
+      if (tag & EVT_STACK) {
+        stack = varint(b, stP, stEnd);
+        stP = rp;
+      }
+      if (carriesStack) threadStack[thread] = stack;
+      let ptr = 0;
+      let oldPtr = 0;
+      let size = 0;
+      let count = 1;
+      let align = 0;
+      switch (op) {
+        case 0: // malloc
+        case 8: // valloc
+        case 9: // pvalloc
+          size = varint(b, numP, numEnd);
+          numP = rp;
+          ptr = newBlock(s, varint(b, adP, adEnd), size, size);
+          adP = rp;
+          break;
+        case 1: {
+          // calloc
+          count = varint(b, numP, numEnd);
+          numP = rp;
+          size = varint(b, numP, numEnd);
+          numP = rp;
+          const bytes = count * size;
+          ptr = newBlock(s, varint(b, adP, adEnd), bytes, bytes);
+          adP = rp;
+          break;
+        }
+        case 2: // realloc
+        case 3: {
+          // reallocarray
+          if (op === 3) {
+            count = varint(b, numP, numEnd);
+            numP = rp;
+          }
+          size = varint(b, numP, numEnd);
+          numP = rp;
+          const bytes = op === 3 ? count * size : size;
+          oldPtr = resolveRef(s, varint(b, adP, adEnd));
+          adP = rp;
+          // A failed call (new block 0 for a size > 0) keeps the old block.
+          const v = varint(b, adP, adEnd);
+          adP = rp;
+          const failed =
+            bytes !== 0 &&
+            (v <= 0x7fffffff ? (v & 1) === 1 : v % 2 === 1) &&
+            oldPtr + unzigzag((v - 1) / 2) === 0;
+          if (!failed && oldPtr !== 0) endBlock(s, oldPtr);
+          ptr = newBlock(s, v, bytes, bytes);
+          break;
+        }
+        case OP_FREE:
+          ptr = resolveRef(s, varint(b, adP, adEnd));
+          adP = rp;
+          if (ptr !== 0) endBlock(s, ptr);
+          break;
+        case 5: // posix_memalign
+        case 6: // memalign
+        case 7: // aligned_alloc
+          align = varint(b, numP, numEnd);
+          numP = rp;
+          size = varint(b, numP, numEnd);
+          numP = rp;
+          ptr = newBlock(s, varint(b, adP, adEnd), NO_CLASS_BYTES, size);
+          adP = rp;
+          break;
+        default: // realloc_done
+          break;
+      }
+      let duration = NaN;
+      let weight = NaN;
+      if (op !== OP_REALLOC_DONE) {
+        if (flags & PF_TIMING) {
+          duration = varint(b, numP, numEnd);
+          numP = rp;
+        }
+        if (flags & PF_SAMPLING && op !== OP_FREE) {
+          weight = varint(b, numP, numEnd);
+          numP = rp;
+        }
+      }
+      oOp[n] = op;
+      oSplit[n] = tag & EVT_SPLIT ? 1 : 0;
+      oTime[n] = time;
+      oTid[n] = tid;
+      oStack[n] = stack;
+      oPtr[n] = ptr;
+      oOld[n] = oldPtr;
+      oSize[n] = size;
+      oCount[n] = count;
+      oAlign[n] = align;
+      oDur[n] = duration;
+      oWeight[n] = weight;
+      n++;
+    }
+  } finally {
+    out.length = n;
+    cs.tag.pos = tp;
+    cs.time.pos = timeP;
+    cs.stack.pos = stP;
+    cs.num.pos = numP;
+    cs.addr.pos = adP;
+    s.time = time;
+    s.thread = thread;
+  }
+}
