@@ -115,6 +115,19 @@ describe('leak checks', () => {
     }
   });
 
+  it('sampling (HEAPHOOK_SAMPLE_BYTES) does not change the verdicts: every block is in the table', async () => {
+    const dir = scratch('leaks-sampled');
+    const r = run(dir, ['scenarios'], { HEAPHOOK_SAMPLE_BYTES: '4096' });
+    const auto = expectations(r.stdout).filter((e) => e.mode === 'auto');
+    expect(auto.map((e) => e.name)).toEqual(
+      expect.arrayContaining(['realloc-kept', 'realloc-lost', 'aligned-lost', 'calloc-kept']),
+    );
+    const { checks } = await checksOf(logsIn(dir)[0]!);
+    const exit = checks.find((c) => c.record.trigger === 'exit')!;
+    const { got, want } = compare(exit, auto);
+    expect(got).toEqual(want);
+  });
+
   it('the precise check follows declared pointer fields from registered roots only', async () => {
     const dir = scratch('leaks-precise');
     const r = run(dir, ['scenarios']);

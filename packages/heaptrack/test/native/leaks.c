@@ -59,6 +59,7 @@ struct holder *g_int_holder; /* not static: the stores stay */
 char *g_interior;
 struct inner *g_embedded;
 union u *g_union;
+void *g_other_calls[3]; /* blocks from realloc, calloc, posix_memalign */
 
 static atomic_uintptr_t g_thread_block; /* masked: not a pointer */
 static atomic_int g_thread_ready;
@@ -112,6 +113,24 @@ __attribute__((noinline)) static void blind_spots(void) {
     l2->next = NULL;
     expect("auto", "leaked", l1, "lost");
     expect("auto", "leaked", l2, "only-from-leaked");
+}
+
+/* Every allocation call keeps the table right: moved reallocs, calloc, aligned calls. */
+__attribute__((noinline)) static void other_calls(void) {
+    void *r = malloc(16);
+    r = realloc(r, 4000); /* moves */
+    g_other_calls[0] = r;
+    expect("auto", "reachable", r, "realloc-kept");
+    void *lost = realloc(malloc(16), 3000);
+    expect("auto", "leaked", lost, "realloc-lost");
+    g_other_calls[1] = calloc(10, 10);
+    expect("auto", "reachable", g_other_calls[1], "calloc-kept");
+    void *aligned = NULL;
+    if (posix_memalign(&aligned, 256, 100) != 0) abort();
+    expect("auto", "leaked", aligned, "aligned-lost");
+    g_other_calls[2] = aligned_alloc(64, 128);
+    expect("auto", "reachable", g_other_calls[2], "aligned-kept");
+    free(realloc(malloc(8), 9000)); /* gone: in no verdict */
 }
 
 __attribute__((noinline)) static void other_thread_stack(void) {
@@ -196,6 +215,7 @@ __attribute__((noinline)) static void scrub(void) {
 
 static int scenarios(void) {
     blind_spots();
+    other_calls();
     other_thread_stack();
     typed();
     fflush(stdout);
