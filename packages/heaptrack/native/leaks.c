@@ -932,6 +932,25 @@ static void hh_scan_typed(uintptr_t base, uint64_t bytes, const hh_type *t) {
     }
 }
 
+/* The parts of [lo, hi) still mapped and readable (an object may have been unloaded since
+ * dl_iterate_phdr listed it, before the world stopped). */
+static void hh_scan_mapped(uintptr_t lo, uintptr_t hi) {
+    uint32_t a = 0, b = g_ck.nmaps;
+    while (a < b) { /* the first mapping that ends above lo */
+        uint32_t mid = (a + b) / 2;
+        if (g_ck.maps[mid].hi <= lo) {
+            a = mid + 1;
+        } else {
+            b = mid;
+        }
+    }
+    for (uint32_t i = a; i < g_ck.nmaps && g_ck.maps[i].lo < hi; i++) {
+        uintptr_t from = lo > g_ck.maps[i].lo ? lo : g_ck.maps[i].lo;
+        uintptr_t to = hi < g_ck.maps[i].hi ? hi : g_ck.maps[i].hi;
+        if (from < to) hh_scan_words(from, to);
+    }
+}
+
 static void hh_drain_work(void) {
     while (g_ck.nwork > 0) {
         const hh_entry *b = &g_ck.blocks[g_ck.work[--g_ck.nwork]];
@@ -1036,7 +1055,7 @@ static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
     if (!precise) {
         hh_read_maps();
         for (uint32_t i = 0; i < g_ck.nsegments; i++) {
-            hh_scan_words(g_ck.segments[i].lo, g_ck.segments[i].hi);
+            hh_scan_mapped(g_ck.segments[i].lo, g_ck.segments[i].hi);
             hh_drain_work();
         }
         uintptr_t alo, ahi;
