@@ -9,6 +9,7 @@ import { discoverAllocators, parseCustom, parseVariant, type VariantDef } from '
 import { compare } from './compare.js';
 import { formatLeakScan, leakScan } from './leakscan.js';
 import { micro } from './micro.js';
+import { formatThroughput, reportThroughput } from './reportthroughput.js';
 import { packageDir } from './paths.js';
 import { selectWorkloads, WORKLOADS } from './workloads.js';
 
@@ -180,6 +181,36 @@ program
     });
     process.stdout.write(formatLeakScan(rows));
   });
+
+program
+  .command('report-throughput')
+  .description(
+    "time heaphook's decode + summary and `heaphook report` on a 10M-event log next to heaptrack_print on KDE heaptrack's trace of the same program; peak RSS at 1x, 2x, 4x the log; write results/report-throughput/latest.{json,md}",
+  )
+  .option('--quick', 'small logs, 1 run (the test uses it)')
+  .option('--runs <n>', 'interleaved runs of each tool (default 5; 1 with --quick)', positiveInt)
+  .option(
+    '--size <n>',
+    'churn operations of the 1x log (default 1250000: 4x = 10M events)',
+    positiveInt,
+  )
+  .option(
+    '--out <dir>',
+    'where to write latest.json and latest.md (default results/report-throughput)',
+  )
+  .option('--no-write', 'do not write result files')
+  .action(
+    async (o: { quick?: boolean; runs?: number; size?: number; out?: string; write?: boolean }) => {
+      const r = await reportThroughput({
+        quick: o.quick === true,
+        ...(o.runs !== undefined ? { runs: o.runs } : {}),
+        ...(o.size !== undefined ? { size: o.size } : {}),
+        ...(o.out ? { outDir: o.out } : {}),
+        write: o.write !== false,
+      });
+      process.stdout.write(`\n${formatThroughput(r)}\n`);
+    },
+  );
 
 program
   .command('list')
