@@ -113,6 +113,8 @@ export function unzigzag(z: number): number {
 }
 
 export const RECENT = 64;
+const RING = 1 << 16;
+const RING_MASK = RING - 1;
 export const CLASSES = 64;
 export const CLASS_DEPTH = 16;
 export const NO_CLASS = 0xff;
@@ -146,7 +148,13 @@ export class DecodeState {
   // Address coding (persists across blocks).
   ordinal = 0;
   readonly liveOrdinal = new NumberTable(); // address -> ordinal * 256 + size class
-  readonly livePtr = new NumberTable(); // ordinal -> address
+  /**
+   * Ordinal -> address of the live blocks: the last RING ordinals in a direct-mapped ring
+   * (slot o & (RING - 1); 0 = not live), older live ones in a hash table. Frees name recent
+   * blocks mostly, so most lookups are one array access.
+   */
+  readonly ringPtr = new Float64Array(RING);
+  readonly oldPtr = new NumberTable();
   /** A ring: entry k (0 = freed last) is recent[(recentHead - 1 - k) & (RECENT - 1)]. */
   readonly recent = new Float64Array(RECENT);
   recentHead = 0;
@@ -178,6 +186,21 @@ export class DecodeState {
   }
 }
 
+/** The address of live block `ordinal`, or -1. */
+function ptrOf(s: DecodeState, ordinal: number): number {
+  if (ordinal > s.ordinal || ordinal < 1) return -1;
+  if (ordinal > s.ordinal - RING) {
+    const p = s.ringPtr[ordinal & RING_MASK]!;
+    return p !== 0 ? p : -1;
+  }
+  return s.oldPtr.get(ordinal);
+}
+
+function forgetOrdinal(s: DecodeState, ordinal: number): void {
+  if (ordinal > s.ordinal - RING) s.ringPtr[ordinal & RING_MASK] = 0;
+  else s.oldPtr.delete(ordinal);
+}
+
 /** The size class of a request (as the writer computes it). */
 function classOf(bytes: number): number {
   return bytes <= 1008 ? Math.floor((bytes + 8 + 15) / 16) : NO_CLASS;
@@ -188,7 +211,7 @@ function resolveRef(s: DecodeState, v: number): number {
   let ptr: number;
   if (v <= 0x7fffffff ? (v & 1) === 0 : v % 2 === 0) {
     const ordinal = s.prevRef + 1 + unzigzag(v / 2);
-    const found = s.livePtr.get(ordinal);
+    const found = ptrOf(s, ordinal);
     if (found < 0) throw new RangeError(`reference to unknown block #${ordinal}`);
     ptr = found;
     s.prevRef = ordinal;
@@ -205,7 +228,7 @@ function endBlock(s: DecodeState, ptr: number): void {
   let cls = NO_CLASS;
   if (live >= 0) {
     const ordinal = Math.floor(live / 256);
-    s.livePtr.delete(ordinal);
+    forgetOrdinal(s, ordinal);
     cls = live - ordinal * 256;
   }
   s.recent[s.recentHead] = ptr;
@@ -254,9 +277,13 @@ function newBlock(s: DecodeState, v: number, classBytes: number, request: number
       }
     }
     const ordinal = ++s.ordinal;
+    // The ring slot of the new ordinal held the one RING before: keep it if still live.
+    const slot = ordinal & RING_MASK;
+    const evicted = s.ringPtr[slot]!;
+    if (evicted !== 0) s.oldPtr.set(ordinal - RING, evicted);
+    s.ringPtr[slot] = ptr;
     const previous = s.liveOrdinal.set(ptr, ordinal * 256 + cls);
-    if (previous >= 0) s.livePtr.delete(Math.floor(previous / 256));
-    s.livePtr.set(ordinal, ptr);
+    if (previous >= 0) forgetOrdinal(s, Math.floor(previous / 256));
     s.bumpAddr = ptr;
     s.bumpBytes = request;
   }
