@@ -234,6 +234,7 @@ export async function* decodeLogColumns(
   const chunkSize = options.chunkSize ?? 1024 * 1024;
   const file = await open(path, 'r');
   let pipe: ZstdPipe | undefined;
+  let pipeFailed = false;
   try {
     let pending = Buffer.alloc(0);
     let pendingOffset = 0; // file offset of pending[0]
@@ -339,7 +340,7 @@ export async function* decodeLogColumns(
           `corrupt compressed block (${(error as Error).message})`,
         );
       }
-      if (useProgram !== undefined) {
+      if (useProgram !== undefined && !pipeFailed) {
         pipe ??= new ZstdPipe(useProgram);
         pipe.write(stored.subarray(head.pos));
         return { offset: blockOffset, kind: 'zstd', stored: Buffer.alloc(0), raw, bytes: length };
@@ -355,6 +356,27 @@ export async function* decodeLogColumns(
 
     let zstdStream: ZstdStream | undefined;
     let zstdChunks: Uint8Array[] = [];
+    /** The zstd bytes of a block given to the pipe, read again from the file. */
+    const zstdBytesAt = async (offset: number, length: number): Promise<Buffer> => {
+      const buf = Buffer.allocUnsafe(length);
+      const { bytesRead } = await file.read(buf, 0, length, offset + BLOCK_HEADER_SIZE);
+      const head = new Cursor(buf, 0, bytesRead);
+      head.varint();
+      return buf.subarray(head.pos, bytesRead);
+    };
+    const zstdDone: Array<{ offset: number; length: number }> = []; // blocks the pipe gave
+    const fzstd = (stored: Buffer): Buffer => {
+      if (zstdStream === undefined) {
+        zstdStream = new ZstdStream();
+        zstdStream.ondata = (chunk) => {
+          zstdChunks.push(chunk);
+        };
+      }
+      zstdChunks = [];
+      zstdStream.push(stored);
+      // fzstd may hand out views of its window: copy them before the next push.
+      return Buffer.concat(zstdChunks);
+    };
     const state = new DecodeState();
     let shared: EventColumns | undefined;
     for (;;) {
@@ -377,18 +399,25 @@ export async function* decodeLogColumns(
       let payload = block.stored;
       try {
         if (block.kind === 'deflate') payload = inflateRawSync(block.stored);
-        else if (block.kind === 'zstd' && pipe !== undefined) payload = await pipe.read(block.raw);
         else if (block.kind === 'zstd') {
-          if (zstdStream === undefined) {
-            zstdStream = new ZstdStream();
-            zstdStream.ondata = (chunk) => {
-              zstdChunks.push(chunk);
-            };
+          let stored = block.stored;
+          if (pipe !== undefined && !pipeFailed) {
+            try {
+              payload = await pipe.read(block.raw);
+              zstdDone.push({ offset: blockOffset, length: block.bytes });
+              stored = Buffer.alloc(0);
+            } catch {
+              // The zstd program drops the output it holds when the stream ends unfinished
+              // (the log of a running or crashed writer): go on with fzstd, first fed every
+              // block the program decoded (the stream refers back to them).
+              pipeFailed = true;
+              pipe.close();
+              for (const b of zstdDone.splice(0)) fzstd(await zstdBytesAt(b.offset, b.length));
+            }
           }
-          zstdChunks = [];
-          zstdStream.push(block.stored);
-          // fzstd may hand out views of its window: copy them before the next push.
-          payload = Buffer.concat(zstdChunks);
+          if (pipeFailed && stored.length === 0)
+            stored = await zstdBytesAt(blockOffset, block.bytes);
+          if (stored.length > 0 || pipe === undefined) payload = fzstd(stored);
           if (payload.length !== block.raw) {
             throw new RangeError(`${payload.length} bytes decompressed of ${block.raw}`);
           }
