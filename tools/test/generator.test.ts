@@ -122,6 +122,9 @@ describe('npx nx g @heaphook/tools:backend', () => {
       version: string;
     };
     expect(manifest.dependencies).toEqual({ '@heaphook/core': core.version });
+    // Node-API builds take their headers from the npm package node-api-headers; without this
+    // cmake-js downloads Node's headers from nodejs.org, which a build here must never do.
+    expect(manifest.binary).toEqual({ napi_versions: [8] });
     const cmake = readFileSync(join(pkg, 'CMakeLists.txt'), 'utf8');
     expect(cmake).toContain(`heaphook_add_backend(${NAME} native/${NAME}_allocator.cpp)`);
     expect(cmake).toContain(`heaphook_add_backend_test(${NAME})`);

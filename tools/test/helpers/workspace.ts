@@ -20,15 +20,28 @@ import { fileURLToPath } from 'node:url';
 export const repoRoot: string = fileURLToPath(new URL('../../../', import.meta.url));
 const repoModules = join(repoRoot, 'node_modules');
 
-/** The environment of a nested tool run: ours, without the parent vitest's (or nx's) variables. */
+/**
+ * The environment of a nested tool run: ours, without the parent vitest's (or nx's) variables,
+ * and npm as on a fresh machine: no user configuration (an `nodedir=` in this machine's
+ * ~/.npmrc once hid a generated package that made cmake-js download Node's headers) and none
+ * of the `npm_config_*` settings the parent `npm test` passes down.
+ */
 export function childEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
     if (key.startsWith('VITEST') || key === 'NODE_OPTIONS' || key === 'LD_PRELOAD') continue;
     if (key.startsWith('HEAPHOOK_') || key === 'TEST' || key === 'FORCE_COLOR') continue;
+    if (key.toLowerCase().startsWith('npm_config_')) continue;
     env[key] = value;
   }
-  return { ...env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true', NX_TUI: 'false', ...extra };
+  return {
+    ...env,
+    npm_config_userconfig: '/dev/null',
+    NX_DAEMON: 'false',
+    NX_NO_CLOUD: 'true',
+    NX_TUI: 'false',
+    ...extra,
+  };
 }
 
 export interface Run {
