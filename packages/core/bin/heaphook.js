@@ -10,5 +10,11 @@ if (!existsSync(cli)) {
   );
   process.exit(2);
 }
+// A reader that stops early (`heaphook dump log | head`) closes the pipe: end quietly, as Unix
+// tools do, rather than with an unhandled EPIPE and a stack trace.
+process.stdout.on('error', (error) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
 const { main } = await import(cli.href);
 process.exitCode = await main(process.argv);

@@ -41,6 +41,17 @@ describe('the heaphook command', () => {
     expect(json.find((b) => b.name === 'example')?.built).toBe(true);
   });
 
+  it('ends quietly with status 0 when its reader closes the pipe early (heaphook ... | head)', () => {
+    // `true` exits long before node has started, so every write meets a closed pipe.
+    const result = spawnSync(
+      'bash',
+      ['-c', 'set -o pipefail; "$@" | true', 'sh', process.execPath, bin, 'list', '--json'],
+      { encoding: 'utf8' },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.status).toBe(0);
+  });
+
   it('run preloads the backend, passes --env and the exit status through', () => {
     const result = heaphook(
       'run',
