@@ -48,7 +48,7 @@ describe('heaphook record / dump', () => {
 
     const summary = heaphook(['dump', '--summary', log!]);
     expect(summary.status, summary.stderr).toBe(0);
-    expect(summary.stdout).toContain('leaked: 7 blocks, 28000 bytes');
+    expect(summary.stdout).toContain('never freed: 7 blocks, 28000 bytes');
     expect(summary.stdout).toMatch(/^ {4}leak_site /m);
   });
 
@@ -59,7 +59,7 @@ describe('heaphook record / dump', () => {
     const rec = heaphook(['record', '-q', '-o', dir, '-b', 'example', '--', workload, 'counts']);
     expect(rec.status, rec.stderr).toBe(0);
     const summary = heaphook(['dump', '--summary', logsIn(dir)[0]!]);
-    expect(summary.stdout).toContain('leaked: 7 blocks, 28000 bytes');
+    expect(summary.stdout).toContain('never freed: 7 blocks, 28000 bytes');
   });
 
   it('record passes the exit status through and takes tracer options', () => {
