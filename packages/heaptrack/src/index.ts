@@ -4,8 +4,21 @@
  *   import { record, summarize, decodeLog } from '@heaphook/heaptrack';
  *   const { logs } = await record('python3', ['-c', 'print(1)']);
  *   for await (const r of decodeLog(logs[0].path)) if (r.type === 'event') ...
+ *   // the fast form, a block at a time by typed-array columns (no object per event):
+ *   for await (const b of decodeLogColumns(logs[0].path)) total += b.events.length;
  */
-export { decodeLog, decodeLogBatches, LogFormatError, type DecodeOptions } from './decoder.js';
+export {
+  decodeLog,
+  decodeLogBatches,
+  decodeLogColumns,
+  eventAt,
+  LogFormatError,
+  recordsOf,
+  type ColumnDecodeOptions,
+  type DecodeOptions,
+  type EventBatch,
+  type EventColumns,
+} from './decoder.js';
 export { dump, formatEvent, type DumpOptions } from './dump.js';
 export {
   collectorPath,
