@@ -2,7 +2,8 @@
  * Which allocators a comparison runs, and how each one is started:
  *   glibc          no preload (the baseline of every ratio);
  *   <backend>      every heaphook backend installed in the workspace (LD_PRELOAD of its library);
- *   <variant>      a backend plus environment (tlsf-rt: the real-time configuration of TLSF);
+ *   <variant>      a backend plus environment (tlsf-rt: the real-time configuration of TLSF;
+ *                  aix-tlsf: TLSF as an AIX malloc plug-in through aix-plugin's loader emulation);
  *   <custom>       any library given with --preload NAME=PATH;
  *   jemalloc, mimalloc, tcmalloc   the system's libraries, when their Debian packages are installed;
  * and the heap tracers whose overhead is measured against the untraced run:
@@ -14,7 +15,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants, existsSync, realpathSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 
 import type { Allocator, Workload } from './types.js';
 
@@ -60,12 +61,21 @@ export const SYSTEM_ALLOCATORS: readonly SystemAllocatorDef[] = [
 /** Backends that trace rather than allocate: measured as tracer overhead, not as columns. */
 export const TRACER_BACKENDS: ReadonlySet<string> = new Set(['heaptrack']);
 
+/**
+ * Backends that serve nothing by themselves: they host an allocator the environment names
+ * (aix-plugin's AIX loader emulation without MALLOCTYPE is glibc behind one more call). They
+ * are columns only through a variant that names what they host (aix-tlsf).
+ */
+export const HOST_BACKENDS: ReadonlySet<string> = new Set(['aix-plugin']);
+
 export interface VariantDef {
   readonly name: string;
   readonly backend: string;
   readonly description: string;
   readonly env?: Readonly<Record<string, string>>;
   readonly envFor?: (workload: Workload) => Record<string, string>;
+  /** Extra environment that depends on where the backend's library is. */
+  readonly envForLibrary?: (libraryPath: string) => Record<string, string>;
 }
 
 /** Built-in variants, created when their backend is installed. */
@@ -76,6 +86,17 @@ export const BUILTIN_VARIANTS: readonly VariantDef[] = [
     description:
       'TLSF in its real-time configuration: INITIAL_MEMPOOL_SIZE sized for the workload, pool pre-faulted (HEAPHOOK_TLSF_PREFAULT=1)',
     envFor: (w) => ({ INITIAL_MEMPOOL_SIZE: String(w.rtPoolBytes), HEAPHOOK_TLSF_PREFAULT: '1' }),
+  },
+  {
+    name: 'aix-tlsf',
+    backend: 'aix-plugin',
+    description:
+      'TLSF as an AIX malloc plug-in: MALLOCTYPE=user:libheaphook_aix_tlsf.a loaded by the AIX loader emulation (the adapter and entry points over tlsf)',
+    // The archive is built next to the emulation library; AIX finds it on LIBPATH.
+    envForLibrary: (library) => ({
+      MALLOCTYPE: 'user:libheaphook_aix_tlsf.a',
+      LIBPATH: dirname(library),
+    }),
   },
 ];
 
@@ -231,7 +252,7 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
   const byName = new Map<string, BackendLike>();
   for (const b of [...opts.backends].sort((x, y) => x.name.localeCompare(y.name))) {
     byName.set(b.name, b);
-    if (TRACER_BACKENDS.has(b.name)) continue;
+    if (TRACER_BACKENDS.has(b.name) || HOST_BACKENDS.has(b.name)) continue;
     allocators.push({
       name: b.name,
       kind: 'backend',
@@ -259,7 +280,7 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
         : { reason: `no heaphook backend named ${v.backend}` }),
       description: v.description,
       preload: b ? [b.libraryPath] : [],
-      env: v.env ?? {},
+      env: { ...v.env, ...(b && v.envForLibrary ? v.envForLibrary(b.libraryPath) : {}) },
       ...(v.envFor ? { envFor: v.envFor } : {}),
       baseline: 'glibc',
       ...(b ? { source: b.packageName } : {}),

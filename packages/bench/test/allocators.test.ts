@@ -103,6 +103,30 @@ describe('discoverAllocators: the skip path', () => {
     expect(d.allocators.find((a) => a.name === 'tlsf-rt')!.status).toBe('skipped');
   });
 
+  it('measures aix-plugin only as the host of the TLSF plug-in (aix-tlsf), never as a column of its own', () => {
+    const aix = {
+      name: 'aix-plugin',
+      packageName: '@heaphook/aix-plugin',
+      libraryPath: '/ws/aix/build/Release/libheaphook_aix_emul.so',
+      built: true,
+    };
+    const d = discoverAllocators({
+      backends: [...backends, aix],
+      exists: () => false,
+      which: () => null,
+      debianVersion: noDeb,
+    });
+    expect(d.allocators.map((a) => a.name)).not.toContain('aix-plugin');
+    const variant = d.allocators.find((a) => a.name === 'aix-tlsf')!;
+    expect(variant.status).toBe('ready');
+    const [churn] = selectWorkloads({ profile: 'quick', threads: [1], only: ['churn'] });
+    expect(allocatorEnv(variant, churn!)).toEqual({
+      MALLOCTYPE: 'user:libheaphook_aix_tlsf.a',
+      LIBPATH: '/ws/aix/build/Release',
+      LD_PRELOAD: '/ws/aix/build/Release/libheaphook_aix_emul.so',
+    });
+  });
+
   it('sizes the real-time TLSF pool per workload and pre-faults it', () => {
     const d = discoverAllocators({
       backends,
