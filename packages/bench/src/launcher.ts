@@ -9,6 +9,8 @@ import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
 import { join } from 'node:path';
 
+import { decodeLogColumns, OPS } from '@heaphook/heaptrack';
+
 import { allocatorEnv } from './allocators.js';
 import { launcherPath } from './paths.js';
 import type { Allocator, LauncherReport, RunRecord, Workload } from './types.js';
@@ -19,6 +21,8 @@ export interface RunOptions {
   /** Parent folder of the per-run scratch folders (the run's cwd; tracers write there). */
   readonly scratchRoot: string;
   readonly launcher?: string;
+  /** Count the calls in the heaplogs the run leaves (RunRecord.trace_calls). */
+  readonly countTraceCalls?: boolean;
 }
 
 const signalNames = new Map<number, string>();
@@ -116,6 +120,28 @@ export function classifyRun(
   return { status: 'ok', reported };
 }
 
+const OP_REALLOC_DONE = OPS.indexOf('realloc_done');
+
+/**
+ * Allocation-family calls in the heaplogs of a folder: every event but realloc's completion
+ * record. A damaged log counts what decodes before the damage.
+ */
+export async function heaplogCalls(dir: string): Promise<number> {
+  let calls = 0;
+  for (const entry of readdirSync(dir)) {
+    if (!/^heaplog\..*\.log$/.test(entry)) continue;
+    try {
+      for await (const batch of decodeLogColumns(join(dir, entry), { reuseColumns: true })) {
+        const { op, length } = batch.events;
+        for (let k = 0; k < length; k++) if (op[k] !== OP_REALLOC_DONE) calls++;
+      }
+    } catch {
+      // the part before the damage is counted
+    }
+  }
+  return calls;
+}
+
 function dirBytes(dir: string): number {
   let total = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
@@ -196,12 +222,14 @@ export async function runOne(
   const stdout = Buffer.concat(out).toString('utf8');
   const c = classifyRun(report, stdout, err, opts.timeoutS);
   let traceBytes: number | undefined;
+  let traceCalls: number | undefined;
   if (a.kind === 'tracer') {
     try {
       traceBytes = dirBytes(scratch);
     } catch {
       traceBytes = undefined;
     }
+    if (opts.countTraceCalls && c.status === 'ok') traceCalls = await heaplogCalls(scratch);
   }
   rmSync(scratch, { recursive: true, force: true });
   const usable = report !== null && report.exec_errno === 0;
@@ -225,6 +253,7 @@ export async function runOne(
     involuntary_switches: usable ? report!.nivcsw : null,
     reported: c.reported,
     ...(traceBytes !== undefined ? { trace_bytes: traceBytes } : {}),
+    ...(traceCalls !== undefined ? { trace_calls: traceCalls } : {}),
     ...(c.status !== 'ok' ? { stderr_tail: tail(err) } : {}),
   };
   return record;

@@ -230,6 +230,10 @@ export function fragmentationTables(r: Results): Table[] {
   return out;
 }
 
+function formatBytesPerCall(b: number): string {
+  return `${b < 10 ? b.toFixed(2) : b.toFixed(1)} B/call`;
+}
+
 /** Slowdown of each tracer against the untraced run of what it traces. */
 export function tracerTable(r: Results): Table | null {
   const tracers = r.tracers.filter((t) => t.status === 'ready');
@@ -241,6 +245,9 @@ export function tracerTable(r: Results): Table | null {
     const marks = [false];
     let winner: string | undefined;
     let bestRatio = Infinity;
+    const calls = tracers
+      .map((t) => cellOf(r.cells, w.name, t.name)?.metrics.trace_calls?.median)
+      .find((n) => n !== undefined && n > 0);
     for (const t of tracers) {
       const c = cellOf(r.cells, w.name, t.name);
       const ratio = c?.ratios.wall_s;
@@ -256,7 +263,9 @@ export function tracerTable(r: Results): Table | null {
       else if (c?.status === 'ok') {
         const ratio = c.ratios.wall_s;
         const size = c.metrics.trace_bytes?.median;
-        text = `${ratio !== undefined ? formatRatio(ratio) : formatMetric('wall_s', c.metrics.wall_s?.median ?? NaN)}${size !== undefined ? ` (${formatBytes(size)})` : ''}`;
+        const perCall =
+          size !== undefined && calls !== undefined ? `, ${formatBytesPerCall(size / calls)}` : '';
+        text = `${ratio !== undefined ? formatRatio(ratio) : formatMetric('wall_s', c.metrics.wall_s?.median ?? NaN)}${size !== undefined ? ` (${formatBytes(size)}${perCall})` : ''}`;
       }
       row.push(text);
       marks.push(winner === t.name && tracers.length > 1);
@@ -267,7 +276,8 @@ export function tracerTable(r: Results): Table | null {
   return {
     title: `Heap tracer overhead: wall-time slowdown against the untraced run (median of ${r.options.tracer_runs})`,
     notes: [
-      'in parentheses: the size of the trace written. ' +
+      'in parentheses: the size of the trace written, and its bytes per allocation-family call ' +
+        "(calls counted in heaphook's log of the same workload, one run; every tracer sees the same calls). " +
         tracers.map((t) => `${t.name}: ${t.description}; against ${t.baseline}`).join('. ') +
         '.',
     ],

@@ -287,6 +287,7 @@ export function validateResults(doc: unknown): string[] {
         involuntary_switches: isNumOrNull,
         reported: (v) => v === null || isObject(v),
         trace_bytes: optional(isNumber),
+        trace_calls: optional(isNumber),
         stderr_tail: optional(isString),
       },
       p,

@@ -31,6 +31,7 @@ export function metricValue(run: RunRecord, key: MetricKey | string): number | n
     return typeof v === 'number' && Number.isFinite(v) ? v : null;
   }
   if (key === 'trace_bytes') return run.trace_bytes ?? null;
+  if (key === 'trace_calls') return run.trace_calls ?? null;
   const v = (run as unknown as Record<string, unknown>)[key];
   return typeof v === 'number' && Number.isFinite(v) ? v : null;
 }
@@ -101,6 +102,7 @@ export function summarize(runs: readonly RunRecord[], keys: readonly CellKey[]):
       for (const [key, v] of Object.entries(r.reported ?? {}))
         if (typeof v === 'number') names.add(`reported.${key}`);
       if (r.trace_bytes !== undefined) names.add('trace_bytes');
+      if (r.trace_calls !== undefined) names.add('trace_calls');
     }
     for (const name of names) {
       const xs = ok.map((r) => metricValue(r, name)).filter((v): v is number => v !== null);

@@ -106,6 +106,12 @@ export interface RunRecord {
   reported: Record<string, unknown> | null;
   /** Bytes of trace written by a tracer (heaptrack's file, heaplog.*.log). */
   trace_bytes?: number;
+  /**
+   * Allocation-family calls in heaphook's log of this run (realloc's second record not
+   * counted): taken from one heaphook-heaptrack run per workload, the divisor of every
+   * tracer's bytes per call.
+   */
+  trace_calls?: number;
   /** The last lines of the child's stderr when it failed. */
   stderr_tail?: string;
 }

@@ -1,6 +1,13 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { listBackends } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
 
-import { classifyRun, lastJsonLine } from '../src/launcher.js';
+import { discoverAllocators } from '../src/allocators.js';
+import { classifyRun, lastJsonLine, runOne } from '../src/launcher.js';
+import { selectWorkloads } from '../src/workloads.js';
 import type { LauncherReport } from '../src/types.js';
 
 const report = (over: Partial<LauncherReport> = {}): LauncherReport => ({
@@ -85,5 +92,37 @@ describe('lastJsonLine', () => {
     expect(lastJsonLine(out)).toMatchObject({ workload: 'churn', ok: true });
     expect(lastJsonLine('{not json}\n')).toBeNull();
     expect(lastJsonLine('[1,2]\n')).toBeNull();
+  });
+});
+
+describe('a traced run', () => {
+  it("counts the calls in heaphook's log: the workload's own operations plus its start-up", async () => {
+    const tracer = discoverAllocators({ backends: listBackends() }).tracers.find(
+      (t) => t.name === 'heaphook-heaptrack',
+    )!;
+    expect(tracer.status, tracer.reason).toBe('ready');
+    const [churn] = selectWorkloads({
+      profile: 'quick',
+      threads: [1],
+      only: ['churn'],
+      sizeOverride: 20_000,
+    });
+    const scratchRoot = mkdtempSync(join(tmpdir(), 'bench-trace-calls-'));
+    try {
+      const run = await runOne(0, 0, churn!, tracer, {
+        timeoutS: 60,
+        scratchRoot,
+        countTraceCalls: true,
+      });
+      expect(run.status, run.error).toBe('ok');
+      const ops = run.reported!.ops as number;
+      expect(ops).toBeGreaterThan(0);
+      // churn makes exactly `ops` malloc and free calls; the C runtime adds a handful (stdio).
+      expect(run.trace_calls).toBeGreaterThanOrEqual(ops);
+      expect(run.trace_calls).toBeLessThan(ops + 100);
+      expect(run.trace_bytes).toBeGreaterThan(0);
+    } finally {
+      rmSync(scratchRoot, { recursive: true, force: true });
+    }
   });
 });
