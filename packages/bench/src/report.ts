@@ -128,6 +128,8 @@ const LATENCY_FIGURES: Array<[string, string]> = [
   ['reported.p99_9_ns', 'p99.9'],
   ['reported.p99_99_ns', 'p99.99'],
   ['reported.max_ns', 'max'],
+  ['reported.malloc_p99_99_ns', 'malloc p99.99'],
+  ['reported.free_p99_99_ns', 'free p99.99'],
   ['reported.malloc_max_ns', 'malloc max'],
   ['reported.free_max_ns', 'free max'],
   ['reported.minflt', 'minor faults'],

@@ -126,7 +126,8 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/Allocators compared: quick smoke run/);
     expect(r.stdout).toMatch(/^churn\s+wall time/m);
-    expect(r.stdout).toMatch(/Real-time latency \(latency\)/);
+    // --quick runs threaded workloads with 2 threads: two real-time loops at once
+    expect(r.stdout).toMatch(/Real-time latency \(latency-t2\)/);
     for (const f of ['latest.json', 'latest.md', 'latest.svg'])
       expect(existsSync(join(out, f))).toBe(true);
     const doc = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as Results;
@@ -139,9 +140,12 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
     const jemalloc = doc.allocators.find((a) => a.name === 'jemalloc')!;
     if (jemalloc.status === 'skipped')
       expect(r.stdout).toMatch(/jemalloc: skipped: install libjemalloc2/);
-    const lat = doc.cells.find((c) => c.workload === 'latency' && c.allocator === 'glibc')!;
+    const lat = doc.cells.find((c) => c.workload === 'latency-t2' && c.allocator === 'glibc')!;
     expect(lat.status).toBe('ok');
-    for (const k of ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt'])
+    const run = doc.runs.find((x) => x.workload === 'latency-t2' && x.allocator === 'glibc')!;
+    expect(run.reported).toMatchObject({ threads: 2 });
+    const keys = ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt'];
+    for (const k of [...keys, 'malloc_p99_99_ns', 'free_p99_99_ns'])
       expect(lat.metrics[`reported.${k}`]).toBeDefined();
     expect(readFileSync(join(out, 'latest.svg'), 'utf8')).toMatch(
       /^<svg[^>]+xmlns="http:\/\/www.w3.org\/2000\/svg"/,
