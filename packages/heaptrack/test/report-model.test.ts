@@ -10,6 +10,7 @@ import {
   HeapSeries,
   LatencyHistogram,
   leakVerdict,
+  OPS,
   ReportBuilder,
   SizeHistogram,
   topSites,
@@ -256,19 +257,6 @@ describe('ReportBuilder.addColumns', () => {
     }
     records.push({ type: 'leak', check: 1, ptr: 32 * 299, size: 299 });
     records.push(check({ reachableBlocks: 5, reachableBytes: 55 }));
-    const ops = [
-      'malloc',
-      'calloc',
-      'realloc',
-      'reallocarray',
-      'free',
-      'posix_memalign',
-      'memalign',
-      'aligned_alloc',
-      'valloc',
-      'pvalloc',
-      'realloc_done',
-    ];
     const events = records.filter((r): r is EventRecord => r.type === 'event');
     const column = (f: (e: EventRecord) => number) => Float64Array.from(events.map(f));
     const others = records.filter((r) => r.type !== 'event');
@@ -276,7 +264,7 @@ describe('ReportBuilder.addColumns', () => {
     byColumns.addColumns({
       events: {
         length: events.length,
-        op: Uint8Array.from(events.map((e) => ops.indexOf(e.op))),
+        op: Uint8Array.from(events.map((e) => OPS.indexOf(e.op))),
         split: Uint8Array.from(events.map((e) => (e.split ? 1 : 0))),
         time: column((e) => e.time),
         tid: column((e) => e.tid),
