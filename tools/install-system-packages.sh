@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Debian packages heaphook's tests and benchmarks use, beyond Node, g++, cmake and python3:
 #   peers the benchmark compares against: libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4,
+#   LeakSanitizer built by clang (clang, libclang-rt-14-dev) and by gcc (liblsan0),
 #   KDE heaptrack (tracer overhead and log size), UCX's libucm (libucx0, libucx-dev: the
 #   memory-event hooks section compares heaphook's ucm-hooks with it), clang-format (npm run format);
 #   build needs: zlib1g-dev (heaptrack's deflate fallback), binutils (addr2line, symbolising),
@@ -10,7 +11,7 @@
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
-packages=(liblsan0 libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
+packages=(liblsan0 clang libclang-rt-14-dev libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
   zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils zstd)
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -1,8 +1,9 @@
 /**
  * `heaphook-bench leakscan`: the cost of the leak check at exit for heaps of 1e5 and 1e6 live
  * blocks, heaphook's tracer (conservative stop-the-world scan, packages/heaptrack/native/leaks.c)
- * next to LeakSanitizer (gcc's -fsanitize=leak, Debian liblsan0) on the same program
- * (native/leakscan/leakscan.c: 90 % of the blocks reachable, 10 % leaked).
+ * next to LeakSanitizer on the same program (native/leakscan/leakscan.c: 90 % of the blocks
+ * reachable, 10 % leaked), built with each compiler the machine has: clang's -fsanitize=leak
+ * (Debian clang and libclang-rt-14-dev) and gcc's (Debian liblsan0).
  *
  * Each cell is the median over `runs` of the wall time of a run with the exit check minus the
  * median of runs without it (HEAPHOOK_LEAK_CHECK=0 / LSAN_OPTIONS=detect_leaks=0); for heaphook
@@ -25,10 +26,22 @@ export interface LeakScanRow {
   /** heaphook: wall ns the exit check adds (median with - median without). */
   readonly heaphookExitNs: number;
   readonly heaphookLeaked: number;
-  /** LeakSanitizer: wall ns its exit check adds; undefined when -fsanitize=leak is missing. */
-  readonly lsanExitNs: number | undefined;
-  readonly lsanLeaked: number | undefined;
+  /** LeakSanitizer, one entry per compiler in LSAN_COMPILERS, in that order. */
+  readonly lsan: readonly LsanCell[];
 }
+
+export interface LsanCell {
+  readonly compiler: string;
+  /** Wall ns its exit check adds; undefined when the compiler cannot build -fsanitize=leak. */
+  readonly exitNs: number | undefined;
+  readonly leaked: number | undefined;
+}
+
+/** The LeakSanitizers compared: clang's (the reference the issue names) and gcc's. */
+export const LSAN_COMPILERS = [
+  { name: 'clang', command: 'clang', install: 'clang libclang-rt-14-dev' },
+  { name: 'gcc', command: 'cc', install: 'liblsan0' },
+] as const;
 
 export interface LeakScanOptions {
   readonly sizes?: readonly number[];
@@ -40,9 +53,9 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-function compile(out: string, extra: string[]): boolean {
+function compile(compiler: string, out: string, extra: string[]): boolean {
   const src = join(packageDir, 'native', 'leakscan', 'leakscan.c');
-  const r = spawnSync('cc', ['-O1', '-g', ...extra, '-o', out, src], { encoding: 'utf8' });
+  const r = spawnSync(compiler, ['-O1', '-g', ...extra, '-o', out, src], { encoding: 'utf8' });
   return r.status === 0;
 }
 
@@ -77,18 +90,21 @@ export async function leakScan(options: LeakScanOptions = {}): Promise<LeakScanR
   const buildDir = join(packageDir, 'build', 'leakscan');
   mkdirSync(buildDir, { recursive: true });
   const plain = join(buildDir, 'leakscan');
-  const lsan = join(buildDir, 'leakscan-lsan');
-  if (!compile(plain, [])) throw new Error('cannot compile native/leakscan/leakscan.c with cc');
-  const haveLsan = compile(lsan, ['-fsanitize=leak']);
+  if (!compile('cc', plain, []))
+    throw new Error('cannot compile native/leakscan/leakscan.c with cc');
+  const sanitized = LSAN_COMPILERS.map((c) => {
+    const program = join(buildDir, `leakscan-lsan-${c.name}`);
+    return { ...c, program, built: compile(c.command, program, ['-fsanitize=leak']) };
+  });
   const rows: LeakScanRow[] = [];
   for (const n of sizes) {
     const on: number[] = [];
     const off: number[] = [];
     const stopped: number[] = [];
     let leaked = 0;
-    const lsanOn: number[] = [];
-    const lsanOff: number[] = [];
-    let lsanLeaked: number | undefined;
+    const lsanOn = sanitized.map((): number[] => []);
+    const lsanOff = sanitized.map((): number[] => []);
+    const lsanLeaked: Array<number | undefined> = sanitized.map(() => undefined);
     for (let i = 0; i < runs; i++) {
       for (const check of ['1', '0']) {
         const dir = mkdtempSync(join(tmpdir(), 'hh-leakscan-'));
@@ -112,22 +128,27 @@ export async function leakScan(options: LeakScanOptions = {}): Promise<LeakScanR
           rmSync(dir, { recursive: true, force: true });
         }
       }
-      if (haveLsan) {
+      sanitized.forEach((c, k) => {
+        if (!c.built) return;
         const base = 'exitcode=0:symbolize=0:print_suppressions=0';
-        const withCheck = timed(lsan, [String(n)], { LSAN_OPTIONS: `${base}:detect_leaks=1` });
-        lsanOn.push(withCheck.ns);
-        const m = /leaked in (\d+) allocation/.exec(withCheck.stderr);
-        lsanLeaked = m ? Number(m[1]) : 0;
-        lsanOff.push(timed(lsan, [String(n)], { LSAN_OPTIONS: `${base}:detect_leaks=0` }).ns);
-      }
+        const on = timed(c.program, [String(n)], { LSAN_OPTIONS: `${base}:detect_leaks=1` });
+        lsanOn[k]!.push(on.ns);
+        const m = /leaked in (\d+) allocation/.exec(on.stderr);
+        lsanLeaked[k] = m ? Number(m[1]) : 0;
+        const off = timed(c.program, [String(n)], { LSAN_OPTIONS: `${base}:detect_leaks=0` });
+        lsanOff[k]!.push(off.ns);
+      });
     }
     rows.push({
       blocks: n,
       heaphookStoppedNs: median(stopped),
       heaphookExitNs: median(on) - median(off),
       heaphookLeaked: leaked,
-      lsanExitNs: haveLsan ? median(lsanOn) - median(lsanOff) : undefined,
-      lsanLeaked,
+      lsan: sanitized.map((c, k) => ({
+        compiler: c.name,
+        exitNs: c.built ? median(lsanOn[k]!) - median(lsanOff[k]!) : undefined,
+        leaked: lsanLeaked[k],
+      })),
     });
   }
   return rows;
@@ -135,14 +156,28 @@ export async function leakScan(options: LeakScanOptions = {}): Promise<LeakScanR
 
 export function formatLeakScan(rows: readonly LeakScanRow[]): string {
   const ms = (ns: number | undefined) => (ns === undefined ? 'n/a' : (ns / 1e6).toFixed(1));
-  const lines = [
-    '| live blocks | heaphook: world stopped (ms) | heaphook: exit check (ms) | LeakSanitizer: exit check (ms) | leaked found (heaphook / LSan) |',
-    '| ----------: | ---------------------------: | ------------------------: | -----------------------------: | -----------------------------: |',
+  const names = LSAN_COMPILERS.map((c) => c.name);
+  const header = [
+    'live blocks',
+    'heaphook: world stopped (ms)',
+    'heaphook: exit check (ms)',
+    ...names.map((c) => `LeakSanitizer (${c}): exit check (ms)`),
+    `leaked found (heaphook / ${names.map((c) => `LSan ${c}`).join(' / ')})`,
   ];
+  const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---:').join(' | ')} |`];
   for (const r of rows) {
-    lines.push(
-      `| ${r.blocks} | ${ms(r.heaphookStoppedNs)} | ${ms(r.heaphookExitNs)} | ${ms(r.lsanExitNs)} | ${r.heaphookLeaked} / ${r.lsanLeaked ?? 'n/a'} |`,
-    );
+    const cells = [
+      String(r.blocks),
+      ms(r.heaphookStoppedNs),
+      ms(r.heaphookExitNs),
+      ...r.lsan.map((c) => ms(c.exitNs)),
+      [r.heaphookLeaked, ...r.lsan.map((c) => c.leaked ?? 'n/a')].join(' / '),
+    ];
+    lines.push(`| ${cells.join(' | ')} |`);
   }
+  const missing = LSAN_COMPILERS.filter((c) =>
+    rows.some((r) => r.lsan.some((l) => l.compiler === c.name && l.exitNs === undefined)),
+  );
+  for (const c of missing) lines.push('', `LeakSanitizer (${c.name}): n/a: install ${c.install}`);
   return `${lines.join('\n')}\n`;
 }
