@@ -34,6 +34,10 @@ const installed = (name: string): string => join(app, 'node_modules', '@heaphook
 /** Runs a shell command in the installed project, with only npm's own environment. */
 const inApp = (command: string, args: readonly string[]) => run(command, args, app);
 
+/** `npx heaphook run -b tlsf -- python3 -c 'print(sum(range(10)))'` in the installed project. */
+const runSumOnTlsf = () =>
+  inApp('npx', ['heaphook', 'run', '-b', 'tlsf', '--', 'python3', '-c', 'print(sum(range(10)))']);
+
 beforeAll(() => {
   root = mkdtempSync(join(tmpdir(), 'heaphook-pack-'));
   const packDir = join(root, 'tarballs');
@@ -189,16 +193,7 @@ describe('npm i <all tarballs> in an empty folder', () => {
   });
 
   it("npx heaphook run -b tlsf -- python3 -c 'print(sum(range(10)))' prints 45", () => {
-    const r = inApp('npx', [
-      'heaphook',
-      'run',
-      '-b',
-      'tlsf',
-      '--',
-      'python3',
-      '-c',
-      'print(sum(range(10)))',
-    ]);
+    const r = runSumOnTlsf();
     expect(r.stdout).toBe('45\n');
     expect(r.status).toBe(0);
     const active = inApp('npx', [
@@ -252,16 +247,7 @@ describe('the from-source fallback', () => {
     expect(existsSync(library)).toBe(true);
     const conformance = run(join(pkg, 'build/Release/heaphook_conformance_tlsf'), ['tlsf'], app);
     expect(conformance.stdout).toMatch(/backend tlsf: \d+ groups, \d+ checks, 0 failed/);
-    const r = inApp('npx', [
-      'heaphook',
-      'run',
-      '-b',
-      'tlsf',
-      '--',
-      'python3',
-      '-c',
-      'print(sum(range(10)))',
-    ]);
+    const r = runSumOnTlsf();
     expect(r.stdout).toBe('45\n');
   });
 });

@@ -14,18 +14,7 @@ import {
   Symbolizer,
   type Summary,
 } from '../src/index.js';
-import { logsIn, scratch, traced, workload } from './helpers.js';
-
-interface Expected {
-  malloc: number;
-  calloc: number;
-  realloc: number;
-  aligned: number;
-  free: number;
-  leakedBlocks: number;
-  leakedBytes: number;
-  peakBytes: number;
-}
+import { logsIn, scratch, traced, workload, type Expected } from './helpers.js';
 
 async function functionsOf(summary: Summary, stack: number): Promise<string[]> {
   const pcs = framesOf(summary.stacks, stack);

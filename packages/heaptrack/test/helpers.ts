@@ -11,6 +11,18 @@ export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..')
 export const release = join(packageDir, 'build', 'Release');
 export const tracer = join(release, 'libheaphook_heaptrack.so');
 export const workload = join(release, 'hh_test_workload');
+
+/** What `hh_test_workload counts` prints it did (one JSON line): the exact figures to expect. */
+export interface Expected {
+  malloc: number;
+  calloc: number;
+  realloc: number;
+  aligned: number;
+  free: number;
+  leakedBlocks: number;
+  leakedBytes: number;
+  peakBytes: number;
+}
 export const forker = join(release, 'hh_test_forker');
 export const heaphookBin = resolve(packageDir, '..', 'core', 'bin', 'heaphook.js');
 

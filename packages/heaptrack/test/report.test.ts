@@ -14,7 +14,15 @@ import { Profile } from 'pprof-format';
 import { beforeAll, describe, expect, it } from 'vitest';
 
 import { decodeLog, EXIT_DAMAGED_LOG, type ReportJson } from '../src/index.js';
-import { heaphookBin, logsIn, packageDir, scratch, traced, workload } from './helpers.js';
+import {
+  heaphookBin,
+  logsIn,
+  packageDir,
+  scratch,
+  traced,
+  workload,
+  type Expected,
+} from './helpers.js';
 
 function heaphook(args: string[]) {
   return spawnSync(process.execPath, [heaphookBin, ...args], {
@@ -23,17 +31,6 @@ function heaphook(args: string[]) {
     timeout: 120_000,
     maxBuffer: 64 * 1024 * 1024,
   });
-}
-
-interface Expected {
-  malloc: number;
-  calloc: number;
-  realloc: number;
-  aligned: number;
-  free: number;
-  leakedBlocks: number;
-  leakedBytes: number;
-  peakBytes: number;
 }
 
 /** A minimal PNG reader (8-bit RGB/RGBA, no interlace): width, height and a pixel getter. */
