@@ -368,6 +368,35 @@ void heaphook_reloc_close(heaphook_reloc_object *object) {
 
 /* ---- The whole process ------------------------------------------------------------------- */
 
+/*
+ * A non-PIE program that takes the address of a library function (malloc passed as a pointer,
+ * say) defines a canonical PLT entry for it: its dynamic symbol table lists the function as
+ * undefined with the entry's address as value, so that every object sees one address, and
+ * dlsym(RTLD_DEFAULT) answers with that entry. The entry jumps through the program's own GOT
+ * slot, the very slot a patch redirects: forwarding to it after the patch would call the
+ * replacement again, forever. The function itself is what that slot leads to.
+ */
+int heaphook_reloc_resolve(const char *symbol, void **function) HH_RELOC_EXPORT;
+int heaphook_reloc_resolve(const char *symbol, void **function) {
+    if (symbol == NULL || symbol[0] == '\0' || function == NULL) return HEAPHOOK_RELOC_INVALID_ARG;
+    *function = dlsym(RTLD_DEFAULT, symbol);
+    if (*function == NULL) return HEAPHOOK_RELOC_NOT_FOUND;
+    struct hh_find find = {.main_program = true};
+    dl_iterate_phdr(hh_find_callback, &find);
+    if (!find.found || !hh_contains(&find.info, (uintptr_t)*function)) return HEAPHOOK_RELOC_OK;
+    struct heaphook_reloc_object program; /* on the stack: nothing here allocates */
+    if (hh_object_parse(&program, &find.info) != HEAPHOOK_RELOC_OK) return HEAPHOOK_RELOC_OK;
+    /* A program that defines the function itself binds its calls directly: no GOT slot. */
+    void *target = NULL;
+    if (hh_object_each_slot(&program, symbol, hh_get_slot, &target) == 0 || target == NULL) {
+        return HEAPHOOK_RELOC_OK;
+    }
+    /* Still the entry (a lazily bound slot not yet resolved): the next definition instead. */
+    if (hh_contains(&find.info, (uintptr_t)target)) target = dlsym(RTLD_NEXT, symbol);
+    if (target != NULL) *function = target;
+    return HEAPHOOK_RELOC_OK;
+}
+
 #define HH_MAX_PATCHES 64
 #define HH_MAX_RECORDS 4096
 #define HH_MAX_SKIP 32
@@ -552,8 +581,10 @@ static int hh_dlclose_hook(void *handle) {
 
 /* The definition calls reach now: dlsym's answer unless it is the replacement itself. */
 static void *hh_find_original(const char *symbol, void *replacement) {
-    void *address = dlsym(RTLD_DEFAULT, symbol);
-    if (address == NULL || address == replacement) address = dlsym(RTLD_NEXT, symbol);
+    void *address = NULL;
+    if (heaphook_reloc_resolve(symbol, &address) != HEAPHOOK_RELOC_OK || address == replacement) {
+        address = dlsym(RTLD_NEXT, symbol);
+    }
     return address == replacement ? NULL : address;
 }
 

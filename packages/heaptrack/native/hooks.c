@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "leaks.h"
 #include "stacks.h"
 #include "trace.h"
@@ -601,4 +602,66 @@ HH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
     if (real == NULL) real = (hh_execve_fn)dlsym(RTLD_NEXT, "execvpe");
     hh_before_exec();
     return real(file, argv, envp);
+}
+
+/* ---- installing into a running process (attach.c) ---------------------------------------- */
+
+/* The hooks under names of their own. When this library was dlopen'ed rather than preloaded,
+ * the exported names (malloc ...) resolve to the C library's functions, even from inside it;
+ * these names always reach the hooks: they are what heaphook_heaptrack_attach writes into the
+ * GOTs of the process. */
+#define HH_SELF(name) \
+    extern __typeof__(name) hh_self_##name __attribute__((alias(#name), visibility("hidden")))
+HH_SELF(malloc);
+HH_SELF(free);
+HH_SELF(calloc);
+HH_SELF(realloc);
+HH_SELF(reallocarray);
+HH_SELF(posix_memalign);
+HH_SELF(memalign);
+HH_SELF(aligned_alloc);
+HH_SELF(valloc);
+HH_SELF(pvalloc);
+HH_SELF(malloc_usable_size);
+
+const hh_hook hh_hooks[HH_HOOK_COUNT] = {
+    {"malloc", (void *)hh_self_malloc},
+    {"free", (void *)hh_self_free},
+    {"calloc", (void *)hh_self_calloc},
+    {"realloc", (void *)hh_self_realloc},
+    {"reallocarray", (void *)hh_self_reallocarray},
+    {"posix_memalign", (void *)hh_self_posix_memalign},
+    {"memalign", (void *)hh_self_memalign},
+    {"aligned_alloc", (void *)hh_self_aligned_alloc},
+    {"valloc", (void *)hh_self_valloc},
+    {"pvalloc", (void *)hh_self_pvalloc},
+    {"malloc_usable_size", (void *)hh_self_malloc_usable_size},
+};
+
+bool hh_hooks_interposed(void) {
+    /* In the program's scope (preloaded, or a dependency of the program), this library's own
+     * exported names are found by a lookup from the program; dlopen'ed with RTLD_LOCAL, they
+     * are not. (Not RTLD_DEFAULT: from here it searches this library's own scope too. Nor
+     * malloc's address: a non-PIE program that takes it answers with its canonical PLT entry,
+     * whatever serves the calls.) */
+    void *program = dlopen(NULL, RTLD_LAZY | RTLD_NOLOAD);
+    if (program == NULL) return true;
+    bool found = dlsym(program, "heaphook_heaptrack_log_path") != NULL;
+    dlclose(program);
+    return found;
+}
+
+void hh_hooks_forward_to(void *const originals[HH_HOOK_COUNT]) {
+    next.malloc = (hh_malloc_fn)originals[0];
+    next.free = (hh_free_fn)originals[1];
+    next.calloc = (hh_calloc_fn)originals[2];
+    next.realloc = (hh_realloc_fn)originals[3];
+    next.reallocarray = (hh_reallocarray_fn)originals[4];
+    next.posix_memalign = (hh_posix_memalign_fn)originals[5];
+    next.memalign = (hh_memalign_fn)originals[6];
+    next.aligned_alloc = (hh_memalign_fn)originals[7];
+    next.valloc = (hh_malloc_fn)originals[8];
+    next.pvalloc = (hh_malloc_fn)originals[9];
+    next.usable = (hh_usable_fn)originals[10];
+    atomic_store(&g_next_state, 2);
 }

@@ -34,8 +34,13 @@ static _Atomic uint32_t hh_node_count;
 static _Atomic int hh_nodes_lock;
 static _Atomic uint32_t hh_epoch;
 
-static HH_TLS uintptr_t t_prev_pcs[HH_MAX_DEPTH];
-static HH_TLS uint32_t t_prev_ids[HH_MAX_DEPTH];
+/* Frames of the per-thread cache of the previous stack: the default HEAPHOOK_STACK_DEPTH, so
+ * that the library's static TLS stays under what glibc keeps for initial-exec TLS of objects
+ * loaded by dlopen (~1.6 KiB; attach.c loads the tracer that way). Deeper stacks are interned
+ * without the cache. */
+#define HH_PREV_DEPTH 64
+static HH_TLS uintptr_t t_prev_pcs[HH_PREV_DEPTH];
+static HH_TLS uint32_t t_prev_ids[HH_PREV_DEPTH];
 static HH_TLS int t_prev_n;
 static HH_TLS uint32_t t_prev_epoch;
 
@@ -146,12 +151,25 @@ static uint32_t hh_intern(uint32_t parent, uintptr_t pc, uint32_t epoch) {
     return id;
 }
 
+/* A stack deeper than the cache: every frame interned, outermost first. */
+static uint32_t hh_stack_intern_all(const uintptr_t *pcs, int n, uint32_t epoch) {
+    t_prev_n = 0;
+    uint32_t parent = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        uint32_t id = hh_intern(parent, pcs[i], epoch);
+        if (id == 0 || id == UINT32_MAX) return id == 0 ? parent : UINT32_MAX;
+        parent = id;
+    }
+    return parent;
+}
+
 uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
     uintptr_t pcs[HH_MAX_DEPTH];
     if (depth > HH_MAX_DEPTH) depth = HH_MAX_DEPTH;
     int n = hh_unwind_from(regs, pcs, depth);
     if (n <= 0) return 0;
     uint32_t epoch = atomic_load_explicit(&hh_epoch, memory_order_relaxed);
+    if (n > HH_PREV_DEPTH) return hh_stack_intern_all(pcs, n, epoch);
     /* Outer frames shared with this thread's previous stack keep their ids. */
     int shared = 0;
     if (t_prev_epoch == epoch) {
@@ -186,6 +204,11 @@ void hh_stacks_fork_prepare(void) {
 void hh_stacks_fork_parent(void) {
     hh_unlock();
 }
+void hh_stacks_new_log(void) {
+    atomic_fetch_add(&hh_epoch, 1);
+    t_prev_n = 0;
+}
+
 void hh_stacks_fork_child(void) {
     atomic_fetch_add(&hh_epoch, 1);
     t_prev_n = 0;

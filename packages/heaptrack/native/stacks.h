@@ -26,5 +26,7 @@ uint32_t hh_stack_capture(int depth, const hh_regs *regs);
 void hh_stacks_fork_prepare(void);
 void hh_stacks_fork_parent(void);
 void hh_stacks_fork_child(void);
+/* A new log in the same process (attach after detach): every stack is declared again. */
+void hh_stacks_new_log(void);
 
 #endif /* HH_STACKS_H */

@@ -16,6 +16,7 @@
  *   5. Start-up (lazy, from the first hook or the constructor)
  *   6. The drain thread (standalone)
  *   7. Fork, exec, exit
+ *   8. Attach and detach (attach.c: installed into a running process, not preloaded)
  */
 #include "tracer.h"
 
@@ -31,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "attach.h"
 #include "heaphook/config.h"
 #include "heaphook/log.h"
 #include "leaks.h"
@@ -65,6 +67,7 @@ static pid_t g_pid; /* the process the transport belongs to (a vfork child is an
 static int g_pipe_rd = -1;
 static hh_writer *g_writer;
 static char g_log_path[4096];
+static char g_attach_dir[4096]; /* attach's log folder, when given: wins over HEAPHOOK_LOG_DIR */
 static pthread_t g_drain;
 static bool g_drain_started;
 static _Atomic int g_drain_stop, g_drain_done, g_drain_lock;
@@ -105,6 +108,7 @@ static void hh_read_config(void) {
     g_collector = heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
     /* Made absolute now: a fork child opens its log later, maybe after a chdir. */
     const char *dir = heaphook_env_get("HEAPHOOK_LOG_DIR", NULL);
+    if (g_attach_dir[0] != '\0') dir = g_attach_dir;
     if (dir == NULL) dir = ".";
     size_t at = 0;
     if (dir[0] != '/' && getcwd(g_log_dir, sizeof g_log_dir - 2) != NULL) {
@@ -503,10 +507,76 @@ static void hh_fork_child(void) {
     hh_busy--;
 }
 
+/* ---- 8. Attach and detach (attach.c) ------------------------------------------------------ */
+
+void hh_tracer_wait_for_attach(void) {
+    /* FINISHED: the hooks forward without recording, and hh_tracer_ensure does not start. */
+    atomic_store(&hh_state, HH_STATE_FINISHED);
+}
+
+bool hh_tracer_attach_start(const char *dir) {
+    if (atomic_load(&hh_state) != HH_STATE_FINISHED) return false;
+    hh_busy++;
+    size_t n = dir != NULL ? strlen(dir) : 0;
+    if (n >= sizeof g_attach_dir) n = sizeof g_attach_dir - 1;
+    memcpy(g_attach_dir, dir != NULL ? dir : "", n);
+    g_attach_dir[n] = '\0';
+    /* A new log after an earlier one: its stacks and modules are declared again (as in a fork
+     * child). The earlier ring stays mapped: a thread may still be inside a hook with it. */
+    hh_stacks_new_log();
+    hh_modules_reset();
+    g_drain_started = false;
+    atomic_store(&g_drain_lock, 0);
+    atomic_store(&hh_state, HH_STATE_UNINIT);
+    bool ok = hh_tracer_ensure();
+    if (ok) {
+        hh_start_drain_thread();
+        hh_leaks_start();
+    } else {
+        atomic_store(&hh_state, HH_STATE_FINISHED);
+    }
+    hh_busy--;
+    return ok;
+}
+
+void hh_tracer_attach_finish(void) {
+    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
+    hh_busy++;
+    if (g_drain_started) {
+        atomic_store(&g_drain_stop, 1);
+        hh_wake(NULL);
+        for (int i = 0; i < 2000 && !atomic_load(&g_drain_done); i++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    hh_drain_lock();
+    atomic_store(&hh_state, HH_STATE_FINISHED);
+    hh_ring_close(&g_ring);
+    if (g_writer != NULL) {
+        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, false) > 0) {
+        }
+        hh_writer_close(g_writer, HH_END_DETACH, atomic_load(&g_ring.hdr->dropped));
+        g_writer = NULL;
+    }
+    hh_drain_unlock();
+    hh_busy--;
+}
+
+const char *hh_tracer_log_path(void) {
+    return g_log_path;
+}
+
 __attribute__((constructor(101))) static void hh_tracer_ctor(void) {
     hh_busy++;
-    hh_tracer_ensure();
     pthread_atfork(hh_fork_prepare, hh_fork_parent, hh_fork_child);
+    if (!hh_hooks_interposed()) {
+        /* dlopen'ed, not preloaded: nothing reaches the hooks until an attach (attach.c) */
+        hh_tracer_wait_for_attach();
+        hh_busy--;
+        return;
+    }
+    hh_tracer_ensure();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_start_drain_thread();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_leaks_start();
     hh_busy--;

@@ -18,6 +18,7 @@ enum hh_end_reason {
     HH_END_EXIT = 0,      /* the process ran its exit path (library destructor) */
     HH_END_LOST = 1,      /* the connection closed without an exit: crash, _exit, exec */
     HH_END_COLLECTOR = 2, /* the collector stopped first (interrupted) */
+    HH_END_DETACH = 3,    /* heaphook_heaptrack_detach: the process goes on untraced */
 };
 
 /* Opens dir/heaplog.<pid>.log (or heaplog.<pid>.<n>.log when taken) and writes the file

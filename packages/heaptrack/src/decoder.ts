@@ -154,7 +154,7 @@ function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
       const dropped = c.varint();
       const time = c.varint() * s.unit;
       const events = c.varint();
-      const reasons: EndRecord['reason'][] = ['exit', 'lost', 'collector'];
+      const reasons: EndRecord['reason'][] = ['exit', 'lost', 'collector', 'detach'];
       out.push({
         type: 'end',
         reason: reasons[reasonCode] ?? 'unknown',

@@ -19,6 +19,7 @@ export {
   type EventBatch,
   type EventColumns,
 } from './decoder.js';
+export { attach, detach, type AttachedLog, type AttachOptions } from './attach.js';
 export { dump, formatEvent, type DumpOptions } from './dump.js';
 export {
   collectorPath,

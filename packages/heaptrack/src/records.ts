@@ -97,7 +97,7 @@ export interface EventRecord {
 
 export interface EndRecord {
   readonly type: 'end';
-  readonly reason: 'exit' | 'lost' | 'collector' | 'unknown';
+  readonly reason: 'exit' | 'lost' | 'collector' | 'detach' | 'unknown';
   /** Records dropped with HEAPHOOK_ON_FULL=drop. */
   readonly dropped: number;
   readonly time: number;

@@ -77,6 +77,11 @@ int heaphook_reloc_patch(const char *symbol, void *replacement, void **original,
  * same symbol was applied after it, undo that first). Objects loaded after the patch that were
  * patched by the dlopen hook get the real function. */
 int heaphook_reloc_unpatch(heaphook_reloc_handle *patch);
+/* *function receives the function calls to symbol reach now: dlsym(RTLD_DEFAULT)'s answer,
+ * except that a non-PIE program's canonical PLT entry (its own jump through the GOT slot a patch
+ * would redirect) is followed to the function behind it. Use it to find what a replacement
+ * should forward to before patching. NOT_FOUND when no loaded object defines symbol. */
+int heaphook_reloc_resolve(const char *symbol, void **function);
 /* Never patch the object containing address (call it with a function of your own library, so
  * that its calls to the original are not redirected to itself). Up to 32 objects. */
 int heaphook_reloc_skip(const void *address);

@@ -1,0 +1,37 @@
+/*
+ * attach.h — what installing the tracer into a running process (attach.c) needs from the
+ * hooks (hooks.c) and from the tracer's life cycle (tracer.c).
+ */
+#ifndef HH_ATTACH_H
+#define HH_ATTACH_H
+
+#include <stdbool.h>
+
+/* The allocation family the tracer hooks, by the name GOTs refer to them. */
+#define HH_HOOK_COUNT 11
+typedef struct hh_hook {
+    const char *name;
+    void *function;
+} hh_hook;
+extern const hh_hook hh_hooks[HH_HOOK_COUNT];
+
+/* True when this library's malloc is the process's (preloaded, or linked before the C library);
+ * false when it was dlopen'ed: then it traces nothing until heaphook_heaptrack_attach. */
+bool hh_hooks_interposed(void);
+
+/* The hooks forward to these (in the order of hh_hooks) instead of dlsym(RTLD_NEXT) results:
+ * the functions the GOTs led to before the patch. Call before the first patch is written. */
+void hh_hooks_forward_to(void *const originals[HH_HOOK_COUNT]);
+
+/* tracer.c: starts a standalone log in dir (NULL: HEAPHOOK_LOG_DIR or the working directory)
+ * and its drain thread; after a finish, a new log (stacks and modules declared again). */
+bool hh_tracer_attach_start(const char *dir);
+/* tracer.c: stops recording, drains the ring, writes END (reason detached) and closes the log.
+ * Threads still inside a hook finish their call; what they record after this is dropped. */
+void hh_tracer_attach_finish(void);
+/* tracer.c: the path of the log being written, or of the last one. */
+const char *hh_tracer_log_path(void);
+/* tracer.c: the library was loaded without being interposed: wait for an attach. */
+void hh_tracer_wait_for_attach(void);
+
+#endif /* HH_ATTACH_H */

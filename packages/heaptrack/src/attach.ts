@@ -1,0 +1,97 @@
+/**
+ * attach() / detach(): trace the native allocations of this Node process between two calls,
+ * without starting it under LD_PRELOAD. The tracer library is loaded with dlopen by a small
+ * addon (native/attach_addon.c) and installs itself by GOT patching (include/heaphook/heaptrack.h);
+ * the log it writes is an ordinary heaplog that `heaphook report` reads.
+ *
+ *   const { attach, detach, report } = require('@heaphook/heaptrack');
+ *   attach({ outputDir: 'traces' });
+ *   ... // Buffers, native modules: every malloc, calloc, realloc and free is recorded
+ *   const { path } = detach();
+ *   console.log((await report(path)).text);
+ */
+import { createRequire } from 'node:module';
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { HeaphookError } from '@heaphook/core';
+
+import { tracerLibraryPath } from './record.js';
+
+const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface AttachOptions {
+  /**
+   * Folder of the log (created if missing); default HEAPHOOK_LOG_DIR, else the working
+   * directory. The log is heaplog.<pid>.log there (heaplog.<pid>.1.log ... for later attaches).
+   */
+  readonly outputDir?: string;
+}
+
+export interface AttachedLog {
+  /** The log being written (attach) or just completed (detach). */
+  readonly path: string;
+}
+
+interface AttachAddon {
+  open(libraryPath: string): boolean;
+  attach(dir: string | undefined): { status: number; errno: number; path: string };
+  detach(): { status: number; errno: number; path: string };
+}
+
+/** heaphook/heaptrack.h's status codes. */
+const Status = { OK: 0, ATTACHED: 1, PRELOADED: 2, NOT_ATTACHED: 3, NO_LOG: 4, PATCH_FAILED: 5 };
+
+let addon: AttachAddon | undefined;
+
+function loadAddon(): AttachAddon {
+  if (addon !== undefined) return addon;
+  const path = join(packageDir, 'build', 'Release', 'heaptrack_addon.node');
+  if (!existsSync(path)) {
+    throw new HeaphookError(
+      `heaptrack_addon.node is missing at ${path}. Build it with "npx nx build heaptrack".`,
+    );
+  }
+  const loaded = createRequire(import.meta.url)(path) as AttachAddon;
+  loaded.open(tracerLibraryPath());
+  addon = loaded;
+  return loaded;
+}
+
+/**
+ * Starts tracing this process's native allocations (every thread's) into a new heaplog.
+ * Throws when tracing is on already (attached, or the tracer was preloaded), or when the log
+ * cannot be created.
+ */
+export function attach(options: AttachOptions = {}): AttachedLog {
+  const dir = options.outputDir !== undefined ? resolve(options.outputDir) : undefined;
+  if (dir !== undefined) mkdirSync(dir, { recursive: true });
+  const r = loadAddon().attach(dir);
+  switch (r.status) {
+    case Status.OK:
+      return { path: r.path };
+    case Status.ATTACHED:
+      throw new HeaphookError(`already attached (writing ${r.path}): call detach() first`);
+    case Status.PRELOADED:
+      throw new HeaphookError(
+        'libheaphook_heaptrack.so is preloaded into this process: it traces everything already (heaplog.<pid>.log); attach() is for processes started without it',
+      );
+    case Status.NO_LOG:
+      throw new HeaphookError(
+        `cannot create a heaplog in ${dir ?? process.env.HEAPHOOK_LOG_DIR ?? process.cwd()} (errno ${r.errno}): give attach({ outputDir }) a writable folder`,
+      );
+    default:
+      throw new HeaphookError(
+        `attach failed (status ${r.status}): the GOTs of this process could not be patched; HEAPHOOK_LOG_LEVEL=debug says which`,
+      );
+  }
+}
+
+/** Stops tracing and completes the log (it ends with an END record: reason 'detach'). */
+export function detach(): AttachedLog {
+  const r = loadAddon().detach();
+  if (r.status === Status.NOT_ATTACHED)
+    throw new HeaphookError('not attached: call attach() first');
+  return { path: r.path };
+}

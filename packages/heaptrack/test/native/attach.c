@@ -1,0 +1,78 @@
+/*
+ * attach: heaphook_heaptrack_attach / _detach while other threads allocate, then a fork.
+ * Usage: hh_test_attach <libheaphook_heaptrack.so> <log dir> <cycles>
+ * Four threads malloc, realloc and free without pause; the main thread attaches and detaches
+ * `cycles` times (a log per cycle), forks while attached (the child allocates and exits), and
+ * prints one JSON line: {"cycles":N,"child":status,"marker":M} where the main thread made
+ * exactly M calls of malloc(777777) in each attached phase.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MARKER_SIZE 777777
+#define MARKERS 3
+
+static atomic_int stop;
+
+static void *churn(void *arg) {
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *slots[64] = {0};
+    while (!atomic_load(&stop)) {
+        unsigned k = (seed = seed * 1103515245u + 12345u) % 64;
+        if (slots[k] != NULL && (seed & 1)) {
+            free(slots[k]);
+            slots[k] = NULL;
+        } else {
+            void *p = realloc(slots[k], 16 + (seed >> 8) % 4000);
+            if (p != NULL) {
+                memset(p, 1, 16);
+                slots[k] = p;
+            }
+        }
+    }
+    for (int k = 0; k < 64; k++) free(slots[k]);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) return 64;
+    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "%s\n", dlerror());
+        return 1;
+    }
+    int (*attach)(const char *) = (int (*)(const char *))dlsym(lib, "heaphook_heaptrack_attach");
+    int (*detach)(void) = (int (*)(void))dlsym(lib, "heaphook_heaptrack_detach");
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&threads[i], NULL, churn, (void *)(uintptr_t)(i + 1));
+    int cycles = atoi(argv[3]), child = -1;
+    for (int c = 0; c < cycles; c++) {
+        if (attach(argv[2]) != 0) return 2;
+        for (int m = 0; m < MARKERS; m++) free(malloc(MARKER_SIZE));
+        usleep(2000);
+        if (c == cycles / 2) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                for (int i = 0; i < 100; i++) free(malloc(100 + i));
+                exit(0); /* its destructors complete its log (_exit would lose the tail) */
+            }
+            int status = 0;
+            waitpid(pid, &status, 0);
+            child = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        if (detach() != 0) return 3;
+        free(malloc(MARKER_SIZE + 1)); /* not traced */
+    }
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+    printf("{\"cycles\":%d,\"child\":%d,\"marker\":%d}\n", cycles, child, MARKERS);
+    return 0;
+}
