@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <node_api.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,14 @@ static napi_value open_library(napi_env env, napi_callback_info info) {
     return yes;
 }
 
+static bool opened(napi_env env) {
+    if (attach_fn != NULL) return true;
+    napi_throw_error(env, NULL, "heaptrack addon: call open(libraryPath) first");
+    return false;
+}
+
 static napi_value attach(napi_env env, napi_callback_info info) {
+    if (!opened(env)) return NULL;
     size_t argc = 1;
     napi_value argv[1];
     CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
@@ -87,6 +95,7 @@ static napi_value attach(napi_env env, napi_callback_info info) {
 
 static napi_value detach(napi_env env, napi_callback_info info) {
     (void)info;
+    if (!opened(env)) return NULL;
     errno = 0;
     return result(env, detach_fn());
 }
