@@ -507,6 +507,29 @@ static void hh_fork_child(void) {
     hh_busy--;
 }
 
+/* Standalone mode: stops the drain thread, stops recording, writes what the ring holds and
+ * closes the log with an END record of the given reason (HH_END_*). */
+static void hh_finish_standalone_log(unsigned reason) {
+    if (g_drain_started) {
+        atomic_store(&g_drain_stop, 1);
+        hh_wake(NULL);
+        for (int i = 0; i < 2000 && !atomic_load(&g_drain_done); i++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    hh_drain_lock();
+    atomic_store(&hh_state, HH_STATE_FINISHED);
+    hh_ring_close(&g_ring);
+    if (g_writer != NULL) {
+        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, false) > 0) {
+        }
+        hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped));
+        g_writer = NULL;
+    }
+    hh_drain_unlock();
+}
+
 /* ---- 8. Attach and detach (attach.c) ------------------------------------------------------ */
 
 void hh_tracer_wait_for_attach(void) {
@@ -542,24 +565,7 @@ bool hh_tracer_attach_start(const char *dir) {
 void hh_tracer_attach_finish(void) {
     if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
     hh_busy++;
-    if (g_drain_started) {
-        atomic_store(&g_drain_stop, 1);
-        hh_wake(NULL);
-        for (int i = 0; i < 2000 && !atomic_load(&g_drain_done); i++) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    hh_drain_lock();
-    atomic_store(&hh_state, HH_STATE_FINISHED);
-    hh_ring_close(&g_ring);
-    if (g_writer != NULL) {
-        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, false) > 0) {
-        }
-        hh_writer_close(g_writer, HH_END_DETACH, atomic_load(&g_ring.hdr->dropped));
-        g_writer = NULL;
-    }
-    hh_drain_unlock();
+    hh_finish_standalone_log(HH_END_DETACH);
     hh_busy--;
 }
 
@@ -599,23 +605,6 @@ __attribute__((destructor(101))) static void hh_tracer_dtor(void) {
         hh_busy--;
         return;
     }
-    if (g_drain_started) {
-        atomic_store(&g_drain_stop, 1);
-        hh_wake(NULL);
-        for (int i = 0; i < 2000 && !atomic_load(&g_drain_done); i++) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    hh_drain_lock();
-    atomic_store(&hh_state, HH_STATE_FINISHED);
-    hh_ring_close(&g_ring);
-    if (g_writer != NULL) {
-        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, false) > 0) {
-        }
-        hh_writer_close(g_writer, HH_END_EXIT, atomic_load(&g_ring.hdr->dropped));
-        g_writer = NULL;
-    }
-    hh_drain_unlock();
+    hh_finish_standalone_log(HH_END_EXIT);
     hh_busy--;
 }
