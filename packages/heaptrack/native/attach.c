@@ -42,7 +42,7 @@ static void hh_unpatch_all(void) {
     }
 }
 
-HH_EXPORT int heaphook_heaptrack_attach(const char *dir) {
+HH_EXPORT int heaphook_heaptrack_attach(const char *log_path_or_dir) {
     if (hh_hooks_interposed()) return HEAPHOOK_HEAPTRACK_PRELOADED;
     pthread_mutex_lock(&g_attach_lock);
     int rc = HEAPHOOK_HEAPTRACK_OK;
@@ -65,7 +65,7 @@ HH_EXPORT int heaphook_heaptrack_attach(const char *dir) {
         }
     }
     hh_hooks_forward_to(originals);
-    if (!hh_tracer_attach_start(dir)) {
+    if (!hh_tracer_attach_start(log_path_or_dir)) {
         rc = HEAPHOOK_HEAPTRACK_NO_LOG;
         goto out;
     }

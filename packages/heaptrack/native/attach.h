@@ -23,11 +23,15 @@ bool hh_hooks_interposed(void);
  * the functions the GOTs led to before the patch. Call before the first patch is written. */
 void hh_hooks_forward_to(void *const originals[HH_HOOK_COUNT]);
 
-/* tracer.c: starts a standalone log in dir (NULL: HEAPHOOK_LOG_DIR or the working directory)
- * and its drain thread; after a finish, a new log (stacks and modules declared again). */
-bool hh_tracer_attach_start(const char *dir);
-/* tracer.c: stops recording, drains the ring, writes END (reason detached) and closes the log.
- * Threads still inside a hook finish their call; what they record after this is dropped. */
+/* tracer.c: starts a standalone log and its drain thread: where is an existing folder (the
+ * log is heaplog.<pid>[.n].log there), else the log file's path; NULL: HEAPHOOK_LOG_DIR or the
+ * working directory. After a finish, a new log (stacks and modules declared again) through
+ * the same ring. false with errno set when the log cannot be created. */
+bool hh_tracer_attach_start(const char *where);
+/* tracer.c: stops recording, waits (at most a second without progress) for the records of
+ * calls that were inside a hook, drains the ring, writes END (reason detach) and closes the
+ * log. Threads still inside a hook finish their call; what they reserve after that is not in
+ * the log. */
 void hh_tracer_attach_finish(void);
 /* tracer.c: the path of the log being written, or of the last one. */
 const char *hh_tracer_log_path(void);

@@ -170,3 +170,27 @@ void hh_ring_close(hh_ring *ring) {
     atomic_fetch_add_explicit(&ring->hdr->read_seq, 1, memory_order_acq_rel);
     hh_futex_wake(&ring->hdr->read_seq);
 }
+
+uint64_t hh_ring_unpublished(const hh_ring *ring) {
+    const hh_ring_header *h = ring->hdr;
+    uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_acquire);
+    uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_acquire);
+    uint64_t count = 0;
+    while (r < w) {
+        const _Atomic uint64_t *header = (const _Atomic uint64_t *)(ring->data + (r & ring->mask));
+        uint64_t word = atomic_load_explicit(header, memory_order_acquire);
+        uint32_t len = hh_rec_len(word);
+        if ((word >> 32) != hh_tag_of(r) || len < 8 || (len & 7) != 0 || r + len > w) break;
+        if (hh_rec_type_of(word) == HH_REC_RESERVED) count++;
+        r += len;
+    }
+    return count;
+}
+
+void hh_ring_reopen(hh_ring *ring) {
+    atomic_store_explicit(&ring->hdr->dropped, 0, memory_order_relaxed);
+    atomic_store_explicit(&ring->hdr->notified,
+                          atomic_load_explicit(&ring->hdr->write_pos, memory_order_relaxed),
+                          memory_order_relaxed);
+    atomic_store_explicit(&ring->hdr->closed, 0, memory_order_release);
+}

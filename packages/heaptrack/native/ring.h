@@ -67,6 +67,12 @@ void hh_ring_commit(hh_ring *ring, void *record, unsigned type);
 typedef void (*hh_ring_reader)(void *arg, unsigned type, const void *record, uint32_t len);
 uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed);
 
+/* Records between read_pos and write_pos that are reserved and not yet published. */
+uint64_t hh_ring_unpublished(const hh_ring *ring);
+
+/* Undoes hh_ring_close for a new reader of the same ring (its drop counter starts at 0). */
+void hh_ring_reopen(hh_ring *ring);
+
 /* Bytes written and not yet read. */
 uint64_t hh_ring_pending(const hh_ring *ring);
 

@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -67,7 +68,11 @@ static pid_t g_pid; /* the process the transport belongs to (a vfork child is an
 static int g_pipe_rd = -1;
 static hh_writer *g_writer;
 static char g_log_path[4096];
-static char g_attach_dir[4096]; /* attach's log folder, when given: wins over HEAPHOOK_LOG_DIR */
+static char g_attach_dir[4096];  /* attach's log folder, when given: wins over HEAPHOOK_LOG_DIR */
+static char g_attach_file[4096]; /* attach's log file, when given (its folder is g_attach_dir) */
+static bool g_attach_mode;       /* installed by heaphook_heaptrack_attach: always standalone */
+static pid_t g_ring_pid;         /* the process that created the standalone ring and pipe */
+static int g_start_errno;        /* why the last start failed */
 static pthread_t g_drain;
 static bool g_drain_started;
 static _Atomic int g_drain_stop, g_drain_done, g_drain_lock;
@@ -105,7 +110,7 @@ static void hh_read_config(void) {
         heaphook_env_choice("HEAPHOOK_CLOCK", NULL, clocks, 2, 0) == 0 && hh_invariant_tsc();
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
-    g_collector = heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
+    g_collector = g_attach_mode ? NULL : heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
     /* Made absolute now: a fork child opens its log later, maybe after a chdir. */
     const char *dir = heaphook_env_get("HEAPHOOK_LOG_DIR", NULL);
     if (g_attach_dir[0] != '\0') dir = g_attach_dir;
@@ -192,22 +197,54 @@ static int hh_high_fd(int fd) {
     return high;
 }
 
+static void hh_discard(void *arg, unsigned type, const void *record, uint32_t len) {
+    (void)arg, (void)type, (void)record, (void)len;
+}
+
 static int hh_setup_standalone(void) {
-    int fd = hh_ring_create_fd(hh_cfg.buffer_size);
-    if (fd < 0) return -1;
-    int rc = hh_ring_map(&g_ring, fd);
-    close(fd);
-    if (rc != 0) return -1;
-    int p[2];
-    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
-    g_pipe_rd = hh_high_fd(p[0]);
-    g_notify_fd = hh_high_fd(p[1]);
-    g_writer = hh_writer_open(g_log_dir, getpid(), g_log_path, sizeof g_log_path);
+    if (g_ring.hdr != NULL && g_ring_pid != getpid()) {
+        /* a parent's ring and pipe (forked while not tracing): not ours to read */
+        hh_ring_unmap(&g_ring);
+        close(g_pipe_rd);
+        close(g_notify_fd);
+        g_notify_fd = -1;
+    }
+    if (g_ring.hdr == NULL) {
+        int fd = hh_ring_create_fd(hh_cfg.buffer_size);
+        if (fd < 0) return -1;
+        int rc = hh_ring_map(&g_ring, fd);
+        close(fd);
+        if (rc != 0) return -1;
+        int p[2];
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+            hh_ring_unmap(&g_ring);
+            return -1;
+        }
+        g_pipe_rd = hh_high_fd(p[0]);
+        g_notify_fd = hh_high_fd(p[1]);
+        g_ring_pid = getpid();
+    } else {
+        /* An attach after a detach writes through the same ring (a thread still inside a hook
+         * may hold a pointer into it, so it is never unmapped): what a straggler of the
+         * previous log left in it is skipped. */
+        while (hh_ring_read(&g_ring, hh_discard, NULL, true) > 0) {
+        }
+        hh_ring_reopen(&g_ring);
+        hh_cfg.buffer_size = g_ring.capacity;
+    }
+    if (g_attach_file[0] != '\0' && !g_fork_child) {
+        g_writer = hh_writer_open_file(g_attach_file, g_log_path, sizeof g_log_path);
+    } else {
+        g_writer = hh_writer_open(g_log_dir, getpid(), g_log_path, sizeof g_log_path);
+    }
     if (g_writer == NULL) {
+        int error = errno;
         heaphook_log_error(
-            "heaptrack: cannot create a log in %s (errno %d); set HEAPHOOK_LOG_DIR "
+            "heaptrack: cannot create a log %s %s (errno %d); set HEAPHOOK_LOG_DIR "
             "to a writable directory. Not tracing.",
-            g_log_dir, errno);
+            g_attach_file[0] != '\0' && !g_fork_child ? "at" : "in",
+            g_attach_file[0] != '\0' && !g_fork_child ? g_attach_file : g_log_dir, error);
+        errno = error;
         return -1;
     }
     return 0;
@@ -341,7 +378,6 @@ static void hh_set_start_times(void) {
 static bool hh_start_transport(void) {
     hh_set_start_times();
     g_pid = getpid();
-    g_batch = hh_cfg.buffer_size / 8;
     int rc;
     if (g_collector != NULL) {
         g_mode = HH_MODE_COLLECTOR;
@@ -357,6 +393,7 @@ static bool hh_start_transport(void) {
         rc = hh_setup_standalone();
     }
     if (rc != 0) return false;
+    g_batch = g_ring.capacity / 8;
     hh_send_process();
     hh_modules_sync();
     return true;
@@ -366,12 +403,9 @@ static void hh_find_self(uintptr_t *lo, uintptr_t *hi) {
     if (!hh_modules_range_of((uintptr_t)&hh_find_self, lo, hi)) *lo = *hi = 0;
 }
 
-bool hh_tracer_ensure(void) {
-    int state = atomic_load_explicit(&hh_state, memory_order_acquire);
-    if (state == HH_STATE_ACTIVE) return true;
-    if (state != HH_STATE_UNINIT) return false;
-    if (environ == NULL) return false; /* too early: libc has not set up the environment */
-    if (!atomic_compare_exchange_strong(&hh_state, &state, HH_STATE_INITIALISING)) return false;
+/* With hh_state INITIALISING (claimed by the caller): configuration, transport, first records;
+ * then ACTIVE, or DISABLED with g_start_errno saying why. */
+static bool hh_tracer_start(void) {
     int saved = errno;
     hh_read_config();
     hh_leaks_configure();
@@ -382,10 +416,20 @@ bool hh_tracer_ensure(void) {
         hh_unwind_init(lo, hi, g_use_fast_unwind);
         ok = hh_start_transport();
     }
+    if (!ok) g_start_errno = errno;
     atomic_store_explicit(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED,
                           memory_order_release);
     errno = saved;
     return ok;
+}
+
+bool hh_tracer_ensure(void) {
+    int state = atomic_load_explicit(&hh_state, memory_order_acquire);
+    if (state == HH_STATE_ACTIVE) return true;
+    if (state != HH_STATE_UNINIT) return false;
+    if (environ == NULL) return false; /* too early: libc has not set up the environment */
+    if (!atomic_compare_exchange_strong(&hh_state, &state, HH_STATE_INITIALISING)) return false;
+    return hh_tracer_start();
 }
 
 /* ---- 6. The drain thread ----------------------------------------------------------------- */
@@ -507,6 +551,26 @@ static void hh_fork_child(void) {
     hh_busy--;
 }
 
+/* Calls that were inside a hook when recording stopped still publish their records (a free's
+ * is reserved before the block is released and published after it; a thread may be preempted
+ * in between): the reader stops at the first unpublished record, so everything reserved after
+ * it would be lost with it. Reads until every reserved record is in, or until nothing has
+ * moved for a second (a thread stopped in the middle of a call). */
+static void hh_read_in_flight(void) {
+    int idle_ms = 0;
+    for (;;) {
+        uint64_t n = hh_ring_read(&g_ring, hh_writer_record, g_writer, false);
+        if (hh_ring_pending(&g_ring) == 0) return;
+        if (n > 0) {
+            idle_ms = 0;
+        } else if (++idle_ms > 1000) {
+            return;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Standalone mode: stops the drain thread, stops recording, writes what the ring holds and
  * closes the log with an END record of the given reason (HH_END_*). */
 static void hh_finish_standalone_log(unsigned reason) {
@@ -520,12 +584,17 @@ static void hh_finish_standalone_log(unsigned reason) {
     }
     hh_drain_lock();
     atomic_store(&hh_state, HH_STATE_FINISHED);
-    hh_ring_close(&g_ring);
     if (g_writer != NULL) {
-        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, false) > 0) {
+        hh_read_in_flight();
+        /* still unpublished after the wait: counted as dropped, and what follows is written */
+        uint64_t stuck = hh_ring_unpublished(&g_ring);
+        hh_ring_close(&g_ring);
+        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, true) > 0) {
         }
-        hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped));
+        hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped) + stuck);
         g_writer = NULL;
+    } else {
+        hh_ring_close(&g_ring);
     }
     hh_drain_unlock();
 }
@@ -537,21 +606,52 @@ void hh_tracer_wait_for_attach(void) {
     atomic_store(&hh_state, HH_STATE_FINISHED);
 }
 
-bool hh_tracer_attach_start(const char *dir) {
+/* path made absolute (against the working directory) into out; false when too long. */
+static bool hh_absolute(const char *path, char *out, size_t cap) {
+    size_t at = 0;
+    if (path[0] != '/') {
+        if (getcwd(out, cap - 2) == NULL) return false;
+        at = strlen(out);
+        if (at > 0 && out[at - 1] != '/') out[at++] = '/';
+    }
+    size_t n = strlen(path);
+    if (at + n >= cap) return false;
+    memcpy(out + at, path, n + 1);
+    return true;
+}
+
+bool hh_tracer_attach_start(const char *where) {
     if (atomic_load(&hh_state) != HH_STATE_FINISHED) return false;
     hh_busy++;
-    size_t n = dir != NULL ? strlen(dir) : 0;
-    if (n >= sizeof g_attach_dir) n = sizeof g_attach_dir - 1;
-    memcpy(g_attach_dir, dir != NULL ? dir : "", n);
-    g_attach_dir[n] = '\0';
+    g_attach_mode = true;
+    g_attach_dir[0] = g_attach_file[0] = '\0';
+    if (where != NULL && where[0] != '\0') {
+        struct stat st;
+        bool is_dir = stat(where, &st) == 0 && S_ISDIR(st.st_mode);
+        char *target = is_dir ? g_attach_dir : g_attach_file;
+        if (!hh_absolute(where, target, sizeof g_attach_dir)) {
+            g_attach_dir[0] = g_attach_file[0] = '\0';
+            errno = ENAMETOOLONG;
+            hh_busy--;
+            return false;
+        }
+        if (!is_dir) { /* a log file: a fork child's log goes next to it */
+            size_t slash = (size_t)(strrchr(g_attach_file, '/') - g_attach_file);
+            memcpy(g_attach_dir, g_attach_file, slash > 0 ? slash : 1);
+            g_attach_dir[slash > 0 ? slash : 1] = '\0';
+        }
+    }
     /* A new log after an earlier one: its stacks and modules are declared again (as in a fork
-     * child). The earlier ring stays mapped: a thread may still be inside a hook with it. */
+     * child). */
     hh_stacks_new_log();
     hh_modules_reset();
     g_drain_started = false;
     atomic_store(&g_drain_lock, 0);
-    atomic_store(&hh_state, HH_STATE_UNINIT);
-    bool ok = hh_tracer_ensure();
+    /* Claimed here, not through hh_tracer_ensure: a thread still inside a hook from the last
+     * log must not start this one. */
+    atomic_store(&hh_state, HH_STATE_INITIALISING);
+    bool ok = hh_tracer_start();
+    int saved = ok ? errno : g_start_errno;
     if (ok) {
         hh_start_drain_thread();
         hh_leaks_start();
@@ -559,6 +659,7 @@ bool hh_tracer_attach_start(const char *dir) {
         atomic_store(&hh_state, HH_STATE_FINISHED);
     }
     hh_busy--;
+    errno = saved;
     return ok;
 }
 

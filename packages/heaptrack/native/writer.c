@@ -808,6 +808,8 @@ void hh_writer_record(void *arg, unsigned type, const void *record, uint32_t len
     }
 }
 
+static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size_t path_cap);
+
 hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_cap) {
     hh_crc_init();
     char path[4096];
@@ -848,6 +850,18 @@ hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_
         if (fd < 0 && errno != EEXIST) return NULL;
     }
     if (fd < 0) return NULL;
+    return hh_writer_on_fd(fd, path, path_out, path_cap);
+}
+
+hh_writer *hh_writer_open_file(const char *path, char *path_out, size_t path_cap) {
+    hh_crc_init();
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return NULL;
+    return hh_writer_on_fd(fd, path, path_out, path_cap);
+}
+
+/* A writer on the log file fd (named path): the file header written. */
+static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size_t path_cap) {
     /* Keep the log's fd away from the low numbers programs expect to get from open(). */
     int high = fcntl(fd, F_DUPFD_CLOEXEC, 200);
     if (high >= 0) {

@@ -5,11 +5,15 @@
  *   int (*attach)(const char *) = (int (*)(const char *))dlsym(lib, "heaphook_heaptrack_attach");
  *   int (*detach)(void) = (int (*)(void))dlsym(lib, "heaphook_heaptrack_detach");
  *   attach("/tmp/traces");     // heaplog.<pid>.log there: every malloc & co. from now on
+ *                              // (or attach("/tmp/traces/run1.log"): that file)
  *   ...
  *   detach();                  // the log is complete (END record): heaphook report reads it
  *
- * heaphook_heaptrack_attach opens a log (standalone mode: HEAPHOOK_* variables apply as for a
- * preloaded tracer; dir NULL means HEAPHOOK_LOG_DIR, else the working directory) and redirects
+ * heaphook_heaptrack_attach opens a log (standalone mode, whatever HEAPHOOK_COLLECTOR says;
+ * the other HEAPHOOK_* variables apply as for a preloaded tracer). log_path_or_dir: an existing
+ * folder gets heaplog.<pid>.log (heaplog.<pid>.1.log ... when taken); anything else is the log
+ * file's path (created or truncated; its folder must exist); NULL means HEAPHOOK_LOG_DIR, else
+ * the working directory. It then redirects
  * malloc, free, calloc, realloc, reallocarray, posix_memalign, memalign, aligned_alloc, valloc,
  * pvalloc and malloc_usable_size of every loaded object, and of objects loaded later, to the
  * tracer by GOT patching (the core's heaphook/reloc.h). The tracer forwards every call to the
@@ -17,12 +21,20 @@
  * before the attach are freed normally: the log shows those frees as frees of unknown blocks.
  *
  * heaphook_heaptrack_detach restores every GOT entry, stops recording and completes the log.
- * A later attach writes a new log (heaplog.<pid>.1.log ...). The library must stay loaded.
+ * A call another thread was making at that moment still completes; its record is waited for
+ * (up to a second without progress; one still unpublished then counts as dropped in the END
+ * record). A later attach writes a new log through the same ring buffer. The library must stay
+ * loaded: a thread may still be inside one of its functions.
  *
  * Not traced: calls the C library makes internally without its PLT, calls through pointers to
  * malloc taken before the attach, allocators linked statically into a program.
- * A fork while attached: the child inherits the patched GOTs and starts a log of its own, as a
- * preloaded tracer's child does. Returns HEAPHOOK_HEAPTRACK_OK or one of the errors below.
+ * A fork while attached: the child inherits the patched GOTs and starts a log of its own,
+ * heaplog.<child pid>.log in the same folder, as a preloaded tracer's child does; it is
+ * completed when the child exits (END reason exit; _exit or a crash loses its unwritten tail)
+ * or detaches. A fork while another thread attaches or detaches does not deadlock the child
+ * (the locks involved are taken around fork or reset in the child); the child is traced or not
+ * depending on which side of the patch its parent's GOTs were.
+ * Returns HEAPHOOK_HEAPTRACK_OK or one of the errors below.
  */
 #ifndef HEAPHOOK_HEAPTRACK_H
 #define HEAPHOOK_HEAPTRACK_H
@@ -38,7 +50,7 @@ extern "C" {
 #define HEAPHOOK_HEAPTRACK_NO_LOG 4       /* attach: the log could not be created (errno kept) */
 #define HEAPHOOK_HEAPTRACK_PATCH_FAILED 5 /* attach: a GOT could not be written; none is */
 
-int heaphook_heaptrack_attach(const char *dir);
+int heaphook_heaptrack_attach(const char *log_path_or_dir);
 int heaphook_heaptrack_detach(void);
 /* The log being written, or the last one written; "" before the first. */
 const char *heaphook_heaptrack_log_path(void);

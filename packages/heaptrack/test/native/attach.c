@@ -5,6 +5,13 @@
  * `cycles` times (a log per cycle), forks while attached (the child allocates and exits), and
  * prints one JSON line: {"cycles":N,"child":status,"marker":M} where the main thread made
  * exactly M calls of malloc(777777) in each attached phase.
+ *
+ * Usage: LD_PRELOAD=hh_test_slow_free.so hh_test_attach <lib> <log file> inflight
+ * A thread frees a block through the tracer's hook into slow_free.c's free, which holds it
+ * 300 ms; meanwhile the main thread makes its 3 marker calls and detaches. The free's record
+ * was reserved before the markers' and is published after them: the detach must wait for it
+ * (the reader stops at the first unpublished record), else the markers would be lost.
+ * Prints {"inflight":1,"marker":3}.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -41,6 +48,31 @@ static void *churn(void *arg) {
     return NULL;
 }
 
+static void *slow_free_thread(void *block) {
+    free(block);
+    return NULL;
+}
+
+static int inflight(int (*attach)(const char *), int (*detach)(void), const char *log) {
+    void *_Atomic *target = dlsym(RTLD_DEFAULT, "hh_slow_free_target");
+    atomic_int *entered = dlsym(RTLD_DEFAULT, "hh_slow_free_entered");
+    if (target == NULL || entered == NULL) {
+        fprintf(stderr, "preload hh_test_slow_free.so\n");
+        return 4;
+    }
+    void *block = malloc(4321);
+    if (attach(log) != 0) return 2;
+    atomic_store(target, block);
+    pthread_t thread;
+    pthread_create(&thread, NULL, slow_free_thread, block);
+    while (!atomic_load(entered)) usleep(100);
+    for (int m = 0; m < MARKERS; m++) free(malloc(MARKER_SIZE));
+    if (detach() != 0) return 3; /* the free is still inside the hook */
+    pthread_join(thread, NULL);
+    printf("{\"inflight\":1,\"marker\":%d}\n", MARKERS);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) return 64;
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -50,6 +82,7 @@ int main(int argc, char **argv) {
     }
     int (*attach)(const char *) = (int (*)(const char *))dlsym(lib, "heaphook_heaptrack_attach");
     int (*detach)(void) = (int (*)(void))dlsym(lib, "heaphook_heaptrack_detach");
+    if (strcmp(argv[3], "inflight") == 0) return inflight(attach, detach, argv[2]);
     pthread_t threads[4];
     for (int i = 0; i < 4; i++)
         pthread_create(&threads[i], NULL, churn, (void *)(uintptr_t)(i + 1));
