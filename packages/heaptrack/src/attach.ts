@@ -11,7 +11,7 @@
  *   console.log((await report(path)).text);
  */
 import { createRequire } from 'node:module';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -27,6 +27,11 @@ export interface AttachOptions {
    * directory. The log is heaplog.<pid>.log there (heaplog.<pid>.1.log ... for later attaches).
    */
   readonly outputDir?: string;
+  /**
+   * The log file itself (created or overwritten; its folder is created if missing). A child
+   * forked while attached writes heaplog.<child pid>.log next to it. Not with outputDir.
+   */
+  readonly path?: string;
 }
 
 export interface AttachedLog {
@@ -65,9 +70,23 @@ function loadAddon(): AttachAddon {
  * cannot be created.
  */
 export function attach(options: AttachOptions = {}): AttachedLog {
-  const dir = options.outputDir !== undefined ? resolve(options.outputDir) : undefined;
-  if (dir !== undefined) mkdirSync(dir, { recursive: true });
-  const r = loadAddon().attach(dir);
+  if (options.outputDir !== undefined && options.path !== undefined) {
+    throw new HeaphookError('attach({ outputDir, path }): give one of them, not both');
+  }
+  let where: string | undefined;
+  if (options.path !== undefined) {
+    where = resolve(options.path);
+    if (existsSync(where) && statSync(where).isDirectory()) {
+      throw new HeaphookError(
+        `attach({ path: ${JSON.stringify(options.path)} }) names a folder: use attach({ outputDir }) for a folder, path for the log file`,
+      );
+    }
+    mkdirSync(dirname(where), { recursive: true });
+  } else if (options.outputDir !== undefined) {
+    where = resolve(options.outputDir);
+    mkdirSync(where, { recursive: true });
+  }
+  const r = loadAddon().attach(where);
   switch (r.status) {
     case Status.OK:
       return { path: r.path };
@@ -75,11 +94,13 @@ export function attach(options: AttachOptions = {}): AttachedLog {
       throw new HeaphookError(`already attached (writing ${r.path}): call detach() first`);
     case Status.PRELOADED:
       throw new HeaphookError(
-        'libheaphook_heaptrack.so is preloaded into this process: it traces everything already (heaplog.<pid>.log); attach() is for processes started without it',
+        'libheaphook_heaptrack.so is preloaded into this process (LD_PRELOAD): tracing is already on for the whole process (heaplog.<pid>.log); attach() is for processes started without it',
       );
     case Status.NO_LOG:
       throw new HeaphookError(
-        `cannot create a heaplog in ${dir ?? process.env.HEAPHOOK_LOG_DIR ?? process.cwd()} (errno ${r.errno}): give attach({ outputDir }) a writable folder`,
+        options.path !== undefined
+          ? `cannot create the heaplog ${where} (errno ${r.errno}): give attach({ path }) a writable place`
+          : `cannot create a heaplog in ${where ?? process.env.HEAPHOOK_LOG_DIR ?? process.cwd()} (errno ${r.errno}): give attach({ outputDir }) a writable folder`,
       );
     default:
       throw new HeaphookError(

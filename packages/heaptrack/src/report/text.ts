@@ -42,9 +42,14 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
     );
   }
   out.push(`temporary allocations: ${formatCount(j.temporaryAllocations)}`);
-  if (j.dropped > 0) out.push(`dropped events: ${formatCount(j.dropped)} (HEAPHOOK_ON_FULL=drop)`);
+  if (j.dropped > 0)
+    out.push(
+      `dropped events: ${formatCount(j.dropped)} (HEAPHOOK_ON_FULL=drop, or calls unfinished when tracing stopped)`,
+    );
   if (j.unknownFrees > 0)
-    out.push(`frees of blocks not allocated in this log: ${formatCount(j.unknownFrees)}`);
+    out.push(
+      `frees of blocks allocated before tracing started or outside this log (left out of the figures): ${formatCount(j.unknownFrees)}`,
+    );
   out.push('allocation sizes:');
   const maxCount = Math.max(1, ...j.sizeHistogram.map((r) => r.count));
   for (const r of j.sizeHistogram) {
