@@ -5,7 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
@@ -13,6 +13,7 @@ import { decodeLog, report, type EventRecord, type LogRecord } from '../src/inde
 import { packageDir, release, scratch, tracer } from './helpers.js';
 
 const entry = join(packageDir, 'dist', 'index.js');
+const slowFree = join(release, 'hh_test_slow_free.so');
 
 async function recordsOf(log: string): Promise<LogRecord[]> {
   const out: LogRecord[] = [];
@@ -23,11 +24,22 @@ async function recordsOf(log: string): Promise<LogRecord[]> {
 const events = (records: LogRecord[]): EventRecord[] =>
   records.filter((r): r is EventRecord => r.type === 'event');
 
-/** Runs a CommonJS script with node; its last stdout line is JSON. */
-function runNode(dir: string, script: string, env: NodeJS.ProcessEnv = {}) {
+/** Bytes a call asked for (calloc: count × size). */
+const bytesOf = (e: EventRecord): number => (e.op === 'calloc' ? e.count! * e.size! : e.size!);
+
+/**
+ * Runs a CommonJS script with node (in dir, under packages/heaptrack/test/tmp, so that
+ * require('@heaphook/heaptrack') resolves to this package); its last stdout line is JSON.
+ */
+function runNode(
+  dir: string,
+  script: string,
+  env: NodeJS.ProcessEnv = {},
+  nodeArgs: string[] = [],
+) {
   const file = join(dir, 'script.cjs');
   writeFileSync(file, script);
-  const r = spawnSync(process.execPath, [file], {
+  const r = spawnSync(process.execPath, [...nodeArgs, file], {
     cwd: dir,
     encoding: 'utf8',
     timeout: 120_000,
@@ -38,22 +50,21 @@ function runNode(dir: string, script: string, env: NodeJS.ProcessEnv = {}) {
 }
 
 describe("require('@heaphook/heaptrack').attach() / detach() in node", () => {
-  it('traces the Buffers allocated between the two calls, and nothing after; the report reads the log', async () => {
+  it('traces every Buffer allocated between the two calls and nothing after; the report reads the log', async () => {
     const dir = scratch('attach-buffers');
     const out = runNode(
       dir,
       `
-      const { attach, detach } = require(${JSON.stringify(entry)});
-      const before = Buffer.alloc(70001, 1);          // allocated before: freed while attached
+      const { attach, detach } = require('@heaphook/heaptrack');
       const keep = [];
       const started = attach({ outputDir: 'logs' });
       for (let i = 0; i < 2000; i++) {
-        const b = Buffer.alloc(65536, 1);
+        const b = Buffer.alloc(65536);                  // zero-filled: calloc(65536, 1)
         if (i % 2 === 0) keep.push(b);
       }
       const done = detach();
-      for (let i = 0; i < 50; i++) keep.push(Buffer.alloc(77777, 1)); // after: not traced
-      console.log(JSON.stringify({ started: started.path, done: done.path, n: keep.length + before.length }));
+      for (let i = 0; i < 50; i++) keep.push(Buffer.alloc(77777)); // after: not traced
+      console.log(JSON.stringify({ started: started.path, done: done.path, kept: keep.length }));
       `,
     );
     expect(out.started).toBe(out.done);
@@ -62,44 +73,99 @@ describe("require('@heaphook/heaptrack').attach() / detach() in node", () => {
     const records = await recordsOf(log);
     const ev = events(records);
     const allocs = ev.filter((e) => e.op !== 'free' && e.op !== 'realloc_done');
-    // every Buffer of the loop is a native allocation of exactly its size. Known bug, open: in
-    // about one run in ten, 1-2 % of them are missing from an attached log (never from a
-    // preloaded tracer's log nor from the C programs'; the hooks see every call): the count is
-    // asserted to 95 % until it is found (README, "Attaching to a running Node process").
-    expect(allocs.filter((e) => e.size === 65536).length).toBeGreaterThanOrEqual(1900);
-    expect(ev.some((e) => e.size === 77777)).toBe(false);
-    const end = records.find((r) => r.type === 'end');
-    expect(end).toMatchObject({ type: 'end', reason: 'detach' });
+    // every Buffer of the loop is a native allocation of exactly its size, none missing
+    expect(allocs.filter((e) => bytesOf(e) === 65536).length).toBeGreaterThanOrEqual(2000);
+    expect(allocs.some((e) => bytesOf(e) === 77777)).toBe(false);
+    expect(records.find((r) => r.type === 'end')).toMatchObject({ reason: 'detach', dropped: 0 });
 
     const { json, error } = await report(log, { symbolize: false });
     expect(error).toBeUndefined();
+    expect(json.end).toBe('detach');
     expect(json.allocations).toBe(allocs.length - ev.filter((e) => e.op === 'realloc').length);
-    expect(json.peakHeapBytes).toBeGreaterThanOrEqual(950 * 65536);
+    // the 1,000 kept Buffers are live when tracing stops
+    expect(json.peakHeapBytes).toBeGreaterThanOrEqual(1000 * 65536);
+    expect(json.neverFreedBytes).toBeGreaterThanOrEqual(1000 * 65536);
   });
 
-  it('a second attach writes a second log; the calls out of turn say what to do', () => {
+  it('frees of blocks allocated before the attach are counted apart and leave the figures alone', async () => {
+    const dir = scratch('attach-prefree');
+    const out = runNode(
+      dir,
+      `
+      const { attach, detach } = require('@heaphook/heaptrack');
+      let before = [];
+      for (let i = 0; i < 500; i++) before.push(Buffer.alloc(100000, 1)); // not traced
+      const keep = [];
+      attach({ outputDir: 'logs' });
+      before = null;
+      globalThis.gc();                                    // the 500 are freed while attached
+      for (let i = 0; i < 1000; i++) keep.push(Buffer.alloc(65536, 1));
+      setTimeout(() => {
+        globalThis.gc();
+        const { path } = detach();
+        console.log(JSON.stringify({ path, kept: keep.length }));
+      }, 50);
+      `,
+      {},
+      ['--expose-gc'],
+    );
+    const log = out.path as string;
+    const ev = events(await recordsOf(log));
+    const allocated = new Set(ev.filter((e) => e.op !== 'free').map((e) => e.ptr));
+    const foreign = ev.filter((e) => e.op === 'free' && !allocated.has(e.ptr));
+    expect(foreign.length).toBeGreaterThanOrEqual(500);
+
+    const { json, error } = await report(log, { symbolize: false });
+    expect(error).toBeUndefined();
+    expect(json.unknownFrees).toBeGreaterThanOrEqual(500);
+    // the log's own blocks: the kept 1,000 are live at the end, nothing went below zero
+    expect(json.neverFreedBytes).toBeGreaterThanOrEqual(1000 * 65536);
+    expect(json.peakHeapBytes).toBeGreaterThanOrEqual(json.neverFreedBytes);
+    expect(json.peakHeapBytes).toBeLessThanOrEqual(json.allocatedBytes);
+    const text = (await report(log, { symbolize: false })).text;
+    expect(text).toMatch(/frees of blocks allocated before tracing started or outside this log/);
+  });
+
+  it('attach after detach writes a second complete log; a log file can be named; calls out of turn say what to do', async () => {
     const dir = scratch('attach-twice');
     const out = runNode(
       dir,
       `
-      const { attach, detach } = require(${JSON.stringify(entry)});
+      const { attach, detach } = require('@heaphook/heaptrack');
       const errors = [];
       const tryIt = (f) => { try { f(); } catch (e) { errors.push(e.message); } };
       tryIt(() => detach());
       const a = attach({ outputDir: 'logs' });
       tryIt(() => attach({ outputDir: 'logs' }));
+      Buffer.alloc(111111, 1);
       detach();
       const b = attach({ outputDir: 'logs' });
       Buffer.alloc(123456, 1);
       detach();
-      console.log(JSON.stringify({ a: a.path, b: b.path, errors }));
+      tryIt(() => attach({ outputDir: 'logs', path: 'x.log' }));
+      tryIt(() => attach({ path: 'logs' }));
+      const c = attach({ path: 'named/run.log' });
+      Buffer.alloc(133333, 1);
+      detach();
+      console.log(JSON.stringify({ a: a.path, b: b.path, c: c.path, errors }));
       `,
     );
-    expect(out.a).not.toBe(out.b);
     expect(out.b).toMatch(/heaplog\.\d+\.1\.log$/);
+    expect(out.c).toBe(resolve(dir, 'named', 'run.log'));
+    const sizes = [111111, 123456, 133333];
+    for (const [i, log] of [out.a, out.b, out.c].entries()) {
+      const records = await recordsOf(log as string);
+      expect(records.find((r) => r.type === 'end')).toMatchObject({ reason: 'detach' });
+      const bytes = new Set(events(records).map(bytesOf));
+      // each log has its own Buffer and neither of the others'
+      expect(sizes.map((s) => bytes.has(s))).toEqual(sizes.map((_, k) => k === i));
+      expect((await report(log as string, { symbolize: false })).error).toBeUndefined();
+    }
     expect(out.errors).toEqual([
       'not attached: call attach() first',
       expect.stringMatching(/^already attached \(writing .*\): call detach\(\) first$/),
+      'attach({ outputDir, path }): give one of them, not both',
+      expect.stringMatching(/names a folder: use attach\(\{ outputDir \}\) for a folder/),
     ]);
   });
 
@@ -109,7 +175,7 @@ describe("require('@heaphook/heaptrack').attach() / detach() in node", () => {
       dir,
       `
       const { Worker } = require('node:worker_threads');
-      const { attach, detach } = require(${JSON.stringify(entry)});
+      const { attach, detach } = require('@heaphook/heaptrack');
       const code = 'const { parentPort } = require("node:worker_threads"); let n = 0;' +
         'const t = setInterval(() => { for (let i = 0; i < 200; i++) n += Buffer.alloc(8192 + i, 1).length; }, 1);' +
         'parentPort.on("message", () => { clearInterval(t); parentPort.postMessage(n); });';
@@ -135,41 +201,48 @@ describe("require('@heaphook/heaptrack').attach() / detach() in node", () => {
       expect(records.find((r) => r.type === 'end')).toMatchObject({ reason: 'detach' });
       const threads = new Set(events(records).map((e) => e.tid));
       expect(threads.size).toBeGreaterThanOrEqual(2); // the workers' allocations are in it
+      expect((await report(log, { symbolize: false })).error).toBeUndefined();
     }
   });
 
-  it('refuses when the tracer is preloaded: it traces the whole process already', () => {
+  it('refuses when the tracer is preloaded: tracing is already on for the whole process', () => {
     const dir = scratch('attach-preloaded');
     const out = runNode(
       dir,
       `
-      const { attach } = require(${JSON.stringify(entry)});
+      const { attach } = require('@heaphook/heaptrack');
       let message = '';
       try { attach(); } catch (e) { message = e.message; }
       console.log(JSON.stringify({ message }));
       `,
       { LD_PRELOAD: tracer, HEAPHOOK_LOG_DIR: dir, HEAPHOOK_LEAK_CHECK: '0' },
     );
-    expect(out.message).toMatch(/is preloaded into this process: it traces everything already/);
+    expect(out.message).toMatch(
+      /is preloaded into this process \(LD_PRELOAD\): tracing is already on/,
+    );
   });
 
-  it('loads from CommonJS with require() and from ESM with import', () => {
-    const cjs = spawnSync(
-      process.execPath,
-      ['-e', `console.log(typeof require(${JSON.stringify(entry)}).attach)`],
-      { encoding: 'utf8' },
+  it("works from CommonJS (require('@heaphook/heaptrack'), no flag) and from ESM (import)", async () => {
+    const dir = scratch('attach-modules');
+    const script = (load: string) =>
+      `${load}
+      const a = attach({ outputDir: 'logs' });
+      const b = Buffer.alloc(99999, 1);
+      console.log(JSON.stringify({ path: detach().path, n: b.length }));`;
+    writeFileSync(
+      join(dir, 'cjs.cjs'),
+      script("const { attach, detach } = require('@heaphook/heaptrack');"),
     );
-    expect(cjs.stdout.trim()).toBe('function');
-    const esm = spawnSync(
-      process.execPath,
-      [
-        '--input-type=module',
-        '-e',
-        `const m = await import(${JSON.stringify(entry)}); console.log(typeof m.detach)`,
-      ],
-      { encoding: 'utf8' },
+    writeFileSync(
+      join(dir, 'esm.mjs'),
+      script("import { attach, detach } from '@heaphook/heaptrack';"),
     );
-    expect(esm.stdout.trim()).toBe('function');
+    for (const file of ['cjs.cjs', 'esm.mjs']) {
+      const r = spawnSync(process.execPath, [file], { cwd: dir, encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      const { path } = JSON.parse(r.stdout) as { path: string };
+      expect(events(await recordsOf(path)).some((e) => e.size === 99999)).toBe(true);
+    }
   });
 });
 
@@ -197,9 +270,31 @@ describe('heaphook_heaptrack_attach / _detach from C', () => {
     // the child forked while attached traced itself into a log of its own
     const child = readdirSync(dir).filter((f) => !f.startsWith(`heaplog.${pid}.`));
     expect(child).toHaveLength(1);
-    const childEvents = events(await recordsOf(join(dir, child[0]!)));
+    const childRecords = await recordsOf(join(dir, child[0]!));
+    const childEvents = events(childRecords);
     for (let size = 100; size < 200; size++) {
-      expect(childEvents.some((e) => e.op === 'malloc' && e.size === size)).toBe(true);
+      expect(childEvents.filter((e) => e.op === 'malloc' && e.size === size)).toHaveLength(1);
     }
+    expect(childRecords.find((r) => r.type === 'end')).toMatchObject({ reason: 'exit' });
+  });
+
+  it('a call inside a hook when detach comes (a free held 300 ms) is waited for: the calls after it are in the log', async () => {
+    const dir = scratch('attach-inflight');
+    const log = join(dir, 'inflight.log');
+    const r = spawnSync(join(release, 'hh_test_attach'), [tracer, log, 'inflight'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...process.env, LD_PRELOAD: slowFree },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ inflight: 1, marker: 3 });
+    const records = await recordsOf(log);
+    const ev = events(records);
+    // the markers were reserved after the held free and published before it
+    expect(ev.filter((e) => e.op === 'malloc' && e.size === 777777)).toHaveLength(3);
+    const allocated = new Set(ev.filter((e) => e.op !== 'free').map((e) => e.ptr));
+    // the held free (of a block allocated before the attach) is in too, and nothing dropped
+    expect(ev.filter((e) => e.op === 'free' && !allocated.has(e.ptr))).toHaveLength(1);
+    expect(records.find((r) => r.type === 'end')).toMatchObject({ reason: 'detach', dropped: 0 });
   });
 });
