@@ -124,26 +124,32 @@ void hh_ring_commit(hh_ring *ring, void *record, unsigned type) {
                           memory_order_release);
 }
 
+/* The header word of the record at position r (below w), or 0 when no whole record is there yet
+ * (not even reserved, or torn). */
+static uint64_t hh_ring_record_at(const hh_ring *ring, uint64_t r, uint64_t w) {
+    const _Atomic uint64_t *header = (const _Atomic uint64_t *)(ring->data + (r & ring->mask));
+    uint64_t word = atomic_load_explicit(header, memory_order_acquire);
+    uint32_t len = hh_rec_len(word);
+    if ((word >> 32) != hh_tag_of(r) || len < 8 || (len & 7) != 0 || r + len > w) return 0;
+    return word;
+}
+
 uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed) {
     hh_ring_header *h = ring->hdr;
     uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_relaxed);
     uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_acquire);
     uint64_t count = 0;
     while (r < w) {
-        const _Atomic uint64_t *header = (const _Atomic uint64_t *)(ring->data + (r & ring->mask));
-        uint64_t word = atomic_load_explicit(header, memory_order_acquire);
-        uint32_t len = hh_rec_len(word);
-        if ((word >> 32) != hh_tag_of(r) || len < 8 || (len & 7) != 0 || r + len > w) {
-            break; /* not even reserved yet, or torn */
-        }
+        uint64_t word = hh_ring_record_at(ring, r, w);
+        if (word == 0) break;
         unsigned type = hh_rec_type_of(word);
         if (type == HH_REC_RESERVED) {
             if (!crashed) break; /* still being written */
         } else {
-            fn(arg, type, (const void *)header, len);
+            fn(arg, type, (const void *)(ring->data + (r & ring->mask)), hh_rec_len(word));
             count++;
         }
-        r += len;
+        r += hh_rec_len(word);
     }
     atomic_store_explicit(&h->read_pos, r, memory_order_release);
     atomic_fetch_add_explicit(&h->read_seq, 1, memory_order_acq_rel);
@@ -177,12 +183,10 @@ uint64_t hh_ring_unpublished(const hh_ring *ring) {
     uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_acquire);
     uint64_t count = 0;
     while (r < w) {
-        const _Atomic uint64_t *header = (const _Atomic uint64_t *)(ring->data + (r & ring->mask));
-        uint64_t word = atomic_load_explicit(header, memory_order_acquire);
-        uint32_t len = hh_rec_len(word);
-        if ((word >> 32) != hh_tag_of(r) || len < 8 || (len & 7) != 0 || r + len > w) break;
+        uint64_t word = hh_ring_record_at(ring, r, w);
+        if (word == 0) break;
         if (hh_rec_type_of(word) == HH_REC_RESERVED) count++;
-        r += len;
+        r += hh_rec_len(word);
     }
     return count;
 }
