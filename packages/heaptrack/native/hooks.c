@@ -184,15 +184,15 @@ static _Atomic int g_sampled_overflow;
 static _Atomic uintptr_t *hh_sampled_table(void) {
     _Atomic uintptr_t *t = atomic_load_explicit(&g_sampled, memory_order_acquire);
     if (HH_LIKELY(t != NULL)) return t;
-    void *m = mmap(NULL, sizeof(uintptr_t) * HH_SAMPLED_CAP, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *m = hh_sys_mmap(NULL, sizeof(uintptr_t) * HH_SAMPLED_CAP, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
         atomic_store(&g_sampled_overflow, 1);
         return NULL;
     }
     _Atomic uintptr_t *expected = NULL;
     if (!atomic_compare_exchange_strong(&g_sampled, &expected, (_Atomic uintptr_t *)m)) {
-        munmap(m, sizeof(uintptr_t) * HH_SAMPLED_CAP);
+        hh_sys_munmap(m, sizeof(uintptr_t) * HH_SAMPLED_CAP);
         return expected;
     }
     return (_Atomic uintptr_t *)m;
@@ -240,6 +240,10 @@ static inline bool hh_free_wanted(void *p) {
     return hh_sampled_remove(p) || atomic_load_explicit(&g_sampled_overflow, memory_order_relaxed);
 }
 
+/* Set between HH_ENTER and HH_LEAVE: hh_busy is then the program's call in progress, not the
+ * tracer's own work, so memory the next allocator maps meanwhile is the program's (vm.c). */
+HH_TLS int hh_in_hook;
+
 /* ---- records ----------------------------------------------------------------------------- */
 
 static inline uint32_t hh_stack(bool wanted, const hh_regs *regs) {
@@ -284,10 +288,11 @@ static void hh_record_alloc(uint8_t op, void *p, size_t size, size_t count, size
     hh_regs hh_regs_at;          \
     HH_CAPTURE_REGS(hh_regs_at); \
     hh_busy = 1;                 \
+    hh_in_hook = 1;              \
     hh_t0 = hh_now();            \
     (void)hh_saved_errno
 
-#define HH_LEAVE() hh_busy = 0
+#define HH_LEAVE() hh_busy = hh_in_hook = 0
 
 /* ---- the allocation family --------------------------------------------------------------- */
 

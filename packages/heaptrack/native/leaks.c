@@ -49,8 +49,8 @@ static long g_stop_timeout_ms;
 enum { HH_TRIGGER_EXIT = 0, HH_TRIGGER_SIGNAL = 1, HH_TRIGGER_API = 2 };
 
 static void *hh_map(size_t bytes) {
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *m = hh_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return m == MAP_FAILED ? NULL : m;
 }
 
@@ -123,7 +123,7 @@ static bool hh_shard_room(hh_shard *s) {
         while (e[j].addr != 0) j = (j + 1) & (cap - 1);
         e[j] = s->e[i];
     }
-    if (s->e != NULL) munmap(s->e, s->cap * sizeof *s->e);
+    if (s->e != NULL) hh_sys_munmap(s->e, s->cap * sizeof *s->e);
     s->e = e;
     s->cap = cap;
     s->used = s->live;
@@ -770,10 +770,10 @@ static void hh_radix_sort(void) {
 static bool hh_ensure_arrays(uint64_t n) {
     if (n <= g_ck.cap && g_ck.blocks != NULL) return true;
     if (g_ck.blocks != NULL) {
-        munmap(g_ck.blocks, g_ck.cap * sizeof(hh_entry));
-        munmap(g_ck.tmp, g_ck.cap * sizeof(hh_entry));
-        munmap(g_ck.marks, g_ck.cap);
-        munmap(g_ck.work, g_ck.cap * sizeof(uint32_t));
+        hh_sys_munmap(g_ck.blocks, g_ck.cap * sizeof(hh_entry));
+        hh_sys_munmap(g_ck.tmp, g_ck.cap * sizeof(hh_entry));
+        hh_sys_munmap(g_ck.marks, g_ck.cap);
+        hh_sys_munmap(g_ck.work, g_ck.cap * sizeof(uint32_t));
     }
     uint64_t cap = 65536;
     while (cap < n) cap *= 2;
@@ -815,7 +815,7 @@ static bool hh_snapshot(void) {
     }
     /* The page index: a lookup reads one entry and searches the few blocks of one page. */
     if (k > g_ck.addrs_cap) {
-        if (g_ck.addrs != NULL) munmap(g_ck.addrs, g_ck.addrs_cap * sizeof(uint64_t));
+        if (g_ck.addrs != NULL) hh_sys_munmap(g_ck.addrs, g_ck.addrs_cap * sizeof(uint64_t));
         g_ck.addrs_cap = g_ck.cap;
         g_ck.addrs = hh_map(g_ck.addrs_cap * sizeof(uint64_t));
         if (g_ck.addrs == NULL) {
@@ -827,7 +827,8 @@ static bool hh_snapshot(void) {
     /* Clusters (a new one after a gap of more than 64 KiB: the main heap, each thread arena,
      * each mmap'd block), then a page index per cluster: about two pages per block. */
     if (k > g_ck.clusters_cap) {
-        if (g_ck.clusters != NULL) munmap(g_ck.clusters, g_ck.clusters_cap * sizeof *g_ck.clusters);
+        if (g_ck.clusters != NULL)
+            hh_sys_munmap(g_ck.clusters, g_ck.clusters_cap * sizeof *g_ck.clusters);
         g_ck.clusters_cap = g_ck.cap;
         g_ck.clusters = hh_map(g_ck.clusters_cap * sizeof *g_ck.clusters);
         if (g_ck.clusters == NULL) {
@@ -857,7 +858,7 @@ static bool hh_snapshot(void) {
         if (npages <= 4 * k + 65536 || shift >= 40) break;
     }
     if (npages > g_ck.pages_cap) {
-        if (g_ck.pages != NULL) munmap(g_ck.pages, g_ck.pages_cap * sizeof(uint32_t));
+        if (g_ck.pages != NULL) hh_sys_munmap(g_ck.pages, g_ck.pages_cap * sizeof(uint32_t));
         g_ck.pages_cap = npages * 2;
         g_ck.pages = hh_map(g_ck.pages_cap * sizeof(uint32_t));
         if (g_ck.pages == NULL) {
@@ -1096,7 +1097,7 @@ static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
     hh_unlock_table();
     totals.duration_ns = t1 - t0;
     if (nleaked > g_result_cap) {
-        if (g_result != NULL) munmap(g_result, g_result_cap * sizeof *g_result);
+        if (g_result != NULL) hh_sys_munmap(g_result, g_result_cap * sizeof *g_result);
         g_result_cap = nleaked * 2;
         g_result = hh_map(g_result_cap * sizeof *g_result);
         if (g_result == NULL) g_result_cap = 0;

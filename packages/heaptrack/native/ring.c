@@ -29,38 +29,38 @@ int hh_ring_create_fd(uint64_t capacity) {
         return -1;
     }
     hh_ring_header *hdr =
-        mmap(NULL, HH_RING_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        hh_sys_mmap(NULL, HH_RING_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (hdr == MAP_FAILED) {
         close(fd);
         return -1;
     }
     hdr->magic = HH_RING_MAGIC;
     hdr->capacity = capacity;
-    munmap(hdr, HH_RING_HEADER_SIZE);
+    hh_sys_munmap(hdr, HH_RING_HEADER_SIZE);
     return fd;
 }
 
 int hh_ring_map(hh_ring *ring, int fd) {
     hh_ring_header *hdr =
-        mmap(NULL, HH_RING_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        hh_sys_mmap(NULL, HH_RING_HEADER_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (hdr == MAP_FAILED) return -1;
     uint64_t capacity = hdr->capacity;
     if (hdr->magic != HH_RING_MAGIC || capacity < HH_RING_MIN_CAPACITY ||
         (capacity & (capacity - 1)) != 0) {
-        munmap(hdr, HH_RING_HEADER_SIZE);
+        hh_sys_munmap(hdr, HH_RING_HEADER_SIZE);
         errno = EINVAL;
         return -1;
     }
-    munmap(hdr, HH_RING_HEADER_SIZE);
+    hh_sys_munmap(hdr, HH_RING_HEADER_SIZE);
     size_t total = HH_RING_HEADER_SIZE + 2 * capacity;
-    uint8_t *base = mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t *base = hh_sys_mmap(NULL, total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) return -1;
     int prot = PROT_READ | PROT_WRITE;
-    if (mmap(base, HH_RING_HEADER_SIZE + capacity, prot, MAP_SHARED | MAP_FIXED, fd, 0) ==
+    if (hh_sys_mmap(base, HH_RING_HEADER_SIZE + capacity, prot, MAP_SHARED | MAP_FIXED, fd, 0) ==
             MAP_FAILED ||
-        mmap(base + HH_RING_HEADER_SIZE + capacity, capacity, prot, MAP_SHARED | MAP_FIXED, fd,
-             HH_RING_HEADER_SIZE) == MAP_FAILED) {
-        munmap(base, total);
+        hh_sys_mmap(base + HH_RING_HEADER_SIZE + capacity, capacity, prot, MAP_SHARED | MAP_FIXED,
+                    fd, HH_RING_HEADER_SIZE) == MAP_FAILED) {
+        hh_sys_munmap(base, total);
         return -1;
     }
     ring->hdr = (hh_ring_header *)base;
@@ -72,7 +72,7 @@ int hh_ring_map(hh_ring *ring, int fd) {
 }
 
 void hh_ring_unmap(hh_ring *ring) {
-    if (ring->hdr != NULL) munmap(ring->hdr, ring->map_size);
+    if (ring->hdr != NULL) hh_sys_munmap(ring->hdr, ring->map_size);
     ring->hdr = NULL;
     ring->data = NULL;
 }

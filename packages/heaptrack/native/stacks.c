@@ -46,8 +46,8 @@ static HH_TLS uint32_t t_prev_epoch;
 
 int hh_stacks_init(void) {
     if (hh_nodes != NULL) return 0;
-    void *p = mmap(NULL, sizeof(hh_node_slot) * HH_TABLE_CAP, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = hh_sys_mmap(NULL, sizeof(hh_node_slot) * HH_TABLE_CAP, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) return -1;
     hh_nodes = p;
     return 0;

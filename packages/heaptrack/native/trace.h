@@ -12,6 +12,7 @@
  *   writer.c    the log encoder (FORMAT.md): columns of varints and deltas, CRC-checked
  *               blocks, one zstd stream (libzstd loaded at run time) or deflate
  *   collector.c the out-of-process collector (heaphook record)
+ *   vm.c        mapped-memory events (VM_MAPPED / VM_UNMAPPED) from ucm-hooks, when loaded
  */
 #ifndef HH_TRACE_H
 #define HH_TRACE_H
@@ -20,6 +21,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define HH_EXPORT __attribute__((visibility("default")))
 #define HH_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -27,6 +30,16 @@
 #define HH_TLS __attribute__((tls_model("initial-exec"))) __thread
 
 #define HH_TRACE_VERSION "0.1.0"
+
+/* The tracer's own mappings (ring, tables, writer) go straight to the kernel, not through the
+ * mmap symbol: with ucm-hooks loaded, mmap is hooked, and the tracer's memory is not the
+ * program's (vm.c records the program's mappings). */
+static inline void *hh_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, long off) {
+    return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+static inline int hh_sys_munmap(void *addr, size_t len) {
+    return (int)syscall(SYS_munmap, addr, len);
+}
 
 /* Operation codes, shared with the log format (FORMAT.md, "Events"). */
 enum hh_op {
@@ -53,6 +66,7 @@ enum hh_rec_type {
     HH_REC_EXIT = 5,
     HH_REC_LEAK = 6,       /* a block a leak check found unreachable (leaks.c) */
     HH_REC_LEAK_CHECK = 7, /* the end of a leak check: its totals */
+    HH_REC_VM = 8,         /* memory mapped or unmapped (vm.c) */
 };
 
 /* Codecs of the log's blocks (HEAPHOOK_COMPRESS). */
@@ -68,6 +82,7 @@ enum { HH_CODEC_NONE = 0, HH_CODEC_DEFLATE = 1, HH_CODEC_ZSTD = 2 };
 #define HH_PF_DROP 8u
 #define HH_PF_FREE_STACKS 16u
 #define HH_PF_FORK_CHILD 32u
+#define HH_PF_VM 64u /* VM_MAPPED / VM_UNMAPPED recorded (vm.c) */
 
 /* Every record begins with a 64-bit header word: bits 0-23 length in bytes (a multiple of 8,
  * header included), 24-31 type, 32-63 the low 32 bits of (ring position / 8). */
@@ -142,6 +157,18 @@ typedef struct hh_rec_leak_check {
     uint64_t live, leaked, leaked_bytes, reachable, reachable_bytes;
     uint64_t duration_ns; /* the world stopped */
 } hh_rec_leak_check;
+
+/* Memory the program mapped or unmapped (ucm-hooks' VM_MAPPED / VM_UNMAPPED). */
+typedef struct hh_rec_vm {
+    uint64_t hdr;
+    uint64_t time; /* as hh_rec_event.time */
+    uint32_t tid;
+    uint32_t stack;  /* interned stack node of the mapping call, 0 = none */
+    uint32_t mapped; /* 1 VM_MAPPED, 0 VM_UNMAPPED */
+    uint32_t pad;
+    uint64_t addr;
+    uint64_t size;
+} hh_rec_vm;
 
 static inline uint32_t hh_rec_len(uint64_t hdr) {
     return (uint32_t)(hdr & 0xffffff);

@@ -19,6 +19,7 @@
  *   8. Attach and detach (attach.c: installed into a running process, not preloaded)
  */
 #include "tracer.h"
+#include "vm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -111,6 +112,7 @@ static void hh_read_config(void) {
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
     g_collector = g_attach_mode ? NULL : heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
+    hh_cfg.vm = !g_attach_mode && hh_vm_configure();
     /* Made absolute now: a fork child opens its log later, maybe after a chdir. */
     const char *dir = heaphook_env_get("HEAPHOOK_LOG_DIR", NULL);
     if (g_attach_dir[0] != '\0') dir = g_attach_dir;
@@ -352,7 +354,8 @@ static void hh_send_process(void) {
     p->clock = g_use_tsc ? 1 : 0;
     p->flags = (hh_cfg.stacks ? HH_PF_STACKS : 0) | (hh_cfg.timing ? HH_PF_TIMING : 0) |
                (hh_cfg.sample_bytes ? HH_PF_SAMPLING : 0) | (hh_cfg.drop ? HH_PF_DROP : 0) |
-               (hh_cfg.free_stacks ? HH_PF_FREE_STACKS : 0) | (g_fork_child ? HH_PF_FORK_CHILD : 0);
+               (hh_cfg.free_stacks ? HH_PF_FREE_STACKS : 0) |
+               (g_fork_child ? HH_PF_FORK_CHILD : 0) | (hh_cfg.vm ? HH_PF_VM : 0);
     p->stack_depth = (uint32_t)hh_cfg.depth;
     p->sample_bytes = hh_cfg.sample_bytes;
     p->time_unit = hh_cfg.time_unit;
@@ -686,6 +689,7 @@ __attribute__((constructor(101))) static void hh_tracer_ctor(void) {
     hh_tracer_ensure();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_start_drain_thread();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_leaks_start();
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_vm_start();
     hh_busy--;
 }
 

@@ -19,6 +19,7 @@ typedef struct hh_config {
     uint64_t buffer_size;
     uint32_t time_unit; /* HEAPHOOK_TIME_RESOLUTION, ns */
     int compress;       /* HEAPHOOK_COMPRESS: HH_CODEC_* */
+    bool vm;            /* VM_MAPPED / VM_UNMAPPED recorded (HEAPHOOK_TRACE_VM, vm.c) */
 } hh_config;
 
 extern hh_config hh_cfg;
@@ -34,6 +35,9 @@ extern _Atomic int hh_state;
 
 /* Per-thread recursion guard: non-zero while the tracer itself runs on this thread. */
 extern HH_TLS int hh_busy;
+/* Non-zero while a traced call of the program runs on this thread (hooks.c): hh_busy is then
+ * set by the hook, not by the tracer's own work. */
+extern HH_TLS int hh_in_hook;
 
 /* Initialises on first use; true when events are to be recorded. Call with hh_busy set. */
 bool hh_tracer_ensure(void);

@@ -20,11 +20,19 @@
 #include "trace.h"
 
 static uintptr_t hh_skip_lo, hh_skip_hi;
+/* A second range left out of stacks: ucm-hooks' library, between a mapping call and vm.c's
+ * handler (hh_unwind_skip_also). */
+static uintptr_t hh_skip2_lo, hh_skip2_hi;
 static bool hh_fast_enabled;
 static _Atomic uint64_t hh_slow_walks;
 
 static bool hh_skipped(uintptr_t pc) {
-    return pc >= hh_skip_lo && pc < hh_skip_hi;
+    return (pc >= hh_skip_lo && pc < hh_skip_hi) || (pc >= hh_skip2_lo && pc < hh_skip2_hi);
+}
+
+void hh_unwind_skip_also(uintptr_t lo, uintptr_t hi) {
+    hh_skip2_lo = lo;
+    hh_skip2_hi = hi;
 }
 
 /* ---- 4b. The fallback ------------------------------------------------------------------ */
@@ -89,8 +97,8 @@ static _Atomic int hh_rules_tables;
 
 static hh_rule_slot *hh_rules_new_table(void) {
     if (atomic_fetch_add(&hh_rules_tables, 1) >= HH_RULES_TABLES_MAX) return NULL;
-    void *p = mmap(NULL, sizeof(hh_rule_slot) * HH_RULES_CAP, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = hh_sys_mmap(NULL, sizeof(hh_rule_slot) * HH_RULES_CAP, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 }
 

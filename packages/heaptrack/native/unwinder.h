@@ -18,6 +18,10 @@
  * address lies in [skip_lo, skip_hi) (the tracer itself) are left out of every stack. */
 void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast);
 
+/* Leaves the frames in [lo, hi) out of every stack too (one more range: the memory-event
+ * library whose hook calls vm.c's handler). */
+void hh_unwind_skip_also(uintptr_t lo, uintptr_t hi);
+
 /* Fills pcs[0..] with return addresses, innermost first (the caller of malloc is pcs[0]).
  * Returns the number of frames. */
 int hh_unwind(uintptr_t *pcs, int max);

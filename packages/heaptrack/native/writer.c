@@ -26,7 +26,7 @@
 enum { HH_S_TAG, HH_S_TIME, HH_S_STACK, HH_S_NUM, HH_S_ADDR, HH_S_DECL, HH_STREAMS };
 #define HH_BLOCK_CAP (HH_STREAMS * HH_STREAM_CAP + 64u)
 #define HH_THREADS_CAP 16384u /* distinct thread ids per log (a power of two) */
-#define HH_FORMAT_VERSION 1u
+#define HH_FORMAT_VERSION 2u
 #define HH_BLOCK_DEFLATED 0x80000000u /* block length flag: the payload is raw deflate */
 #define HH_BLOCK_ZSTD 0x40000000u     /* block length flag: the payload is a zstd frame */
 #define HH_DEFLATE_LEVEL 6
@@ -41,6 +41,8 @@ enum {
     HH_TAG_END = 0x05,
     HH_TAG_LEAK = 0x06,
     HH_TAG_LEAK_CHECK = 0x07,
+    HH_TAG_VM_MAPPED = 0x08,
+    HH_TAG_VM_UNMAPPED = 0x09,
     HH_TAG_EVENT = 0x80,
     HH_EVT_THREAD = 0x10,
     HH_EVT_STACK = 0x20,
@@ -213,8 +215,8 @@ static voidpf hh_zalloc(voidpf opaque, uInt items, uInt size) {
     hh_writer *w = opaque;
     size_t n = ((size_t)items * size + 15) & ~(size_t)15;
     if (w->zarena == NULL) {
-        void *m =
-            mmap(NULL, HH_ZARENA_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *m = hh_sys_mmap(NULL, HH_ZARENA_SIZE, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (m == MAP_FAILED) return Z_NULL;
         w->zarena = m;
     }
@@ -538,8 +540,8 @@ static hh_live *hh_live_find(hh_writer *w, uint64_t ptr) {
 
 static void hh_live_grow(hh_writer *w) {
     uint64_t cap = w->live_cap ? w->live_cap * 2 : 65536;
-    hh_live *t = mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    hh_live *t = hh_sys_mmap(NULL, cap * sizeof *t, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (t == MAP_FAILED) return;
     for (uint64_t k = 0; k < w->live_cap; k++) {
         if (w->live[k].ptr == 0) continue;
@@ -547,7 +549,7 @@ static void hh_live_grow(hh_writer *w) {
         while (t[i].ptr != 0) i = (i + 1) & (cap - 1);
         t[i] = w->live[k];
     }
-    if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *t);
+    if (w->live != NULL) hh_sys_munmap(w->live, w->live_cap * sizeof *t);
     w->live = t;
     w->live_cap = cap;
 }
@@ -778,6 +780,18 @@ static void hh_encode_leak_check(hh_writer *w, const hh_rec_leak_check *r) {
     hh_put_var(w, HH_S_DECL, r->duration_ns);
 }
 
+/* Mapped-memory events (vm.c): rare, so stored whole in the decl stream. */
+static void hh_encode_vm(hh_writer *w, const hh_rec_vm *r) {
+    hh_room(w, 96);
+    hh_thread_slot *t = hh_thread(w, r->tid);
+    hh_put_u8(w, HH_S_TAG, r->mapped ? HH_TAG_VM_MAPPED : HH_TAG_VM_UNMAPPED);
+    hh_put_var(w, HH_S_DECL, hh_event_ns(w, r->time, false) / w->unit);
+    hh_put_var(w, HH_S_DECL, t->index);
+    hh_put_var(w, HH_S_DECL, r->stack);
+    hh_put_var(w, HH_S_DECL, r->addr);
+    hh_put_var(w, HH_S_DECL, r->size);
+}
+
 void hh_writer_record(void *arg, unsigned type, const void *record, uint32_t len) {
     hh_writer *w = arg;
     (void)len;
@@ -802,6 +816,9 @@ void hh_writer_record(void *arg, unsigned type, const void *record, uint32_t len
             break;
         case HH_REC_LEAK_CHECK:
             hh_encode_leak_check(w, record);
+            break;
+        case HH_REC_VM:
+            hh_encode_vm(w, record);
             break;
         default:
             break;
@@ -868,8 +885,8 @@ static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size
         close(fd);
         fd = high;
     }
-    hh_writer *w =
-        mmap(NULL, sizeof(hh_writer), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    hh_writer *w = hh_sys_mmap(NULL, sizeof(hh_writer), PROT_READ | PROT_WRITE,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (w == MAP_FAILED) {
         close(fd);
         return NULL;
@@ -901,17 +918,17 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
     hh_writer_flush(w);
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);
-    if (w->zarena != NULL) munmap(w->zarena, HH_ZARENA_SIZE);
-    if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *w->live);
-    munmap(w, sizeof *w);
+    if (w->zarena != NULL) hh_sys_munmap(w->zarena, HH_ZARENA_SIZE);
+    if (w->live != NULL) hh_sys_munmap(w->live, w->live_cap * sizeof *w->live);
+    hh_sys_munmap(w, sizeof *w);
 }
 
 void hh_writer_abandon(hh_writer *w) {
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);
-    if (w->zarena != NULL) munmap(w->zarena, HH_ZARENA_SIZE);
-    if (w->live != NULL) munmap(w->live, w->live_cap * sizeof *w->live);
-    munmap(w, sizeof *w);
+    if (w->zarena != NULL) hh_sys_munmap(w->zarena, HH_ZARENA_SIZE);
+    if (w->live != NULL) hh_sys_munmap(w->live, w->live_cap * sizeof *w->live);
+    hh_sys_munmap(w, sizeof *w);
 }
 
 uint64_t hh_writer_events(const hh_writer *w) {

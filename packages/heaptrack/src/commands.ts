@@ -1,6 +1,6 @@
 /**
  * CLI subcommands contributed to `heaphook` (see @heaphook/core's cli):
- *   heaphook record [-o DIR] [-b BACKEND] [-e KEY=VALUE] -- <command> [args...]
+ *   heaphook record [-o DIR] [-b BACKEND] [-e KEY=VALUE] [--no-vm] -- <command> [args...]
  *   heaphook dump [--stacks] [--summary] <log>
  *   heaphook recommend [--margin PCT] [--json] <log>
  *   heaphook report [-o DIR] [--json] <log>
@@ -111,6 +111,12 @@ async function printSummary(path: string): Promise<void> {
   // Not yet a verdict: the leak checks below (when the log has them) split these blocks into
   // leaked and still reachable.
   out.push(`never freed: ${s.leaks.length} blocks, ${s.liveBytes} bytes`);
+  if (s.mapped !== undefined) {
+    const m = s.mapped;
+    out.push(
+      `mapped: peak ${m.peakBytes} bytes at ${(m.peakTimeNs / 1e9).toFixed(6)} s, ${m.finalBytes} bytes at the end; ${m.mappedEvents} mapped (${m.mappedBytes} bytes), ${m.unmappedEvents} unmapped (${m.unmappedBytes} bytes)`,
+    );
+  }
   if (s.end !== undefined) out.push(`end: ${s.end.reason}, ${s.end.dropped} dropped`);
   else out.push('end: none (the log stops without an END record)');
   const symbolizer = new Symbolizer(s.modules);
@@ -141,6 +147,10 @@ export function register(program: Command): void {
       parseEnvAssignment,
       {},
     )
+    .option(
+      '--no-vm',
+      'do not record mapped memory (by default, when @heaphook/ucm-hooks is installed, it is preloaded first and its VM events are recorded)',
+    )
     .option('-q, --quiet', 'do not list the logs written')
     .argument('<command>', 'the program to run')
     .argument('[args...]', 'its arguments (put -- before the command)')
@@ -153,6 +163,7 @@ export function register(program: Command): void {
           outputDir: string;
           backend: string[];
           env: Record<string, string>;
+          vm: boolean;
           quiet?: boolean;
         },
       ) => {
@@ -160,6 +171,7 @@ export function register(program: Command): void {
           outputDir: options.outputDir,
           backends: options.backend,
           env: options.env,
+          ...(options.vm ? {} : { vm: false }),
           ...(options.quiet === true ? { quiet: true } : {}),
         });
         process.exitCode = result.status;

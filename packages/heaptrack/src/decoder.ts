@@ -39,7 +39,8 @@ import {
 export type { EventBatch, EventColumns } from './decode/columns.js';
 
 export const MAGIC = 'HHEAPLOG';
-export const FORMAT_VERSION = 1;
+/** The version this decoder writes about; it reads every version up to it. */
+export const FORMAT_VERSION = 2;
 const FILE_HEADER_SIZE = 16;
 const BLOCK_HEADER_SIZE = 8;
 const MAX_BLOCK = 64 * 1024 * 1024;
@@ -56,11 +57,14 @@ const TAG_NODE = 0x04;
 const TAG_END = 0x05;
 const TAG_LEAK = 0x06;
 const TAG_LEAK_CHECK = 0x07;
+const TAG_VM_MAPPED = 0x08;
+const TAG_VM_UNMAPPED = 0x09;
 
 const PF_STACKS = 1;
 const PF_DROP = 8;
 const PF_FREE_STACKS = 16;
 const PF_FORK_CHILD = 32;
+const PF_VM = 64;
 
 /** A log that cannot be decoded past `offset`. */
 export class LogFormatError extends Error {
@@ -107,6 +111,7 @@ function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
         dropWhenFull: (flags & PF_DROP) !== 0,
         freeStacks: (flags & PF_FREE_STACKS) !== 0,
         forkChild: (flags & PF_FORK_CHILD) !== 0,
+        vmEvents: (flags & PF_VM) !== 0,
         stackDepth,
         sampleBytes,
         timeUnitNs: s.unit,
@@ -169,6 +174,27 @@ function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
       const ptr = c.varint();
       const size = c.varint();
       out.push({ type: 'leak', check, ptr, size });
+      return;
+    }
+    case TAG_VM_MAPPED:
+    case TAG_VM_UNMAPPED: {
+      const time = c.varint() * s.unit;
+      const thread = c.varint();
+      const stack = c.varint();
+      const address = c.varint();
+      const size = c.varint();
+      const tid = s.threads.get(thread);
+      if (tid === undefined)
+        throw new RangeError(`memory event of undeclared thread index ${thread}`);
+      out.push({
+        type: 'vm',
+        kind: tag === TAG_VM_MAPPED ? 'mapped' : 'unmapped',
+        time,
+        tid,
+        stack,
+        address,
+        size,
+      });
       return;
     }
     case TAG_LEAK_CHECK: {
@@ -268,11 +294,11 @@ export async function* decodeLogColumns(
       throw new LogFormatError(path, 0, `not a heaplog (the file does not begin with ${MAGIC})`);
     }
     const version = pending.readUInt8(8);
-    if (version !== FORMAT_VERSION) {
+    if (version < 1 || version > FORMAT_VERSION) {
       throw new LogFormatError(
         path,
         8,
-        `heaplog format version ${version} is not supported (this decoder reads version ${FORMAT_VERSION}); update @heaphook/heaptrack`,
+        `heaplog format version ${version} is not supported (this decoder reads versions 1 to ${FORMAT_VERSION}); update @heaphook/heaptrack`,
       );
     }
     consume(FILE_HEADER_SIZE);

@@ -1,6 +1,6 @@
 /** `heaphook dump`: one text line per event, beginning with the function's name. */
 import { decodeLogBatches } from './decoder.js';
-import type { EventRecord, LogRecord, ModuleRecord, StackNodeRecord } from './records.js';
+import type { EventRecord, LogRecord, ModuleRecord, StackNodeRecord, VmRecord } from './records.js';
 import { framesOf } from './summary.js';
 import { formatFrame, Symbolizer, type Frame } from './symbolize.js';
 
@@ -37,10 +37,18 @@ export function formatEvent(e: EventRecord): string {
   return parts.join(' ');
 }
 
+/** The dump line of a mapped-memory event: `vm_mapped` or `vm_unmapped`, then its fields. */
+export function formatVm(r: VmRecord): string {
+  const parts = [`vm_${r.kind}`, `t=${(r.time / 1e9).toFixed(9)}`, `tid=${r.tid}`];
+  parts.push(`address=${hex(r.address)}`, `size=${r.size}`);
+  if (r.stack !== 0) parts.push(`stack=${r.stack}`);
+  return parts.join(' ');
+}
+
 function formatOther(r: LogRecord): string | undefined {
   switch (r.type) {
     case 'process':
-      return `# process pid=${r.pid} ppid=${r.ppid} exe=${r.exe} argv=${JSON.stringify(r.argv)} stacks=${r.stacks} timing=${r.timing} sample_bytes=${r.sampleBytes}${r.forkChild ? ' fork_child' : ''}`;
+      return `# process pid=${r.pid} ppid=${r.ppid} exe=${r.exe} argv=${JSON.stringify(r.argv)} stacks=${r.stacks} timing=${r.timing} sample_bytes=${r.sampleBytes}${r.vmEvents ? ' vm_events' : ''}${r.forkChild ? ' fork_child' : ''}`;
     case 'module':
       return `# module ${hex(r.start)}-${hex(r.end)} base=${hex(r.base)} build_id=${r.buildId || '-'} ${r.path}`;
     case 'end':
@@ -70,7 +78,7 @@ export async function dump(path: string, options: DumpOptions = {}): Promise<voi
       else if (r.type === 'module') {
         modules.push(r);
         symbolizer = undefined;
-      } else if (r.type === 'event' && options.stacks === true) {
+      } else if ((r.type === 'event' || r.type === 'vm') && options.stacks === true) {
         for (const pc of framesOf(stacks, r.stack)) pcs.add(pc);
       }
     }
@@ -81,9 +89,9 @@ export async function dump(path: string, options: DumpOptions = {}): Promise<voi
     }
     let out = '';
     for (const r of batch) {
-      if (r.type === 'event') {
-        if (r.op === 'realloc_done') continue;
-        out += `${formatEvent(r)}\n`;
+      if (r.type === 'event' || r.type === 'vm') {
+        if (r.type === 'event' && r.op === 'realloc_done') continue;
+        out += `${r.type === 'vm' ? formatVm(r) : formatEvent(r)}\n`;
         if (options.stacks === true) {
           for (const pc of framesOf(stacks, r.stack)) {
             for (const f of frames.get(pc) ?? []) out += `    ${formatFrame(f)}\n`;

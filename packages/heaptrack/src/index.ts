@@ -20,9 +20,10 @@ export {
   type EventColumns,
 } from './decoder.js';
 export { attach, detach, type AttachedLog, type AttachOptions } from './attach.js';
-export { dump, formatEvent, type DumpOptions } from './dump.js';
+export { dump, formatEvent, formatVm, type DumpOptions } from './dump.js';
 export {
   collectorPath,
+  memoryEventsLibrary,
   record,
   tracerLibraryPath,
   type RecordedLog,
@@ -39,6 +40,7 @@ export {
   type Summary,
 } from './summary.js';
 export { readBuildId } from './elf.js';
+export { MappedMemory, RangeSet, type MappedMemorySummary, type MappingSite } from './vmmap.js';
 export * from './recommend/index.js';
 export * from './report/index.js';
 export {

@@ -45,6 +45,25 @@ export interface RecordOptions {
   readonly stdio?: StdioOptions;
   /** Do not print the "wrote ..." lines. */
   readonly quiet?: boolean;
+  /**
+   * Record mapped memory (VM_MAPPED / VM_UNMAPPED) by preloading @heaphook/ucm-hooks first:
+   * true requires it (an error names the fix when it is missing), false leaves it out, and the
+   * default records it when the package is installed and built.
+   */
+  readonly vm?: boolean;
+}
+
+/** ucm-hooks' library, to preload before the tracer, or undefined (see RecordOptions.vm). */
+export function memoryEventsLibrary(wanted?: boolean): string | undefined {
+  if (wanted === false) return undefined;
+  try {
+    return libraryPath('ucm-hooks');
+  } catch (error) {
+    if (wanted !== true) return undefined;
+    throw new HeaphookError(
+      `recording mapped memory needs @heaphook/ucm-hooks (${(error as Error).message}). Install it with "npm i @heaphook/ucm-hooks", or record without it (--no-vm).`,
+    );
+  }
 }
 
 export interface RecordedLog {
@@ -71,11 +90,20 @@ export async function record(
 ): Promise<RecordResult> {
   const outputDir = resolve(options.outputDir ?? '.');
   mkdirSync(outputDir, { recursive: true });
-  const preload = [tracerLibraryPath(), ...(options.backends ?? []).map((b) => libraryPath(b))];
+  const ucm = memoryEventsLibrary(options.vm);
+  const preload = [
+    ...(ucm !== undefined ? [ucm] : []),
+    tracerLibraryPath(),
+    ...(options.backends ?? []).map((b) => libraryPath(b)),
+  ];
   const existing = (process.env.LD_PRELOAD ?? '').split(/[\s:]+/).filter((p) => p.length > 0);
   const scratch = mkdtempSync(join(tmpdir(), 'heaphook-record-'));
   const manifest = join(scratch, 'logs.tsv');
-  const env: NodeJS.ProcessEnv = { ...process.env, ...options.env };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    ...(options.vm === true ? { HEAPHOOK_TRACE_VM: 'yes' } : {}),
+    ...options.env,
+  };
   delete env.LD_PRELOAD; // the collector itself is not traced
   const collectorArgs = [
     '--dir',

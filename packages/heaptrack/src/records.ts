@@ -31,6 +31,8 @@ export interface ProcessRecord {
   readonly freeStacks: boolean;
   /** The process was created by fork() of a traced parent. */
   readonly forkChild: boolean;
+  /** Mapped-memory events are recorded (ucm-hooks was loaded; VmRecord). */
+  readonly vmEvents: boolean;
   readonly stackDepth: number;
   /** HEAPHOOK_SAMPLE_BYTES, 0 when every call is recorded. */
   readonly sampleBytes: number;
@@ -136,6 +138,25 @@ export interface LeakCheckRecord {
   readonly durationNs: number;
 }
 
+/**
+ * Memory the program mapped or unmapped (format version 2, tags VM_MAPPED / VM_UNMAPPED):
+ * ucm-hooks' VM_MAPPED after mmap, mremap, shmat or a growing brk made memory exist, and
+ * VM_UNMAPPED before munmap, mremap, shmdt, a shrinking brk, mmap MAP_FIXED over a range, or
+ * madvise DONTNEED / FREE / REMOVE made it go away.
+ */
+export interface VmRecord {
+  readonly type: 'vm';
+  readonly kind: 'mapped' | 'unmapped';
+  /** ns since the process started. */
+  readonly time: number;
+  readonly tid: number;
+  /** Stack node of the call that mapped or unmapped (0 = none recorded). */
+  readonly stack: number;
+  readonly address: number;
+  /** Bytes (whole pages). */
+  readonly size: number;
+}
+
 export type LogRecord =
   | ProcessRecord
   | ModuleRecord
@@ -144,4 +165,5 @@ export type LogRecord =
   | EventRecord
   | EndRecord
   | LeakRecord
-  | LeakCheckRecord;
+  | LeakCheckRecord
+  | VmRecord;

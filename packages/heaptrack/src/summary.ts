@@ -21,6 +21,7 @@ import {
   type ProcessRecord,
   type StackNodeRecord,
 } from './records.js';
+import { MappedMemory, type MappedMemorySummary } from './vmmap.js';
 
 export interface LiveBlock {
   readonly ptr: number;
@@ -62,6 +63,8 @@ export interface Summary {
   /** Allocations returning an address the log already had live (should be 0). */
   readonly anomalies: number;
   readonly failedCalls: number;
+  /** Memory the program mapped (VM events), when the log records them. */
+  readonly mapped?: MappedMemorySummary;
 }
 
 const OP_CODE = new Map<Op, number>(OPS.map((op, i) => [op, i]));
@@ -299,6 +302,7 @@ export async function summarize(path: string, options: DecodeOptions = {}): Prom
   const stacks = new Map<number, StackNodeRecord>();
   let process: ProcessRecord | undefined;
   let end: EndRecord | undefined;
+  const mapped = new MappedMemory({ points: 2 });
   for await (const batch of decodeLogColumns(path, { ...options, reuseColumns: true })) {
     for (const r of batch.records) {
       switch (r.type) {
@@ -313,6 +317,9 @@ export async function summarize(path: string, options: DecodeOptions = {}): Prom
           break;
         case 'end':
           end = r;
+          break;
+        case 'vm':
+          mapped.add(r);
           break;
         default:
           break;
@@ -347,6 +354,7 @@ export async function summarize(path: string, options: DecodeOptions = {}): Prom
     unknownFrees: replay.unknownFrees,
     anomalies: replay.anomalies,
     failedCalls: replay.failedCalls,
+    ...(mapped.seen || process?.vmEvents === true ? { mapped: mapped.finish() } : {}),
   };
 }
 

@@ -19,10 +19,18 @@ const require = createRequire(import.meta.url);
 export const FONT_FILE: string = require.resolve('dejavu-fonts-ttf/ttf/DejaVuSans.ttf');
 export const FONT_FAMILY = 'DejaVu Sans';
 
+/** A second line on the chart: memory the program mapped (VM events), with its peak. */
+export interface MappedChartInput {
+  readonly series: readonly SeriesPoint[];
+  readonly peakBytes: number;
+  readonly peakTimeNs: number;
+}
+
 export interface HeapChartInput {
   readonly series: readonly SeriesPoint[];
   readonly peakBytes: number;
   readonly peakTimeNs: number;
+  readonly mapped?: MappedChartInput;
   /** Right end of the time axis, ns. */
   readonly endTimeNs: number;
   readonly title?: string;
@@ -45,12 +53,12 @@ export interface ChartGeometry {
 export function chartGeometry(input: HeapChartInput, width = 960, height = 420): ChartGeometry {
   const left = 90;
   const right = 44;
-  const top = 48;
+  const top = input.mapped !== undefined ? 70 : 48; // room for the legend of two lines
   const bottom = 52;
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
   const tMax = niceTicks(Math.max(input.endTimeNs, 1)).at(-1)!;
-  const yMax = byteTicks(Math.max(input.peakBytes, 1)).at(-1)!;
+  const yMax = byteTicks(chartTopBytes(input)).at(-1)!;
   return {
     width,
     height,
@@ -63,6 +71,25 @@ export function chartGeometry(input: HeapChartInput, width = 960, height = 420):
     x: (t) => round(left + (t / tMax) * plotWidth),
     y: (b) => round(top + plotHeight - (b / yMax) * plotHeight),
   };
+}
+
+/** The largest value the chart must show. */
+function chartTopBytes(input: HeapChartInput): number {
+  return Math.max(input.peakBytes, input.mapped?.peakBytes ?? 0, 1);
+}
+
+/** Points of a step line through each bucket's maximum (from its start to the next bucket's). */
+function stepPoints(g: ChartGeometry, series: readonly SeriesPoint[], endTimeNs: number): string[] {
+  const pts: string[] = [`${g.x(series[0]!.time)},${g.y(0)}`];
+  series.forEach((p, i) => {
+    const next = series[i + 1];
+    const y = g.y(p.max);
+    pts.push(`${g.x(p.time)},${y}`);
+    if (next !== undefined) pts.push(`${g.x(next.time)},${y}`, `${g.x(next.time)},${g.y(p.last)}`);
+  });
+  const last = series.at(-1)!;
+  pts.push(`${g.x(endTimeNs)},${g.y(last.last)}`, `${g.x(endTimeNs)},${g.y(0)}`);
+  return pts;
 }
 
 function round(v: number): number {
@@ -81,7 +108,7 @@ export function heapChartSvg(input: HeapChartInput): string {
     `<text x="${g.left}" y="24" font-size="15" font-weight="bold" fill="#222">${escapeXml(input.title ?? 'Heap consumption over time')}</text>`,
   );
   // grid and axes
-  for (const b of byteTicks(Math.max(input.peakBytes, 1))) {
+  for (const b of byteTicks(chartTopBytes(input))) {
     const y = g.y(b);
     out.push(
       `<line x1="${g.left}" y1="${y}" x2="${g.left + g.plotWidth}" y2="${y}" stroke="#e4e4e4"/>`,
@@ -98,26 +125,17 @@ export function heapChartSvg(input: HeapChartInput): string {
   out.push(
     `<rect id="plot-area" x="${g.left}" y="${g.top}" width="${g.plotWidth}" height="${g.plotHeight}" fill="none" stroke="#888" data-t-max="${g.tMax}" data-y-max="${g.yMax}"/>`,
     `<text x="${g.left + g.plotWidth / 2}" y="${g.height - 10}" text-anchor="middle" fill="#222">time since the process started</text>`,
-    `<text transform="translate(16 ${g.top + g.plotHeight / 2}) rotate(-90)" text-anchor="middle" fill="#222">live heap</text>`,
+    `<text transform="translate(16 ${g.top + g.plotHeight / 2}) rotate(-90)" text-anchor="middle" fill="#222">${input.mapped !== undefined ? 'bytes' : 'live heap'}</text>`,
   );
   // the series: a step line through each bucket's maximum, filled below
   if (input.series.length > 0) {
-    // Steps: each bucket's maximum from its start to the next bucket's start.
-    const pts: string[] = [`${g.x(input.series[0]!.time)},${g.y(0)}`];
-    input.series.forEach((p, i) => {
-      const next = input.series[i + 1];
-      const y = g.y(p.max);
-      pts.push(`${g.x(p.time)},${y}`);
-      if (next !== undefined)
-        pts.push(`${g.x(next.time)},${y}`, `${g.x(next.time)},${g.y(p.last)}`);
-    });
-    const last = input.series.at(-1)!;
-    pts.push(`${g.x(input.endTimeNs)},${g.y(last.last)}`, `${g.x(input.endTimeNs)},${g.y(0)}`);
+    const pts = stepPoints(g, input.series, input.endTimeNs);
     out.push(
       `<polygon id="heap-area" points="${pts.join(' ')}" fill="#4a90d9" fill-opacity="0.35" stroke="none"/>`,
       `<polyline id="heap-line" points="${pts.slice(1, -1).join(' ')}" fill="none" stroke="#1f5fa8" stroke-width="1.5"/>`,
     );
   }
+  if (input.mapped !== undefined) out.push(...mappedLayer(g, input.mapped, input.endTimeNs));
   // the peak
   const px = g.x(input.peakTimeNs);
   const py = g.y(input.peakBytes);
@@ -132,6 +150,34 @@ export function heapChartSvg(input: HeapChartInput): string {
   );
   out.push('</svg>');
   return out.join('\n');
+}
+
+/** The mapped-memory line, its peak and a legend naming both lines. */
+function mappedLayer(g: ChartGeometry, mapped: MappedChartInput, endTimeNs: number): string[] {
+  const out: string[] = [];
+  const colour = '#d35400';
+  if (mapped.series.length > 0) {
+    const pts = stepPoints(g, mapped.series, endTimeNs);
+    out.push(
+      `<polyline id="mapped-line" points="${pts.slice(1, -1).join(' ')}" fill="none" stroke="${colour}" stroke-width="1.5" stroke-dasharray="6 3"/>`,
+    );
+  }
+  const mx = g.x(mapped.peakTimeNs);
+  const my = g.y(mapped.peakBytes);
+  out.push(
+    `<circle id="mapped-peak-marker" cx="${mx}" cy="${my}" r="4" fill="${colour}" data-time-ns="${mapped.peakTimeNs}" data-bytes="${mapped.peakBytes}"/>`,
+  );
+  // the legend, between the title and the plot
+  const lx = g.left;
+  const ly = g.top - 12;
+  const mx2 = lx + 230;
+  out.push(
+    `<line x1="${lx}" y1="${ly - 4}" x2="${lx + 24}" y2="${ly - 4}" stroke="#1f5fa8" stroke-width="3"/>`,
+    `<text x="${lx + 32}" y="${ly}" fill="#222">live heap (malloc family)</text>`,
+    `<line x1="${mx2}" y1="${ly - 4}" x2="${mx2 + 24}" y2="${ly - 4}" stroke="${colour}" stroke-width="2" stroke-dasharray="6 3"/>`,
+    `<text id="mapped-legend" x="${mx2 + 32}" y="${ly}" fill="#222">memory mapped (VM events), peak ${escapeXml(formatBytes(mapped.peakBytes))} at ${escapeXml(formatDuration(mapped.peakTimeNs))}</text>`,
+  );
+  return out;
 }
 
 /** Any SVG of the report as PNG (resvg, with the shipped font only). */

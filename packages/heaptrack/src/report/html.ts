@@ -50,6 +50,35 @@ function inline(svg: string): string {
   return svg.replace(/^<\?xml[^>]*>\s*/, '');
 }
 
+/** Summary rows of mapped memory (VM events), when the log has them. */
+function mappedRows(j: ReportJson): [string, string][] {
+  const m = j.mappedMemory;
+  if (m === null) return [];
+  return [
+    [
+      'peak mapped memory',
+      `${formatBytes(m.peakBytes)} (${formatCount(m.peakBytes)} bytes) at ${formatDuration(m.peakTimeNs)}`,
+    ],
+    [
+      'mapped / unmapped (VM events)',
+      `${formatCount(m.mappedEvents)} (${formatBytes(m.mappedBytes)}) / ${formatCount(m.unmappedEvents)} (${formatBytes(m.unmappedBytes)}); ${formatBytes(m.finalBytes)} still mapped at the end`,
+    ],
+  ];
+}
+
+/** The stacks that mapped the most memory, when the log has VM events. */
+function mappedSection(j: ReportJson): string {
+  const m = j.mappedMemory;
+  if (m === null) return '';
+  const rows = m.topSites.map(
+    (s) =>
+      `<tr>${num(s.mappings)}<td class="num">${esc(formatBytes(s.bytes))}</td>${stackCell(s.stack)}</tr>`,
+  );
+  return `<h2>Memory mapped by the program</h2>
+<p>The dashed line above: address ranges the program mapped (mmap, mremap, shmat, brk) and had not unmapped (munmap, madvise DONTNEED/FREE, ...) since tracing began, from ucm-hooks' VM events. It includes memory a malloc tracer never sees, such as python's arenas or a backend's pool.</p>
+<table id="mapped-sites"><thead><tr><th class="num">mappings</th><th class="num">bytes mapped</th><th>stack (innermost first)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
 export function reportHtml(parts: HtmlParts): string {
   const j = parts.json;
   const title = `heaphook report: ${j.argv.length > 0 ? j.argv.join(' ') : j.log}`;
@@ -84,6 +113,7 @@ export function reportHtml(parts: HtmlParts): string {
       `${formatCount(j.reachableAtExitBlocks)} blocks, ${formatBytes(j.reachableAtExitBytes)}`,
     ],
     ['temporary allocations', formatCount(j.temporaryAllocations)],
+    ...mappedRows(j),
     ['dropped events', formatCount(j.dropped)],
     ['end of log', j.end ?? 'none (no END record)'],
   ];
@@ -123,6 +153,7 @@ ${j.error !== null ? `<p class="error" id="log-error">The log is damaged: ${esc(
 </div>
 <h2>Heap consumption over time</h2>
 <div class="figure">${inline(parts.heapSvg)}</div>
+${mappedSection(j)}
 <h2>Top allocation sites by peak contribution</h2>
 ${sitesTable('top-peak', j.topSites)}
 <h2>Top allocation sites by number of allocations</h2>

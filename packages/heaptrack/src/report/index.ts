@@ -26,11 +26,18 @@ export {
   FONT_FAMILY,
   type ChartGeometry,
   type HeapChartInput,
+  type MappedChartInput,
 } from './chart.js';
 export { flameGraphSvg, type FlameInput, type FlameOptions } from './flamegraph.js';
 export { pprofBytes, pprofProfile } from './pprof.js';
 export { reportHtml, type HtmlParts } from './html.js';
-export { reportJson, type ReportJson, type JsonSite, type JsonLeakSite } from './json.js';
+export {
+  reportJson,
+  type ReportJson,
+  type JsonSite,
+  type JsonLeakSite,
+  type JsonMappedMemory,
+} from './json.js';
 export { reportText } from './text.js';
 export { StackNames } from './symbols.js';
 export { EXIT_DAMAGED_LOG } from './command.js';

@@ -4,6 +4,7 @@ import { formatFrame } from '../symbolize.js';
 import type { Percentiles } from './histogram.js';
 import { topSites, type ReportModel, type SiteStats } from './model.js';
 import type { StackNames } from './symbols.js';
+import type { MappedMemorySummary } from '../vmmap.js';
 
 export interface JsonSite {
   readonly allocations: number;
@@ -23,6 +24,12 @@ export interface JsonLeakSite {
   readonly bytes: number;
   readonly stack: string[];
 }
+
+/** Memory the program mapped (VM_MAPPED / VM_UNMAPPED from ucm-hooks), when recorded: the
+ * model's figures (src/vmmap.ts documents each), and the stacks that mapped the most bytes. */
+export type JsonMappedMemory = Omit<MappedMemorySummary, 'series' | 'sites'> & {
+  readonly topSites: { mappings: number; bytes: number; stack: string[] }[];
+};
 
 export interface ReportJson {
   readonly log: string;
@@ -57,6 +64,8 @@ export interface ReportJson {
   readonly unknownFrees: number;
   readonly failedCalls: number;
   readonly end: string | null;
+  /** null when the log has no mapped-memory events (ucm-hooks was not loaded). */
+  readonly mappedMemory: JsonMappedMemory | null;
   /** Set when the log is damaged or truncated: the report covers what comes before `offset`. */
   readonly error: { message: string; offset: number } | null;
 }
@@ -86,6 +95,7 @@ export function jsonStacks(model: ReportModel, top = 20): Set<number> {
     for (const s of topSites(model.sites, by, top)) ids.add(s.stack);
   }
   for (const s of model.leaks.sites.slice(0, top)) ids.add(s.stack);
+  for (const s of model.mapped?.sites.slice(0, top) ?? []) ids.add(s.stack);
   return ids;
 }
 
@@ -134,6 +144,21 @@ export function reportJson(model: ReportModel, names: StackNames, ctx: JsonConte
     unknownFrees: model.unknownFrees,
     failedCalls: model.failedCalls,
     end: model.end?.reason ?? null,
+    mappedMemory: mappedJson(model, names, top),
     error: ctx.error ?? null,
+  };
+}
+
+function mappedJson(model: ReportModel, names: StackNames, top: number): JsonMappedMemory | null {
+  const m = model.mapped;
+  if (m === undefined) return null;
+  const { series: _series, sites: _sites, ...figures } = m;
+  return {
+    ...figures,
+    topSites: m.sites.slice(0, top).map((s) => ({
+      mappings: s.mappings,
+      bytes: s.bytes,
+      stack: names.frames(s.stack).map(formatFrame),
+    })),
   };
 }

@@ -20,6 +20,7 @@ import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import { LiveTable } from './live.js';
 import { leakVerdict, type LeakCheck, type LeakedBlock, type LeakVerdict } from './leaks.js';
 import { HeapSeries, type SeriesPoint } from './series.js';
+import { MappedMemory, type MappedMemorySummary } from '../vmmap.js';
 
 const OP_CODE = new Map<Op, number>(OPS.map((op, i) => [op, i]));
 const OP_CALLOC = OPS.indexOf('calloc');
@@ -108,6 +109,8 @@ export interface ReportModel {
   /** Per function, when durations were recorded (ProcessRecord.timing). */
   readonly latency: ReadonlyMap<Op, LatencyHistogram>;
   readonly series: readonly SeriesPoint[];
+  /** Memory the program mapped (VM_MAPPED / VM_UNMAPPED), when the log records it. */
+  readonly mapped?: MappedMemorySummary;
   readonly sites: readonly SiteStats[];
   readonly unknownFrees: number;
   readonly failedCalls: number;
@@ -148,12 +151,14 @@ export class ReportBuilder {
   private lastTid = -1;
   private lastOfTid: { ptr: number } | undefined;
   private readonly series: HeapSeries;
+  private readonly mapped: MappedMemory;
   private pendingLeaks: LeakedBlock[] = [];
   private latestCheck: LeakCheck | undefined;
 
   constructor(options: { points?: number } = {}) {
     // 0.1 ms buckets to start with (the default time resolution); they widen as time goes on.
     this.series = new HeapSeries(options.points ?? 1024, 100_000);
+    this.mapped = new MappedMemory(options);
   }
 
   /** Records so far, for progress. */
@@ -194,6 +199,10 @@ export class ReportBuilder {
       case 'leak_check':
         this.latestCheck = { record: r, blocks: this.pendingLeaks };
         this.pendingLeaks = [];
+        break;
+      case 'vm':
+        this.mapped.add(r);
+        if (r.time > this.lastTime) this.lastTime = r.time;
         break;
       default:
         break;
@@ -442,6 +451,9 @@ export class ReportBuilder {
       sizeHistogram: this.sizes,
       latency,
       series: this.series.points(),
+      ...(this.mapped.seen || this.process?.vmEvents === true
+        ? { mapped: this.mapped.finish() }
+        : {}),
       sites: [...this.sites],
       unknownFrees: this.unknownFrees,
       failedCalls: this.failedCalls,

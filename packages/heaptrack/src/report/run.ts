@@ -85,6 +85,15 @@ export async function report(path: string, options: ReportOptions = {}): Promise
       series: model.series,
       peakBytes: model.peakHeapBytes,
       peakTimeNs: model.peakTimeNs,
+      ...(model.mapped !== undefined
+        ? {
+            mapped: {
+              series: model.mapped.series,
+              peakBytes: model.mapped.peakBytes,
+              peakTimeNs: model.mapped.peakTimeNs,
+            },
+          }
+        : {}),
       endTimeNs: Math.max(model.lastTimeNs, model.peakTimeNs),
       title: chartTitle(model),
     };

@@ -42,6 +42,12 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
     );
   }
   out.push(`temporary allocations: ${formatCount(j.temporaryAllocations)}`);
+  const m = j.mappedMemory;
+  if (m !== null) {
+    out.push(
+      `mapped memory (VM events): peak ${formatBytes(m.peakBytes)} (${formatCount(m.peakBytes)} bytes) at ${formatDuration(m.peakTimeNs)}, ${formatBytes(m.finalBytes)} at the end; ${formatCount(m.mappedEvents)} mapped (${formatBytes(m.mappedBytes)}), ${formatCount(m.unmappedEvents)} unmapped (${formatBytes(m.unmappedBytes)})`,
+    );
+  }
   if (j.dropped > 0)
     out.push(
       `dropped events: ${formatCount(j.dropped)} (HEAPHOOK_ON_FULL=drop, or calls unfinished when tracing stopped)`,
@@ -80,6 +86,13 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
   out.push(...siteLines('top sites by peak contribution:', j.topSites, n));
   out.push(...siteLines('top sites by allocations:', j.topSitesByCount, n));
   out.push(...siteLines('top sites by bytes allocated:', j.topSitesByBytes, n));
+  if (m !== null && m.topSites.length > 0) {
+    out.push('top mapping sites:');
+    m.topSites.slice(0, n).forEach((s, i) => {
+      out.push(`  #${i + 1} ${formatBytes(s.bytes)} in ${formatCount(s.mappings)} mappings`);
+      for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
+    });
+  }
   if (j.leakSites.length > 0) {
     out.push('leaks by stack:');
     for (const s of j.leakSites.slice(0, n)) {

@@ -1,0 +1,117 @@
+/*
+ * vm.c — mapped-memory events: when ucm-hooks (libheaphook_ucm.so) is in the process, the
+ * tracer registers a handler for its VM_MAPPED and VM_UNMAPPED events and records each one
+ * (time, thread, call stack, address, size) beside the allocation events. The report charts
+ * the memory the program has mapped next to its heap: mappings a malloc tracer never sees
+ * (python's arenas, V8's pages, a heaphook backend's pool areas).
+ *
+ * ucm-hooks is found, not linked: dlsym(RTLD_DEFAULT) looks for its registration function, so
+ * the tracer has no dependency on it and works the same without it. Preload it first
+ * (LD_PRELOAD="libheaphook_ucm.so libheaphook_heaptrack.so", or `heaphook record`, which
+ * does this when @heaphook/ucm-hooks is installed) so that its hooks are the process's mmap.
+ *
+ * Which events are the program's: ucm-hooks raises none while a handler runs on the thread,
+ * and the tracer's own mappings go straight to the kernel (hh_sys_mmap), so what reaches the
+ * handler is the program's, except what the tracer's own allocations make its next allocator
+ * map: those come with hh_busy set outside a hook (hh_in_hook clear) and are left out.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "heaphook/config.h"
+#include "heaphook/log.h"
+#include "modules.h"
+#include "stacks.h"
+#include "trace.h"
+#include "tracer.h"
+#include "unwinder.h"
+#include "vm.h"
+
+/* ---- The part of ucm-hooks' ABI used here (heaphook/ucm.h; the values are libucm's) ------ */
+
+#define HH_UCM_EVENT_VM_MAPPED (1 << 16)
+#define HH_UCM_EVENT_VM_UNMAPPED (1 << 17)
+#define HH_UCM_OK 0
+/* Handlers of VM events all run, whatever their priority: last, after any other handler. */
+#define HH_VM_PRIORITY 1000
+
+/* heaphook_ucm_event_t's vm_mapped / vm_unmapped member, its first bytes. */
+typedef struct hh_ucm_vm_event {
+    void *address;
+    size_t size;
+} hh_ucm_vm_event;
+
+typedef void (*hh_ucm_callback)(int type, hh_ucm_vm_event *event, void *arg);
+typedef int (*hh_ucm_set_handler_fn)(int events, int priority, hh_ucm_callback cb, void *arg);
+
+static hh_ucm_set_handler_fn g_set_handler;
+
+/* A failed dl lookup (ours, or ucm-hooks' while it installs) leaves an error message that glibc
+ * malloc'ed here, untraced, and frees at the program's next dl call, traced: a free of a block
+ * the log never saw. Two dlerror calls release it now (the first reports it, the second frees
+ * it and the thread's error state). Called with hh_busy set. */
+static void hh_vm_forget_dl_error(void) {
+    (void)dlerror();
+    (void)dlerror();
+}
+
+/* ---- Configuration ------------------------------------------------------------------------ */
+
+enum { HH_VM_AUTO = 0, HH_VM_YES = 1, HH_VM_NO = 2 };
+
+bool hh_vm_configure(void) {
+    static const char *const choices[] = {"auto", "yes", "no"};
+    int choice = heaphook_env_choice("HEAPHOOK_TRACE_VM", NULL, choices, 3, HH_VM_AUTO);
+    if (choice == HH_VM_NO) return false;
+    g_set_handler = (hh_ucm_set_handler_fn)dlsym(RTLD_DEFAULT, "heaphook_ucm_set_event_handler");
+    if (g_set_handler == NULL && choice == HH_VM_YES) {
+        heaphook_config_fail("HEAPHOOK_TRACE_VM", "yes",
+                             "auto or no: yes needs libheaphook_ucm.so loaded, first in LD_PRELOAD",
+                             "LD_PRELOAD=\"libheaphook_ucm.so libheaphook_heaptrack.so\"");
+    }
+    return g_set_handler != NULL;
+}
+
+/* ---- The handler -------------------------------------------------------------------------- */
+
+static void hh_vm_event(int type, hh_ucm_vm_event *event, void *arg) {
+    (void)arg;
+    if (hh_busy && !hh_in_hook) return; /* the tracer's own work */
+    if (event->size == 0 || !hh_tracer_active()) return;
+    int saved_errno = errno;
+    int saved_busy = hh_busy;
+    hh_busy = 1; /* the stack walk may allocate: not the program's */
+    hh_regs regs;
+    HH_CAPTURE_REGS(regs);
+    uint32_t stack = hh_cfg.stacks ? hh_stack_capture(hh_cfg.depth, &regs) : 0;
+    hh_rec_vm *r = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *r);
+    if (r != NULL) {
+        r->time = hh_now();
+        r->tid = hh_tid();
+        r->stack = stack;
+        r->mapped = type == HH_UCM_EVENT_VM_MAPPED;
+        r->pad = 0;
+        r->addr = (uintptr_t)event->address;
+        r->size = event->size;
+        hh_tracer_commit(r, HH_REC_VM);
+    }
+    hh_busy = saved_busy;
+    errno = saved_errno;
+}
+
+void hh_vm_start(void) {
+    if (!hh_cfg.vm || g_set_handler == NULL) return;
+    uintptr_t lo, hi;
+    if (hh_modules_range_of((uintptr_t)g_set_handler, &lo, &hi)) hh_unwind_skip_also(lo, hi);
+    int status = g_set_handler(HH_UCM_EVENT_VM_MAPPED | HH_UCM_EVENT_VM_UNMAPPED, HH_VM_PRIORITY,
+                               hh_vm_event, NULL);
+    hh_vm_forget_dl_error();
+    if (status != HH_UCM_OK) {
+        heaphook_log(HEAPHOOK_LOG_WARN,
+                     "heaptrack: ucm-hooks refused the VM event handler (status %d): mapped "
+                     "memory is not recorded",
+                     status);
+    }
+}
