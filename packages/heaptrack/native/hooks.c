@@ -250,15 +250,37 @@ static inline uint32_t hh_stack(bool wanted, const hh_regs *regs) {
     return wanted ? hh_stack_capture(hh_cfg.depth, regs) : 0;
 }
 
-static void hh_fill(hh_rec_event *e, uint8_t op, uint64_t t0, uint32_t stack) {
+/* Bytes of an event record, with or without its extra fields. */
+static inline uint32_t hh_event_len(bool extra) {
+    return (uint32_t)(sizeof(hh_rec_event) + (extra ? sizeof(hh_rec_event_extra) : 0));
+}
+
+/* Does an allocation record need the extra fields? Only plain malloc/valloc/pvalloc without
+ * timing or sampling do without. */
+static inline bool hh_alloc_needs_extra(uint8_t op) {
+    return (op != HH_OP_MALLOC && op != HH_OP_VALLOC && op != HH_OP_PVALLOC) || hh_cfg.timing ||
+           hh_cfg.sample_bytes != 0;
+}
+
+/* Fills the common part (addr and size 0), and zeroes the extra fields when the record has
+ * them (len from hh_event_len). Returns the extra fields, or NULL. */
+static hh_rec_event_extra *hh_fill(hh_rec_event *e, uint32_t len, uint8_t op, uint64_t t0,
+                                   uint32_t stack) {
     e->time = t0;
     e->tid = hh_tid();
     e->stack = stack;
+    e->addr = e->size = 0;
     e->op = op;
-    e->flags = 0;
     e->pad0 = 0;
     e->pad1 = 0;
-    e->addr = e->old = e->size = e->count = e->align = e->weight = e->duration = 0;
+    if (len == sizeof *e) {
+        e->flags = 0;
+        return NULL;
+    }
+    e->flags = HH_EV_EXTRA;
+    hh_rec_event_extra *x = (hh_rec_event_extra *)(e + 1);
+    *x = (hh_rec_event_extra){0};
+    return x;
 }
 
 /* An allocation that has returned p. */
@@ -268,15 +290,18 @@ static void hh_record_alloc(uint8_t op, void *p, size_t size, size_t count, size
     if (hh_cfg.sample_bytes != 0 && p != NULL) hh_sampled_insert(p);
     uint32_t stack = hh_stack(hh_cfg.stacks, regs);
     if (stack == UINT32_MAX) return;
-    hh_rec_event *e = hh_tracer_reserve(sizeof *e);
+    uint32_t len = hh_event_len(hh_alloc_needs_extra(op));
+    hh_rec_event *e = hh_tracer_reserve(len);
     if (e == NULL) return;
-    hh_fill(e, op, t0, stack);
+    hh_rec_event_extra *x = hh_fill(e, len, op, t0, stack);
     e->addr = (uintptr_t)p;
     e->size = size;
-    e->count = count;
-    e->align = align;
-    e->weight = weight;
-    e->duration = duration;
+    if (x != NULL) {
+        x->count = count;
+        x->align = align;
+        x->weight = weight;
+        x->duration = duration;
+    }
     hh_tracer_commit(e, HH_REC_EVENT);
 }
 
@@ -327,14 +352,16 @@ HH_EXPORT void free(void *p) {
     HH_ENTER();
     hh_saved_errno = errno;
     uint32_t stack = hh_stack(hh_cfg.free_stacks, &hh_regs_at);
-    hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *e);
+    uint32_t len = hh_event_len(hh_cfg.timing);
+    hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(len);
+    hh_rec_event_extra *x = NULL;
     if (e != NULL) {
-        hh_fill(e, HH_OP_FREE, hh_t0, stack);
+        x = hh_fill(e, len, HH_OP_FREE, hh_t0, stack);
         e->addr = (uintptr_t)p;
     }
     next.free(p);
     if (e != NULL) {
-        if (hh_cfg.timing) e->duration = hh_now() - hh_t0;
+        if (x != NULL) x->duration = hh_now() - hh_t0;
         hh_tracer_commit(e, HH_REC_EVENT);
     }
     errno = hh_saved_errno;
@@ -397,7 +424,8 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
         }
     }
     uint32_t stack = weight != 0 ? hh_stack(hh_cfg.stacks, &hh_regs_at) : 0;
-    hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *e);
+    uint32_t len = hh_event_len(true);
+    hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(len);
     void *p;
     if (op == HH_OP_REALLOC) {
         p = next.realloc(old, size);
@@ -420,19 +448,20 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
     }
     bool split = p != NULL && old != NULL && p != old;
     if (e != NULL) {
-        hh_fill(e, op, hh_t0, stack);
+        hh_rec_event_extra *x = hh_fill(e, len, op, hh_t0, stack);
         e->addr = (uintptr_t)p;
-        e->old = (uintptr_t)old;
         e->size = size;
-        e->count = count;
-        e->weight = weight;
-        e->flags = split ? HH_EV_SPLIT : 0;
-        if (hh_cfg.timing) e->duration = hh_now() - hh_t0;
+        if (split) e->flags |= HH_EV_SPLIT;
+        x->old = (uintptr_t)old;
+        x->count = count;
+        x->weight = weight;
+        if (hh_cfg.timing) x->duration = hh_now() - hh_t0;
         hh_tracer_commit(e, HH_REC_EVENT);
         if (split) {
-            hh_rec_event *done = hh_tracer_reserve(sizeof *done);
+            uint32_t done_len = hh_event_len(false);
+            hh_rec_event *done = hh_tracer_reserve(done_len);
             if (done != NULL) {
-                hh_fill(done, HH_OP_REALLOC_DONE, hh_t0, 0);
+                hh_fill(done, done_len, HH_OP_REALLOC_DONE, hh_t0, 0);
                 hh_tracer_commit(done, HH_REC_EVENT);
             }
         }

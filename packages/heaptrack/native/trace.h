@@ -74,6 +74,7 @@ enum { HH_CODEC_NONE = 0, HH_CODEC_DEFLATE = 1, HH_CODEC_ZSTD = 2 };
 
 /* Flags of an event record. */
 #define HH_EV_SPLIT 1u /* realloc moved the block: the new one counts from the REALLOC_DONE */
+#define HH_EV_EXTRA 2u /* an hh_rec_event_extra follows the record */
 
 /* Process flags (PROCESS record and the log's PROCESS record). */
 #define HH_PF_STACKS 1u
@@ -86,23 +87,33 @@ enum { HH_CODEC_NONE = 0, HH_CODEC_DEFLATE = 1, HH_CODEC_ZSTD = 2 };
 
 /* Every record begins with a 64-bit header word: bits 0-23 length in bytes (a multiple of 8,
  * header included), 24-31 type, 32-63 the low 32 bits of (ring position / 8). */
+/* An allocation-family call. The common part (48 bytes) is all that malloc and free need;
+ * calls that need more (realloc's old block, calloc's count, an alignment, a sampling weight,
+ * a duration) carry an hh_rec_event_extra right after it and set HH_EV_EXTRA. Small records
+ * halve what the ring moves through the cache for the common calls. */
 typedef struct hh_rec_event {
     uint64_t hdr;
-    uint64_t time; /* CLOCK_MONOTONIC, ns */
+    uint64_t time; /* CLOCK_MONOTONIC ns, or TSC ticks */
     uint32_t tid;
     uint32_t stack; /* interned stack node, 0 = none */
+    uint64_t addr;  /* the block returned, or the block freed */
+    uint64_t size;  /* bytes asked for (element size for calloc/reallocarray) */
     uint8_t op;
-    uint8_t flags;
+    uint8_t flags; /* HH_EV_* */
     uint16_t pad0;
     uint32_t pad1;
-    uint64_t addr;  /* the block returned, or the block freed */
-    uint64_t old;   /* realloc: the block passed in */
-    uint64_t size;  /* bytes asked for (element size for calloc/reallocarray) */
-    uint64_t count; /* calloc/reallocarray: number of elements */
-    uint64_t align;
-    uint64_t weight;   /* sampling: bytes this record stands for (0 = not sampled) */
-    uint64_t duration; /* HEAPHOOK_TIMING: ns spent in the underlying allocator */
 } hh_rec_event;
+
+typedef struct hh_rec_event_extra {
+    uint64_t old;      /* realloc: the block passed in */
+    uint64_t count;    /* calloc/reallocarray: number of elements */
+    uint64_t align;    /* the aligned calls */
+    uint64_t weight;   /* sampling: bytes this record stands for (0 = not sampled) */
+    uint64_t duration; /* HEAPHOOK_TIMING: time spent in the underlying allocator */
+} hh_rec_event_extra;
+
+_Static_assert(sizeof(hh_rec_event) == 48, "the common event record is 6 words");
+_Static_assert(sizeof(hh_rec_event_extra) % 8 == 0, "ring records are whole words");
 
 typedef struct hh_rec_node {
     uint64_t hdr;

@@ -30,7 +30,7 @@ enum { HH_S_TAG, HH_S_TIME, HH_S_STACK, HH_S_NUM, HH_S_ADDR, HH_S_DECL, HH_STREA
 #define HH_BLOCK_DEFLATED 0x80000000u /* block length flag: the payload is raw deflate */
 #define HH_BLOCK_ZSTD 0x40000000u     /* block length flag: the payload is a zstd frame */
 #define HH_DEFLATE_LEVEL 6
-#define HH_ZSTD_LEVEL 3
+#define HH_ZSTD_LEVEL 1
 
 /* Log tags (FORMAT.md). */
 enum {
@@ -101,7 +101,11 @@ struct hh_writer {
     uint64_t live_cap, live_n, ordinal;
     uint64_t recent[HH_RECENT]; /* addresses freed last: entry k is recent[(head - 1 - k) % N] */
     uint32_t recent_head;
-    uint64_t classes[HH_CLASSES][HH_CLASS_DEPTH]; /* freed last per size class */
+    /* Freed last per size class, each a ring: entry k of class c (0 = freed last) is
+     * classes[c][(class_head[c] + k) % HH_CLASS_DEPTH]; 0 = none. */
+    uint64_t classes[HH_CLASSES][HH_CLASS_DEPTH];
+    uint8_t class_head[HH_CLASSES];
+    hh_thread_slot *last_thread;    /* the slot of the previous record's thread */
     uint64_t bump_addr, bump_bytes; /* the last new block: the next may follow it directly */
     uint64_t prev_ref;              /* ordinal of the block named by the last reference */
     uint32_t len;                   /* bytes in all streams */
@@ -115,23 +119,10 @@ struct hh_writer {
 static uint64_t hh_clock_ns(void);
 static void hh_calibrate(hh_writer *w);
 
-static uint32_t hh_crc_table[256];
-static _Atomic int hh_crc_ready;
-
-static void hh_crc_init(void) {
-    if (atomic_load(&hh_crc_ready)) return;
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xedb88320u ^ (c >> 1) : c >> 1;
-        hh_crc_table[i] = c;
-    }
-    atomic_store(&hh_crc_ready, 1);
-}
-
+/* CRC-32 of a block (IEEE 802.3): zlib's, which is table-driven by words (and folded with
+ * carry-less multiplication where the CPU has it), several times faster than a byte loop. */
 static uint32_t hh_crc32(const uint8_t *p, size_t n) {
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) c = hh_crc_table[(c ^ p[i]) & 0xff] ^ (c >> 8);
-    return c ^ 0xffffffffu;
+    return (uint32_t)crc32(0L, p, (uInt)n);
 }
 
 static void hh_write_fully(int fd, const void *data, size_t len) {
@@ -397,14 +388,23 @@ void hh_writer_flush(hh_writer *w) {
     hh_block_reset(w);
 }
 
-/* Makes room for a record of at most need bytes. */
+/* Makes room for a record of at most need bytes. No stream holds more than w->len bytes, so
+ * len + need within a stream's capacity leaves room in every stream. */
 static void hh_room(hh_writer *w, uint32_t need) {
-    bool full = w->len >= HH_BLOCK_TARGET;
-    for (int s = 0; s < HH_STREAMS && !full; s++) full = w->slen[s] + need > HH_STREAM_CAP;
-    if (full) hh_writer_flush(w);
+    if (w->len >= HH_BLOCK_TARGET || w->len + need > HH_STREAM_CAP) hh_writer_flush(w);
 }
 
+static hh_thread_slot *hh_thread_lookup(hh_writer *w, uint32_t tid);
+
+/* The slot of a thread (declared in the log on first use); most records are by the thread
+ * of the record before. */
 static hh_thread_slot *hh_thread(hh_writer *w, uint32_t tid) {
+    hh_thread_slot *last = w->last_thread;
+    if (HH_LIKELY(last != NULL && last->tid == tid)) return last;
+    return w->last_thread = hh_thread_lookup(w, tid);
+}
+
+static hh_thread_slot *hh_thread_lookup(hh_writer *w, uint32_t tid) {
     uint32_t mask = HH_THREADS_CAP - 1;
     uint32_t i = (tid * 2654435761u) & mask;
     for (uint32_t n = 0; n < HH_THREADS_CAP; n++, i = (i + 1) & mask) {
@@ -593,14 +593,30 @@ static unsigned hh_class_of(uint64_t bytes) {
     return bytes <= 1008 ? (unsigned)((bytes + 8 + 15) >> 4) : HH_NO_CLASS;
 }
 
-static void hh_push(uint64_t *list, int n, uint64_t ptr) {
-    memmove(&list[1], &list[0], (size_t)(n - 1) * sizeof list[0]);
-    list[0] = ptr;
+#define HH_CLASS_MASK (HH_CLASS_DEPTH - 1)
+_Static_assert((HH_CLASS_DEPTH & HH_CLASS_MASK) == 0, "class lists are rings: a power of two");
+
+/* Entry k of class cls's list (0 = freed last). */
+static inline uint64_t *hh_class_entry(hh_writer *w, unsigned cls, unsigned k) {
+    return &w->classes[cls][(w->class_head[cls] + k) & HH_CLASS_MASK];
+}
+
+/* ptr becomes entry 0 of its class; the last entry drops off. */
+static void hh_class_push(hh_writer *w, unsigned cls, uint64_t ptr) {
+    w->class_head[cls] = (uint8_t)((w->class_head[cls] - 1) & HH_CLASS_MASK);
+    w->classes[cls][w->class_head[cls]] = ptr;
+}
+
+/* Entry k leaves its class's list: the entries before it move up one, the last becomes 0. */
+static void hh_class_remove(hh_writer *w, unsigned cls, unsigned k) {
+    for (unsigned i = k; i > 0; i--) *hh_class_entry(w, cls, i) = *hh_class_entry(w, cls, i - 1);
+    *hh_class_entry(w, cls, 0) = 0;
+    w->class_head[cls] = (uint8_t)((w->class_head[cls] + 1) & HH_CLASS_MASK);
 }
 
 static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
     w->recent[w->recent_head++ & (HH_RECENT - 1)] = ptr;
-    if (cls < HH_CLASSES) hh_push(w->classes[cls], HH_CLASS_DEPTH, ptr);
+    if (cls < HH_CLASSES) hh_class_push(w, cls, ptr);
 }
 
 static void hh_put_explicit(hh_writer *w, uint64_t ptr) {
@@ -640,15 +656,16 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
     unsigned cls = hh_class_of(class_bytes);
     int k = -1;
     if (ptr != 0 && cls < HH_CLASSES) {
-        for (int i = 0; i < HH_CLASS_DEPTH; i++) {
-            if (w->classes[cls][i] == ptr) {
-                k = i;
+        for (unsigned i = 0; i < HH_CLASS_DEPTH; i++) {
+            if (*hh_class_entry(w, cls, i) == ptr) {
+                k = (int)i;
                 break;
             }
         }
     }
     if (k >= 0) {
         hh_put_var(w, HH_S_ADDR, (uint64_t)k << 2);
+        hh_class_remove(w, cls, (unsigned)k); /* handed out again: no longer a free block */
     } else if (ptr != 0 && w->bump_addr != 0 && ptr == hh_bump_guess(w)) {
         hh_put_var(w, HH_S_ADDR, 2);
     } else {
@@ -665,17 +682,6 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
         }
     }
     if (ptr != 0) {
-        if (cls < HH_CLASSES) { /* handed out again: no longer a free block of its class */
-            uint64_t *list = w->classes[cls];
-            for (int i = 0; i < HH_CLASS_DEPTH; i++) {
-                if (list[i] == ptr) {
-                    memmove(&list[i], &list[i + 1],
-                            (size_t)(HH_CLASS_DEPTH - 1 - i) * sizeof *list);
-                    list[HH_CLASS_DEPTH - 1] = 0;
-                    break;
-                }
-            }
-        }
         hh_live_insert(w, ptr, cls);
         w->bump_addr = ptr;
         w->bump_bytes = request;
@@ -690,7 +696,11 @@ static uint64_t hh_product(uint64_t count, uint64_t size) {
     return __builtin_mul_overflow(count, size, &bytes) ? UINT64_MAX : bytes;
 }
 
+static const hh_rec_event_extra hh_no_extra;
+
 static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
+    const hh_rec_event_extra *x =
+        (e->flags & HH_EV_EXTRA) ? (const hh_rec_event_extra *)(e + 1) : &hh_no_extra;
     hh_room(w, 128);
     hh_thread_slot *t = hh_thread(w, e->tid);
     uint8_t tag = HH_TAG_EVENT | (e->op & 0x0f);
@@ -722,18 +732,18 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
             hh_put_new(w, e->addr, e->size, e->size);
             break;
         case HH_OP_CALLOC:
-            hh_put_var(w, HH_S_NUM, e->count);
+            hh_put_var(w, HH_S_NUM, x->count);
             hh_put_var(w, HH_S_NUM, e->size);
-            hh_put_new(w, e->addr, hh_product(e->count, e->size), hh_product(e->count, e->size));
+            hh_put_new(w, e->addr, hh_product(x->count, e->size), hh_product(x->count, e->size));
             break;
         case HH_OP_REALLOC:
         case HH_OP_REALLOCARRAY: {
-            uint64_t bytes = e->op == HH_OP_REALLOCARRAY ? hh_product(e->count, e->size) : e->size;
+            uint64_t bytes = e->op == HH_OP_REALLOCARRAY ? hh_product(x->count, e->size) : e->size;
             /* a failed realloc leaves the old block; realloc(p, 0) that returns NULL frees it */
             bool failed = e->addr == 0 && bytes != 0;
-            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_S_NUM, e->count);
+            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_S_NUM, x->count);
             hh_put_var(w, HH_S_NUM, e->size);
-            hh_put_ref(w, e->old, !failed);
+            hh_put_ref(w, x->old, !failed);
             hh_put_new(w, e->addr, bytes, bytes);
             break;
         }
@@ -743,7 +753,7 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         case HH_OP_POSIX_MEMALIGN:
         case HH_OP_MEMALIGN:
         case HH_OP_ALIGNED_ALLOC:
-            hh_put_var(w, HH_S_NUM, e->align);
+            hh_put_var(w, HH_S_NUM, x->align);
             hh_put_var(w, HH_S_NUM, e->size);
             hh_put_new(w, e->addr, UINT64_MAX, e->size);
             break;
@@ -751,8 +761,8 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
             break;
     }
     if (e->op != HH_OP_REALLOC_DONE) {
-        if (w->flags & HH_PF_TIMING) hh_put_var(w, HH_S_NUM, hh_event_ns(w, e->duration, true));
-        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE) hh_put_var(w, HH_S_NUM, e->weight);
+        if (w->flags & HH_PF_TIMING) hh_put_var(w, HH_S_NUM, hh_event_ns(w, x->duration, true));
+        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE) hh_put_var(w, HH_S_NUM, x->weight);
         w->events++;
     }
 }
@@ -828,7 +838,6 @@ void hh_writer_record(void *arg, unsigned type, const void *record, uint32_t len
 static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size_t path_cap);
 
 hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_cap) {
-    hh_crc_init();
     char path[4096];
     int fd = -1;
     for (int n = 0; n < 1000 && fd < 0; n++) {
@@ -871,7 +880,6 @@ hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_
 }
 
 hh_writer *hh_writer_open_file(const char *path, char *path_out, size_t path_cap) {
-    hh_crc_init();
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return NULL;
     return hh_writer_on_fd(fd, path, path_out, path_cap);
