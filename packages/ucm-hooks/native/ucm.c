@@ -3,24 +3,22 @@
  * sbrk, brk and madvise, the handler chain, installation (preload or GOT patching) and the
  * self-test.
  *
- * The real calls are system calls (syscall(2)) for mmap, munmap, mremap, madvise, shmat and
- * shmdt: no symbol lookup inside a hook, and the same in both install modes. sbrk and brk go
- * to the C library's functions (found with dlsym at load), because glibc keeps the current
- * break in a variable its own malloc uses.
+ * The real calls are system calls, made with an inline system-call instruction (ucm_sys) that
+ * sets errno like the C library: no symbol lookup and no call into libc inside a hook, and the
+ * same in both install modes. sbrk and brk go to the C library's functions (found with dlsym at
+ * load), because glibc keeps the current break in a variable its own malloc uses.
  *
- * Handlers: a fixed array sorted by priority, read under a writer-preferring rwlock, written
- * under the same lock taken for writing. Writer preference matters: with threads mapping
- * memory back to back, the read side is almost never free, and a reader-preferring lock
- * starves set/unset_event_handler forever. A thread never takes the read side twice (the
- * per-thread depth guard in ucm_enter turns hooks inside handlers into plain calls), so a
- * waiting writer cannot deadlock a reader against itself. A handler must not set or unset
- * handlers (libucm forbids it too): it holds the read side. pthread_atfork takes it for writing
- * before fork, so the child never inherits a lock held by a thread that does not exist there.
+ * Handlers: the registered handlers (priority order) are compiled by the writer into a table of
+ * per-event lists, and the hooks read the table without a lock and without an atomic
+ * read-modify-write: see "Readers and writers" below for the scheme and why it is safe.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -31,6 +29,7 @@
 #include <sys/mman.h>
 #include <sys/shm.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "heaphook/config.h"
@@ -39,6 +38,9 @@
 #include "heaphook/ucm.h"
 
 #define EXPORT __attribute__((visibility("default")))
+#define UCM_LIKELY(x) __builtin_expect(!!(x), 1)
+#define UCM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define UCM_INLINE static inline __attribute__((always_inline))
 
 #ifndef MADV_FREE
 #define MADV_FREE 8
@@ -66,6 +68,52 @@ static void ucm_log(int level, const char *fmt, ...) {
     heaphook_write_all(2, line, n);
 }
 
+/* ---- System calls -------------------------------------------------------------------------- */
+
+/* The system call, inline: returns the kernel's result (-errno on failure). */
+UCM_INLINE long ucm_sys(long n, long a, long b, long c, long d, long e, long f) {
+#if defined(__x86_64__)
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "0"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return ret;
+#elif defined(__aarch64__)
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    register long x4 __asm__("x4") = e;
+    register long x5 __asm__("x5") = f;
+    __asm__ volatile("svc 0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                     : "memory");
+    return x0;
+#else
+    long ret = syscall(n, a, b, c, d, e, f);
+    return ret == -1 ? -errno : ret;
+#endif
+}
+#define UCM_SYS(n, a, b, c, d, e, f) \
+    ucm_sys((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
+UCM_INLINE bool ucm_sys_failed(long ret) {
+    return (unsigned long)ret > -4096ul;
+}
+/* A system call's result as the C library returns it: -1 (MAP_FAILED, (void *)-1) with errno. */
+static __attribute__((noinline, cold)) long ucm_set_errno(long ret) {
+    errno = (int)-ret;
+    return -1;
+}
+UCM_INLINE long ucm_libc(long ret) {
+    return UCM_UNLIKELY(ucm_sys_failed(ret)) ? ucm_set_errno(ret) : ret;
+}
+
 /* ---- The real calls ------------------------------------------------------------------------ */
 
 static void *(*ucm_real_sbrk)(intptr_t);
@@ -73,23 +121,23 @@ static int (*ucm_real_brk)(void *);
 
 EXPORT void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                                     off_t offset) {
-    return (void *)syscall(SYS_mmap, addr, length, prot, flags, fd, offset);
+    return (void *)ucm_libc(UCM_SYS(SYS_mmap, addr, length, prot, flags, fd, offset));
 }
 EXPORT int heaphook_ucm_orig_munmap(void *addr, size_t length) {
-    return (int)syscall(SYS_munmap, addr, length);
+    return (int)ucm_libc(UCM_SYS(SYS_munmap, addr, length, 0, 0, 0, 0));
 }
 EXPORT void *heaphook_ucm_orig_mremap(void *old, size_t old_size, size_t new_size, int flags,
                                       void *new_addr) {
-    return (void *)syscall(SYS_mremap, old, old_size, new_size, flags, new_addr);
+    return (void *)ucm_libc(UCM_SYS(SYS_mremap, old, old_size, new_size, flags, new_addr, 0));
 }
 EXPORT int heaphook_ucm_orig_madvise(void *addr, size_t length, int advice) {
-    return (int)syscall(SYS_madvise, addr, length, advice);
+    return (int)ucm_libc(UCM_SYS(SYS_madvise, addr, length, advice, 0, 0, 0));
 }
 EXPORT void *heaphook_ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg) {
-    return (void *)syscall(SYS_shmat, shmid, shmaddr, shmflg);
+    return (void *)ucm_libc(UCM_SYS(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0));
 }
 EXPORT int heaphook_ucm_orig_shmdt(const void *shmaddr) {
-    return (int)syscall(SYS_shmdt, shmaddr);
+    return (int)ucm_libc(UCM_SYS(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0));
 }
 static void ucm_resolve_brk(void);
 EXPORT void *heaphook_ucm_orig_sbrk(intptr_t increment) {
@@ -105,174 +153,603 @@ EXPORT int heaphook_ucm_orig_brk(void *addr) {
 
 #define UCM_MAX_HANDLERS 64
 
+/* The registered handlers, in priority order (ascending; equal priorities in registration
+ * order). Only the writer (ucm_writer_lock held) reads or changes them. */
 struct ucm_handler {
     int events;
     int priority;
     heaphook_ucm_event_callback_t callback;
     void *arg;
 };
-
-static pthread_rwlock_t ucm_lock = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static struct ucm_handler ucm_handlers[UCM_MAX_HANDLERS];
 static int ucm_handler_count;
+
+/* What the hooks read: per event, the callbacks of that event in chain order, and how many of
+ * them come before the real call (priority < 0). Built by the writer from ucm_handlers. */
+enum {
+    UCM_K_MMAP,
+    UCM_K_MUNMAP,
+    UCM_K_MREMAP,
+    UCM_K_SHMAT,
+    UCM_K_SHMDT,
+    UCM_K_SBRK,
+    UCM_K_MADVISE,
+    UCM_K_BRK,
+    UCM_K_VM_MAPPED,
+    UCM_K_VM_UNMAPPED,
+    UCM_KINDS
+};
+struct ucm_entry {
+    heaphook_ucm_event_callback_t callback;
+    void *arg;
+};
+struct ucm_list {
+    unsigned count;  /* callbacks of this event */
+    unsigned before; /* the first `before` of them have priority < 0 */
+    struct ucm_entry entries[UCM_MAX_HANDLERS];
+};
+struct ucm_table {
+    struct ucm_list lists[UCM_KINDS];
+};
+UCM_INLINE int ucm_kind_event(int kind) {
+    return kind < UCM_K_VM_MAPPED ? 1 << kind : HEAPHOOK_UCM_EVENT_VM_MAPPED << (kind - 8);
+}
+
+/* ---- Readers and writers --------------------------------------------------------------------
+ *
+ * The hooks (readers) run on every mapping call of every thread; handlers are set and unset
+ * (writers) rarely. A reader must not take a lock (a thread forking while it holds one leaves
+ * the child a lock nobody releases) and should not pay an atomic read-modify-write per call; a
+ * writer must be able to tell when no reader can still be calling a handler it removed, because
+ * once heaphook_ucm_unset_event_handler returns the callback is never called again.
+ *
+ * Two tables alternate (ucm_tables); ucm_current points to the one readers use. A writer, under
+ * ucm_writer_lock, builds the new table in the other one, publishes it (a sequentially
+ * consistent store of ucm_current), and then waits out a grace period: until every reader that
+ * may have loaded the old pointer has finished. Only then does it return (so a removed handler
+ * is never called afterwards) and only then may the old table be overwritten by the next writer.
+ *
+ * A reader marks itself active in a slot that belongs to its thread (ucm_readers, one cache
+ * line each): `seq` is even outside and odd inside a read-side section. Entering is a plain
+ * store of seq + 1, a compiler barrier, then the load of ucm_current; leaving is a release store
+ * of seq + 1 after the reader's last use of the table. Only the owning thread writes its seq, so
+ * no read-modify-write is needed. The grace period: after publishing, the writer executes
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), then reads every slot's seq, and for each odd one
+ * waits until it changes (a change means that section ended; it does not wait for the thread to
+ * be outside forever, so a thread mapping back to back cannot starve the writer).
+ *
+ * Why that is enough (the ordering argument): the reader's store of the odd seq and its load of
+ * ucm_current may be reordered by the CPU (a store can wait in the store buffer while a later
+ * load executes). membarrier makes every thread of the process that is running execute a full
+ * memory barrier before it returns, and a thread that is not running passes through the
+ * scheduler's barriers. Take the point where that barrier happens on a reader's thread. If the
+ * reader's load of ucm_current comes before that point in its program order, so does its store
+ * of the odd seq, which the barrier therefore makes visible before membarrier returns: the
+ * writer, reading seq after membarrier, sees it odd and waits. If the load comes after that
+ * point, it comes after the writer's publication (membarrier begins with a full barrier on the
+ * writer's side too), so the reader sees the new table, which no longer holds the handler. On
+ * leaving, the release store orders all of the section's loads and calls before the even seq,
+ * and the writer reads seq with acquire. When membarrier is not available (old kernels,
+ * seccomp), ucm_reader_fence is set and readers execute a sequentially consistent fence between
+ * the store and the load instead, the classic store-fence-load pairing with the writer's fence.
+ * It starts set, and is cleared only once registration succeeded, so a reader never skips the
+ * fence while a writer could not use membarrier.
+ *
+ * Slots are claimed on a thread's first dispatched call, without allocating: a scan for a free
+ * slot (owner 0) and a compare-and-swap of the owner to the thread id. A pthread key's
+ * destructor frees the slot when the thread exits; the value is set only when the key is one of
+ * glibc's 32 keys whose storage is inside the thread descriptor (pthread_setspecific would
+ * calloc for the others). A slot whose owner died without freeing it (that key unusable, or a
+ * hook called after the destructor ran) is taken over when no slot is free and tgkill(owner, 0)
+ * says ESRCH. When all UCM_READERS slots are busy a thread uses the fallback: two shared
+ * counters with an epoch (SRCU's scheme), entered with an atomic increment of the counter of the
+ * current epoch; the writer flips the epoch and waits for the previous counter to drain, twice,
+ * so counters that new readers keep entering do not starve it. Such a thread retries claiming a
+ * slot every 4096 dispatched calls.
+ *
+ * Fork: the hooks take no lock. The writer's mutex is taken before fork (pthread_atfork) so no
+ * writer is halfway through in the child, and in the child every slot but the forking thread's
+ * is freed (those threads do not exist there) and the fallback counters are cleared. A handler
+ * must not set or unset handlers, or fork: a writer waits for readers, and a reader that is
+ * waiting for the writer's mutex is one it would wait for forever (libucm forbids it too). A
+ * thread never enters twice: the per-thread depth turns hooks inside handlers into plain calls.
+ */
+
+#define UCM_READERS 256
+#define UCM_KEY_INLINE 32 /* glibc's PTHREAD_KEY_2NDLEVEL_SIZE: keys that never allocate */
+#define UCM_RETRY_CLAIM 4096
+
+struct ucm_reader {
+    _Atomic unsigned long seq; /* odd while the owner is in a read-side section */
+    _Atomic int owner;         /* thread id, 0 when free */
+} __attribute__((aligned(64)));
+static struct ucm_reader ucm_readers[UCM_READERS];
+static struct ucm_reader ucm_no_reader; /* "use the fallback counters"; never scanned */
+
+static struct { _Atomic long count __attribute__((aligned(64))); } ucm_fallback[2];
+static _Atomic int ucm_fallback_epoch;
+
+static struct ucm_table ucm_tables[2];
+static const struct ucm_table *_Atomic ucm_current = &ucm_tables[0];
 static _Atomic int ucm_active_events; /* union of the handlers' masks: the fast path */
-static __thread int ucm_depth __attribute__((tls_model("initial-exec")));
-/* Self-test: events seen by the thread running it. */
-static __thread int ucm_test_seen __attribute__((tls_model("initial-exec")));
-static __thread int ucm_testing __attribute__((tls_model("initial-exec")));
+static _Atomic int ucm_before_events; /* union of the masks of handlers with priority < 0 */
+static _Atomic int ucm_after_events;  /* and with priority >= 0 */
+static _Atomic int ucm_reader_fence = 1;
+static pthread_mutex_t ucm_writer_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t ucm_reader_key;
+static bool ucm_reader_key_usable;
 
-static void ucm_fork_prepare(void) {
-    pthread_rwlock_wrlock(&ucm_lock);
-}
-static void ucm_fork_parent(void) {
-    pthread_rwlock_unlock(&ucm_lock);
-}
-static void ucm_fork_child(void) {
-    pthread_rwlockattr_t attr;
-    pthread_rwlockattr_init(&attr);
-    pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-    pthread_rwlock_init(&ucm_lock, &attr);
-    pthread_rwlockattr_destroy(&attr);
+/* Per thread (initial-exec TLS: one %fs-relative access, no allocation). */
+struct ucm_thread {
+    int depth;                 /* 1 while dispatching: hooks are plain calls */
+    int fallback_epoch;        /* counter entered, with reader == &ucm_no_reader */
+    int fallback_inside;       /* inside a section counted in ucm_fallback */
+    struct ucm_reader *reader; /* NULL until the first dispatched call */
+    int *err;                  /* this thread's errno */
+    unsigned retry;            /* fallback: dispatched calls until the next claim */
+    int testing, test_seen;    /* self-test: events seen by the thread running it */
+};
+static __thread struct ucm_thread ucm_self __attribute__((tls_model("initial-exec")));
+
+static void ucm_reader_release(void *slot) {
+    struct ucm_reader *r = slot;
+    if (ucm_self.reader == r) ucm_self.reader = NULL;
+    unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    if (seq & 1) atomic_store_explicit(&r->seq, seq + 1, memory_order_release); /* died inside */
+    atomic_store_explicit(&r->owner, 0, memory_order_release);
 }
 
-/* Calls the handlers of type with priority in [low, high]. Lock held for reading. */
-static void ucm_call(heaphook_ucm_event_type_t type, heaphook_ucm_event_t *event, long low,
-                     long high) {
-    for (int i = 0; i < ucm_handler_count; ++i) {
-        struct ucm_handler *h = &ucm_handlers[i];
-        if ((h->events & type) && h->priority >= low && h->priority <= high) {
-            h->callback(type, event, h->arg);
+static bool ucm_thread_dead(int tid) {
+    long pid = UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0);
+    return UCM_SYS(SYS_tgkill, pid, tid, 0, 0, 0, 0) == -ESRCH;
+}
+
+static bool ucm_take(struct ucm_reader *r, int expected, int tid) {
+    if (!atomic_compare_exchange_strong(&r->owner, &expected, tid)) return false;
+    unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    if (seq & 1) atomic_store_explicit(&r->seq, seq + 1, memory_order_release);
+    return true;
+}
+
+/* A slot for this thread, or &ucm_no_reader. No allocation, no lock. */
+static __attribute__((noinline)) void ucm_claim(struct ucm_thread *self) {
+    if (self->err == NULL) self->err = __errno_location();
+    int tid = (int)UCM_SYS(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    struct ucm_reader *got = NULL;
+    for (int i = 0; i < UCM_READERS && got == NULL; ++i) {
+        struct ucm_reader *r = &ucm_readers[i];
+        if (atomic_load_explicit(&r->owner, memory_order_relaxed) == 0 && ucm_take(r, 0, tid))
+            got = r;
+    }
+    for (int i = 0; i < UCM_READERS && got == NULL; ++i) {
+        struct ucm_reader *r = &ucm_readers[i];
+        int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
+        if (owner != 0 && owner != tid && ucm_thread_dead(owner) && ucm_take(r, owner, tid))
+            got = r;
+    }
+    if (got == NULL) {
+        self->reader = &ucm_no_reader;
+        self->retry = UCM_RETRY_CLAIM;
+        return;
+    }
+    if (ucm_reader_key_usable) pthread_setspecific(ucm_reader_key, got);
+    self->reader = got;
+}
+
+static __attribute__((noinline)) const struct ucm_table *ucm_enter_slow(struct ucm_thread *self) {
+    if (self->reader == NULL || (self->reader == &ucm_no_reader && --self->retry == 0)) {
+        ucm_claim(self);
+    }
+    struct ucm_reader *r = self->reader;
+    if (r != &ucm_no_reader) {
+        unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+        atomic_store_explicit(&r->seq, seq + 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+    } else {
+        int epoch = atomic_load(&ucm_fallback_epoch);
+        atomic_fetch_add(&ucm_fallback[epoch].count, 1);
+        self->fallback_epoch = epoch;
+        self->fallback_inside = 1;
+    }
+    return atomic_load_explicit(&ucm_current, memory_order_acquire);
+}
+
+/* Does this call dispatch any of `events` (or is the self-test running)? If so, marks the
+ * thread as dispatching (depth 1) until ucm_end: calls made inside handlers are plain. */
+UCM_INLINE bool ucm_begin(struct ucm_thread *self, int events) {
+    if (UCM_UNLIKELY(self->depth != 0)) return false;
+    if (!(atomic_load_explicit(&ucm_active_events, memory_order_relaxed) & events) &&
+        UCM_LIKELY(!self->testing)) {
+        return false;
+    }
+    self->depth = 1;
+    return true;
+}
+UCM_INLINE void ucm_end(struct ucm_thread *self) {
+    self->depth = 0;
+}
+/* Are there handlers to run before the real call: of `vm_events` (VM_UNMAPPED when the call
+ * unmaps), or of the native `event` with a priority < 0? */
+UCM_INLINE bool ucm_has_before(struct ucm_thread *self, int event, int vm_events) {
+    return (atomic_load_explicit(&ucm_active_events, memory_order_relaxed) & vm_events) ||
+           (atomic_load_explicit(&ucm_before_events, memory_order_relaxed) & event) ||
+           UCM_UNLIKELY(self->testing);
+}
+/* And after it: of `vm_events` (VM_MAPPED when the call maps), or of `event` with a priority
+ * >= 0? */
+UCM_INLINE bool ucm_has_after(struct ucm_thread *self, int event, int vm_events) {
+    return (atomic_load_explicit(&ucm_active_events, memory_order_relaxed) & vm_events) ||
+           (atomic_load_explicit(&ucm_after_events, memory_order_relaxed) & event) ||
+           UCM_UNLIKELY(self->testing);
+}
+
+/* A read-side section: the table to dispatch from, valid until ucm_leave. Sections hold
+ * handler calls only, never the real system call, so a writer never waits for a system call
+ * (or for a thread preempted in one). */
+UCM_INLINE const struct ucm_table *ucm_enter(struct ucm_thread *self) {
+    struct ucm_reader *r = self->reader;
+    if (UCM_UNLIKELY(r == NULL || r == &ucm_no_reader)) return ucm_enter_slow(self);
+    unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    atomic_store_explicit(&r->seq, seq + 1, memory_order_relaxed);
+    if (UCM_UNLIKELY(atomic_load_explicit(&ucm_reader_fence, memory_order_relaxed))) {
+        atomic_thread_fence(memory_order_seq_cst);
+    } else {
+        atomic_signal_fence(memory_order_seq_cst); /* compiler barrier; membarrier does the rest */
+    }
+    return atomic_load_explicit(&ucm_current, memory_order_acquire);
+}
+
+UCM_INLINE void ucm_leave(struct ucm_thread *self) {
+    struct ucm_reader *r = self->reader;
+    if (UCM_LIKELY(r != &ucm_no_reader)) {
+        unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
+        atomic_store_explicit(&r->seq, seq + 1, memory_order_release);
+    } else {
+        self->fallback_inside = 0;
+        atomic_fetch_sub_explicit(&ucm_fallback[self->fallback_epoch].count, 1,
+                                  memory_order_release);
+    }
+}
+
+/* Writer side: a full barrier on every running thread of the process (see above). */
+static int ucm_barrier_mode; /* 0 not set up, 1 membarrier, 2 fences only */
+
+static long ucm_membarrier(int cmd) {
+    return UCM_SYS(SYS_membarrier, cmd, 0, 0, 0, 0, 0);
+}
+
+static void ucm_barrier_setup(void) {
+    if (ucm_barrier_mode != 0) return;
+    long cmds = ucm_membarrier(MEMBARRIER_CMD_QUERY);
+    if (cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+        ucm_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
+        ucm_barrier_mode = 1;
+        atomic_store(&ucm_reader_fence, 0);
+    } else {
+        ucm_barrier_mode = 2;
+        ucm_log(3, "membarrier unavailable: readers use a fence");
+    }
+}
+
+static void ucm_barrier(void) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (ucm_barrier_mode != 1) return;
+    if (ucm_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+    /* Registered, so this does not happen; if it does (registration lost), register again, or
+     * take the slow global barrier. */
+    if (ucm_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+        ucm_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) {
+        return;
+    }
+    if (ucm_membarrier(MEMBARRIER_CMD_GLOBAL) != 0) {
+        ucm_log(0, "membarrier failed: a removed handler may still be running");
+    }
+}
+
+static void ucm_backoff(unsigned spins) {
+    if (spins < 64) {
+#if defined(__x86_64__)
+        __builtin_ia32_pause();
+#elif defined(__aarch64__)
+        __asm__ volatile("yield");
+#endif
+    } else if (spins < 1024) {
+        sched_yield();
+    } else {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Waits until no reader can still use the table that was current before the last publication.
+ * Writer lock held. */
+static void ucm_synchronize(void) {
+    ucm_barrier();
+    struct ucm_reader *own = ucm_self.reader;
+    for (int i = 0; i < UCM_READERS; ++i) {
+        struct ucm_reader *r = &ucm_readers[i];
+        if (r == own) continue; /* a handler calling us: it cannot be waited for */
+        unsigned long seq = atomic_load_explicit(&r->seq, memory_order_acquire);
+        if (!(seq & 1)) continue;
+        for (unsigned spins = 0; atomic_load_explicit(&r->seq, memory_order_acquire) == seq;
+             ++spins) {
+            if (spins % 4096 == 4095) {
+                int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
+                if (owner == 0 || ucm_thread_dead(owner)) break;
+            }
+            ucm_backoff(spins);
+        }
+    }
+    bool own_fallback = own == &ucm_no_reader && ucm_self.fallback_inside;
+    for (int round = 0; round < 2; ++round) {
+        int epoch = atomic_load(&ucm_fallback_epoch);
+        atomic_store(&ucm_fallback_epoch, !epoch);
+        long own_count = own_fallback && ucm_self.fallback_epoch == epoch ? 1 : 0;
+        for (unsigned spins = 0; atomic_load(&ucm_fallback[epoch].count) > own_count; ++spins) {
+            ucm_backoff(spins);
         }
     }
 }
 
-/* Is any event dispatched on this call? Returns false inside handlers (no recursion). */
-static bool ucm_enter(void) {
-    if (ucm_depth > 0) return false;
-    if (atomic_load_explicit(&ucm_active_events, memory_order_relaxed) == 0 && !ucm_testing) {
-        return false;
+/* Rebuilds the readers' table from ucm_handlers, publishes it and waits out the readers of
+ * the previous one. Writer lock held. */
+static void ucm_publish(void) {
+    const struct ucm_table *old = atomic_load_explicit(&ucm_current, memory_order_relaxed);
+    struct ucm_table *next = old == &ucm_tables[0] ? &ucm_tables[1] : &ucm_tables[0];
+    int all = 0;
+    for (int k = 0; k < UCM_KINDS; ++k) {
+        struct ucm_list *list = &next->lists[k];
+        int event = ucm_kind_event(k);
+        list->count = list->before = 0;
+        for (int i = 0; i < ucm_handler_count; ++i) {
+            const struct ucm_handler *h = &ucm_handlers[i];
+            if (!(h->events & event)) continue;
+            list->entries[list->count++] = (struct ucm_entry){h->callback, h->arg};
+            if (h->priority < 0) list->before = list->count;
+        }
     }
-    ++ucm_depth;
-    pthread_rwlock_rdlock(&ucm_lock);
-    return true;
-}
-static void ucm_leave(void) {
-    pthread_rwlock_unlock(&ucm_lock);
-    --ucm_depth;
+    int before = 0, after = 0;
+    for (int i = 0; i < ucm_handler_count; ++i) {
+        all |= ucm_handlers[i].events;
+        if (ucm_handlers[i].priority < 0) {
+            before |= ucm_handlers[i].events;
+        } else {
+            after |= ucm_handlers[i].events;
+        }
+    }
+    atomic_store(&ucm_current, next);
+    atomic_store(&ucm_before_events, before);
+    atomic_store(&ucm_after_events, after);
+    atomic_store(&ucm_active_events, all);
+    ucm_synchronize();
 }
 
-static void ucm_vm(heaphook_ucm_event_type_t type, void *address, size_t size) {
+static void ucm_fork_prepare(void) {
+    pthread_mutex_lock(&ucm_writer_lock);
+}
+static void ucm_fork_parent(void) {
+    pthread_mutex_unlock(&ucm_writer_lock);
+}
+static void ucm_fork_child(void) {
+    pthread_mutex_init(&ucm_writer_lock, NULL);
+    struct ucm_thread *self = &ucm_self;
+    for (int i = 0; i < UCM_READERS; ++i) {
+        struct ucm_reader *r = &ucm_readers[i];
+        if (r == self->reader) {
+            atomic_store(&r->owner, (int)UCM_SYS(SYS_gettid, 0, 0, 0, 0, 0, 0));
+        } else {
+            atomic_store(&r->seq, 0);
+            atomic_store(&r->owner, 0);
+        }
+    }
+    atomic_store(&ucm_fallback[0].count, 0);
+    atomic_store(&ucm_fallback[1].count, 0);
+    if (self->reader == &ucm_no_reader && self->fallback_inside) {
+        atomic_store(&ucm_fallback[self->fallback_epoch].count, 1);
+    }
+}
+
+/* ---- Dispatch ------------------------------------------------------------------------------ */
+
+static size_t ucm_page_size;
+static __attribute__((noinline, cold)) size_t ucm_page_init(void) {
+    ucm_page_size = (size_t)sysconf(_SC_PAGESIZE);
+    return ucm_page_size;
+}
+UCM_INLINE size_t ucm_page(void) {
+    size_t page = ucm_page_size;
+    return UCM_LIKELY(page != 0) ? page : ucm_page_init();
+}
+UCM_INLINE size_t ucm_page_round(size_t size) {
+    size_t page = ucm_page();
+    return (size + page - 1) & ~(page - 1);
+}
+
+UCM_INLINE void ucm_run(const struct ucm_list *list, unsigned from, unsigned to,
+                        heaphook_ucm_event_type_t type, heaphook_ucm_event_t *event) {
+    for (unsigned i = from; i < to; ++i) {
+        list->entries[i].callback(type, event, list->entries[i].arg);
+    }
+}
+
+/* A VM_MAPPED / VM_UNMAPPED event: every handler of it, in chain order. */
+static __attribute__((noinline)) void ucm_vm_call(const struct ucm_list *list,
+                                                  heaphook_ucm_event_type_t type, void *address,
+                                                  size_t size) {
+    heaphook_ucm_event_t event;
+    event.vm_mapped.address = address;
+    event.vm_mapped.size = size;
+    ucm_run(list, 0, list->count, type, &event);
+}
+UCM_INLINE void ucm_vm(struct ucm_thread *self, const struct ucm_table *table, int kind,
+                       void *address, size_t size) {
+    heaphook_ucm_event_type_t type = (heaphook_ucm_event_type_t)ucm_kind_event(kind);
     if (size == 0) return;
-    if (ucm_testing) ucm_test_seen |= type;
-    heaphook_ucm_event_t event = {.vm_mapped = {.address = address, .size = size}};
-    ucm_call(type, &event, INT32_MIN, INT32_MAX);
+    if (UCM_UNLIKELY(self->testing)) self->test_seen |= type;
+    const struct ucm_list *list = &table->lists[kind];
+    if (list->count != 0) ucm_vm_call(list, type, address, size);
 }
 
-/* The chain of a native event: handlers < 0, the real call (unless the result is set),
- * handlers >= 0. */
-#define UCM_CHAIN(type, event, unset_test, real_call) \
-    do {                                              \
-        if (ucm_testing) ucm_test_seen |= (type);     \
-        ucm_call((type), (event), INT32_MIN, -1);     \
-        if (unset_test) {                             \
-            real_call;                                \
-        }                                             \
-        int saved_errno_ = errno;                     \
-        ucm_call((type), (event), 0, INT32_MAX);      \
-        errno = saved_errno_;                         \
-    } while (0)
-
-static size_t ucm_page(void) {
-    static size_t page;
-    if (page == 0) page = (size_t)sysconf(_SC_PAGESIZE);
-    return page;
+/* A native event: the handlers before the real call (priority < 0)... */
+UCM_INLINE void ucm_before(struct ucm_thread *self, const struct ucm_table *table, int kind,
+                           heaphook_ucm_event_t *event) {
+    heaphook_ucm_event_type_t type = (heaphook_ucm_event_type_t)ucm_kind_event(kind);
+    if (UCM_UNLIKELY(self->testing)) self->test_seen |= type;
+    const struct ucm_list *list = &table->lists[kind];
+    if (UCM_UNLIKELY(list->before != 0)) ucm_run(list, 0, list->before, type, event);
 }
-static size_t ucm_page_round(size_t size) {
-    return (size + ucm_page() - 1) & ~(ucm_page() - 1);
-}
-
-/* ---- The hooks ----------------------------------------------------------------------------- */
-
-EXPORT void *heaphook_ucm_mmap(void *addr, size_t length, int prot, int flags, int fd,
-                               off_t offset) {
-    if (!ucm_enter()) return heaphook_ucm_orig_mmap(addr, length, prot, flags, fd, offset);
-    if (flags & MAP_FIXED) ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, ucm_page_round(length));
-    heaphook_ucm_event_t event = {.mmap = {.result = MAP_FAILED,
-                                           .address = addr,
-                                           .size = length,
-                                           .prot = prot,
-                                           .flags = flags,
-                                           .fd = fd,
-                                           .offset = offset}};
-    UCM_CHAIN(HEAPHOOK_UCM_EVENT_MMAP, &event, event.mmap.result == MAP_FAILED,
-              event.mmap.result =
-                  heaphook_ucm_orig_mmap(event.mmap.address, event.mmap.size, event.mmap.prot,
-                                         event.mmap.flags, event.mmap.fd, event.mmap.offset));
-    int saved = errno;
-    if (event.mmap.result != MAP_FAILED) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.mmap.result, ucm_page_round(event.mmap.size));
+/* ... and after it (priority >= 0). */
+UCM_INLINE void ucm_after(const struct ucm_table *table, int kind, heaphook_ucm_event_t *event) {
+    const struct ucm_list *list = &table->lists[kind];
+    if (list->count != list->before) {
+        ucm_run(list, list->before, list->count, (heaphook_ucm_event_type_t)ucm_kind_event(kind),
+                event);
     }
-    ucm_leave();
-    errno = saved;
+}
+
+#define UCM_VM_UNMAPPED HEAPHOOK_UCM_EVENT_VM_UNMAPPED
+#define UCM_VM_MAPPED HEAPHOOK_UCM_EVENT_VM_MAPPED
+
+/* ---- The hooks -----------------------------------------------------------------------------
+ *
+ * Each hook is one function, exported under the C library's name and as heaphook_ucm_<name>
+ * (aliases: no PLT hop inside the library). Without a handler for its events it makes the
+ * system call and returns. Otherwise it builds the native event once; in a first read-side
+ * section (only when there is something to run before the call) raises VM_UNMAPPED and runs
+ * the handlers with priority < 0; makes the real call outside any section, unless a handler set
+ * the result; and in a second section runs the handlers with priority >= 0 and raises
+ * VM_MAPPED, with errno of the real call kept across them. */
+
+static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
+    struct ucm_thread *self = &ucm_self;
+    int unmaps = (flags & MAP_FIXED) ? UCM_VM_UNMAPPED : 0;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MMAP | UCM_VM_MAPPED | unmaps)) {
+        return (void *)ucm_libc(UCM_SYS(SYS_mmap, addr, length, prot, flags, fd, offset));
+    }
+    heaphook_ucm_event_t event;
+    event.mmap.result = MAP_FAILED;
+    event.mmap.address = addr;
+    event.mmap.size = length;
+    event.mmap.prot = prot;
+    event.mmap.flags = flags;
+    event.mmap.fd = fd;
+    event.mmap.offset = offset;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_MMAP, unmaps)) {
+        const struct ucm_table *t = ucm_enter(self);
+        if (unmaps) ucm_vm(self, t, UCM_K_VM_UNMAPPED, addr, ucm_page_round(length));
+        ucm_before(self, t, UCM_K_MMAP, &event);
+        ucm_leave(self);
+    }
+    if (event.mmap.result == MAP_FAILED) {
+        event.mmap.result =
+            (void *)ucm_libc(UCM_SYS(SYS_mmap, event.mmap.address, event.mmap.size, event.mmap.prot,
+                                     event.mmap.flags, event.mmap.fd, event.mmap.offset));
+    }
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MMAP, UCM_VM_MAPPED)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_MMAP, &event);
+        *self->err = saved;
+        if (event.mmap.result != MAP_FAILED) {
+            ucm_vm(self, t, UCM_K_VM_MAPPED, event.mmap.result, ucm_page_round(event.mmap.size));
+        }
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.mmap.result;
 }
 
-EXPORT int heaphook_ucm_munmap(void *addr, size_t length) {
-    if (!ucm_enter()) return heaphook_ucm_orig_munmap(addr, length);
-    ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, ucm_page_round(length));
-    heaphook_ucm_event_t event = {.munmap = {.result = -1, .address = addr, .size = length}};
-    UCM_CHAIN(
-        HEAPHOOK_UCM_EVENT_MUNMAP, &event, event.munmap.result == -1,
-        event.munmap.result = heaphook_ucm_orig_munmap(event.munmap.address, event.munmap.size));
-    int saved = errno;
-    ucm_leave();
-    errno = saved;
+static int ucm_hook_munmap(void *addr, size_t length) {
+    struct ucm_thread *self = &ucm_self;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MUNMAP | UCM_VM_UNMAPPED)) {
+        return (int)ucm_libc(UCM_SYS(SYS_munmap, addr, length, 0, 0, 0, 0));
+    }
+    heaphook_ucm_event_t event;
+    event.munmap.result = -1;
+    event.munmap.address = addr;
+    event.munmap.size = length;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_MUNMAP, UCM_VM_UNMAPPED)) {
+        const struct ucm_table *t = ucm_enter(self);
+        ucm_vm(self, t, UCM_K_VM_UNMAPPED, addr, ucm_page_round(length));
+        ucm_before(self, t, UCM_K_MUNMAP, &event);
+        ucm_leave(self);
+    }
+    if (event.munmap.result == -1) {
+        event.munmap.result =
+            (int)ucm_libc(UCM_SYS(SYS_munmap, event.munmap.address, event.munmap.size, 0, 0, 0, 0));
+    }
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MUNMAP, 0)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_MUNMAP, &event);
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.munmap.result;
 }
 
-static void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, int flags,
-                             void *new_address) {
+UCM_INLINE void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, int flags,
+                                 void *new_address) {
     if (!(flags & MREMAP_FIXED)) new_address = NULL;
-    if (!ucm_enter()) return heaphook_ucm_orig_mremap(old, old_size, new_size, flags, new_address);
-    ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, old, ucm_page_round(old_size));
-    if (flags & MREMAP_FIXED) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, new_address, ucm_page_round(new_size));
+    struct ucm_thread *self = &ucm_self;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MREMAP | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
+        return (void *)ucm_libc(
+            UCM_SYS(SYS_mremap, old, old_size, new_size, flags, new_address, 0));
     }
-    heaphook_ucm_event_t event = {.mremap = {.result = MAP_FAILED,
-                                             .address = old,
-                                             .old_size = old_size,
-                                             .new_size = new_size,
-                                             .flags = flags,
-                                             .new_address = new_address}};
-    UCM_CHAIN(HEAPHOOK_UCM_EVENT_MREMAP, &event, event.mremap.result == MAP_FAILED,
-              event.mremap.result = heaphook_ucm_orig_mremap(
-                  event.mremap.address, event.mremap.old_size, event.mremap.new_size,
-                  event.mremap.flags, event.mremap.new_address));
-    int saved = errno;
-    if (event.mremap.result != MAP_FAILED) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.mremap.result,
-               ucm_page_round(event.mremap.new_size));
+    heaphook_ucm_event_t event;
+    event.mremap.result = MAP_FAILED;
+    event.mremap.address = old;
+    event.mremap.old_size = old_size;
+    event.mremap.new_size = new_size;
+    event.mremap.flags = flags;
+    event.mremap.new_address = new_address;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_MREMAP, UCM_VM_UNMAPPED)) {
+        const struct ucm_table *t = ucm_enter(self);
+        ucm_vm(self, t, UCM_K_VM_UNMAPPED, old, ucm_page_round(old_size));
+        if (flags & MREMAP_FIXED) {
+            ucm_vm(self, t, UCM_K_VM_UNMAPPED, new_address, ucm_page_round(new_size));
+        }
+        ucm_before(self, t, UCM_K_MREMAP, &event);
+        ucm_leave(self);
     }
-    ucm_leave();
-    errno = saved;
+    if (event.mremap.result == MAP_FAILED) {
+        event.mremap.result = (void *)ucm_libc(
+            UCM_SYS(SYS_mremap, event.mremap.address, event.mremap.old_size, event.mremap.new_size,
+                    event.mremap.flags, event.mremap.new_address, 0));
+    }
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MREMAP, UCM_VM_MAPPED)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_MREMAP, &event);
+        *self->err = saved;
+        if (event.mremap.result != MAP_FAILED) {
+            ucm_vm(self, t, UCM_K_VM_MAPPED, event.mremap.result,
+                   ucm_page_round(event.mremap.new_size));
+        }
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.mremap.result;
 }
 
 static size_t ucm_shm_size(int shmid) {
     struct shmid_ds ds;
-    if (syscall(SYS_shmctl, shmid, IPC_STAT, &ds) != 0) return 0;
+    if (UCM_SYS(SYS_shmctl, shmid, IPC_STAT, &ds, 0, 0, 0) != 0) return 0;
     return ucm_page_round(ds.shm_segsz);
 }
 
 /* The size of the mapping starting at address, from /proc/self/maps (no allocation). */
 static size_t ucm_mapping_size(const void *address) {
-    int fd = (int)syscall(SYS_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    int fd = (int)UCM_SYS(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
     if (fd < 0) return 0;
     char buf[4096];
     size_t have = 0, size = 0;
     bool done = false;
     while (!done) {
-        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
+        long n = UCM_SYS(SYS_read, fd, buf + have, sizeof buf - 1 - have, 0, 0, 0);
         if (n <= 0) break;
         have += (size_t)n;
         buf[have] = '\0';
@@ -292,7 +769,7 @@ static size_t ucm_mapping_size(const void *address) {
         have = (size_t)(buf + have - line);
         memmove(buf, line, have);
     }
-    close(fd);
+    UCM_SYS(SYS_close, fd, 0, 0, 0, 0, 0);
     return size;
 }
 
@@ -365,115 +842,210 @@ static void ucm_shm_remember(const void *address, size_t size) {
     /* Full: shmdt of this address will read /proc/self/maps. */
 }
 
-EXPORT void *heaphook_ucm_shmat(int shmid, const void *shmaddr, int shmflg) {
-    if (!ucm_enter()) {
-        void *result = heaphook_ucm_orig_shmat(shmid, shmaddr, shmflg);
-        if (result != (void *)-1) {
-            int saved = errno;
-            ucm_shm_forget(result); /* a recorded entry there is stale */
-            errno = saved;
-        }
-        return result;
+static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
+    struct ucm_thread *self = &ucm_self;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SHMAT | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
+        long result = UCM_SYS(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0);
+        if (ucm_sys_failed(result)) return (void *)ucm_set_errno(result);
+        ucm_shm_forget((void *)result); /* a recorded entry there is stale */
+        return (void *)result;
     }
     size_t size = ucm_shm_size(shmid);
-    if (shmaddr != NULL && (shmflg & SHM_REMAP)) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, (void *)shmaddr, size);
+    heaphook_ucm_event_t event;
+    event.shmat.result = (void *)-1;
+    event.shmat.shmid = shmid;
+    event.shmat.shmaddr = shmaddr;
+    event.shmat.shmflg = shmflg;
+    int unmaps = shmaddr != NULL && (shmflg & SHM_REMAP) ? UCM_VM_UNMAPPED : 0;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_SHMAT, unmaps)) {
+        const struct ucm_table *t = ucm_enter(self);
+        if (unmaps) ucm_vm(self, t, UCM_K_VM_UNMAPPED, (void *)shmaddr, size);
+        ucm_before(self, t, UCM_K_SHMAT, &event);
+        ucm_leave(self);
     }
-    heaphook_ucm_event_t event = {
-        .shmat = {.result = (void *)-1, .shmid = shmid, .shmaddr = shmaddr, .shmflg = shmflg}};
-    UCM_CHAIN(HEAPHOOK_UCM_EVENT_SHMAT, &event, event.shmat.result == (void *)-1,
-              event.shmat.result = heaphook_ucm_orig_shmat(event.shmat.shmid, event.shmat.shmaddr,
-                                                           event.shmat.shmflg));
-    int saved = errno;
+    if (event.shmat.result == (void *)-1) {
+        event.shmat.result = (void *)ucm_libc(UCM_SYS(
+            SYS_shmat, event.shmat.shmid, event.shmat.shmaddr, event.shmat.shmflg, 0, 0, 0));
+    }
     if (event.shmat.result != (void *)-1) {
         if (event.shmat.shmid != shmid) size = ucm_shm_size(event.shmat.shmid);
         ucm_shm_remember(event.shmat.result, size);
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.shmat.result, size);
     }
-    ucm_leave();
-    errno = saved;
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SHMAT, UCM_VM_MAPPED)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_SHMAT, &event);
+        *self->err = saved;
+        if (event.shmat.result != (void *)-1) {
+            ucm_vm(self, t, UCM_K_VM_MAPPED, event.shmat.result, size);
+        }
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.shmat.result;
 }
 
-EXPORT int heaphook_ucm_shmdt(const void *shmaddr) {
-    if (!ucm_enter()) {
-        int result = heaphook_ucm_orig_shmdt(shmaddr);
-        int saved = errno;
+static int ucm_hook_shmdt(const void *shmaddr) {
+    struct ucm_thread *self = &ucm_self;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SHMDT | UCM_VM_UNMAPPED)) {
+        long result = UCM_SYS(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0);
         ucm_shm_forget(shmaddr);
-        errno = saved;
-        return result;
+        return (int)ucm_libc(result);
     }
+    heaphook_ucm_event_t event;
+    event.shmdt.result = -1;
+    event.shmdt.shmaddr = shmaddr;
     size_t size = ucm_shm_forget(shmaddr);
-    if (size == 0) size = ucm_mapping_size(shmaddr);
-    ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, (void *)shmaddr, size);
-    heaphook_ucm_event_t event = {.shmdt = {.result = -1, .shmaddr = shmaddr}};
-    UCM_CHAIN(HEAPHOOK_UCM_EVENT_SHMDT, &event, event.shmdt.result == -1,
-              event.shmdt.result = heaphook_ucm_orig_shmdt(event.shmdt.shmaddr));
-    int saved = errno;
-    ucm_leave();
-    errno = saved;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_SHMDT, UCM_VM_UNMAPPED)) {
+        if (size == 0 && (atomic_load(&ucm_active_events) & UCM_VM_UNMAPPED || self->testing)) {
+            size = ucm_mapping_size(shmaddr);
+        }
+        const struct ucm_table *t = ucm_enter(self);
+        ucm_vm(self, t, UCM_K_VM_UNMAPPED, (void *)shmaddr, size);
+        ucm_before(self, t, UCM_K_SHMDT, &event);
+        ucm_leave(self);
+    }
+    if (event.shmdt.result == -1) {
+        event.shmdt.result = (int)ucm_libc(UCM_SYS(SYS_shmdt, event.shmdt.shmaddr, 0, 0, 0, 0, 0));
+    }
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SHMDT, 0)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_SHMDT, &event);
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.shmdt.result;
 }
 
-EXPORT void *heaphook_ucm_sbrk(intptr_t increment) {
-    if (!ucm_enter()) return heaphook_ucm_orig_sbrk(increment);
-    if (increment < 0) {
-        char *current = heaphook_ucm_orig_sbrk(0);
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, current + increment, (size_t)-increment);
+UCM_INLINE void *(*ucm_sbrk_fn(void))(intptr_t) {
+    if (UCM_UNLIKELY(ucm_real_sbrk == NULL)) ucm_resolve_brk();
+    return ucm_real_sbrk;
+}
+UCM_INLINE int (*ucm_brk_fn(void))(void *) {
+    if (UCM_UNLIKELY(ucm_real_brk == NULL)) ucm_resolve_brk();
+    return ucm_real_brk;
+}
+
+static void *ucm_hook_sbrk(intptr_t increment) {
+    struct ucm_thread *self = &ucm_self;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SBRK | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
+        return ucm_sbrk_fn()(increment);
     }
-    heaphook_ucm_event_t event = {.sbrk = {.result = (void *)-1, .increment = increment}};
-    UCM_CHAIN(HEAPHOOK_UCM_EVENT_SBRK, &event, event.sbrk.result == (void *)-1,
-              event.sbrk.result = heaphook_ucm_orig_sbrk(event.sbrk.increment));
-    int saved = errno;
-    if (event.sbrk.result != (void *)-1 && event.sbrk.increment > 0) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, event.sbrk.result, (size_t)event.sbrk.increment);
+    heaphook_ucm_event_t event;
+    event.sbrk.result = (void *)-1;
+    event.sbrk.increment = increment;
+    int unmaps = increment < 0 ? UCM_VM_UNMAPPED : 0;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_SBRK, unmaps)) {
+        char *current = unmaps ? ucm_sbrk_fn()(0) : NULL;
+        const struct ucm_table *t = ucm_enter(self);
+        if (unmaps) ucm_vm(self, t, UCM_K_VM_UNMAPPED, current + increment, (size_t)-increment);
+        ucm_before(self, t, UCM_K_SBRK, &event);
+        ucm_leave(self);
     }
-    ucm_leave();
-    errno = saved;
+    if (event.sbrk.result == (void *)-1) event.sbrk.result = ucm_sbrk_fn()(event.sbrk.increment);
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SBRK, UCM_VM_MAPPED)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_SBRK, &event);
+        *self->err = saved;
+        if (event.sbrk.result != (void *)-1 && event.sbrk.increment > 0) {
+            ucm_vm(self, t, UCM_K_VM_MAPPED, event.sbrk.result, (size_t)event.sbrk.increment);
+        }
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.sbrk.result;
 }
 
-EXPORT int heaphook_ucm_brk(void *addr) {
-    if (!ucm_enter()) return heaphook_ucm_orig_brk(addr);
-    char *before = heaphook_ucm_orig_sbrk(0);
-    if ((char *)addr < before) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, (size_t)(before - (char *)addr));
+static int ucm_hook_brk(void *addr) {
+    struct ucm_thread *self = &ucm_self;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_BRK | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
+        return ucm_brk_fn()(addr);
     }
-    heaphook_ucm_event_t event = {.brk = {.result = -1, .addr = addr}};
-    UCM_CHAIN(HEAPHOOK_UCM_EVENT_BRK, &event, event.brk.result == -1,
-              event.brk.result = heaphook_ucm_orig_brk(event.brk.addr));
-    int saved = errno;
-    if (event.brk.result == 0 && (char *)event.brk.addr > before) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_MAPPED, before, (size_t)((char *)event.brk.addr - before));
+    char *before = ucm_sbrk_fn()(0);
+    heaphook_ucm_event_t event;
+    event.brk.result = -1;
+    event.brk.addr = addr;
+    int unmaps = (char *)addr < before ? UCM_VM_UNMAPPED : 0;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_BRK, unmaps)) {
+        const struct ucm_table *t = ucm_enter(self);
+        if (unmaps) ucm_vm(self, t, UCM_K_VM_UNMAPPED, addr, (size_t)(before - (char *)addr));
+        ucm_before(self, t, UCM_K_BRK, &event);
+        ucm_leave(self);
     }
-    ucm_leave();
-    errno = saved;
+    if (event.brk.result == -1) event.brk.result = ucm_brk_fn()(event.brk.addr);
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_BRK, UCM_VM_MAPPED)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_BRK, &event);
+        *self->err = saved;
+        if (event.brk.result == 0 && (char *)event.brk.addr > before) {
+            ucm_vm(self, t, UCM_K_VM_MAPPED, before, (size_t)((char *)event.brk.addr - before));
+        }
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.brk.result;
 }
 
-EXPORT int heaphook_ucm_madvise(void *addr, size_t length, int advice) {
-    if (!ucm_enter()) return heaphook_ucm_orig_madvise(addr, length, advice);
-    if (advice == MADV_DONTNEED || advice == MADV_REMOVE || advice == MADV_FREE) {
-        ucm_vm(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, ucm_page_round(length));
+static int ucm_hook_madvise(void *addr, size_t length, int advice) {
+    struct ucm_thread *self = &ucm_self;
+    int unmaps = advice == MADV_DONTNEED || advice == MADV_REMOVE || advice == MADV_FREE
+                     ? UCM_VM_UNMAPPED
+                     : 0;
+    if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MADVISE | unmaps)) {
+        return (int)ucm_libc(UCM_SYS(SYS_madvise, addr, length, advice, 0, 0, 0));
     }
-    heaphook_ucm_event_t event = {
-        .madvise = {.result = -1, .addr = addr, .length = length, .advice = advice}};
-    UCM_CHAIN(HEAPHOOK_UCM_EVENT_MADVISE, &event, event.madvise.result == -1,
-              event.madvise.result = heaphook_ucm_orig_madvise(
-                  event.madvise.addr, event.madvise.length, event.madvise.advice));
-    int saved = errno;
-    ucm_leave();
-    errno = saved;
+    heaphook_ucm_event_t event;
+    event.madvise.result = -1;
+    event.madvise.addr = addr;
+    event.madvise.length = length;
+    event.madvise.advice = advice;
+    if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_MADVISE, unmaps)) {
+        const struct ucm_table *t = ucm_enter(self);
+        if (unmaps) ucm_vm(self, t, UCM_K_VM_UNMAPPED, addr, ucm_page_round(length));
+        ucm_before(self, t, UCM_K_MADVISE, &event);
+        ucm_leave(self);
+    }
+    if (event.madvise.result == -1) {
+        event.madvise.result = (int)ucm_libc(UCM_SYS(
+            SYS_madvise, event.madvise.addr, event.madvise.length, event.madvise.advice, 0, 0, 0));
+    }
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MADVISE, 0)) {
+        const struct ucm_table *t = ucm_enter(self);
+        int saved = *self->err;
+        ucm_after(t, UCM_K_MADVISE, &event);
+        ucm_leave(self);
+        *self->err = saved;
+    }
+    ucm_end(self);
     return event.madvise.result;
 }
 
-/* The C library's names: what a preloaded libheaphook_ucm.so interposes. */
-static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int fd, off_t offset) {
-    return heaphook_ucm_mmap(addr, length, prot, flags, fd, offset);
-}
-static int ucm_hook_munmap(void *addr, size_t length) {
-    return heaphook_ucm_munmap(addr, length);
-}
+/* Exported under the C library's names and as heaphook_ucm_*, as aliases: the addresses this
+ * file takes are the local functions, not whatever the process binds "mmap" to. */
+#define UCM_ALIAS(name, hook) EXPORT __typeof__(hook) name __attribute__((alias(#hook)))
+UCM_ALIAS(mmap, ucm_hook_mmap);
+UCM_ALIAS(mmap64, ucm_hook_mmap);
+UCM_ALIAS(heaphook_ucm_mmap, ucm_hook_mmap);
+UCM_ALIAS(munmap, ucm_hook_munmap);
+UCM_ALIAS(heaphook_ucm_munmap, ucm_hook_munmap);
+UCM_ALIAS(shmat, ucm_hook_shmat);
+UCM_ALIAS(heaphook_ucm_shmat, ucm_hook_shmat);
+UCM_ALIAS(shmdt, ucm_hook_shmdt);
+UCM_ALIAS(heaphook_ucm_shmdt, ucm_hook_shmdt);
+UCM_ALIAS(sbrk, ucm_hook_sbrk);
+UCM_ALIAS(heaphook_ucm_sbrk, ucm_hook_sbrk);
+UCM_ALIAS(brk, ucm_hook_brk);
+UCM_ALIAS(heaphook_ucm_brk, ucm_hook_brk);
+UCM_ALIAS(madvise, ucm_hook_madvise);
+UCM_ALIAS(heaphook_ucm_madvise, ucm_hook_madvise);
+/* mremap is variadic: new_address only with MREMAP_FIXED. */
 static void *ucm_hook_mremap(void *old, size_t old_size, size_t new_size, int flags, ...) {
     void *new_address = NULL;
     if (flags & MREMAP_FIXED) {
@@ -484,35 +1056,8 @@ static void *ucm_hook_mremap(void *old, size_t old_size, size_t new_size, int fl
     }
     return ucm_mremap_impl(old, old_size, new_size, flags, new_address);
 }
-static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
-    return heaphook_ucm_shmat(shmid, shmaddr, shmflg);
-}
-static int ucm_hook_shmdt(const void *shmaddr) {
-    return heaphook_ucm_shmdt(shmaddr);
-}
-static void *ucm_hook_sbrk(intptr_t increment) {
-    return heaphook_ucm_sbrk(increment);
-}
-static int ucm_hook_brk(void *addr) {
-    return heaphook_ucm_brk(addr);
-}
-static int ucm_hook_madvise(void *addr, size_t length, int advice) {
-    return heaphook_ucm_madvise(addr, length, advice);
-}
-
-/* Exported under the C library's names, as aliases: the addresses this file takes are the
- * local functions, not whatever the process binds "mmap" to. */
-#define UCM_ALIAS(name, hook) EXPORT __typeof__(hook) name __attribute__((alias(#hook)))
-UCM_ALIAS(mmap, ucm_hook_mmap);
-UCM_ALIAS(mmap64, ucm_hook_mmap);
-UCM_ALIAS(munmap, ucm_hook_munmap);
 UCM_ALIAS(mremap, ucm_hook_mremap);
 UCM_ALIAS(heaphook_ucm_mremap, ucm_hook_mremap);
-UCM_ALIAS(shmat, ucm_hook_shmat);
-UCM_ALIAS(shmdt, ucm_hook_shmdt);
-UCM_ALIAS(sbrk, ucm_hook_sbrk);
-UCM_ALIAS(brk, ucm_hook_brk);
-UCM_ALIAS(madvise, ucm_hook_madvise);
 
 /* ---- Installation ------------------------------------------------------------------------- */
 
@@ -611,8 +1156,8 @@ static void *ucm_process_function(size_t index) {
 EXPORT heaphook_ucm_status_t heaphook_ucm_test_events(int events) {
     heaphook_ucm_status_t status = ucm_install();
     if (status != HEAPHOOK_UCM_OK) return status;
-    ucm_testing = 1;
-    ucm_test_seen = 0;
+    ucm_self.testing = 1;
+    ucm_self.test_seen = 0;
     size_t page = ucm_page();
     void *(*f_mmap)(void *, size_t, int, int, int, off_t) = ucm_process_function(0);
     int (*f_munmap)(void *, size_t) = ucm_process_function(2);
@@ -636,10 +1181,10 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_test_events(int events) {
     }
     void *current = f_sbrk(0);
     f_brk(current);
-    ucm_testing = 0;
+    ucm_self.testing = 0;
     int wanted = events & (HEAPHOOK_UCM_NATIVE_EVENTS | HEAPHOOK_UCM_VM_EVENTS);
     if (shmid < 0) wanted &= ~(HEAPHOOK_UCM_EVENT_SHMAT | HEAPHOOK_UCM_EVENT_SHMDT);
-    ucm_failed = wanted & ~ucm_test_seen;
+    ucm_failed = wanted & ~ucm_self.test_seen;
     if (ucm_failed == 0) return HEAPHOOK_UCM_OK;
     static const char *const names[] = {"MMAP",  "MUNMAP", "MREMAP",  "SHMAT",
                                         "SHMDT", "SBRK",   "MADVISE", "BRK"};
@@ -674,22 +1219,19 @@ EXPORT void heaphook_ucm_unset_external_event(int events) {
     atomic_fetch_and(&ucm_external_events, ~events);
 }
 
-static void ucm_vm_external(heaphook_ucm_event_type_t type, void *addr, size_t length) {
-    if (!ucm_enter()) return;
-    ucm_vm(type, addr, length);
-    ucm_leave();
+static void ucm_vm_external(int kind, void *addr, size_t length) {
+    struct ucm_thread *self = &ucm_self;
+    if (!ucm_begin(self, ucm_kind_event(kind))) return;
+    const struct ucm_table *t = ucm_enter(self);
+    ucm_vm(self, t, kind, addr, length);
+    ucm_leave(self);
+    ucm_end(self);
 }
 EXPORT void heaphook_ucm_vm_mmap(void *addr, size_t length) {
-    ucm_vm_external(HEAPHOOK_UCM_EVENT_VM_MAPPED, addr, length);
+    ucm_vm_external(UCM_K_VM_MAPPED, addr, length);
 }
 EXPORT void heaphook_ucm_vm_munmap(void *addr, size_t length) {
-    ucm_vm_external(HEAPHOOK_UCM_EVENT_VM_UNMAPPED, addr, length);
-}
-
-static void ucm_update_active(void) {
-    int all = 0;
-    for (int i = 0; i < ucm_handler_count; ++i) all |= ucm_handlers[i].events;
-    atomic_store(&ucm_active_events, all);
+    ucm_vm_external(UCM_K_VM_UNMAPPED, addr, length);
 }
 
 EXPORT heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int priority,
@@ -702,11 +1244,12 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int prio
         if (status != HEAPHOOK_UCM_OK) return status;
     }
     events &= HEAPHOOK_UCM_NATIVE_EVENTS | HEAPHOOK_UCM_VM_EVENTS;
-    pthread_rwlock_wrlock(&ucm_lock);
+    pthread_mutex_lock(&ucm_writer_lock);
     if (ucm_handler_count == UCM_MAX_HANDLERS) {
-        pthread_rwlock_unlock(&ucm_lock);
+        pthread_mutex_unlock(&ucm_writer_lock);
         return HEAPHOOK_UCM_ERR_NO_MEMORY;
     }
+    ucm_barrier_setup();
     int at = ucm_handler_count;
     while (at > 0 && ucm_handlers[at - 1].priority > priority) {
         ucm_handlers[at] = ucm_handlers[at - 1];
@@ -715,14 +1258,14 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int prio
     ucm_handlers[at] = (struct ucm_handler){
         .events = events, .priority = priority, .callback = callback, .arg = arg};
     ++ucm_handler_count;
-    ucm_update_active();
-    pthread_rwlock_unlock(&ucm_lock);
+    ucm_publish();
+    pthread_mutex_unlock(&ucm_writer_lock);
     return HEAPHOOK_UCM_OK;
 }
 
 EXPORT void heaphook_ucm_unset_event_handler(int events, heaphook_ucm_event_callback_t callback,
                                              void *arg) {
-    pthread_rwlock_wrlock(&ucm_lock);
+    pthread_mutex_lock(&ucm_writer_lock);
     int kept = 0;
     for (int i = 0; i < ucm_handler_count; ++i) {
         struct ucm_handler h = ucm_handlers[i];
@@ -730,8 +1273,9 @@ EXPORT void heaphook_ucm_unset_event_handler(int events, heaphook_ucm_event_call
         if (h.events != 0) ucm_handlers[kept++] = h;
     }
     ucm_handler_count = kept;
-    ucm_update_active();
-    pthread_rwlock_unlock(&ucm_lock);
+    ucm_barrier_setup();
+    ucm_publish();
+    pthread_mutex_unlock(&ucm_writer_lock);
 }
 
 __attribute__((constructor)) static void ucm_init(void) {
@@ -741,6 +1285,9 @@ __attribute__((constructor)) static void ucm_init(void) {
     ucm_events_enabled = heaphook_env_bool("HEAPHOOK_MEM_EVENTS", "UCX_MEM_EVENTS", true);
     ucm_reloc_enabled = heaphook_env_bool("HEAPHOOK_MEM_RELOC_HOOKS", "UCX_MEM_RELOC_HOOKS", true);
     ucm_malloc_hooks = heaphook_env_bool("HEAPHOOK_MEM_MALLOC_HOOKS", "UCX_MEM_MALLOC_HOOKS", true);
+    ucm_page();
     ucm_resolve_brk();
+    ucm_reader_key_usable = pthread_key_create(&ucm_reader_key, ucm_reader_release) == 0 &&
+                            ucm_reader_key < UCM_KEY_INLINE;
     pthread_atfork(ucm_fork_prepare, ucm_fork_parent, ucm_fork_child);
 }
