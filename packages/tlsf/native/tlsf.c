@@ -67,7 +67,10 @@ typedef struct block {
 #define HEAD_FREE ((size_t)1 << 0)      /* this block is free */
 #define HEAD_PREV_FREE ((size_t)1 << 1) /* the physically previous block is free */
 #define HEAD_FIRST ((size_t)1 << 2)     /* first block of its pool */
-#define HEAD_RESERVED ((size_t)1 << 3)  /* always 0 (checked) */
+/* A free block whose pages hold no data: every page lying wholly between its links (its
+ * first 32 bytes from the block_t pointer) and its boundary tag was given back to the system
+ * or never touched. Only on free blocks (checked). */
+#define HEAD_CLEAN ((size_t)1 << 3)
 #define HEAD_FLAGS ((size_t)0xf)
 #define HEAD_SIZE_MASK ((((size_t)1 << FL_INDEX_MAX) - 1) & ~HEAD_FLAGS)
 #define HEAD_ALIGN_SHIFT 46 /* log2 of the alignment asked of memalign, 0 for malloc */
@@ -159,7 +162,7 @@ static inline void block_set_free(block_t *b) {
     b->head = (b->head | HEAD_FREE) & ~HEAD_ALIGN_MASK;
 }
 static inline void block_set_used(block_t *b) {
-    b->head &= ~HEAD_FREE;
+    b->head &= ~(HEAD_FREE | HEAD_CLEAN);
 }
 static inline int block_is_prev_free(const block_t *b) {
     return (b->head & HEAD_PREV_FREE) != 0;
@@ -330,7 +333,8 @@ static inline int block_can_split(const block_t *b, size_t size) {
 /* Cuts b to size; the rest becomes a new free block (not inserted), which is returned. */
 static inline block_t *block_split(const tlsf_t *t, block_t *b, size_t size) {
     block_t *rest = block_at(b, size);
-    block_init(t, rest, block_size(b) - size, 0);
+    block_init(t, rest, block_size(b) - size,
+               b->head & HEAD_CLEAN); /* a free b's rest stays clean */
     block_set_size(b, size);
     block_mark_as_free(rest);
     return rest;
@@ -338,6 +342,7 @@ static inline block_t *block_split(const tlsf_t *t, block_t *b, size_t size) {
 
 /* prev absorbs its physical successor b (both already out of the free lists). */
 static inline block_t *block_absorb(block_t *prev, block_t *b) {
+    if (!(b->head & HEAD_CLEAN)) prev->head &= ~HEAD_CLEAN;
     block_set_size(prev, block_size(prev) + block_size(b));
     block_link_next(prev);
     return prev;
@@ -430,7 +435,7 @@ tlsf_t *tlsf_create(void *mem, unsigned owner) {
     return t;
 }
 
-int tlsf_add_pool(tlsf_t *t, void *mem, size_t bytes) {
+static int add_pool(tlsf_t *t, void *mem, size_t bytes, size_t clean) {
     uintptr_t start = align_up((uintptr_t)mem, ALIGN_SIZE);
     size_t lost = start - (uintptr_t)mem;
     if (bytes < lost) return -1;
@@ -449,7 +454,7 @@ int tlsf_add_pool(tlsf_t *t, void *mem, size_t bytes) {
     /* One free block spanning the pool, then a zero-sized used sentinel. */
     block_t *b = pool_first_block(pool);
     const size_t size = bytes - TLSF_POOL_OVERHEAD;
-    block_init(t, b, size, HEAD_FREE | HEAD_FIRST);
+    block_init(t, b, size, HEAD_FREE | HEAD_FIRST | clean);
     block_insert(t, b);
     block_t *sentinel = block_link_next(b);
     block_init(t, sentinel, 0, HEAD_PREV_FREE);
@@ -458,6 +463,14 @@ int tlsf_add_pool(tlsf_t *t, void *mem, size_t bytes) {
     t->pool_count++;
     t->block_bytes += size;
     return 0;
+}
+
+int tlsf_add_pool(tlsf_t *t, void *mem, size_t bytes) {
+    return add_pool(t, mem, bytes, 0);
+}
+
+int tlsf_add_pool_clean(tlsf_t *t, void *mem, size_t bytes) {
+    return add_pool(t, mem, bytes, HEAD_CLEAN);
 }
 
 size_t tlsf_pool_need(size_t size, size_t align) {
@@ -491,7 +504,7 @@ void *tlsf_malloc(tlsf_t *t, size_t size) {
         if (rfl == fl && rsl == sl) {
             block_t *rest = block_at(b, adjusted);
             block_t *next = b->next_free;
-            block_init(t, rest, rest_size, HEAD_FREE);
+            block_init(t, rest, rest_size, HEAD_FREE | (b->head & HEAD_CLEAN));
             rest->next_free = next;
             rest->prev_free = NULL;
             if (next) next->prev_free = rest;
@@ -542,6 +555,42 @@ void tlsf_free(tlsf_t *t, void *ptr) {
     block_insert(t, b);
 }
 
+void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t *hi) {
+    block_t *b = block_from_ptr(ptr);
+    t->used_blocks--;
+    block_mark_as_free(b);
+    /* What may hold data: b, and each neighbour it merges with unless that one is clean.
+     * (Block X spans [X + 8, X + 8 + size): its head, then payload up to the next head.) */
+    uintptr_t dirty_lo = (uintptr_t)b + 8, dirty_hi = (uintptr_t)b + 8 + block_size(b);
+    if (block_is_prev_free(b) && !(block_prev(b)->head & HEAD_CLEAN))
+        dirty_lo = (uintptr_t)block_prev(b) + 8;
+    const block_t *next = block_next(b);
+    if (block_is_free(next) && !(next->head & HEAD_CLEAN))
+        dirty_hi = (uintptr_t)next + 8 + block_size(next);
+    b = block_merge_prev(t, b);
+    b = block_merge_next(t, b);
+    block_insert(t, b);
+    /* Whole pages: the dirty range rounded out (a page it touches may hold its data), within
+     * the pages lying wholly between the merged block's links and its boundary tag. */
+    uintptr_t from = dirty_lo & ~(uintptr_t)(page - 1);
+    uintptr_t to = (dirty_hi + page - 1) & ~(uintptr_t)(page - 1);
+    const uintptr_t first = ((uintptr_t)b + sizeof(block_t) + page - 1) & ~(uintptr_t)(page - 1);
+    const uintptr_t last = ((uintptr_t)b + block_size(b)) & ~(uintptr_t)(page - 1);
+    if (from < first) from = first;
+    if (to > last) to = last;
+    *lo = from;
+    *hi = to > from ? to : from;
+    return block_to_ptr(b);
+}
+
+void tlsf_mark_clean(void *free_ptr) {
+    block_from_ptr(free_ptr)->head |= HEAD_CLEAN;
+}
+
+size_t tlsf_used_bytes(const tlsf_t *t) {
+    return t->block_bytes - t->free_bytes;
+}
+
 void *tlsf_resize(tlsf_t *t, void *ptr, size_t size) {
     block_t *b = block_from_ptr(ptr);
     const size_t current = block_size(b);
@@ -559,8 +608,9 @@ void *tlsf_resize(tlsf_t *t, void *ptr, size_t size) {
             mapping_insert(rest_size, &rfl, &rsl);
             if (fl == rfl && sl == rsl) {
                 block_t *rest = block_at(b, adjusted);
+                const size_t clean = next->head & HEAD_CLEAN;
                 replace_free_block(t, next, rest, fl, sl);
-                block_init(t, rest, rest_size, HEAD_FREE);
+                block_init(t, rest, rest_size, HEAD_FREE | clean);
                 t->free_bytes += rest_size;
                 block_set_size(b, adjusted);
                 block_link_next(rest);
@@ -652,7 +702,7 @@ static int head_plausible(const tlsf_t *t, const tlsf_pool *pool, const block_t 
     const size_t head = b->head;
     if ((head & HEAD_TAG_MASK) != block_tag(b)) return 0;
     if ((head & HEAD_OWNER_MASK) != t->owner_bits) return 0;
-    if (head & HEAD_RESERVED) return 0;
+    if ((head & HEAD_CLEAN) && !(head & HEAD_FREE)) return 0;
     const size_t size = head & HEAD_SIZE_MASK;
     if (at == end) return size == 0 && !(head & HEAD_FREE);
     if (size < BLOCK_SIZE_MIN || size > end - at) return 0;

@@ -67,6 +67,10 @@ tlsf_t *tlsf_create(void *mem, unsigned owner);
  * Returns 0, or -1 when the area is too small (< TLSF_POOL_OVERHEAD + 32) or too large. */
 int tlsf_add_pool(tlsf_t *t, void *mem, size_t bytes);
 
+/* tlsf_add_pool for memory whose pages hold no data (fresh from mmap): its free block starts
+ * clean (see tlsf_free_span). */
+int tlsf_add_pool_clean(tlsf_t *t, void *mem, size_t bytes);
+
 /* The pool bytes a new pool needs so that one request (size, align) surely fits in it;
  * 0 when no pool can ever hold it. */
 size_t tlsf_pool_need(size_t size, size_t align);
@@ -77,6 +81,19 @@ void *tlsf_malloc(tlsf_t *t, size_t size);
 void *tlsf_memalign(tlsf_t *t, size_t align, size_t size);
 /* ptr must be a used block of t. */
 void tlsf_free(tlsf_t *t, void *ptr);
+/* tlsf_free that also says which memory could be given back to the system. Returns the free
+ * block ptr became part of (coalesced with its free neighbours) and sets [*lo, *hi) to the
+ * whole pages (of size page) inside it that may hold data: those of ptr's block and of each
+ * neighbour merged that is not clean, within the pages the heap never reads while the block
+ * is free (all but the pages of its head and links and of its boundary tag). After giving
+ * those pages back, tlsf_mark_clean(returned) records that the block holds no data, so a later
+ * free next to it does not report its pages again. A free block is clean when it came from
+ * tlsf_add_pool_clean or tlsf_mark_clean (or was split from such a block), and stops being
+ * clean when a block that is not merges into it. */
+void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t *hi);
+void tlsf_mark_clean(void *free_ptr);
+/* Footprint of the used blocks (heads included): O(1). */
+size_t tlsf_used_bytes(const tlsf_t *t);
 /* Grows (into a free successor) or shrinks ptr's block in place. Returns ptr on success, NULL
  * when the block cannot grow in place (ptr is then unchanged). */
 void *tlsf_resize(tlsf_t *t, void *ptr, size_t size);

@@ -12,8 +12,15 @@
  * is pushed on its owner's remote-free stack (one CAS); the owner takes the whole stack with
  * one exchange and frees at most DRAIN_FAST of those blocks per malloc (DRAIN_SLOW more before
  * it borrows a new chunk), so no operation runs an unbounded loop. Requests of LARGE_REQUEST
- * bytes or more, or aligned to LARGE_ALIGN or more, go to the shared heap under its mutex.
- * The owner of a block is read from its head (8 bits), so free needs no lookup.
+ * bytes or more, or aligned to LARGE_ALIGN or more, are served by the thread heap when one of
+ * its free blocks fits (one more TLSF search, no lock), else by the shared heap under its mutex
+ * (no chunk is borrowed for them). The owner of a block is read from its head (8 bits), so free
+ * needs no lookup.
+ *
+ * Memory goes back to the system (MADV_DONTNEED) only when a heap has been nearly emptied
+ * (free_release), never in a prefaulted or locked pool. realloc growth of a block of a page or
+ * more asks for a quarter more room (untouched until used), and a shrink within a quarter keeps
+ * the block as it is, so a buffer grown by appends moves O(log n) times.
  *
  * Worst cases (each TLSF call is O(1)):
  *   malloc: DRAIN_FAST + DRAIN_SLOW frees, two TLSF searches, one chunk borrowed under the
@@ -55,8 +62,11 @@
 #define CACHE_CLASSES 64 /* footprints 32 .. 1008 bytes, one class per 16 bytes */
 #define CACHE_DEPTH_DEFAULT 8
 #define CACHE_DEPTH_MAX 64
-#define CONTROL_BYTES 12288     /* >= tlsf_control_size(), checked at init */
-#define AREA_MIN ((size_t)4096) /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
+#define CONTROL_BYTES 12288             /* >= tlsf_control_size(), checked at init */
+#define REALLOC_ROOM_MIN ((size_t)4096) /* realloc growth from this size gets 1/4 more */
+#define RELEASE_FRACTION 8 /* a heap below 1/8 of its high-water mark gives pages back */
+#define RELEASE_MIN ((size_t)64 << 10) /* ... when they come to 64 KiB or more at once */
+#define AREA_MIN ((size_t)4096)        /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -69,6 +79,7 @@ typedef struct thread_heap {
     unsigned id;
     _Atomic int state;
     size_t chunk_bytes; /* bytes borrowed from the shared heap */
+    size_t peak;        /* high-water mark of used bytes, for returning memory (owner only) */
     /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
      * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint.
      * Indexed by footprint / 16 (classes 0 and 1 stay empty: the smallest block is 32 bytes). */
@@ -88,6 +99,7 @@ static struct {
     bool check;
     bool thread_heaps;
     unsigned cache_depth;
+    bool release; /* frees may give pages back to the system */
 } cfg;
 
 /* Marks a block in a thread cache (its second word), to catch a double free cheaply. */
@@ -102,6 +114,7 @@ static union {
 #define shared_lock (shared_lock_line.m)
 static _Alignas(64) unsigned char shared_control[CONTROL_BYTES];
 static tlsf_growing shared;                      /* the pool: guarded by shared_lock */
+static size_t shared_peak;                       /* its high-water mark: under shared_lock */
 static thread_heap *heaps[THREAD_HEAPS_MAX + 1]; /* by owner id; [0] unused */
 static _Atomic unsigned heap_count;              /* ids 1..heap_count exist */
 static pthread_key_t heap_key;
@@ -297,9 +310,42 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
     return true;
 }
 
+/* Returning memory (the lazy pool only: not with PREFAULT, MLOCK or checking mode).
+ * Each heap keeps the high-water mark of its used bytes, read at every free that reaches TLSF
+ * (not the thread cache's). While the heap holds less than RELEASE_FRACTION of that mark (it
+ * has been nearly emptied: the end of a phase, of a burst, of the program's work), each such
+ * free gives back to the system the pages of the free block the freed block became part of
+ * that may hold data (tlsf_free_span: its own and its unclean neighbours'; clean memory is not
+ * given back twice), when they come to RELEASE_MIN bytes or more: one madvise(MADV_DONTNEED),
+ * bounded by the size of what was freed since the block was last clean. A heap whose use stays
+ * above that fraction (a loop that frees and allocates again, however large its blocks) never
+ * releases, so its pages are not faulted in twice. */
+static __attribute__((noinline)) void free_release(tlsf_t *t, void *ptr) {
+    uintptr_t lo, hi;
+    void *block = tlsf_free_span(t, ptr, heaphook_os_page_size(), &lo, &hi);
+    if (hi - lo >= RELEASE_MIN) heaphook_os_discard((void *)lo, hi - lo);
+    /* Smaller remains (a few pages around a small block) are not worth a system call: they are
+     * forgotten rather than given back with the next neighbour. */
+    tlsf_mark_clean(block);
+}
+
+/* tlsf_free; gives pages back when the heap has been nearly emptied (see above). */
+static inline void free_block(tlsf_t *t, size_t *peak, void *ptr, size_t head) {
+    if (LIKELY(cfg.release)) {
+        const size_t used = tlsf_used_bytes(t);
+        if (used > *peak) *peak = used;
+        if (UNLIKELY(used - (head & HEAD_SIZE_MASK) <= *peak / RELEASE_FRACTION)) {
+            free_release(t, ptr);
+            return;
+        }
+    }
+    tlsf_free(t, ptr);
+}
+
 /* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
 static inline void heap_free_own(thread_heap *h, void *ptr) {
-    if (!cache_put(h, ptr, block_from_ptr(ptr)->head)) tlsf_free(h->tlsf, ptr);
+    const size_t head = block_from_ptr(ptr)->head;
+    if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->peak, ptr, head);
 }
 
 /* Frees at most max blocks that other threads returned to h. */
@@ -383,11 +429,14 @@ static void *tlsf_backend_alloc(size_t size, size_t align) {
 
 /* A cache miss, or a request the cache does not serve. */
 static __attribute__((noinline)) void *heap_alloc(thread_heap *h, size_t size, size_t align) {
-    if (LIKELY(h != NULL && size < LARGE_REQUEST && align < LARGE_ALIGN)) {
+    if (LIKELY(h != NULL)) {
         heap_drain(h, DRAIN_FAST);
         void *p = heap_try(h, size, align);
         if (LIKELY(p != NULL)) return p;
-        return heap_alloc_slow(h, size, align);
+        if (LIKELY(size < LARGE_REQUEST && align < LARGE_ALIGN))
+            return heap_alloc_slow(h, size, align);
+        /* A large request the thread heap's free memory cannot serve: the shared heap (no
+         * chunk is borrowed for it). */
     }
     return alloc_slow(size, align);
 }
@@ -429,7 +478,7 @@ static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
         const size_t head = block_from_ptr(ptr)->head;
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         if (LIKELY(owner == h->id)) {
-            if (!cache_put(h, ptr, head)) tlsf_free(h->tlsf, ptr);
+            if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->peak, ptr, head);
             return;
         }
         /* Another thread heap's block (a valid id): into this thread's cache if it fits. */
@@ -451,7 +500,7 @@ static void dealloc_slow(void *ptr) {
     const unsigned owner = tlsf_block_owner(ptr);
     if (owner == 0) {
         shared_lock_take();
-        tlsf_free(shared.tlsf, ptr);
+        free_block(shared.tlsf, &shared_peak, ptr, block_from_ptr(ptr)->head);
         shared_lock_give();
         return;
     }
@@ -492,20 +541,29 @@ static void *tlsf_backend_realloc(void *ptr, size_t size) {
         return q;
     }
     const size_t old = tlsf_block_size(ptr);
+    /* A block within a quarter of the size asked keeps its tail: a buffer grown by appends
+     * keeps the headroom it was given below. */
+    if (size <= old && old - size <= (old >> 2)) return ptr;
+    /* Growth of a block of a page or more asks for a quarter more (untouched until used), so
+     * that a buffer grown by small appends moves O(log n) times, not once per append. */
+    const size_t roomy = size > old && size >= REALLOC_ROOM_MIN ? size + (size >> 2) : size;
     thread_heap *h = t_heap;
     const unsigned owner = tlsf_block_owner(ptr);
     if (h && owner == h->id) {
-        if (size < LARGE_REQUEST && tlsf_resize(h->tlsf, ptr, size)) return ptr;
+        if (tlsf_resize(h->tlsf, ptr, roomy)) return ptr;
+        if (roomy != size && tlsf_resize(h->tlsf, ptr, size)) return ptr;
     } else if (owner == 0) {
         shared_lock_take();
-        void *q = tlsf_resize(shared.tlsf, ptr, size);
+        void *q = tlsf_resize(shared.tlsf, ptr, roomy);
+        if (!q && roomy != size) q = tlsf_resize(shared.tlsf, ptr, size);
         shared_lock_give();
         if (q) return q;
     } else if (size <= old) {
         return ptr; /* another thread's block: shrinking it would touch that thread's heap */
     }
     const size_t align = tlsf_block_align(ptr);
-    void *q = tlsf_backend_alloc(size, align > TLSF_ALIGN ? align : 1);
+    void *q = tlsf_backend_alloc(roomy, align > TLSF_ALIGN ? align : 1);
+    if (!q && roomy != size) q = tlsf_backend_alloc(size, align > TLSF_ALIGN ? align : 1);
     if (!q) return NULL;
     memcpy(q, ptr, old < size ? old : size);
     tlsf_backend_dealloc(ptr);
@@ -639,6 +697,8 @@ static int tlsf_backend_init(void) {
     cfg.thread_heaps = heaphook_env_bool("HEAPHOOK_TLSF_THREAD_HEAPS", NULL, true) && !cfg.check;
     cfg.cache_depth = (unsigned)heaphook_env_long("HEAPHOOK_TLSF_CACHE", NULL, CACHE_DEPTH_DEFAULT,
                                                   0, CACHE_DEPTH_MAX);
+    cfg.release = heaphook_env_bool("HEAPHOOK_TLSF_RELEASE", NULL, true) && !cfg.prefault &&
+                  !cfg.mlock && !cfg.check;
     cache_key = ((uintptr_t)&cache_key * 0x9E3779B97F4A7C15ull) | 1;
 
     if (tlsf_control_size() > sizeof shared_control) {

@@ -23,7 +23,7 @@ int tlsf_growing_init(tlsf_growing *g, tlsf_t *t, size_t initial, size_t additio
     if (initial == 0) return 0;
     if (initial > AREA_MAX) return -1;
     void *mem = g->ops.map(g->ops.ctx, initial);
-    if (!mem || tlsf_add_pool(t, mem, initial) != 0) return -1;
+    if (!mem || tlsf_add_pool_clean(t, mem, initial) != 0) return -1;
     g->total = initial;
     return 0;
 }
@@ -53,7 +53,7 @@ void *tlsf_growing_alloc(tlsf_growing *g, size_t size, size_t align) {
             errno = ENOMEM;
             return NULL;
         }
-        if (tlsf_add_pool(g->tlsf, mem, add) != 0) continue;
+        if (tlsf_add_pool_clean(g->tlsf, mem, add) != 0) continue;
         g->total += add;
         g->growth_count++;
         g->last_addition = add;

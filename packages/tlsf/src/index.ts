@@ -46,6 +46,9 @@ export interface TlsfOptions {
   readonly threadHeaps?: boolean;
   /** HEAPHOOK_TLSF_CACHE: blocks kept per small size in each thread's cache (0..64, default 8; 0 = none). */
   readonly cache?: number;
+  /** HEAPHOOK_TLSF_RELEASE: give pages back to the system when a heap has been nearly emptied
+   * (default true; never with prefault, mlock or check). */
+  readonly release?: boolean;
   /** HEAPHOOK_LOG_LEVEL: 'info' shows every pool growth. */
   readonly logLevel?: 'error' | 'warn' | 'info' | 'debug' | 'trace';
 }
@@ -81,6 +84,7 @@ export function env(options: TlsfOptions = {}): Record<string, string> {
     }
     out.HEAPHOOK_TLSF_CACHE = String(options.cache);
   }
+  if (options.release !== undefined) out.HEAPHOOK_TLSF_RELEASE = flag(options.release);
   if (options.logLevel !== undefined) out.HEAPHOOK_LOG_LEVEL = options.logLevel;
   return out;
 }

@@ -40,6 +40,7 @@ describe('@heaphook/tlsf', () => {
         check: true,
         threadHeaps: false,
         cache: 0,
+        release: false,
         logLevel: 'info',
       }),
     ).toEqual({
@@ -50,6 +51,7 @@ describe('@heaphook/tlsf', () => {
       HEAPHOOK_TLSF_CHECK: '1',
       HEAPHOOK_TLSF_THREAD_HEAPS: '0',
       HEAPHOOK_TLSF_CACHE: '0',
+      HEAPHOOK_TLSF_RELEASE: '0',
       HEAPHOOK_LOG_LEVEL: 'info',
     });
     expect(() => env({ initialPoolSize: -1 })).toThrow(RangeError);

@@ -208,6 +208,45 @@ describe('behaviour', () => {
     expect(probe(['inplace']).stdout.trim()).toBe('grew-in-place shrank-in-place');
   });
 
+  it('realloc growth gets a quarter more room; a small shrink keeps the block', () => {
+    for (const env of [{}, { HEAPHOOK_TLSF_THREAD_HEAPS: '0' }] as Record<string, string>[]) {
+      const r = probe(['realloc-moves'], env);
+      expect(r.status).toBe(0);
+      const m = /moves (\d+) appends (\d+) shrink (\w+) room (\d+) stays (\w+)/.exec(r.stdout);
+      expect(m).not.toBeNull();
+      expect(m![3]).toBe('kept');
+      expect(Number(m![4])).toBeGreaterThanOrEqual(16384 + 16384 / 4);
+      expect(m![5]).toBe('yes');
+      // eight buffers grown in turn to 512 KiB by 64-byte appends: moves are few
+      expect(Number(m![1])).toBeLessThan(Number(m![2]) / 100);
+    }
+  });
+
+  it('gives memory back when the heap is emptied, never while a loop stays near its peak', () => {
+    const figures = (env: Record<string, string>) => {
+      const r = probe(['release'], env);
+      expect(r.status).toBe(0);
+      const m = /loop_faults (\d+) full_kb (\d+) emptied_kb (\d+)/.exec(r.stdout);
+      expect(m).not.toBeNull();
+      return { loopFaults: Number(m![1]), full: Number(m![2]), emptied: Number(m![3]) };
+    };
+    // 64 MiB of 64 KiB blocks, all freed: by default nearly all of it leaves the process.
+    for (const env of [{}, { HEAPHOOK_TLSF_THREAD_HEAPS: '0' }] as Record<string, string>[]) {
+      const d = figures(env);
+      expect(d.full).toBeGreaterThan(64 * 1024);
+      expect(d.emptied).toBeLessThan(d.full - 56 * 1024);
+    }
+    // Not with HEAPHOOK_TLSF_RELEASE=0, nor with a prefaulted pool (a real-time pool stays).
+    const kept = figures({ HEAPHOOK_TLSF_RELEASE: '0' });
+    expect(kept.emptied).toBeGreaterThan(kept.full - 2048);
+    const rt = figures({ HEAPHOOK_TLSF_PREFAULT: '1', INITIAL_MEMPOOL_SIZE: '256M' });
+    expect(rt.emptied).toBeGreaterThan(rt.full - 2048);
+    // The loop frees and allocates near the heap's peak: no page is given back and faulted in
+    // again (its faults are those of first touches, the same as without releasing).
+    const d = figures({});
+    expect(d.loopFaults).toBeLessThanOrEqual(kept.loopFaults + 64);
+  });
+
   it('threads allocate, exchange and free blocks; heaps are adopted by new threads', () => {
     const variants: Record<string, string>[] = [
       {},

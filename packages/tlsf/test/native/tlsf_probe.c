@@ -13,7 +13,10 @@
  *   tlsf_probe enomem [bytes]    a request the system refuses fails with ENOMEM
  *   tlsf_probe faults            minor page faults taken by 16 MiB of 1 KiB blocks after start-up
  *   tlsf_probe many-threads <n>  n threads alive at once allocate and free
- *   tlsf_probe backend           prints the active backend's name
+ *   tlsf_probe release           resident memory before and after 64 MiB of 64 KiB blocks are
+ * freed, and page faults of a loop that frees and allocates near its peak tlsf_probe realloc-moves
+ * how often a buffer grown by 64-byte appends to 1 MiB moves tlsf_probe backend           prints
+ * the active backend's name
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -270,6 +273,87 @@ static int scenario_faults(void) {
     return 0;
 }
 
+static long rss_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kb = atol(line + 6);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* Memory given back when the heap is emptied, none while it stays near its peak. */
+static int scenario_release(void) {
+    enum { COUNT = 1024, SIZE = 64 << 10 };
+    static char *blocks[COUNT];
+    printf("start\n");
+    fflush(stdout);
+    for (int i = 0; i < COUNT; i++) {
+        blocks[i] = malloc(SIZE);
+        if (!blocks[i]) return fail("malloc");
+        memset(blocks[i], i, SIZE);
+    }
+    /* A loop that frees and allocates blocks of every size up to 64 KiB, staying near the
+     * heap's peak: nothing is given back, so nothing is faulted in again. */
+    unsigned seed = 1;
+    const long before_loop = minor_faults();
+    for (int round = 0; round < 20000; round++) {
+        seed = seed * 1103515245u + 12345u;
+        const int k = (int)((seed >> 8) % COUNT);
+        free(blocks[k]);
+        blocks[k] = malloc(SIZE);
+        if (!blocks[k]) return fail("malloc");
+        memset(blocks[k], round, 64);
+    }
+    const long loop_faults = minor_faults() - before_loop;
+    const long full = rss_kb();
+    for (int i = 0; i < COUNT; i++) free(blocks[i]);
+    const long emptied = rss_kb();
+    printf("loop_faults %ld full_kb %ld emptied_kb %ld\n", loop_faults, full, emptied);
+    return 0;
+}
+
+/* Eight buffers grown in turn by 64-byte appends with realloc to the exact length, up to
+ * 512 KiB each (each stands in the way of the others' growth in place): how often they move. */
+static int scenario_realloc_moves(void) {
+    enum { N = 8, STEP = 64, LIMIT = 512 << 10 };
+    char *p[N] = {0};
+    size_t len = 0;
+    long moves = 0;
+    while (len < LIMIT) {
+        for (int b = 0; b < N; b++) {
+            char *q = realloc(p[b], len + STEP);
+            if (!q) return fail("realloc");
+            if (p[b] && q != p[b]) moves++;
+            for (size_t i = len; i < len + STEP; i++) q[i] = (char)(i + b);
+            p[b] = q;
+        }
+        len += STEP;
+    }
+    for (int b = 0; b < N; b++)
+        for (size_t i = 0; i < len; i++)
+            if (p[b][i] != (char)(i + b)) return fail("realloc lost data");
+    /* A shrink within a quarter of the block keeps it where it is. */
+    const size_t usable = malloc_usable_size(p[0]);
+    char *s = realloc(p[0], usable - usable / 8);
+    const int kept = s == p[0];
+    p[0] = s;
+    for (int b = 0; b < N; b++) free(p[b]);
+    /* A growing realloc of a block of a page or more gets a quarter more room, so the next
+     * appends neither move nor call into the heap again. */
+    char *a = malloc(8192);
+    char *wall = malloc(100); /* a used successor: a cannot grow in place */
+    char *g = realloc(a, 16384);
+    const size_t room = malloc_usable_size(g);
+    char *h = realloc(g, 20000);
+    printf("moves %ld appends %zu shrink %s room %zu stays %s\n", moves, (size_t)N * (len / STEP),
+           kept ? "kept" : "moved", room, h == g ? "yes" : "no");
+    free(h);
+    free(wall);
+    return 0;
+}
+
 static pthread_barrier_t barrier;
 static void *many_worker(void *arg) {
     char *p = malloc(100 + (size_t)(uintptr_t)arg);
@@ -311,6 +395,8 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "enomem"))
         return scenario_enomem(argc > 2 ? strtoull(argv[2], NULL, 0) : (size_t)1 << 50);
     if (!strcmp(s, "faults")) return scenario_faults();
+    if (!strcmp(s, "release")) return scenario_release();
+    if (!strcmp(s, "realloc-moves")) return scenario_realloc_moves();
     if (!strcmp(s, "many-threads")) return scenario_many_threads(argc > 2 ? atoi(argv[2]) : 300);
     if (!strcmp(s, "backend")) {
         const char *(*name)(void) =

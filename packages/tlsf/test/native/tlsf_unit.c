@@ -221,11 +221,77 @@ static void test_growth(void) {
     EXPECT(heap_ok(g.tlsf), "check");
 }
 
+/* tlsf_free_span and the clean flag: which pages a free may give back. */
+static void test_clean_spans(void) {
+    const size_t page = 4096, pool = 4 << 20;
+    void *control = map(tlsf_control_size());
+    tlsf_t *t = tlsf_create(control, 7);
+    char *mem = map(pool);
+    EXPECT(tlsf_add_pool_clean(t, mem, pool) == 0, "clean pool");
+    EXPECT(heap_ok(t), "a clean pool passes the check");
+    char *a = tlsf_malloc(t, 200 << 10);
+    char *b = tlsf_malloc(t, 200 << 10);
+    char *c = tlsf_malloc(t, 100);
+    memset(a, 1, 200 << 10);
+    memset(b, 2, 200 << 10);
+    uintptr_t lo, hi;
+    /* a: no free neighbour; its pages but the one holding its head and links. */
+    void *fa = tlsf_free_span(t, a, page, &lo, &hi);
+    EXPECT(fa == a, "a is the free block");
+    EXPECT(lo % page == 0 && hi % page == 0, "whole pages");
+    EXPECT(lo >= (uintptr_t)a + 16 && hi <= (uintptr_t)a + (200 << 10), "inside a: %p-%p of %p",
+           (void *)lo, (void *)hi, (void *)a);
+    EXPECT(hi - lo >= (200 << 10) - 2 * page, "nearly all of a: %zu", (size_t)(hi - lo));
+    tlsf_mark_clean(fa);
+    EXPECT(heap_ok(t), "check after mark_clean");
+    /* b merges with a (clean) and nothing else: only b's pages (rounded out) are reported. */
+    void *fb = tlsf_free_span(t, b, page, &lo, &hi);
+    EXPECT(fb == a, "b merged into a");
+    EXPECT(lo >= ((uintptr_t)b & ~(page - 1)) && hi <= (uintptr_t)b + (200 << 10) + page,
+           "b's pages only: %p-%p, b %p", (void *)lo, (void *)hi, (void *)b);
+    EXPECT(hi - lo >= (200 << 10) - page, "all of b's pages: %zu", (size_t)(hi - lo));
+    tlsf_mark_clean(fb);
+    /* A block split from a clean block leaves a clean rest: freeing it reports its own pages. */
+    char *d = tlsf_malloc(t, 64 << 10);
+    void *fd = tlsf_free_span(t, d, page, &lo, &hi);
+    EXPECT(hi - lo <= (64 << 10) + 2 * page, "a clean neighbour is not reported again: %zu",
+           (size_t)(hi - lo));
+    tlsf_mark_clean(fd);
+    /* A neighbour freed without release is dirty: reported with the next free next to it. */
+    char *e = tlsf_malloc(t, 300 << 10);
+    char *f = tlsf_malloc(t, 100);
+    tlsf_free(t, e);
+    void *ff = tlsf_free_span(t, f, page, &lo, &hi);
+    EXPECT(lo <= (uintptr_t)e + page && hi >= (uintptr_t)e + (300 << 10) - page,
+           "the dirty neighbour's pages: %p-%p, e %p", (void *)lo, (void *)hi, (void *)e);
+    (void)ff;
+    EXPECT(heap_ok(t), "check after dirty merge");
+    /* A plain pool is dirty: its first free reports the pages around the freed block. */
+    tlsf_free(t, c);
+    tlsf_stats st;
+    tlsf_get_stats(t, &st);
+    EXPECT(st.used_blocks == 0 && st.free_blocks == 1, "coalesced: %zu used %zu free",
+           st.used_blocks, st.free_blocks);
+    EXPECT(tlsf_used_bytes(t) == 0, "used bytes %zu", tlsf_used_bytes(t));
+    EXPECT(heap_ok(t), "final check");
+    /* The clean bit is for free blocks only: on a used block it is a corrupted head. */
+    char *g = tlsf_malloc(t, 100);
+    size_t *head = (size_t *)(g - 8);
+    *head |= (size_t)1 << 3;
+    const void *where;
+    EXPECT(tlsf_validate(t, g, &where) == TLSF_ERR_HEADER, "clean bit on a used block");
+    char msg[128];
+    EXPECT(tlsf_check(t, msg, sizeof msg) != 0, "the check sees it too");
+    *head &= ~((size_t)1 << 3);
+    EXPECT(heap_ok(t), "repaired");
+}
+
 int main(void) {
     test_random();
     test_overhead_and_inplace();
     test_validate();
     test_growth();
+    test_clean_spans();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
