@@ -3,6 +3,7 @@
  *   glibc          no preload (the baseline of every ratio);
  *   <backend>      every heaphook backend installed in the workspace (LD_PRELOAD of its library);
  *   <variant>      a backend plus environment (tlsf-rt: the real-time configuration of TLSF;
+ *                  tlsf-rec: TLSF with the pool `heaphook recommend` gives for the workload;
  *                  aix-tlsf: TLSF as an AIX malloc plug-in through aix-plugin's loader emulation);
  *   <custom>       any library given with --preload NAME=PATH;
  *   jemalloc, mimalloc, tcmalloc   the system's libraries, when their Debian packages are installed;
@@ -76,6 +77,9 @@ export interface VariantDef {
   readonly envFor?: (workload: Workload) => Record<string, string>;
   /** Extra environment that depends on where the backend's library is. */
   readonly envForLibrary?: (libraryPath: string) => Record<string, string>;
+  /** Another backend the variant needs (tlsf-rec: heaptrack records the trace it replays). */
+  readonly requires?: string;
+  readonly appliesTo?: (workload: Workload) => boolean;
 }
 
 /** Built-in variants, created when their backend is installed. */
@@ -86,6 +90,15 @@ export const BUILTIN_VARIANTS: readonly VariantDef[] = [
     description:
       'TLSF in its real-time configuration: INITIAL_MEMPOOL_SIZE sized for the workload, pool pre-faulted (HEAPHOOK_TLSF_PREFAULT=1)',
     envFor: (w) => ({ INITIAL_MEMPOOL_SIZE: String(w.rtPoolBytes), HEAPHOOK_TLSF_PREFAULT: '1' }),
+  },
+  {
+    name: 'tlsf-rec',
+    backend: 'tlsf',
+    requires: 'heaptrack',
+    description:
+      'TLSF with the pool `heaphook recommend` gives for the workload: INITIAL_MEMPOOL_SIZE, ADDITIONAL_MEMPOOL_SIZE and HEAPHOOK_TLSF_THREAD_HEAPS from a replay of a heaphook-heaptrack trace of the same workload, recorded before the timed runs; the pool is touched lazily (no PREFAULT). Runs the workloads marked for it (fragmentation)',
+    envFor: (w) => ({ ...(w.recommendedEnv ?? {}) }),
+    appliesTo: (w) => w.recommendedEnv !== undefined,
   },
   {
     name: 'aix-tlsf',
@@ -269,19 +282,28 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
     const b = byName.get(v.backend);
     const isBuiltin = BUILTIN_VARIANTS.includes(v);
     if (!b && isBuiltin) continue; // a built-in variant of a backend that is not in the workspace: nothing to say
+    const needs = v.requires === undefined ? undefined : byName.get(v.requires);
+    const reason = !b
+      ? `no heaphook backend named ${v.backend}`
+      : !b.built
+        ? notBuilt(b)
+        : v.requires === undefined
+          ? undefined
+          : !needs
+            ? `needs the heaphook backend ${v.requires}, not in this workspace`
+            : !needs.built
+              ? notBuilt(needs)
+              : undefined;
     allocators.push({
       name: v.name,
       kind: 'variant',
-      status: b?.built ? 'ready' : 'skipped',
-      ...(b
-        ? b.built
-          ? {}
-          : { reason: notBuilt(b) }
-        : { reason: `no heaphook backend named ${v.backend}` }),
+      status: reason ? 'skipped' : 'ready',
+      ...(reason ? { reason } : {}),
       description: v.description,
       preload: b ? [b.libraryPath] : [],
       env: { ...v.env, ...(b && v.envForLibrary ? v.envForLibrary(b.libraryPath) : {}) },
       ...(v.envFor ? { envFor: v.envFor } : {}),
+      ...(v.appliesTo ? { appliesTo: v.appliesTo } : {}),
       baseline: 'glibc',
       ...(b ? { source: b.packageName } : {}),
     });

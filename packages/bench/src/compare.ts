@@ -18,6 +18,7 @@ import {
 } from './allocators.js';
 import { renderPng, renderSvg } from './chart.js';
 import { runOne } from './launcher.js';
+import { recommendPool, type PoolRecommendation } from './recommended.js';
 import { machineInfo, versions } from './machine.js';
 import { assertBuilt, packageDir, resultsDir } from './paths.js';
 import { markdownReport, terminalReport } from './report.js';
@@ -131,7 +132,7 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
       : t,
   );
   const onlyUcm = opts.onlyUcmHooks ?? false;
-  const workloads = onlyUcm
+  const selected = onlyUcm
     ? []
     : selectWorkloads({
         profile: opts.profile,
@@ -143,8 +144,46 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
       });
   const defs = new Map([...WORKLOADS, ...(opts.extraWorkloads ?? [])].map((d) => [d.base, d]));
 
+  // tlsf-rec: the pool heaphook recommend gives for a trace of the workload, made first.
+  const recommendations: PoolRecommendation[] = [];
+  const rec = allocators.find((a) => a.name === 'tlsf-rec' && a.status === 'ready');
+  const tracerLibrary = backends.find((b) => b.name === 'heaptrack')?.libraryPath;
+  const workloads: Workload[] = [];
+  const recScratch = rec ? mkdtempSync(join(tmpdir(), 'heaphook-bench-rec-')) : '';
+  try {
+    for (const w of selected) {
+      if (!rec || !tracerLibrary || !w.recommendPool || w.status !== 'ready') {
+        workloads.push(w);
+        continue;
+      }
+      log(
+        `tlsf-rec: recording ${w.name} under heaphook-heaptrack, replaying it with heaphook recommend ...`,
+      );
+      const r = await recommendPool(w, { tracerLibrary, scratchRoot: recScratch, timeoutS });
+      recommendations.push(r);
+      if (r.status === 'ok') {
+        log(
+          `  ${Object.entries(r.env)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(
+              ' ',
+            )} (peak live ${r.peak_live_bytes} bytes; ${r.record_s.toFixed(1)} s + ${r.recommend_s.toFixed(1)} s)`,
+        );
+        workloads.push({ ...w, recommendedEnv: r.env });
+      } else {
+        log(`  tlsf-rec ${w.name}: skipped: ${r.error ?? ''}`);
+        workloads.push(w);
+      }
+    }
+  } finally {
+    if (recScratch) rmSync(recScratch, { recursive: true, force: true });
+  }
+  const applies = (w: Workload, a: Allocator) => !a.appliesTo || a.appliesTo(w);
+
   if (onlyUcm) tracers = [];
-  const schedule = buildSchedule(workloads, allocators, runs, tracers, tracerRuns);
+  const schedule = buildSchedule(workloads, allocators, runs, tracers, tracerRuns).filter((s) =>
+    applies(s.workload, s.allocator),
+  );
   const readyA = allocators.filter((a) => a.status === 'ready');
   const readyT = tracers.filter((t) => t.status === 'ready');
   const readyW = workloads.filter((w) => w.status === 'ready');
@@ -177,7 +216,11 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
     cliProgress.Presets.shades_classic,
   );
   const warm = opts.warmup ?? true;
-  const warmList = warm ? readyW.flatMap((w) => [...readyA, ...readyT].map((a) => ({ w, a }))) : [];
+  const warmList = warm
+    ? readyW.flatMap((w) =>
+        [...readyA, ...readyT].filter((a) => applies(w, a)).map((a) => ({ w, a })),
+      )
+    : [];
   const total = warmList.length + schedule.length;
   if (showBar) bar.start(total, 0, { task: 'starting' });
   const records: RunRecord[] = [];
@@ -232,7 +275,12 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   const keys: CellKey[] = [];
   for (const w of readyW) {
     for (const a of allocators)
-      keys.push({ workload: w.name, allocator: a.name, baseline: a.baseline, status: a.status });
+      keys.push({
+        workload: w.name,
+        allocator: a.name,
+        baseline: a.baseline,
+        status: applies(w, a) ? a.status : 'skipped',
+      });
     for (const t of tracers)
       keys.push({ workload: w.name, allocator: t.name, baseline: t.baseline, status: t.status });
   }
@@ -261,6 +309,7 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
     workloads: workloads.map(workloadRecord),
     runs: checked,
     cells,
+    ...(recommendations.length > 0 ? { recommended_pools: recommendations } : {}),
     ...(ucm ? { ucm_hooks: ucm } : {}),
   };
 

@@ -219,11 +219,24 @@ export function fragmentationTables(r: Results): Table[] {
       rows.push(row);
       best.push(marks);
     }
+    const notes = [
+      'RSS is the whole process (a few MB of it is the program itself); "RSS after free": resident after every object was freed.',
+    ];
+    const rec = r.recommended_pools?.find((x) => x.workload === w.name);
+    if (rec?.status === 'ok') {
+      const glibc = cellOf(r.cells, w.name, 'glibc')?.metrics['peak_rss_bytes']?.median;
+      const mine = cellOf(r.cells, w.name, 'tlsf-rec')?.metrics['peak_rss_bytes']?.median;
+      notes.push(
+        `tlsf-rec: ${Object.entries(rec.env)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(
+            ' ',
+          )}, from heaphook recommend on a heaphook-heaptrack trace of this workload (peak live ${formatBytes(rec.peak_live_bytes ?? 0)}, replayed minimum ${formatBytes(rec.replayed_minimum_bytes ?? 0)})${glibc && mine ? `; its peak RSS is ${(mine / glibc).toFixed(2)}× glibc's` : ''}.`,
+      );
+    } else if (rec) notes.push(`tlsf-rec: no recommendation: ${rec.error ?? ''}`);
     out.push({
       title: `Fragmentation (${w.name}): memory held against memory in use`,
-      notes: [
-        'RSS is the whole process (a few MB of it is the program itself); "RSS after free": resident after every object was freed.',
-      ],
+      notes,
       header: ['allocator', ...FRAG_FIGURES.map(([, l]) => l)],
       rows,
       best,

@@ -5,6 +5,7 @@
  */
 import type { MachineInfo, Versions } from './machine.js';
 import type { Allocator, Cell, Profile, RunRecord, Workload } from './types.js';
+import type { PoolRecommendation } from './recommended.js';
 import type { UcmHooksSection } from './ucmhooks.js';
 
 export const SCHEMA_ID = 'heaphook-bench/1';
@@ -65,6 +66,8 @@ export interface Results {
   workloads: WorkloadRecord[];
   runs: RunRecord[];
   cells: Cell[];
+  /** tlsf-rec: the pools `heaphook recommend` gave for traces of the workloads it runs. */
+  recommended_pools?: PoolRecommendation[];
   /** Memory-event hooks: ns per hooked call (absent when not run: --no-ucm-hooks). */
   ucm_hooks?: UcmHooksSection;
 }
@@ -85,7 +88,8 @@ export function allocatorRecord(a: Allocator, workloads: readonly Workload[]): A
   };
   if (a.envFor) {
     rec.env_per_workload = {};
-    for (const w of workloads) rec.env_per_workload[w.name] = a.envFor(w);
+    for (const w of workloads)
+      if (!a.appliesTo || a.appliesTo(w)) rec.env_per_workload[w.name] = a.envFor(w);
   }
   return rec;
 }
@@ -314,6 +318,31 @@ export function validateResults(doc: unknown): string[] {
       },
       p,
     );
+  }
+  if (doc.recommended_pools !== undefined) {
+    if (!Array.isArray(doc.recommended_pools)) p.push('recommended_pools: not an array');
+    for (const [i, r] of (Array.isArray(doc.recommended_pools)
+      ? (doc.recommended_pools as unknown[])
+      : []
+    ).entries())
+      fields(
+        `recommended_pools[${i}]`,
+        r,
+        {
+          workload: (v) => isString(v) && workloads.has(v as string),
+          status: oneOf('ok', 'failed'),
+          error: optional(isString),
+          env: stringMap,
+          initial_pool_bytes: isNumOrNull,
+          additional_pool_bytes: isNumOrNull,
+          peak_live_bytes: isNumOrNull,
+          replayed_minimum_bytes: isNumOrNull,
+          events: isNumOrNull,
+          record_s: isNumber,
+          recommend_s: isNumber,
+        },
+        p,
+      );
   }
   if (doc.ucm_hooks !== undefined) {
     fields(

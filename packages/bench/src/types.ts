@@ -19,6 +19,8 @@ export interface Allocator {
   readonly env: Readonly<Record<string, string>>;
   /** Extra environment that depends on the workload (tlsf-rt sizes its pool per workload). */
   readonly envFor?: (workload: Workload) => Record<string, string>;
+  /** Runs only these workloads (tlsf-rec: those with a recommended pool); every one when absent. */
+  readonly appliesTo?: (workload: Workload) => boolean;
   /** A command prefix run around the workload (KDE heaptrack); `{dir}` is the run's scratch folder. */
   readonly wrap?: readonly string[];
   /** Ratios of this column are taken against this allocator's medians (glibc; a tracer: the traced one). */
@@ -57,6 +59,10 @@ export interface Workload {
   readonly primary: MetricKey;
   /** Initial pool for the real-time TLSF variant: enough for this workload's peak, with room. */
   readonly rtPoolBytes: number;
+  /** The tlsf-rec column runs it with the pool `heaphook recommend` gives for its own trace. */
+  readonly recommendPool?: boolean;
+  /** That recommendation's environment, once made (compare records and replays a trace first). */
+  readonly recommendedEnv?: Readonly<Record<string, string>>;
   /** 'ready', or 'skipped' with a reason (python3 missing). */
   readonly status: 'ready' | 'skipped';
   readonly reason?: string;

@@ -23,6 +23,8 @@ export interface WorkloadDef {
   readonly primary: MetricKey;
   /** Initial pool of the real-time TLSF variant: about 1.5× the workload's peak RSS under glibc. */
   readonly rtPoolBytes: Readonly<Record<Profile, number>>;
+  /** Measured under tlsf-rec: TLSF with the pool `heaphook recommend` gives for its own trace. */
+  readonly recommendPool?: boolean;
   /** Resolves the command; returns a skip reason when the program is not available. */
   readonly resolve: () =>
     { command: string; args: string[]; env?: Record<string, string> } | { skip: string };
@@ -109,6 +111,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     sizes: { quick: 80_000, default: 300_000 },
     primary: 'reported.rss_over_live',
     rtPoolBytes: { quick: 96 * MiB, default: 160 * MiB },
+    recommendPool: true,
     resolve: native('wl_fragmentation'),
   },
   {
@@ -196,6 +199,7 @@ export function selectWorkloads(sel: WorkloadSelection): Workload[] {
         size,
         primary: def.primary,
         rtPoolBytes: def.rtPoolBytes[sel.profile],
+        ...(def.recommendPool ? { recommendPool: true } : {}),
         ...(threads !== undefined ? { threads } : {}),
       };
       if ('skip' in resolved) {

@@ -143,6 +143,58 @@ describe('discoverAllocators: the skip path', () => {
     });
   });
 
+  it('tlsf-rec needs the heaptrack backend and runs only workloads with a recommended pool', () => {
+    const without = discoverAllocators({
+      backends,
+      exists: () => false,
+      which: () => null,
+      debianVersion: noDeb,
+    });
+    expect(without.allocators.find((a) => a.name === 'tlsf-rec')).toMatchObject({
+      status: 'skipped',
+      reason: 'needs the heaphook backend heaptrack, not in this workspace',
+    });
+    const ht = {
+      name: 'heaptrack',
+      packageName: '@heaphook/heaptrack',
+      libraryPath: '/ws/ht/libheaphook_heaptrack.so',
+      built: false,
+    };
+    const unbuilt = discoverAllocators({
+      backends: [...backends, ht],
+      exists: () => false,
+      which: () => null,
+      debianVersion: noDeb,
+    });
+    expect(unbuilt.allocators.find((a) => a.name === 'tlsf-rec')).toMatchObject({
+      status: 'skipped',
+      reason: 'not built: run npx nx build heaptrack',
+    });
+    const d = discoverAllocators({
+      backends: [...backends, { ...ht, built: true }],
+      exists: () => false,
+      which: () => null,
+      debianVersion: noDeb,
+    });
+    const rec = d.allocators.find((a) => a.name === 'tlsf-rec')!;
+    expect(rec.status).toBe('ready');
+    expect(rec.preload).toEqual(['/ws/tlsf/libheaphook_tlsf.so']);
+    const [frag] = selectWorkloads({ profile: 'default', threads: [1], only: ['fragmentation'] });
+    const [churn] = selectWorkloads({ profile: 'default', threads: [1], only: ['churn'] });
+    expect(frag!.recommendPool).toBe(true);
+    expect(churn!.recommendPool).toBeUndefined();
+    // before the recommendation is made (or when it failed) the column runs nothing
+    expect(rec.appliesTo!(frag!)).toBe(false);
+    const env = { INITIAL_MEMPOOL_SIZE: '128974848', HEAPHOOK_TLSF_THREAD_HEAPS: '0' };
+    const withRec = { ...frag!, recommendedEnv: env };
+    expect(rec.appliesTo!(withRec)).toBe(true);
+    // the recommendation's environment as it is: no PREFAULT, the pool is touched lazily
+    expect(allocatorEnv(rec, withRec)).toEqual({
+      ...env,
+      LD_PRELOAD: '/ws/tlsf/libheaphook_tlsf.so',
+    });
+  });
+
   it('treats a heaptrack backend as a tracer, alone and stacked over tlsf', () => {
     const ht = {
       name: 'heaptrack',

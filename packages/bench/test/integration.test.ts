@@ -98,6 +98,53 @@ describe('compare: failures stay in their cell and the run goes on', () => {
   });
 });
 
+describe('compare: tlsf-rec runs fragmentation with the pool heaphook recommend gives', () => {
+  it('records a trace, replays it with recommend() and runs the column with its environment', async () => {
+    const logs: string[] = [];
+    const out = await compare({
+      profile: 'quick',
+      size: 4_000,
+      runs: 1,
+      workloads: ['churn', 'fragmentation'],
+      allocators: ['tlsf', 'tlsf-rec'],
+      tracers: false,
+      ucmHooks: false,
+      write: false,
+      progress: false,
+      warmup: false,
+      log: (l) => logs.push(l),
+    });
+    const r = out.results;
+    const tlsfRec = r.allocators.find((a) => a.name === 'tlsf-rec')!;
+    if (tlsfRec.status === 'skipped') {
+      // heaptrack or tlsf not built in this workspace: said so, nothing run
+      expect(logs.join('\n')).toMatch(/tlsf-rec: skipped: /);
+      return;
+    }
+    expect(validateResults(r)).toEqual([]);
+    expect(r.recommended_pools).toHaveLength(1);
+    const rec = r.recommended_pools![0]!;
+    expect(rec).toMatchObject({ workload: 'fragmentation', status: 'ok' });
+    expect(rec.initial_pool_bytes).toBeGreaterThanOrEqual(rec.peak_live_bytes!);
+    expect(rec.env).toMatchObject({
+      INITIAL_MEMPOOL_SIZE: String(rec.initial_pool_bytes),
+      ADDITIONAL_MEMPOOL_SIZE: String(rec.additional_pool_bytes),
+    });
+    expect(rec.env.HEAPHOOK_TLSF_PREFAULT).toBeUndefined();
+    expect(tlsfRec.env_per_workload).toEqual({ fragmentation: rec.env });
+    const cell = (w: string, a: string) =>
+      r.cells.find((c) => c.workload === w && c.allocator === a)!;
+    expect(cell('fragmentation', 'tlsf-rec').status).toBe('ok');
+    expect(cell('fragmentation', 'tlsf-rec').ratios['peak_rss_bytes']).toBeGreaterThan(0);
+    // the other workloads have no recommendation: no run, a skipped cell
+    expect(cell('churn', 'tlsf-rec').status).toBe('skipped');
+    expect(r.runs.filter((x) => x.allocator === 'tlsf-rec').map((x) => x.workload)).toEqual([
+      'fragmentation',
+    ]);
+    expect(out.report).toMatch(/tlsf-rec: INITIAL_MEMPOOL_SIZE=\d+/);
+  }, 120_000);
+});
+
 describe('heaphook-bench compare --quick (the CLI)', () => {
   it('prints the table and writes latest.json, latest.md and latest.svg', () => {
     const out = join(tmp, 'cli');
