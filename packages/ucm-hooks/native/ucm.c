@@ -299,8 +299,7 @@ static void ucm_reader_release(void *slot) {
     atomic_store_explicit(&r->owner, 0, memory_order_release);
 }
 
-static bool ucm_thread_dead(int tid) {
-    long pid = UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0);
+static bool ucm_thread_dead(long pid, int tid) {
     return UCM_SYS(SYS_tgkill, pid, tid, 0, 0, 0, 0) == -ESRCH;
 }
 
@@ -321,13 +320,16 @@ static __attribute__((noinline)) void ucm_claim(struct ucm_thread *self) {
         if (atomic_load_explicit(&r->owner, memory_order_relaxed) == 0 && ucm_take(r, 0, tid))
             got = r;
     }
+    long pid = got == NULL ? UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0) : 0;
     for (int i = 0; i < UCM_READERS && got == NULL; ++i) {
         struct ucm_reader *r = &ucm_readers[i];
         int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
-        if (owner != 0 && owner != tid && ucm_thread_dead(owner) && ucm_take(r, owner, tid))
+        if (owner != 0 && owner != tid && ucm_thread_dead(pid, owner) && ucm_take(r, owner, tid))
             got = r;
     }
     if (got == NULL) {
+        ucm_log(3, "all %d reader slots taken: thread %d uses the shared counters", UCM_READERS,
+                tid);
         self->reader = &ucm_no_reader;
         self->retry = UCM_RETRY_CLAIM;
         return;
@@ -475,7 +477,8 @@ static void ucm_synchronize(void) {
              ++spins) {
             if (spins % 4096 == 4095) {
                 int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
-                if (owner == 0 || ucm_thread_dead(owner)) break;
+                if (owner == 0 || ucm_thread_dead(UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0), owner))
+                    break;
             }
             ucm_backoff(spins);
         }
@@ -573,9 +576,8 @@ UCM_INLINE void ucm_run(const struct ucm_list *list, unsigned from, unsigned to,
 }
 
 /* A VM_MAPPED / VM_UNMAPPED event: every handler of it, in chain order. */
-static __attribute__((noinline)) void ucm_vm_call(const struct ucm_list *list,
-                                                  heaphook_ucm_event_type_t type, void *address,
-                                                  size_t size) {
+UCM_INLINE void ucm_vm_call(const struct ucm_list *list, heaphook_ucm_event_type_t type,
+                            void *address, size_t size) {
     heaphook_ucm_event_t event;
     event.vm_mapped.address = address;
     event.vm_mapped.size = size;
@@ -946,7 +948,7 @@ static void *ucm_hook_sbrk(intptr_t increment) {
         ucm_leave(self);
     }
     if (event.sbrk.result == (void *)-1) event.sbrk.result = ucm_sbrk_fn()(event.sbrk.increment);
-    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SBRK, UCM_VM_MAPPED)) {
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SBRK, increment > 0 ? UCM_VM_MAPPED : 0)) {
         const struct ucm_table *t = ucm_enter(self);
         int saved = *self->err;
         ucm_after(t, UCM_K_SBRK, &event);
@@ -978,7 +980,7 @@ static int ucm_hook_brk(void *addr) {
         ucm_leave(self);
     }
     if (event.brk.result == -1) event.brk.result = ucm_brk_fn()(event.brk.addr);
-    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_BRK, UCM_VM_MAPPED)) {
+    if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_BRK, (char *)addr > before ? UCM_VM_MAPPED : 0)) {
         const struct ucm_table *t = ucm_enter(self);
         int saved = *self->err;
         ucm_after(t, UCM_K_BRK, &event);

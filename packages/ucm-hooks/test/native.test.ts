@@ -54,6 +54,7 @@ const groups = [
   'counts',
   'handler_malloc',
   'add_remove',
+  'threads',
   'fork',
 ];
 

@@ -576,6 +576,82 @@ static void test_add_remove(void) {
     CHECK(after > 0, "never called");
 }
 
+/* More threads than the library has reader slots (256), all alive at once and each having
+ * mapped once before the others go on, so that some take the fallback path: exact counts while a
+ * handler is added and removed 200 times, and the removed handler is never called afterwards. Then
+ * 600 short-lived threads one after another (a slot is freed when its thread exits and claimed
+ * again): exact counts. */
+#define MANY_THREADS 300
+#define MANY_LOOPS 20
+#define SHORT_THREADS 600
+static pthread_barrier_t many_barrier;
+static void *many_thread(void *arg) {
+    size_t size = *(size_t *)arg;
+    /* each maps once (a thread claims its slot then), waits for all, then the rest */
+    void *first = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(first, size);
+    pthread_barrier_wait(&many_barrier);
+    for (int i = 1; i < MANY_LOOPS; ++i) {
+        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        munmap(p, size);
+    }
+    return NULL;
+}
+static void *short_thread(void *arg) {
+    size_t size = *(size_t *)arg;
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(p, size);
+    return NULL;
+}
+
+static void test_threads(void) {
+    alarm(120);
+    static size_t size;
+    size = 11 * page;
+    memset(counted, 0, sizeof counted);
+    int events = UCM_EVENT_MMAP | UCM_EVENT_MUNMAP | UCM_EVENT_VM_MAPPED | UCM_EVENT_VM_UNMAPPED;
+    CHECK(set_handler(events, 0, counter, &size) == UCS_OK, "set counter");
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    pthread_barrier_init(&many_barrier, NULL, MANY_THREADS + 1);
+    static pthread_t threads[MANY_THREADS];
+    for (int i = 0; i < MANY_THREADS; ++i) {
+        if (pthread_create(&threads[i], &attr, many_thread, &size) != 0) {
+            printf("FAIL threads: pthread_create %d: %s\n", i, strerror(errno));
+            exit(1); /* the barrier would never open */
+        }
+    }
+    pthread_barrier_wait(&many_barrier);
+    for (int i = 0; i < 200; ++i) {
+        set_handler(UCM_EVENT_VM_MAPPED | UCM_EVENT_MMAP, i % 7 - 3, churn_handler, NULL);
+        unset_handler(UCM_EVENT_VM_MAPPED | UCM_EVENT_MMAP, churn_handler, NULL);
+    }
+    long after = churn_calls;
+    for (int i = 0; i < MANY_THREADS; ++i) pthread_join(threads[i], NULL);
+    pthread_barrier_destroy(&many_barrier);
+    CHECK(churn_calls == after, "called after removal: %ld then %ld", after, (long)churn_calls);
+    const int want = MANY_THREADS * MANY_LOOPS;
+    CHECK(counted[0] == want, "MMAP %d of %d", counted[0], want);
+    CHECK(counted[1] == want, "MUNMAP %d of %d", counted[1], want);
+    CHECK(counted[16] == want, "VM_MAPPED %d of %d", counted[16], want);
+    CHECK(counted[17] == want, "VM_UNMAPPED %d of %d", counted[17], want);
+    memset(counted, 0, sizeof counted);
+    for (int i = 0; i < SHORT_THREADS; ++i) {
+        pthread_t t;
+        if (pthread_create(&t, &attr, short_thread, &size) != 0) {
+            CHECK(0, "pthread_create %d: %s", i, strerror(errno));
+            break;
+        }
+        pthread_join(t, NULL);
+    }
+    unset_handler(events, counter, &size);
+    pthread_attr_destroy(&attr);
+    CHECK(counted[16] == SHORT_THREADS, "short-lived: VM_MAPPED %d", counted[16]);
+    CHECK(counted[17] == SHORT_THREADS, "short-lived: VM_UNMAPPED %d", counted[17]);
+    alarm(0);
+}
+
 static void test_fork(void) {
     pthread_t t;
     stop = 0;
@@ -659,6 +735,7 @@ static const struct {
     {"counts", test_counts},
     {"handler_malloc", test_handler_malloc},
     {"add_remove", test_add_remove},
+    {"threads", test_threads},
     {"fork", test_fork},
     {"malloc", test_malloc},
     {"selftest_broken", test_selftest_broken},
