@@ -6,15 +6,17 @@
  *   heaphook-reloc     ucm_cost_heaphook              (libc linked first: GOT patching)
  *   libucm             ucm_cost_libucm                (Debian libucx0)
  *
- *   libucm-off         UCX_MEM_EVENTS=no ucm_cost_libucm --no-hooks: libucm's baseline
+ *   libucm-off         UCX_MEM_EVENTS=no ucm_cost_libucm --no-hooks: libucm with nothing
+ *                      installed (reference only)
  *
- * Each process measures every loop first with no handler registered (its baseline, in the same
- * process and layout), then with a counting handler. libucm is the exception: libucs's
- * constructor installs libucm's bistro hooks before main, so its baseline comes from the
- * libucm-off run next to it (same program and libraries, UCX_MEM_EVENTS=no: nothing installed); each figure is the best of several
- * repetitions, in ns per call, and the hooked event counts are checked against what the loop
- * implies. Per column and loop: the cost of the hook = the median over the runs of (hooked -
- * baseline); ratio = heaphook's cost divided by libucm's.
+ * Each process registers a counting handler and runs every loop with each iteration made twice,
+ * interleaved: through the hooked functions, and as raw system calls (the baseline: the same
+ * kernel work, no hook). It reports per loop the raw and hooked ns per call (best of its
+ * repetitions) and cost_ns_per_call, the median per-iteration difference (median over the
+ * repetitions), and the hooked event counts checked against what the loop implies. Per column
+ * and loop: the cost of the hook = the median over the runs of cost_ns_per_call; ratio =
+ * heaphook's cost divided by libucm's. (Reports without cost_ns_per_call, from the earlier
+ * program, fall back to hooked minus baseline, libucm's baseline being the libucm-off run.)
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -45,6 +47,8 @@ export interface UcmLoopReport {
   /** before the handler was registered (nothing installed, except preload's wrappers) */
   base_ns_per_call: number;
   ns_per_call: number;
+  /** median per-iteration (hooked - raw) difference, per call; absent in older reports */
+  cost_ns_per_call?: number;
   events: Record<string, number>;
   expected: Record<string, number>;
   match: boolean;
@@ -81,9 +85,10 @@ export interface UcmLoopSummary {
       {
         /** ns per call with the handler, over the runs (each run: best of its repetitions). */
         ns_per_call: Stat;
-        /** ns per call of the same loop in the same process before the handler was registered. */
+        /** ns per call of the same loop made as raw system calls, interleaved (the baseline). */
         base_ns_per_call: Stat;
-        /** median over the runs of (ns_per_call - base_ns_per_call): the cost of the hook. */
+        /** median over the runs of cost_ns_per_call (else of ns_per_call - base_ns_per_call):
+         * the cost of the hook. */
         cost_ns: number;
         /** events counted in the last passing run, and what the loop implies */
         events: Record<string, number>;
@@ -175,6 +180,7 @@ export function parseUcmOutput(stdout: string): UcmReport {
       typeof l.name !== 'string' ||
       typeof l.ns_per_call !== 'number' ||
       typeof l.base_ns_per_call !== 'number' ||
+      (l.cost_ns_per_call !== undefined && typeof l.cost_ns_per_call !== 'number') ||
       !l.events
     )
       throw new Error(`bad loop entry: ${JSON.stringify(l)}`);
@@ -239,11 +245,16 @@ export function summarizeUcm(
       if (loops.length === 0 || ok.length === 0) continue;
       const last = loops[loops.length - 1]!;
       s.calls = last.calls;
-      // (hooked, baseline) pairs per run; libucm's baseline: the libucm-off run of the same rep
-      const pairs: Array<[number, number]> = [];
+      // (hooked, baseline, cost) per run. The in-process interleaved cost when reported; else
+      // hooked - baseline, libucm's baseline being the libucm-off run of the same rep.
+      const triples: Array<[number, number, number]> = [];
       for (const r of runs) {
         const l = r.reported!.loops.find((x) => x.name === name);
         if (!l) continue;
+        if (typeof l.cost_ns_per_call === 'number') {
+          triples.push([l.ns_per_call, l.base_ns_per_call, l.cost_ns_per_call]);
+          continue;
+        }
         let base = l.base_ns_per_call;
         if (c.name === 'libucm') {
           const off = raw
@@ -252,13 +263,13 @@ export function summarizeUcm(
           if (!off) continue;
           base = off.base_ns_per_call;
         }
-        pairs.push([l.ns_per_call, base]);
+        triples.push([l.ns_per_call, base, l.ns_per_call - base]);
       }
-      if (pairs.length === 0) continue;
+      if (triples.length === 0) continue;
       s.columns[c.name] = {
-        ns_per_call: stat(pairs.map((x) => x[0])),
-        base_ns_per_call: stat(pairs.map((x) => x[1])),
-        cost_ns: Math.round(median(pairs.map(([h, b]) => h - b)) * 100) / 100,
+        ns_per_call: stat(triples.map((x) => x[0])),
+        base_ns_per_call: stat(triples.map((x) => x[1])),
+        cost_ns: Math.round(median(triples.map((x) => x[2])) * 100) / 100,
         events: last.events,
         expected: last.expected,
         match: loops.every((l) => l.match),
