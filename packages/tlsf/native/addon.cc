@@ -247,13 +247,9 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
         void *ptr = PointerArg(info, 0);
         if (!ptr || !SizeAlignArgs(info, 1, &size, &align) || !Valid(env, ptr, "realloc"))
             return env.Undefined();
-        if (tlsf_resize(grow_.tlsf, ptr, size)) return OffsetOrNull(env, ptr);
-        const size_t old_align = tlsf_block_align(ptr);
-        void *q = tlsf_growing_alloc(&grow_, size, old_align > TLSF_ALIGN ? old_align : 1);
+        // The backend's policy (a quarter more room on growth; a small shrink keeps the block).
+        void *q = tlsf_growing_realloc(&grow_, ptr, size, 1);
         if (!q) return env.Null();
-        const size_t old = tlsf_block_size(ptr);
-        std::memcpy(q, ptr, old < size ? old : size);
-        tlsf_free(grow_.tlsf, ptr);
         return OffsetOrNull(env, q);
     }
 
@@ -419,13 +415,8 @@ class TlsfHeap : public Napi::ObjectWrap<TlsfHeap> {
                     if (!p) continue;
                     const size_t to = static_cast<size_t>(op[3]);
                     if (to >= slots_.size()) slots_.resize(to + 1024, nullptr);
-                    q = tlsf_resize(grow_.tlsf, p, size);
-                    if (!q) {
-                        const size_t align = tlsf_block_align(p);
-                        q = tlsf_growing_alloc(&grow_, size, align > TLSF_ALIGN ? align : 1);
-                        if (!q) return Napi::Number::New(env, static_cast<double>(i));
-                        tlsf_free(grow_.tlsf, p);
-                    }
+                    q = tlsf_growing_realloc(&grow_, p, size, 0);
+                    if (!q) return Napi::Number::New(env, static_cast<double>(i));
                     slots_[slot] = nullptr;
                     if (slots_[to] && slots_[to] != q) tlsf_free(grow_.tlsf, slots_[to]);
                     slots_[to] = q;

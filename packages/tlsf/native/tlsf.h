@@ -98,6 +98,20 @@ size_t tlsf_used_bytes(const tlsf_t *t);
  * when the block cannot grow in place (ptr is then unchanged). */
 void *tlsf_resize(tlsf_t *t, void *ptr, size_t size);
 
+/* The realloc policy of the backend (and of the addon, so that a replay places blocks as the
+ * backend does): a block whose usable size `old` is within a quarter above the size asked
+ * stays as it is (tlsf_realloc_keeps); growth of a block to a page or more asks for a quarter
+ * more room than `size` (tlsf_realloc_room), first in place, then elsewhere, and for `size`
+ * itself only when that room cannot be had. The room is not touched until the program writes
+ * there: a buffer grown by appends moves O(log n) times instead of at almost every append. */
+#define TLSF_REALLOC_ROOM_MIN 4096
+static inline int tlsf_realloc_keeps(size_t old, size_t size) {
+    return size <= old && old - size <= (old >> 2);
+}
+static inline size_t tlsf_realloc_room(size_t old, size_t size) {
+    return size > old && size >= TLSF_REALLOC_ROOM_MIN ? size + (size >> 2) : size;
+}
+
 /* Usable bytes of a used block (>= the size asked). */
 size_t tlsf_block_size(const void *ptr);
 /* The owner id stored in a used block's head. */

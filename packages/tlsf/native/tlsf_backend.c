@@ -62,9 +62,8 @@
 #define CACHE_CLASSES 64 /* footprints 32 .. 1008 bytes, one class per 16 bytes */
 #define CACHE_DEPTH_DEFAULT 8
 #define CACHE_DEPTH_MAX 64
-#define CONTROL_BYTES 12288             /* >= tlsf_control_size(), checked at init */
-#define REALLOC_ROOM_MIN ((size_t)4096) /* realloc growth from this size gets 1/4 more */
-#define RELEASE_FRACTION 8 /* a heap below 1/8 of its high-water mark gives pages back */
+#define CONTROL_BYTES 12288 /* >= tlsf_control_size(), checked at init */
+#define RELEASE_FRACTION 8  /* a heap below 1/8 of its high-water mark gives pages back */
 #define RELEASE_MIN ((size_t)64 << 10) /* ... when they come to 64 KiB or more at once */
 #define AREA_MIN ((size_t)4096)        /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
 
@@ -541,12 +540,17 @@ static void *tlsf_backend_realloc(void *ptr, size_t size) {
         return q;
     }
     const size_t old = tlsf_block_size(ptr);
-    /* A block within a quarter of the size asked keeps its tail: a buffer grown by appends
-     * keeps the headroom it was given below. */
-    if (size <= old && old - size <= (old >> 2)) return ptr;
-    /* Growth of a block of a page or more asks for a quarter more (untouched until used), so
-     * that a buffer grown by small appends moves O(log n) times, not once per append. */
-    const size_t roomy = size > old && size >= REALLOC_ROOM_MIN ? size + (size >> 2) : size;
+    /* The realloc policy (tlsf.h; the addon's replay follows it too): a block within a quarter
+     * above the size asked stays; growth to a page or more asks for a quarter more room. */
+    if (tlsf_realloc_keeps(old, size)) return ptr;
+    if (!cfg.thread_heaps) {
+        /* One heap: the policy exactly as the addon replays it (heaphook recommend). */
+        shared_lock_take();
+        void *q = tlsf_growing_realloc(&shared, ptr, size, 1);
+        shared_lock_give();
+        return q;
+    }
+    const size_t roomy = tlsf_realloc_room(old, size);
     thread_heap *h = t_heap;
     const unsigned owner = tlsf_block_owner(ptr);
     if (h && owner == h->id) {

@@ -4,6 +4,7 @@
 #include "tlsf_grow.h"
 
 #include <errno.h>
+#include <string.h>
 
 /* Areas are limited so that a block never exceeds the TLSF size limit. */
 #define AREA_MAX (TLSF_BLOCK_MAX / 2)
@@ -63,4 +64,24 @@ void *tlsf_growing_alloc(tlsf_growing *g, size_t size, size_t align) {
     }
     errno = ENOMEM;
     return NULL;
+}
+
+void *tlsf_growing_realloc(tlsf_growing *g, void *ptr, size_t size, int copy) {
+    const size_t old = tlsf_block_size(ptr);
+    if (tlsf_realloc_keeps(old, size)) return ptr;
+    const size_t room = tlsf_realloc_room(old, size);
+    if (tlsf_resize(g->tlsf, ptr, room)) return ptr;
+    if (room != size && tlsf_resize(g->tlsf, ptr, size)) return ptr;
+    const size_t align = tlsf_block_align(ptr);
+    const size_t a = align > TLSF_ALIGN ? align : 1;
+    /* Elsewhere in the pool as it is (with the room, else without), and only then growing it:
+     * the pool grows exactly when a replay in a pool of fixed size would fail. */
+    void *q = tlsf_memalign(g->tlsf, a, room);
+    if (!q && room != size) q = tlsf_memalign(g->tlsf, a, size);
+    if (!q) q = tlsf_growing_alloc(g, room, a);
+    if (!q && room != size) q = tlsf_growing_alloc(g, size, a);
+    if (!q) return NULL;
+    if (copy) memcpy(q, ptr, old < size ? old : size);
+    tlsf_free(g->tlsf, ptr);
+    return q;
 }

@@ -49,6 +49,11 @@ int tlsf_growing_init(tlsf_growing *g, tlsf_t *t, size_t initial, size_t additio
 /* Allocates (align <= 16 means the default alignment), growing as described above. */
 void *tlsf_growing_alloc(tlsf_growing *g, size_t size, size_t align);
 
+/* realloc of a used block of g with the backend's policy (tlsf_realloc_room/keeps in tlsf.h),
+ * growing the pool when the block must move. Copies the contents when `copy`. Returns the block
+ * (ptr itself when it stayed), or NULL (errno ENOMEM) with ptr unchanged. */
+void *tlsf_growing_realloc(tlsf_growing *g, void *ptr, size_t size, int copy);
+
 #ifdef __cplusplus
 }
 #endif

@@ -247,6 +247,18 @@ describe('behaviour', () => {
     expect(d.loopFaults).toBeLessThanOrEqual(kept.loopFaults + 64);
   });
 
+  it('threads working at once never get small blocks on one cache line (no false sharing)', () => {
+    // Hoard's cache-thrash and cache-scratch patterns with four threads (the false_sharing
+    // workload of the bench): each thread's blocks come from its own heap's chunks, and a
+    // block the main thread allocated goes back to the main thread's heap when freed by a
+    // thread that has no heap yet, so it is not handed to that thread.
+    for (const env of [{}, { HEAPHOOK_TLSF_CACHE: '0' }] as Record<string, string>[]) {
+      const r = probe(['cache-lines'], env);
+      expect(r.status).toBe(0);
+      expect(r.stdout.trim()).toBe('thrash_shared 0 scratch_shared 0');
+    }
+  });
+
   it('threads allocate, exchange and free blocks; heaps are adopted by new threads', () => {
     const variants: Record<string, string>[] = [
       {},

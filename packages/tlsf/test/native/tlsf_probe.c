@@ -354,6 +354,53 @@ static int scenario_realloc_moves(void) {
     return 0;
 }
 
+/* Four threads at once each allocate an 8-byte block, keep it while the others hold theirs,
+ * free it and allocate again (cache-thrash); then the same after freeing a block the main
+ * thread allocated for each of them back to back (cache-scratch). Counts the pairs of threads
+ * whose blocks were on one 64-byte cache line at the same time. */
+#define LINE_THREADS 4
+static void *line_handed[LINE_THREADS];
+static uintptr_t line_held[LINE_THREADS];
+static pthread_barrier_t line_start, line_step;
+static _Atomic int line_shared;
+
+static void *line_worker(void *arg) {
+    const long i = (long)arg;
+    pthread_barrier_wait(&line_start);
+    if (line_handed[i]) free(line_handed[i]);
+    for (int k = 0; k < 200; k++) {
+        char *p = malloc(8);
+        memset(p, (int)k, 8);
+        line_held[i] = (uintptr_t)p;
+        pthread_barrier_wait(&line_step); /* every thread holds its block */
+        for (int j = 0; j < LINE_THREADS; j++)
+            if (j > i && line_held[j] >> 6 == line_held[i] >> 6) line_shared++;
+        pthread_barrier_wait(&line_step);
+        free(p);
+    }
+    return NULL;
+}
+
+static int scenario_cache_lines(void) {
+    int shared[2];
+    for (int scratch = 0; scratch < 2; scratch++) {
+        pthread_t t[LINE_THREADS];
+        pthread_barrier_init(&line_start, NULL, LINE_THREADS + 1);
+        pthread_barrier_init(&line_step, NULL, LINE_THREADS);
+        line_shared = 0;
+        for (int i = 0; i < LINE_THREADS; i++) line_handed[i] = scratch ? malloc(8) : NULL;
+        for (long i = 0; i < LINE_THREADS; i++)
+            if (pthread_create(&t[i], NULL, line_worker, (void *)i) != 0) return fail("thread");
+        pthread_barrier_wait(&line_start);
+        for (int i = 0; i < LINE_THREADS; i++) pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&line_start);
+        pthread_barrier_destroy(&line_step);
+        shared[scratch] = line_shared;
+    }
+    printf("thrash_shared %d scratch_shared %d\n", shared[0], shared[1]);
+    return 0;
+}
+
 static pthread_barrier_t barrier;
 static void *many_worker(void *arg) {
     char *p = malloc(100 + (size_t)(uintptr_t)arg);
@@ -396,6 +443,7 @@ int main(int argc, char **argv) {
         return scenario_enomem(argc > 2 ? strtoull(argv[2], NULL, 0) : (size_t)1 << 50);
     if (!strcmp(s, "faults")) return scenario_faults();
     if (!strcmp(s, "release")) return scenario_release();
+    if (!strcmp(s, "cache-lines")) return scenario_cache_lines();
     if (!strcmp(s, "realloc-moves")) return scenario_realloc_moves();
     if (!strcmp(s, "many-threads")) return scenario_many_threads(argc > 2 ? atoi(argv[2]) : 300);
     if (!strcmp(s, "backend")) {

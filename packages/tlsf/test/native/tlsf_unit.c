@@ -286,12 +286,43 @@ static void test_clean_spans(void) {
     EXPECT(heap_ok(t), "repaired");
 }
 
+/* tlsf_growing_realloc: the backend's realloc policy, as the addon's replay runs it. */
+static void test_growing_realloc(void) {
+    void *control = map(tlsf_control_size());
+    tlsf_growing g;
+    tlsf_grow_ops ops = {grow_map, NULL, grow_grew, NULL};
+    EXPECT(tlsf_growing_init(&g, tlsf_create(control, 0), 1 << 20, 1 << 20, &ops) == 0, "init");
+    const size_t grown_before = g.growth_count;
+    char *a = tlsf_growing_alloc(&g, 8192, 1);
+    char *wall = tlsf_growing_alloc(&g, 100, 1); /* a cannot grow in place */
+    memset(a, 7, 8192);
+    char *b = tlsf_growing_realloc(&g, a, 16384, 1);
+    EXPECT(b && b != a, "moved");
+    EXPECT(tlsf_block_size(b) >= 16384 + 4096, "a quarter more room: %zu", tlsf_block_size(b));
+    EXPECT(b[0] == 7 && b[8191] == 7, "contents copied");
+    EXPECT(tlsf_growing_realloc(&g, b, 20000, 1) == b, "growth within the room stays");
+    EXPECT(tlsf_growing_realloc(&g, b, tlsf_block_size(b) - 100, 1) == b, "small shrink stays");
+    EXPECT(tlsf_growing_realloc(&g, b, 100, 1) == b, "a large shrink is in place");
+    EXPECT(tlsf_block_size(b) < 1024, "and gives the tail back: %zu", tlsf_block_size(b));
+    char *small = tlsf_growing_alloc(&g, 1000, 1);
+    EXPECT(tlsf_growing_realloc(&g, small, 2000, 1) != NULL, "below a page: no room asked");
+    /* When the room does not fit in the pool but the size does, the pool does not grow. */
+    char *big = tlsf_growing_alloc(&g, 100, 1);
+    char *grown = tlsf_growing_realloc(&g, big, 900 << 10, 0);
+    EXPECT(grown != NULL && g.growth_count == grown_before, "served without growth (%zu)",
+           g.growth_count - grown_before);
+    EXPECT(tlsf_block_size(grown) >= (900 << 10), "at least the size asked");
+    EXPECT(heap_ok(g.tlsf), "check");
+    (void)wall;
+}
+
 int main(void) {
     test_random();
     test_overhead_and_inplace();
     test_validate();
     test_growth();
     test_clean_spans();
+    test_growing_realloc();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
