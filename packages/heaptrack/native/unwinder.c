@@ -10,6 +10,7 @@
 #include "unwinder.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <link.h>
 #include <unistd.h>
@@ -554,7 +555,7 @@ static uint64_t hh_compute_rule(uintptr_t target) {
     return rule;
 }
 
-/* ---- 4. The walk ------------------------------------------------------------------------- */
+/* ---- 4. The stack's extent ------------------------------------------------------------- */
 
 /* The top of the calling thread's stack: the end of the mapping that holds sp, read once per
  * thread from /proc/self/maps (no allocation, no lock). Every read of the walk stays inside
@@ -611,7 +612,111 @@ static uintptr_t hh_find_stack_top(uintptr_t sp, uintptr_t *lo_out) {
     return top;
 }
 
-/* Walks from a frame executing at pc with these sp and rbp (exact pc: not a return address). */
+/* ---- 5. The walk cache ------------------------------------------------------------------
+ *
+ * A program allocates from the same places over and over, so a thread's walks repeat: most of
+ * a stack is the same as the last time. Each thread keeps the frames of its previous walk:
+ * for each step, the CFA reached, the return address and rbp after it, where those two were
+ * read (their slots on the stack) and the frame-pointer steps taken so far. A step's result
+ * depends only on its inputs (sp, rbp, the return address, and the cached rule of that
+ * address), so when a new walk reaches a frame equal to cached frame j (same CFA, return
+ * address and rbp), the rest of the walk is the cached one for as long as each outer frame's
+ * slots still hold the values read last time: one load and compare per frame instead of a
+ * rule lookup and a step. The rules only change when code is unloaded (hh_unwind_invalidate
+ * installs a new table), so a cache is used only with the table it was made with.
+ *
+ * The caches live outside static TLS (which must stay small for dlopen, see stacks.c): a
+ * fixed pool of HH_WALK_POOL slabs, claimed by a thread on its first walk and given back by a
+ * pthread key destructor when it exits. A thread that finds the pool empty walks uncached.
+ * Each slab holds two caches: the walk reads the previous one while it writes the next. */
+
+#define HH_WALK_FRAMES 64 /* frames cached per walk; deeper stacks walk on from there */
+#define HH_WALK_POOL 1024 /* threads with a cache at once */
+
+typedef struct hh_walk_frame {
+    uintptr_t cfa;     /* sp after the step */
+    uintptr_t ra;      /* the return address read */
+    uintptr_t bp;      /* rbp after the step */
+    uintptr_t ra_slot; /* where ra was read */
+    uintptr_t bp_slot; /* where rbp was read; 0: carried over from the frame before */
+    uintptr_t fp_steps;
+} hh_walk_frame;
+
+typedef struct hh_walk_cache {
+    const void *table; /* the rule table the walk used; NULL: no cache */
+    uintptr_t top;     /* the stack top it used */
+    int n;             /* frames cached */
+    bool complete;     /* the walk ended by itself after frame n - 1 */
+    hh_walk_frame f[HH_WALK_FRAMES];
+} hh_walk_cache;
+
+typedef struct hh_walk_slab {
+    _Atomic int used;
+    int current; /* the cache of the last walk; the other is written by the next */
+    hh_walk_cache cache[2];
+} hh_walk_slab;
+
+#define HH_WALK_NONE ((hh_walk_slab *)1) /* this thread walks uncached */
+
+static hh_walk_slab *hh_walk_pool;
+static pthread_key_t hh_walk_key;
+static HH_TLS hh_walk_slab *t_walk;
+
+static void hh_walk_release(void *slab) {
+    if (slab != NULL) atomic_store_explicit(&((hh_walk_slab *)slab)->used, 0, memory_order_release);
+}
+
+static void hh_walk_pool_init(void) {
+    if (hh_walk_pool != NULL) return;
+    void *p = hh_sys_mmap(NULL, sizeof(hh_walk_slab) * HH_WALK_POOL, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return;
+    if (pthread_key_create(&hh_walk_key, hh_walk_release) != 0) {
+        hh_sys_munmap(p, sizeof(hh_walk_slab) * HH_WALK_POOL);
+        return;
+    }
+    hh_walk_pool = p;
+}
+
+/* This thread's slab, claimed on first use; NULL when it walks uncached. */
+static hh_walk_slab *hh_walk_slab_of_thread(void) {
+    hh_walk_slab *slab = t_walk;
+    if (HH_LIKELY(slab != NULL)) return slab == HH_WALK_NONE ? NULL : slab;
+    t_walk = HH_WALK_NONE;
+    if (hh_walk_pool == NULL) return NULL;
+    for (int i = 0; i < HH_WALK_POOL; i++) {
+        hh_walk_slab *s = &hh_walk_pool[i];
+        int expected = 0;
+        if (atomic_load_explicit(&s->used, memory_order_relaxed) != 0 ||
+            !atomic_compare_exchange_strong(&s->used, &expected, 1)) {
+            continue;
+        }
+        /* glibc keeps the first 32 keys' values inside the thread: no allocation here */
+        if (pthread_setspecific(hh_walk_key, s) != 0) {
+            hh_walk_release(s);
+            return NULL;
+        }
+        s->cache[0].table = s->cache[1].table = NULL;
+        t_walk = s;
+        return s;
+    }
+    return NULL;
+}
+
+/* Do the slots of cached frames [from, to) still hold what the walk read? */
+static bool hh_walk_still_valid(const hh_walk_cache *c, int from, int to) {
+    for (int i = from; i < to; i++) {
+        const hh_walk_frame *f = &c->f[i];
+        if (*(const uintptr_t *)f->ra_slot != f->ra) return false;
+        if (f->bp_slot != 0 && *(const uintptr_t *)f->bp_slot != f->bp) return false;
+    }
+    return true;
+}
+
+/* ---- 6. The walk ------------------------------------------------------------------------- */
+
+/* Walks from a frame executing at pc with these sp and rbp (exact pc: not a return address).
+ * It reads the last walk's cache (prev) and writes its own (next). */
 static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int max) {
     hh_rule_slot *table = atomic_load_explicit(&hh_rules, memory_order_acquire);
     uintptr_t target = pc; /* the first frame is exact, the others are return addresses */
@@ -621,44 +726,114 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
     }
     uintptr_t top = t_stack_top;
     if (top <= sp) return hh_unwind_slow(pcs, max);
-    int n = 0, fp_steps = 0;
-    for (int frames = 0; frames < 512 && n < max; frames++) {
+    hh_walk_slab *slab = hh_walk_slab_of_thread();
+    const hh_walk_cache *prev = NULL;
+    hh_walk_cache *next = NULL;
+    if (slab != NULL) {
+        prev = &slab->cache[slab->current];
+        if (prev->table != table || prev->top != top) prev = NULL;
+        next = &slab->cache[slab->current ^ 1];
+        next->table = table;
+        next->top = top;
+        slab->current ^= 1;
+    }
+    int n = 0, k = 0, j = 0; /* pcs written, frames stepped, position in prev */
+    uintptr_t fp_steps = 0;
+    bool complete = true;
+    for (; k < 512; k++) {
+        if (n >= max) {
+            complete = false;
+            break;
+        }
         uint64_t rule = hh_rule_lookup(table, target);
         if (rule == 0) {
             rule = hh_compute_rule(target);
             hh_rule_insert(table, target, rule);
         }
         unsigned kind = HH_RULE_KIND(rule);
+        uintptr_t ra, ra_slot, bp_slot = 0;
         if (kind == HH_RULE_END) {
             /* Code without unwind tables, such as V8's JIT code and builtins, keeps rbp as a
              * frame pointer: follow that chain (inside the stack only) until code with tables
              * is reached again. */
             if (!(rule & HH_RULE_NOFDE) || ++fp_steps > HH_MAX_FP_STEPS) break;
             if (bp < sp || (bp & 7) != 0 || bp + 16 > top) break;
-            uintptr_t ra = ((const uintptr_t *)bp)[1];
-            uintptr_t next_bp = ((const uintptr_t *)bp)[0];
+            ra_slot = bp + 8;
+            bp_slot = bp;
+            ra = *(const uintptr_t *)ra_slot;
             sp = bp + 16;
-            bp = next_bp;
+            bp = *(const uintptr_t *)bp_slot;
             if (ra < 4096) break;
-            if (!hh_skipped(ra)) pcs[n++] = ra;
-            target = ra - 1;
-            continue;
+        } else {
+            if (kind != HH_RULE_OK) {
+                if (next != NULL) next->table = NULL; /* the next walk finds no cache */
+                return hh_unwind_slow(pcs, max);
+            }
+            uintptr_t cfa = (HH_RULE_CFA_BP(rule) ? bp : sp) + HH_RULE_CFA_OFF(rule);
+            if (cfa <= sp || (cfa & 7) != 0) break; /* a frame must move up the stack */
+            ra_slot = cfa + (intptr_t)HH_RULE_RA_OFF(rule);
+            if (ra_slot < sp || ra_slot + 8 > top) break;
+            ra = *(const uintptr_t *)ra_slot;
+            if (HH_RULE_BP_SAVED(rule)) {
+                bp_slot = cfa + (intptr_t)HH_RULE_BP_OFF(rule);
+                if (bp_slot < sp || bp_slot + 8 > top) break;
+                bp = *(const uintptr_t *)bp_slot;
+            }
+            sp = cfa;
+            if (ra == 0) break;
         }
-        if (kind != HH_RULE_OK) return hh_unwind_slow(pcs, max);
-        uintptr_t cfa = (HH_RULE_CFA_BP(rule) ? bp : sp) + HH_RULE_CFA_OFF(rule);
-        if (cfa <= sp || (cfa & 7) != 0) break; /* a frame must move up the stack */
-        uintptr_t ra_at = cfa + (intptr_t)HH_RULE_RA_OFF(rule);
-        if (ra_at < sp || ra_at + 8 > top) break;
-        uintptr_t ra = *(const uintptr_t *)ra_at;
-        if (HH_RULE_BP_SAVED(rule)) {
-            uintptr_t bp_at = cfa + (intptr_t)HH_RULE_BP_OFF(rule);
-            if (bp_at < sp || bp_at + 8 > top) break;
-            bp = *(const uintptr_t *)bp_at;
-        }
-        sp = cfa;
-        if (ra == 0) break;
         if (!hh_skipped(ra)) pcs[n++] = ra;
         target = ra - 1;
+        if (next == NULL) continue;
+        if (k < HH_WALK_FRAMES)
+            next->f[k] = (hh_walk_frame){sp, ra, bp, ra_slot, bp_slot, fp_steps};
+        if (prev == NULL) continue;
+        /* The same frame as frame j of the last walk, with its outer frames unchanged? */
+        while (j < prev->n && prev->f[j].cfa < sp) j++;
+        if (j >= prev->n) {
+            prev = NULL;
+            continue;
+        }
+        const hh_walk_frame *same = &prev->f[j];
+        if (same->cfa != sp || same->ra != ra || same->bp != bp || same->fp_steps != fp_steps) {
+            continue;
+        }
+        if (!hh_walk_still_valid(prev, j + 1, prev->n)) {
+            prev = NULL; /* an outer frame changed: walk on without the cache */
+            continue;
+        }
+        /* The rest is the last walk's: list it, and keep what fits in the next cache. */
+        int i = j + 1;
+        for (; i < prev->n && n < max; i++) {
+            if (!hh_skipped(prev->f[i].ra)) pcs[n++] = prev->f[i].ra;
+        }
+        int copied = i - (j + 1);
+        int room = HH_WALK_FRAMES - (k + 1);
+        if (room > 0) {
+            memcpy(&next->f[k + 1], &prev->f[j + 1],
+                   (size_t)(copied < room ? copied : room) * sizeof prev->f[0]);
+        }
+        k += copied;                          /* the index of the last frame taken */
+        if (i == prev->n && prev->complete) { /* that walk ended there: so does this one */
+            k++;
+            break;
+        }
+        if (n >= max) {
+            complete = false;
+            k++;
+            break;
+        }
+        /* the last walk's cache ran out at its depth: walk on from its last frame */
+        const hh_walk_frame *last = &prev->f[i - 1];
+        sp = last->cfa;
+        bp = last->bp;
+        fp_steps = last->fp_steps;
+        target = last->ra - 1;
+        prev = NULL;
+    }
+    if (next != NULL) {
+        next->n = k < HH_WALK_FRAMES ? k : HH_WALK_FRAMES;
+        next->complete = complete && k <= HH_WALK_FRAMES;
     }
     return n;
 }
@@ -685,6 +860,7 @@ void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast) {
     hh_skip_hi = skip_hi;
     hh_fast_enabled = use_fast;
     if (use_fast && atomic_load(&hh_rules) == NULL) atomic_store(&hh_rules, hh_rules_new_table());
+    if (use_fast) hh_walk_pool_init();
     /* The first _Unwind_Backtrace initialises libgcc_s's state: do it now, outside any hook. */
     uintptr_t scratch[4];
     hh_unwind_slow(scratch, 4);

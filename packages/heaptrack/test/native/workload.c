@@ -7,6 +7,10 @@
  *   hh_test_workload crash [segv|abort|handler]  100 mallocs of 24 bytes, then that end
  *   hh_test_workload threads T N T threads, each N malloc + free pairs
  *   hh_test_workload churn N     N malloc + free pairs (for measuring overhead)
+ *   hh_test_workload stacks N    N allocations from call paths that change in every way a
+ *                                stack walk can be cached wrongly (same depth, other caller;
+ *                                same call site, other outer frames; recursion of varying
+ *                                depth), deterministic, for comparing unwinders event by event
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -219,6 +223,90 @@ NOINLINE void edges(void) {
     (void)arr;
 }
 
+/* ---- stacks: call paths for the unwinder's walk cache -------------------------------------- */
+
+static unsigned stacks_rng = 12345;
+static unsigned stacks_next(void) {
+    stacks_rng = stacks_rng * 1103515245u + 12345u;
+    return stacks_rng >> 16;
+}
+static void *volatile stacks_keep;
+
+NOINLINE static void stacks_leaf(int tag) {
+    stacks_keep = malloc(16 + (size_t)(tag & 63));
+    free(stacks_keep);
+}
+NOINLINE static void stacks_via_a(int tag) {
+    stacks_leaf(tag);
+    __asm__ volatile("" ::: "memory");
+}
+NOINLINE static void stacks_via_b(int tag) {
+    char pad[48]; /* another frame size: the leaf runs at another depth */
+    pad[tag & 47] = (char)tag;
+    __asm__ volatile("" : : "r"(pad) : "memory");
+    stacks_leaf(tag);
+}
+NOINLINE static void stacks_recurse(int depth, int tag) {
+    if (depth == 0) {
+        if (tag & 1)
+            stacks_via_a(tag);
+        else
+            stacks_via_b(tag);
+        return;
+    }
+    stacks_recurse(depth - 1, tag);
+    __asm__ volatile("" ::: "memory");
+}
+NOINLINE static void stacks_outer_x(int tag) {
+    stacks_recurse((int)(stacks_next() % 6), tag);
+}
+NOINLINE static void stacks_outer_y(int tag) {
+    stacks_recurse((int)(stacks_next() % 6), tag);
+    __asm__ volatile("" ::: "memory");
+}
+
+/* Twins: identical frames, so the leaf runs at the same depth with the same return addresses
+ * below the twin; only the twin's own return address differs. */
+NOINLINE static void stacks_mid(int tag) {
+    stacks_leaf(tag);
+    __asm__ volatile("" ::: "memory");
+}
+NOINLINE static void stacks_twin_1(int tag) {
+    stacks_mid(tag);
+    __asm__ volatile("" ::: "memory");
+}
+NOINLINE static void stacks_twin_2(int tag) {
+    stacks_mid(tag);
+    __asm__ volatile("" ::: "memory");
+}
+
+static void stacks(long n) {
+    for (long i = 0; i < n / 4; i++) { /* alternating twins: every walk differs outside */
+        if (i & 1)
+            stacks_twin_1((int)i);
+        else
+            stacks_twin_2((int)i);
+    }
+    for (long i = n / 4; i < n; i++) {
+        int tag = (int)stacks_next();
+        switch (stacks_next() % 4) {
+            case 0:
+                stacks_outer_x(tag);
+                break;
+            case 1:
+                stacks_outer_y(tag);
+                break;
+            case 2:
+                stacks_via_a(tag);
+                break;
+            default:
+                stacks_leaf(tag);
+                break;
+        }
+    }
+    say("{}\n");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "counts";
     if (strcmp(mode, "counts") == 0) {
@@ -248,6 +336,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < t; i++) pthread_join(ids[i], NULL);
         for (int i = 0; i < SHARED; i++) free(atomic_exchange(&shared[i], NULL));
         say("{}\n");
+    } else if (strcmp(mode, "stacks") == 0) {
+        stacks(argc > 2 ? atol(argv[2]) : 20000);
     } else if (strcmp(mode, "churn") == 0) {
         churn(argc > 2 ? atol(argv[2]) : 1000000);
     } else {
