@@ -652,13 +652,17 @@ static void test_threads(void) {
     alarm(0);
 }
 
+/* Forks while two other threads map memory (their handler, the recorder, takes a mutex: the
+ * child must not inherit it held); the child's own mapping raises its event. */
 static void test_fork(void) {
-    pthread_t t;
+    pthread_t t[2];
     stop = 0;
-    pthread_create(&t, NULL, map_thread, NULL);
-    for (int i = 0; i < 20; ++i) {
+    pthread_create(&t[0], NULL, map_thread, NULL);
+    pthread_create(&t[1], NULL, map_thread, NULL);
+    for (int i = 0; i < 100; ++i) {
         pid_t pid = fork();
         if (pid == 0) {
+            alarm(10);
             reset();
             void *p = mmap(NULL, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             _exit(find(0, UCM_EVENT_VM_MAPPED, p, page) >= 0 ? 0 : 1);
@@ -668,7 +672,8 @@ static void test_fork(void) {
         CHECK(status == 0, "child %d: status %d", i, status);
     }
     stop = 1;
-    pthread_join(t, NULL);
+    pthread_join(t[0], NULL);
+    pthread_join(t[1], NULL);
 }
 
 static void test_selftest(void) {
