@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
@@ -987,6 +988,41 @@ UCM_INLINE int (*ucm_brk_fn(void))(void *) {
     return ucm_real_brk;
 }
 
+/* The real sbrk/brk inside a dispatching hook: glibc's own code, inline (the break it caches in
+ * __curbrk, moved with the brk system call, __curbrk updated, ENOMEM when the kernel did not
+ * move it far enough), without the calls into the C library; glibc's functions when __curbrk is
+ * not known (see ucm_init) or not read yet. libucm writes __curbrk the same way. */
+static void **ucm_curbrk;
+UCM_INLINE char *ucm_break(void) {
+    void **curbrk = ucm_curbrk;
+    if (UCM_LIKELY(curbrk != NULL && *curbrk != NULL)) return *curbrk;
+    return ucm_sbrk_fn()(0);
+}
+UCM_INLINE void *ucm_real_sbrk_call(intptr_t increment) {
+    void **curbrk = ucm_curbrk;
+    if (UCM_UNLIKELY(curbrk == NULL || *curbrk == NULL || increment == 0)) {
+        return ucm_sbrk_fn()(increment);
+    }
+    char *old = *curbrk;
+    if (increment > 0 ? (uintptr_t)old + (uintptr_t)increment < (uintptr_t)old
+                      : (uintptr_t)old < (uintptr_t)-increment) {
+        return (void *)ucm_set_errno(-ENOMEM);
+    }
+    char *want = old + increment;
+    char *now = (char *)UCM_SYS(SYS_brk, want, 0, 0, 0, 0, 0);
+    *curbrk = now;
+    if (now < want) return (void *)ucm_set_errno(-ENOMEM);
+    return old;
+}
+UCM_INLINE int ucm_real_brk_call(void *addr) {
+    void **curbrk = ucm_curbrk;
+    if (UCM_UNLIKELY(curbrk == NULL)) return ucm_brk_fn()(addr);
+    char *now = (char *)UCM_SYS(SYS_brk, addr, 0, 0, 0, 0, 0);
+    *curbrk = now;
+    if (now < (char *)addr) return (int)ucm_set_errno(-ENOMEM);
+    return 0;
+}
+
 static void *ucm_hook_sbrk(intptr_t increment) {
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SBRK | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
@@ -997,13 +1033,14 @@ static void *ucm_hook_sbrk(intptr_t increment) {
     event.sbrk.increment = increment;
     int unmaps = increment < 0 ? UCM_VM_UNMAPPED : 0;
     if (ucm_has_before(self, HEAPHOOK_UCM_EVENT_SBRK, unmaps)) {
-        char *current = unmaps ? ucm_sbrk_fn()(0) : NULL;
+        char *current = unmaps ? ucm_break() : NULL;
         const struct ucm_table *t = ucm_enter(self);
         if (unmaps) ucm_vm(self, t, UCM_K_VM_UNMAPPED, current + increment, (size_t)-increment);
         ucm_before(self, t, UCM_K_SBRK, &event);
         ucm_leave(self);
     }
-    if (event.sbrk.result == (void *)-1) event.sbrk.result = ucm_sbrk_fn()(event.sbrk.increment);
+    if (event.sbrk.result == (void *)-1)
+        event.sbrk.result = ucm_real_sbrk_call(event.sbrk.increment);
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SBRK, increment > 0 ? UCM_VM_MAPPED : 0)) {
         const struct ucm_table *t = ucm_enter(self);
         int saved = *self->err;
@@ -1024,7 +1061,7 @@ static int ucm_hook_brk(void *addr) {
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_BRK | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
         return ucm_brk_fn()(addr);
     }
-    char *before = ucm_sbrk_fn()(0);
+    char *before = ucm_break();
     heaphook_ucm_event_t event;
     event.brk.result = -1;
     event.brk.addr = addr;
@@ -1035,7 +1072,7 @@ static int ucm_hook_brk(void *addr) {
         ucm_before(self, t, UCM_K_BRK, &event);
         ucm_leave(self);
     }
-    if (event.brk.result == -1) event.brk.result = ucm_brk_fn()(event.brk.addr);
+    if (event.brk.result == -1) event.brk.result = ucm_real_brk_call(event.brk.addr);
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_BRK, (char *)addr > before ? UCM_VM_MAPPED : 0)) {
         const struct ucm_table *t = ucm_enter(self);
         int saved = *self->err;
@@ -1345,6 +1382,17 @@ __attribute__((constructor)) static void ucm_init(void) {
     ucm_malloc_hooks = heaphook_env_bool("HEAPHOOK_MEM_MALLOC_HOOKS", "UCX_MEM_MALLOC_HOOKS", true);
     ucm_page();
     ucm_resolve_brk();
+    /* glibc's __curbrk is the break of the initial namespace's C library: used only when this
+     * library is in that namespace (not dlmopen'ed elsewhere, where glibc's sbrk refuses). */
+    Dl_info info;
+    struct link_map *self = NULL;
+    Lmid_t lmid = -1;
+    if (dladdr1((void *)ucm_init, &info, (void **)&self, RTLD_DL_LINKMAP) && self != NULL &&
+        dlinfo(self, RTLD_DI_LMID, &lmid) == 0 && lmid == LM_ID_BASE) {
+        ucm_curbrk = (void **)dlsym(RTLD_DEFAULT, "__curbrk");
+    }
+    ucm_log(3, "sbrk/brk in hooks: %s",
+            ucm_curbrk ? "inline, glibc's __curbrk" : "the C library's");
     ucm_reader_key_usable = pthread_key_create(&ucm_reader_key, ucm_reader_release) == 0 &&
                             ucm_reader_key < UCM_KEY_INLINE;
     pthread_atfork(ucm_fork_prepare, ucm_fork_parent, ucm_fork_child);

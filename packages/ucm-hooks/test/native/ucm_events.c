@@ -21,6 +21,7 @@
 #include <sys/ipc.h>
 #include <sys/mman.h>
 #include <sys/shm.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -364,6 +365,21 @@ static void test_sbrk(void) {
     reset();
     CHECK(brk(current) == 0, "brk down");
     CHECK(find(0, UCM_EVENT_VM_UNMAPPED, current, (size_t)inc) >= 0, "brk down: VM_UNMAPPED");
+    /* The break the C library caches (its malloc grows the heap with it) stays the kernel's:
+     * hooked sbrk/brk interleaved with malloc, then sbrk(0) against the brk system call. */
+    void *blocks[64];
+    for (int round = 0; round < 50; ++round) {
+        char *top = sbrk(inc);
+        CHECK(top != (void *)-1, "round %d: sbrk up", round);
+        for (int i = 0; i < 64; ++i) blocks[i] = malloc(100 + 997 * (size_t)i);
+        for (int i = 0; i < 64; ++i) free(blocks[i]);
+        if (sbrk(0) == top + inc) CHECK(sbrk(-inc) == top + inc, "round %d: sbrk down", round);
+        CHECK(brk(sbrk(0)) == 0, "round %d: brk", round);
+    }
+    CHECK(sbrk(0) == (void *)syscall(SYS_brk, 0), "sbrk(0) %p, kernel's break %p", sbrk(0),
+          (void *)syscall(SYS_brk, 0));
+    errno = 0;
+    CHECK(brk((void *)-1) == -1 && errno == ENOMEM, "brk((void *)-1): errno %d", errno);
 }
 
 static void test_madvise(void) {
