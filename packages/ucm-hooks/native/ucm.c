@@ -5,8 +5,9 @@
  *
  * The real calls are system calls, made with an inline system-call instruction (ucm_sys) that
  * sets errno like the C library: no symbol lookup and no call into libc inside a hook, and the
- * same in both install modes. sbrk and brk go to the C library's functions (found with dlsym at
- * load), because glibc keeps the current break in a variable its own malloc uses.
+ * same in both install modes. sbrk and brk keep glibc's cached break (__curbrk, which its own
+ * malloc uses) right: a dispatching hook does what glibc's sbrk/brk do, inline, on __curbrk;
+ * otherwise they call the C library's functions (found with dlsym at load).
  *
  * Handlers: the registered handlers (priority order) are compiled by the writer into a table of
  * per-event lists, and the hooks read the table without a lock and without an atomic
