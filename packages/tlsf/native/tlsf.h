@@ -103,7 +103,8 @@ void *tlsf_resize(tlsf_t *t, void *ptr, size_t size);
  * stays as it is (tlsf_realloc_keeps); growth of a block to a page or more asks for a quarter
  * more room than `size` (tlsf_realloc_room), first in place, then elsewhere, and for `size`
  * itself only when that room cannot be had. The room is not touched until the program writes
- * there: a buffer grown by appends moves O(log n) times instead of at almost every append. */
+ * there: a buffer grown by appends whose successor is in use moves O(log n) times, not at
+ * every append. */
 #define TLSF_REALLOC_ROOM_MIN 4096
 static inline int tlsf_realloc_keeps(size_t old, size_t size) {
     return size <= old && old - size <= (old >> 2);
