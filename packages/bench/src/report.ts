@@ -369,7 +369,7 @@ export function ucmHooksTable(u: UcmHooksSection | null | undefined): Table | nu
   return {
     title: `Memory-event hooks: ns per hooked call (median of ${u.runs} interleaved run${u.runs === 1 ? '' : 's'}, each the best of ${u.reps} × ${u.iters} iterations)`,
     notes: [
-      '"no hooks": ns per call of the plain program (heaphook linked, no handler, nothing installed). The other columns: the cost the hook adds per call, i.e. ns per call with a counting VM_MAPPED|VM_UNMAPPED|MMAP|MUNMAP handler minus ns per call of the same loop in the same process before the handler was registered (in preload mode the wrappers are already there then, with no handler; for libucm, whose hooks libucs installs before main, the same program run next to it with UCX_MEM_EVENTS=no); median over the runs. ≈0: below the baseline. A ratio of at most 0.5 meets the goal of issue 7.',
+      '"no hooks": ns per call of the same system calls made raw (syscall(2), which no hook sees). The other columns: the median per-iteration difference between the loop\'s calls through the hooks (with a counting VM_MAPPED|VM_UNMAPPED|MMAP|MUNMAP handler) and the same calls made raw, interleaved in the same process; median over the runs. ≈0: below the baseline. A ratio of at most 0.5 meets the goal of issue 7.',
       "The same source (native/ucm_hooks/ucm_cost.c, written against libucm's API) built against heaphook's ucm_compat.h (preloaded; and linked after libc: GOT patching) and against libucm." +
         (ucm
           ? ''

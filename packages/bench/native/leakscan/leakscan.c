@@ -23,7 +23,9 @@ int main(int argc, char **argv) {
         size_t size = 32 + (size_t)(i * 7919 % 64);
         void **b = malloc(size);
         memset(b, 0, size);
-        if (i % 10 == 9) continue; /* leaked: nothing points to it */
+        /* leaked: nothing points to it. Not the last blocks: the last one's address may still
+         * sit in a register at exit, where a conservative scan (LeakSanitizer's) finds it. */
+        if (i % 10 == 4) continue;
         b[0] = prev;
         prev = b;
         g_blocks[k++] = b;
