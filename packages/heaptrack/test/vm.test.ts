@@ -70,6 +70,14 @@ async function functionsOf(d: Decoded, stack: number): Promise<string[]> {
   return pcs.flatMap((pc) => (frames.get(pc) ?? []).map((f) => f.function));
 }
 
+/** Runs the mapper with ucm-hooks and the tracer preloaded: what it expects, and its log. */
+function runMapper(name: string): { expected: MapperExpected; log: string; dir: string } {
+  const dir = scratch(name);
+  const run = traced(dir, mapper, [], {}, [ucm, tracer]);
+  expect(run.status, run.stderr).toBe(0);
+  return { expected: JSON.parse(run.stdout) as MapperExpected, log: logsIn(dir)[0]!, dir };
+}
+
 /** The one log of the process whose program matches `exe`. */
 async function logOf(dir: string, exe: RegExp): Promise<string> {
   for (const log of logsIn(dir)) if (exe.test((await decode(log)).process?.exe ?? '')) return log;
@@ -83,12 +91,8 @@ describe('mapped memory from ucm-hooks', () => {
   });
 
   it('records every mapping of the program exactly, with its stack, and nothing of its own', async () => {
-    const dir = scratch('vm-exact');
-    const run = traced(dir, mapper, [], {}, [ucm, tracer]);
-    expect(run.status, run.stderr).toBe(0);
-    const expected = JSON.parse(run.stdout) as MapperExpected;
-    const [log] = logsIn(dir);
-    const d = await decode(log!);
+    const { expected, log } = runMapper('vm-exact');
+    const d = await decode(log);
     expect(d.process?.vmEvents).toBe(true);
     const mapped = d.vm.filter((r) => r.kind === 'mapped');
     const unmapped = d.vm.filter((r) => r.kind === 'unmapped');
@@ -127,13 +131,9 @@ describe('mapped memory from ucm-hooks', () => {
   });
 
   it('the report sums mapped memory up, charts it beside the heap and names the sites', async () => {
-    const dir = scratch('vm-report');
-    const run = traced(dir, mapper, [], {}, [ucm, tracer]);
-    expect(run.status, run.stderr).toBe(0);
-    const expected = JSON.parse(run.stdout) as MapperExpected;
-    const [log] = logsIn(dir);
+    const { expected, log, dir } = runMapper('vm-report');
     const out = join(dir, 'report');
-    const { json, text, model } = await report(log!, { outputDir: out });
+    const { json, text, model } = await report(log, { outputDir: out });
     expect(json.mappedMemory).not.toBeNull();
     const m = json.mappedMemory!;
     expect(m.mappedEvents).toBe(expected.mapped);
@@ -143,7 +143,7 @@ describe('mapped memory from ucm-hooks', () => {
     expect(m.peakBytes).toBe(expected.peakBytes);
     expect(m.finalBytes).toBe(expected.finalBytes);
     // The peak is the thread's mapping on top of the kept one.
-    const peakEvent = (await decode(log!)).vm[41]!;
+    const peakEvent = (await decode(log)).vm[41]!;
     expect(m.peakTimeNs).toBe(peakEvent.time);
     // Sites: the loop's stack mapped 20 MiB in 20 mappings, first.
     expect(m.topSites[0]).toMatchObject({ mappings: 20, bytes: 20 * MIB });
@@ -265,9 +265,8 @@ describe('mapped memory from ucm-hooks', () => {
   });
 
   it('heaphook dump prints vm_mapped / vm_unmapped lines, and --summary the mapped figures', () => {
-    const dir = scratch('vm-dump');
-    expect(traced(dir, mapper, [], {}, [ucm, tracer]).status).toBe(0);
-    const dump = spawnSync(process.execPath, [heaphookBin, 'dump', logsIn(dir)[0]!], {
+    const { log } = runMapper('vm-dump');
+    const dump = spawnSync(process.execPath, [heaphookBin, 'dump', log], {
       encoding: 'utf8',
     });
     expect(dump.status, dump.stderr).toBe(0);
@@ -278,13 +277,9 @@ describe('mapped memory from ucm-hooks', () => {
       /^vm_mapped t=\d+\.\d{9} tid=\d+ address=0x[0-9a-f]+ size=1048576 stack=\d+$/,
     );
     expect(dump.stdout).toMatch(/^# process .* vm_events$/m);
-    const summary = spawnSync(
-      process.execPath,
-      [heaphookBin, 'dump', '--summary', logsIn(dir)[0]!],
-      {
-        encoding: 'utf8',
-      },
-    );
+    const summary = spawnSync(process.execPath, [heaphookBin, 'dump', '--summary', log], {
+      encoding: 'utf8',
+    });
     expect(summary.status, summary.stderr).toBe(0);
     expect(summary.stdout).toMatch(
       /^mapped: peak 7340032 bytes at \d+\.\d{6} s, 3145728 bytes at the end; 23 mapped \(\d+ bytes\), 24 unmapped/m,
