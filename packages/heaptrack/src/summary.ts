@@ -302,7 +302,7 @@ export async function summarize(path: string, options: DecodeOptions = {}): Prom
   const stacks = new Map<number, StackNodeRecord>();
   let process: ProcessRecord | undefined;
   let end: EndRecord | undefined;
-  const mapped = new MappedMemory({ points: 2 });
+  const mapped = new MappedMemory({ points: 2 }); // totals only: the summary draws no chart
   for await (const batch of decodeLogColumns(path, { ...options, reuseColumns: true })) {
     for (const r of batch.records) {
       switch (r.type) {

@@ -48,7 +48,7 @@ export class RangeSet {
     }
     this.starts.splice(i, j - i, newStart);
     this.ends.splice(i, j - i, newEnd);
-    const added = end - start - Math.max(0, covered);
+    const added = end - start - covered;
     this.bytes += added;
     return added;
   }

@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,22 +251,15 @@ static struct result measure(const struct loop *lp, long iters, long reps, int c
         unsigned long before[C_N];
         for (int c = 0; c < C_N; c++) before[c] = counts[c];
         for (long i = 0; i < iters; i++) {
+            /* alternate which goes first, so neither always finds the caches the other left */
+            bool raw_first = (i & 1) != 0;
             uint64_t t0 = now_ns();
-            if (i & 1) {
-                lp->raw();
-                uint64_t t1 = now_ns();
-                lp->hooked();
-                uint64_t t2 = now_ns();
-                raw_t[i] = (int64_t)(t1 - t0);
-                hooked_t[i] = (int64_t)(t2 - t1);
-            } else {
-                lp->hooked();
-                uint64_t t1 = now_ns();
-                lp->raw();
-                uint64_t t2 = now_ns();
-                hooked_t[i] = (int64_t)(t1 - t0);
-                raw_t[i] = (int64_t)(t2 - t1);
-            }
+            (raw_first ? lp->raw : lp->hooked)();
+            uint64_t t1 = now_ns();
+            (raw_first ? lp->hooked : lp->raw)();
+            uint64_t t2 = now_ns();
+            raw_t[i] = (int64_t)(raw_first ? t1 - t0 : t2 - t1);
+            hooked_t[i] = (int64_t)(raw_first ? t2 - t1 : t1 - t0);
             diff_t[i] = hooked_t[i] - raw_t[i];
         }
         for (int c = 0; c < C_N; c++) {
