@@ -185,7 +185,7 @@ program
 program
   .command('report-throughput')
   .description(
-    "time heaphook's decode + summary and `heaphook report` on a 10M-event log next to heaptrack_print on KDE heaptrack's trace of the same program; peak RSS at 1x, 2x, 4x the log; write results/report-throughput/latest.{json,md}",
+    "time heaphook's report pass (native and TypeScript) and `heaphook report --json` on a 10M-event log next to heaptrack_print on KDE heaptrack's trace of the same program; peak RSS at 1x, 2x, 4x the log; write results/report-throughput/latest.{json,md}",
   )
   .option('--quick', 'small logs, 1 run (the test uses it)')
   .option('--runs <n>', 'interleaved runs of each tool (default 5; 1 with --quick)', positiveInt)

@@ -7,9 +7,10 @@
  *    at 1x, 2x and 4x a size (4x: the timed log, 10M+ events by default), with KDE heaptrack
  *    at 4x, and a one-operation log that gives the fixed start-up/exit allocations.
  * 2. Times, interleaved and repeated (each run a process of its own under hh-run, which gives
- *    wall time and the child's peak RSS): heaphook decode + summary (summarize), `heaphook
- *    report --json`, and `heaptrack_print` on the KDE trace.
- * 3. Decode + summary's peak RSS on the 1x, 2x, 4x logs.
+ *    wall time and the child's peak RSS): heaphook's report pass (buildReportModel: decode +
+ *    every figure of the report) natively and in TypeScript, `heaphook report --json`, and
+ *    `heaptrack_print` on the KDE trace.
+ * 3. The native report pass's peak RSS on the 1x, 2x, 4x logs.
  * Writes results/report-throughput/latest.{json,md}.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -33,7 +34,7 @@ import { assertBuilt, launcherPath, nativeProgram, packageDir, resultsDir } from
 import { stat } from './stats.js';
 import type { LauncherReport, Stat } from './types.js';
 
-export const THROUGHPUT_SCHEMA = 'heaphook-report-throughput/1';
+export const THROUGHPUT_SCHEMA = 'heaphook-report-throughput/2';
 
 export interface ThroughputOptions {
   /** Small logs, 1 run: the test's smoke run. */
@@ -90,11 +91,11 @@ export interface ThroughputResults {
     readonly workload_events_decoded: number;
   };
   readonly kde_trace?: { readonly bytes: number; readonly version?: string };
-  /** Time inside summarize() (no process start-up), median, and events/s from it. */
+  /** Time inside buildReportModel() (native pass, no process start-up), median, and events/s. */
   readonly decode: { readonly ms: Stat; readonly events_per_s: number };
   readonly tools: ToolResult[];
-  /** heaptrack_print wall time / heaphook's (decode + summary, and report), medians. */
-  readonly speedup: { readonly summary?: number; readonly report?: number };
+  /** heaptrack_print wall time / heaphook's (native report pass, and report --json), medians. */
+  readonly speedup: { readonly model?: number; readonly report?: number };
   readonly memory: MemoryPoint[];
 }
 
@@ -210,10 +211,10 @@ export function formatThroughput(r: ThroughputResults): string {
   }
   lines.push(
     '',
-    `Inside summarize() (no process start-up): ${r.decode.ms.median.toFixed(0)} ms median = ${fmtM(r.decode.events_per_s)} events/s.`,
-    `heaptrack_print time / heaphook's: decode + summary ${r.speedup.summary?.toFixed(2) ?? 'n/a'}x, report ${r.speedup.report?.toFixed(2) ?? 'n/a'}x (above 1: heaphook faster; goal 3x).`,
+    `Inside buildReportModel() (native pass, no process start-up): ${r.decode.ms.median.toFixed(0)} ms median = ${fmtM(r.decode.events_per_s)} events/s.`,
+    `heaptrack_print time / heaphook's: report model ${r.speedup.model?.toFixed(2) ?? 'n/a'}x, report --json ${r.speedup.report?.toFixed(2) ?? 'n/a'}x (above 1: heaphook faster; goal 3x).`,
     '',
-    '| log length | events | heaplog | decode + summary peak RSS |',
+    '| log length | events | heaplog | report model (native) peak RSS |',
     '| --- | --- | --- | --- |',
     ...r.memory.map(
       (m) =>
@@ -242,9 +243,10 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
     const child = join(packageDir, 'dist', 'reportthroughput-child.js');
     const decodeOnce = async (
       log: string,
+      engine: 'native' | 'js' = 'native',
     ): Promise<{ m: Measured; events: number; ms: number }> => {
-      const m = await measure(process.execPath, [child, log]);
-      ok(m, `decode + summary of ${log}`);
+      const m = await measure(process.execPath, [child, log, engine]);
+      ok(m, `report model (${engine}) of ${log}`);
       const j = lastJsonLine(m.stdout);
       return { m, events: Number(j?.events), ms: Number(j?.decode_ms) };
     };
@@ -287,14 +289,20 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
     let eventsDecoded = 0;
     const tools: Tool[] = [
       {
-        name: 'heaphook decode+summary',
-        description: 'summarize() of @heaphook/heaptrack in a node process',
+        name: 'heaphook report model (native pass)',
+        description:
+          'buildReportModel() of @heaphook/heaptrack in a node process: decode + every figure of the report, events replayed by heaplog_addon.node',
         run: async () => {
           const d = await decodeOnce(main.log);
           decodeMs.push(d.ms);
           eventsDecoded = d.events;
           return d.m;
         },
+      },
+      {
+        name: 'heaphook report model (TypeScript pass)',
+        description: 'the same with engine "js": the reference implementation',
+        run: async () => (await decodeOnce(main.log, 'js')).m,
       },
       {
         name: hasReport ? 'heaphook report --json' : 'heaphook dump --summary',
@@ -372,7 +380,7 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
     };
     const printS = wall('heaptrack_print');
     const sumS = wall(tools[0]!.name);
-    const repS = wall(tools[1]!.name);
+    const repS = wall(tools[2]!.name);
     const ms = stat(decodeMs);
     const results: ThroughputResults = {
       schema: THROUGHPUT_SCHEMA,
@@ -396,7 +404,7 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
       decode: { ms, events_per_s: eventsDecoded / (ms.median / 1000) },
       tools: toolResults,
       speedup: {
-        ...(printS && sumS ? { summary: printS / sumS } : {}),
+        ...(printS && sumS ? { model: printS / sumS } : {}),
         ...(printS && repS ? { report: printS / repS } : {}),
       },
       memory,

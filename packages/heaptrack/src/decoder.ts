@@ -81,7 +81,7 @@ export class LogFormatError extends Error {
 type State = DecodeState;
 
 /** Decodes one record that is not an event (a declaration) from the streams. */
-function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
+export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
   const tag = cs.tag.u8();
   const c = cs.decl;
   switch (tag) {
@@ -247,16 +247,24 @@ export interface ColumnDecodeOptions extends DecodeOptions {
   readonly reuseColumns?: boolean;
 }
 
+/** One block of a heaplog, checked (CRC) and decompressed: its payload (FORMAT.md, "Blocks"). */
+export interface LogPayload {
+  /** File offset of the block's header. */
+  readonly offset: number;
+  readonly payload: Buffer;
+}
+
 /**
- * Decodes a heaplog block by block, each block's events by columns (EventBatch): the fast
- * path, with no object per event. Memory use is bounded by the largest block plus one chunk,
- * plus the address state (live blocks). On damage, the batch of the valid part of the damaged
- * block is yielded, then a LogFormatError is thrown.
+ * The blocks of a heaplog, one payload at a time, after the file header has been checked: the
+ * part of decoding every reader shares (decodeLogColumns decodes the records in TypeScript,
+ * the report's native pass in C). Memory is bounded by the look-ahead plus one chunk. At the
+ * first damaged block (truncated, CRC mismatch, undecompressable) it throws a LogFormatError
+ * naming the block's offset, after yielding every block before it.
  */
-export async function* decodeLogColumns(
+export async function* readLogPayloads(
   path: string,
-  options: ColumnDecodeOptions = {},
-): AsyncGenerator<EventBatch> {
+  options: DecodeOptions = {},
+): AsyncGenerator<LogPayload> {
   const chunkSize = options.chunkSize ?? 1024 * 1024;
   const file = await open(path, 'r');
   let pipe: ZstdPipe | undefined;
@@ -403,8 +411,6 @@ export async function* decodeLogColumns(
       // fzstd may hand out views of its window: copy them before the next push.
       return Buffer.concat(zstdChunks);
     };
-    const state = new DecodeState();
-    let shared: EventColumns | undefined;
     for (;;) {
       while (!done && (queue.length === 0 || queued < LOOKAHEAD)) {
         const next = await readBlock();
@@ -455,58 +461,75 @@ export async function* decodeLogColumns(
           `corrupt compressed block (${(error as Error).message})`,
         );
       }
-      state.startBlock();
-      let streams: Streams;
-      try {
-        streams = splitStreams(payload);
-      } catch (error) {
-        throw new LogFormatError(path, blockOffset, `corrupt block (${(error as Error).message})`);
-      }
-      const capacity = streams.tag.end - streams.tag.pos;
-      let events: EventColumns;
-      if (options.reuseColumns === true) {
-        if (shared === undefined || shared.op.length < capacity) shared = allocColumns(capacity);
-        events = shared;
-        events.length = 0;
-      } else {
-        events = allocColumns(capacity);
-      }
-      const records: LogRecord[] = [];
-      const recordAt: number[] = [];
-      const batch: EventBatch = {
-        events,
-        records,
-        recordAt,
-        timing: (state.flags & PF_TIMING) !== 0,
-        sampling: (state.flags & PF_SAMPLING) !== 0,
-        offset: blockOffset,
-      };
-      try {
-        decodeBlockEvents(state, streams, events, (eventsBefore) => {
-          decodeRecord(streams, state, records);
-          recordAt.push(eventsBefore);
-        });
-        for (const name of STREAM_NAMES) {
-          if (streams[name].pos !== streams[name].end) {
-            throw new RangeError(
-              `${streams[name].end - streams[name].pos} bytes left in its ${name} stream`,
-            );
-          }
-        }
-      } catch (error) {
-        const index = events.length + records.length;
-        if (index > 0) yield withFlags(batch, state);
-        throw new LogFormatError(
-          path,
-          blockOffset,
-          `undecodable record #${index} (${(error as Error).message}) in the block`,
-        );
-      }
-      yield withFlags(batch, state);
+      yield { offset: blockOffset, payload };
     }
   } finally {
     pipe?.close();
     await file.close();
+  }
+}
+
+/**
+ * Decodes a heaplog block by block, each block's events by columns (EventBatch): the fast
+ * path, with no object per event. Memory use is bounded by the largest block plus one chunk,
+ * plus the address state (live blocks). On damage, the batch of the valid part of the damaged
+ * block is yielded, then a LogFormatError is thrown.
+ */
+export async function* decodeLogColumns(
+  path: string,
+  options: ColumnDecodeOptions = {},
+): AsyncGenerator<EventBatch> {
+  const state = new DecodeState();
+  let shared: EventColumns | undefined;
+  for await (const { offset: blockOffset, payload } of readLogPayloads(path, options)) {
+    state.startBlock();
+    let streams: Streams;
+    try {
+      streams = splitStreams(payload);
+    } catch (error) {
+      throw new LogFormatError(path, blockOffset, `corrupt block (${(error as Error).message})`);
+    }
+    const capacity = streams.tag.end - streams.tag.pos;
+    let events: EventColumns;
+    if (options.reuseColumns === true) {
+      if (shared === undefined || shared.op.length < capacity) shared = allocColumns(capacity);
+      events = shared;
+      events.length = 0;
+    } else {
+      events = allocColumns(capacity);
+    }
+    const records: LogRecord[] = [];
+    const recordAt: number[] = [];
+    const batch: EventBatch = {
+      events,
+      records,
+      recordAt,
+      timing: (state.flags & PF_TIMING) !== 0,
+      sampling: (state.flags & PF_SAMPLING) !== 0,
+      offset: blockOffset,
+    };
+    try {
+      decodeBlockEvents(state, streams, events, (eventsBefore) => {
+        decodeRecord(streams, state, records);
+        recordAt.push(eventsBefore);
+      });
+      for (const name of STREAM_NAMES) {
+        if (streams[name].pos !== streams[name].end) {
+          throw new RangeError(
+            `${streams[name].end - streams[name].pos} bytes left in its ${name} stream`,
+          );
+        }
+      }
+    } catch (error) {
+      const index = events.length + records.length;
+      if (index > 0) yield withFlags(batch, state);
+      throw new LogFormatError(
+        path,
+        blockOffset,
+        `undecodable record #${index} (${(error as Error).message}) in the block`,
+      );
+    }
+    yield withFlags(batch, state);
   }
 }
 

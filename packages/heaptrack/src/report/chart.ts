@@ -6,9 +6,9 @@
  */
 import { createRequire } from 'node:module';
 
-import { Resvg } from '@resvg/resvg-js';
-import PDFDocument from 'pdfkit';
-import SVGtoPDF from 'svg-to-pdfkit';
+import type * as ResvgModule from '@resvg/resvg-js';
+import type PDFKitDocument from 'pdfkit';
+import type SVGtoPDFFunction from 'svg-to-pdfkit';
 
 import type { SeriesPoint } from './series.js';
 import { byteTicks, escapeXml, formatBytes, formatDuration, niceTicks } from './format.js';
@@ -180,8 +180,24 @@ function mappedLayer(g: ChartGeometry, mapped: MappedChartInput, endTimeNs: numb
   return out;
 }
 
+/*
+ * The renderers are loaded on first use: they take ~140 ms to load, which `heaphook report
+ * --json` (no files) should not pay.
+ */
+function renderers(): {
+  Resvg: typeof ResvgModule.Resvg;
+  PDFDocument: typeof PDFKitDocument;
+  SVGtoPDF: typeof SVGtoPDFFunction;
+} {
+  const { Resvg } = require('@resvg/resvg-js') as typeof ResvgModule;
+  const PDFDocument = require('pdfkit') as typeof PDFKitDocument;
+  const SVGtoPDF = require('svg-to-pdfkit') as typeof SVGtoPDFFunction;
+  return { Resvg, PDFDocument, SVGtoPDF };
+}
+
 /** Any SVG of the report as PNG (resvg, with the shipped font only). */
 export function svgToPng(svg: string, scale = 1): Buffer {
+  const { Resvg } = renderers();
   const resvg = new Resvg(svg, {
     font: { fontFiles: [FONT_FILE], loadSystemFonts: false, defaultFontFamily: FONT_FAMILY },
     fitTo: { mode: 'zoom', value: scale },
@@ -192,6 +208,7 @@ export function svgToPng(svg: string, scale = 1): Buffer {
 
 /** An SVG as a one-page PDF of the same size (points), the font embedded. */
 export function svgToPdf(svg: string, width: number, height: number): Promise<Buffer> {
+  const { PDFDocument, SVGtoPDF } = renderers();
   return new Promise((resolve, reject) => {
     const doc = new PDFDocument({
       size: [width, height],

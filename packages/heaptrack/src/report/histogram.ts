@@ -16,6 +16,16 @@ export class SizeHistogram {
     return k === 0 ? 0 : 2 ** (k - 1);
   }
 
+  /** A histogram with these counts and bytes per bucket (65 each), as the native pass keeps them. */
+  static fromBuckets(counts: ArrayLike<number>, bytes: ArrayLike<number>): SizeHistogram {
+    const h = new SizeHistogram();
+    for (let k = 0; k < h.counts.length; k++) {
+      h.counts[k] = counts[k] ?? 0;
+      h.bytes[k] = bytes[k] ?? 0;
+    }
+    return h;
+  }
+
   add(size: number): void {
     const k = SizeHistogram.bucketOf(size);
     this.counts[k]!++;
@@ -77,6 +87,19 @@ export class LatencyHistogram {
     const p = Math.floor(k / SUB) + 3;
     const sub = k % SUB;
     return (SUB + sub + 1) * 2 ** (p - 4) - 1;
+  }
+
+  /** A histogram with these bucket counts (SUB * POWERS of them) and totals. */
+  static fromBuckets(
+    counts: ArrayLike<number>,
+    totals: { count: number; max: number; sum: number },
+  ): LatencyHistogram {
+    const h = new LatencyHistogram();
+    for (let k = 0; k < h.counts.length; k++) h.counts[k] = counts[k] ?? 0;
+    h.count = totals.count;
+    h.max = totals.max;
+    h.sum = totals.sum;
+    return h;
   }
 
   add(ns: number): void {

@@ -18,6 +18,7 @@ export class AddressMap {
   }
 
   get(key: number): number {
+    if (key === 0) return -1; // 0 marks empty slots: no block lives there
     const keys = this.keys;
     for (let i = this.home(key); ; i = (i + 1) & this.mask) {
       const k = keys[i]!;

@@ -28,6 +28,8 @@ const OP_REALLOC = OPS.indexOf('realloc');
 const OP_REALLOCARRAY = OPS.indexOf('reallocarray');
 const OP_FREE = OPS.indexOf('free');
 const OP_REALLOC_DONE = OPS.indexOf('realloc_done');
+/** The heap series' buckets start 0.1 ms wide (the default time resolution) and widen as needed. */
+export const SERIES_INITIAL_WIDTH_NS = 100_000;
 
 /** The events of one block by columns, as the decoder's decodeLogColumns yields them. */
 export interface ColumnBatch {
@@ -117,6 +119,43 @@ export interface ReportModel {
   readonly dropped: number;
 }
 
+/**
+ * What the pass over the events leaves for the model: the same figures whether the events were
+ * replayed here (ReportBuilder.apply) or by the native pass (src/report/native.ts).
+ */
+export interface EventFigures {
+  /** Calls by op code (the index in OPS). */
+  readonly calls: ArrayLike<number>;
+  readonly events: number;
+  readonly allocatedBytes: number;
+  readonly liveBytes: number;
+  readonly peakBytes: number;
+  readonly peakTime: number;
+  readonly peakBlocks: number;
+  readonly peakBlocksTime: number;
+  readonly lastTime: number;
+  readonly temporary: number;
+  readonly unknownFrees: number;
+  readonly failedCalls: number;
+  readonly sizes: SizeHistogram;
+  /** By op code; undefined where no duration was recorded. */
+  readonly latency: readonly (LatencyHistogram | undefined)[];
+  readonly series: SeriesPoint[];
+  /** Peak figures brought up to date. */
+  readonly sites: SiteStats[];
+  /** The blocks live at the end (bytes: their weight). */
+  readonly live: LeakedBlock[];
+}
+
+/** The event pass done elsewhere (natively): ReportBuilder takes the declarations only. */
+export interface ExternalEvents {
+  /** Events replayed so far, for progress. */
+  readonly eventCount: number;
+  /** The live block at `ptr` now, for LEAK records. */
+  liveBlock(ptr: number): { weight: number; stack: number } | undefined;
+  figures(): EventFigures;
+}
+
 export class ReportBuilder {
   private process: ProcessRecord | undefined;
   private end: EndRecord | undefined;
@@ -155,15 +194,21 @@ export class ReportBuilder {
   private pendingLeaks: LeakedBlock[] = [];
   private latestCheck: LeakCheck | undefined;
 
-  constructor(options: { points?: number } = {}) {
-    // 0.1 ms buckets to start with (the default time resolution); they widen as time goes on.
-    this.series = new HeapSeries(options.points ?? 1024, 100_000);
+  private readonly external: ExternalEvents | undefined;
+
+  /**
+   * With `external`, the events are replayed elsewhere (the native pass) and this builder takes
+   * only the other records (add); otherwise feed it everything (addColumns, add).
+   */
+  constructor(options: { points?: number; external?: ExternalEvents } = {}) {
+    this.series = new HeapSeries(options.points ?? 1024, SERIES_INITIAL_WIDTH_NS);
     this.mapped = new MappedMemory(options);
+    this.external = options.external;
   }
 
   /** Records so far, for progress. */
   get eventCount(): number {
-    return this.events;
+    return this.external?.eventCount ?? this.events;
   }
 
   addBatch(records: readonly LogRecord[]): void {
@@ -188,11 +233,11 @@ export class ReportBuilder {
         this.end = r;
         break;
       case 'leak': {
-        const slot = this.live.find(r.ptr);
+        const block = this.liveBlock(r.ptr);
         this.pendingLeaks.push({
           ptr: r.ptr,
-          bytes: slot >= 0 ? this.live.weightAt(slot) : r.size,
-          stack: slot >= 0 ? this.sites[this.live.siteAt(slot)]!.stack : 0,
+          bytes: block?.weight ?? r.size,
+          stack: block?.stack ?? 0,
         });
         break;
       }
@@ -207,6 +252,13 @@ export class ReportBuilder {
       default:
         break;
     }
+  }
+
+  private liveBlock(ptr: number): { weight: number; stack: number } | undefined {
+    if (this.external !== undefined) return this.external.liveBlock(ptr);
+    const slot = this.live.find(ptr);
+    if (slot < 0) return undefined;
+    return { weight: this.live.weightAt(slot), stack: this.sites[this.live.siteAt(slot)]!.stack };
   }
 
   /** The index of a stack's site in this.sites. */
@@ -299,6 +351,7 @@ export class ReportBuilder {
    * valid when `timing` / `sampling`). Non-event records go through add() in log order.
    */
   addColumns(batch: ColumnBatch): void {
+    if (this.external !== undefined) throw new Error('ReportBuilder: events are replayed natively');
     const c = batch.events;
     let r = 0;
     for (let k = 0; k < c.length; k++) {
@@ -411,18 +464,41 @@ export class ReportBuilder {
     else this.lastAllocated.set(tid, { ptr });
   }
 
-  finish(): ReportModel {
-    const neverFreedBlocks: LeakedBlock[] = [];
+  /** The figures of this builder's own event pass. */
+  private ownFigures(): EventFigures {
+    const live: LeakedBlock[] = [];
     for (const [ptr, , weight, site] of this.live.entries()) {
-      neverFreedBlocks.push({ ptr, bytes: weight, stack: this.sites[site]!.stack });
+      live.push({ ptr, bytes: weight, stack: this.sites[site]!.stack });
     }
     for (const site of this.sites) this.touch(site);
-    const calls = Object.fromEntries(OPS.map((op, i) => [op, this.calls[i]!])) as Record<
-      Op,
-      number
-    >;
+    return {
+      calls: this.calls,
+      events: this.events,
+      allocatedBytes: this.allocatedBytes,
+      liveBytes: this.liveBytes,
+      peakBytes: this.peakBytes,
+      peakTime: this.peakTime,
+      peakBlocks: this.peakBlocks,
+      peakBlocksTime: this.peakBlocksTime,
+      lastTime: this.lastTime,
+      temporary: this.temporary,
+      unknownFrees: this.unknownFrees,
+      failedCalls: this.failedCalls,
+      sizes: this.sizes,
+      latency: this.latency,
+      series: this.series.points(),
+      sites: [...this.sites],
+      live,
+    };
+  }
+
+  finish(): ReportModel {
+    const f = this.external?.figures() ?? this.ownFigures();
+    // In address order, so that leak sites of equal size list the same way from either pass.
+    const neverFreedBlocks = [...f.live].sort((a, b) => a.ptr - b.ptr);
+    const calls = Object.fromEntries(OPS.map((op, i) => [op, f.calls[i]!])) as Record<Op, number>;
     const latency = new Map<Op, LatencyHistogram>();
-    this.latency.forEach((h, i) => {
+    f.latency.forEach((h, i) => {
       if (h !== undefined) latency.set(OPS[i]!, h);
     });
     const sum = (ops: readonly Op[]): number => ops.reduce((n, op) => n + calls[op], 0);
@@ -432,31 +508,32 @@ export class ReportBuilder {
       modules: this.modules,
       stacks: this.stacks,
       calls,
-      events: this.events,
+      events: f.events,
       allocations: sum(ALLOCATION_OPS),
       reallocs: sum(['realloc', 'reallocarray']),
       frees: calls.free,
-      allocatedBytes: this.allocatedBytes,
-      peakHeapBytes: this.peakBytes,
-      peakTimeNs: this.peakTime,
-      peakLiveBlocks: this.peakBlocks,
-      peakLiveBlocksTimeNs: this.peakBlocksTime,
-      lastTimeNs: this.lastTime,
-      finalLiveBytes: this.liveBytes,
-      finalLiveBlocks: this.live.size,
+      allocatedBytes: f.allocatedBytes,
+      peakHeapBytes: f.peakBytes,
+      peakTimeNs: f.peakTime,
+      peakLiveBlocks: f.peakBlocks,
+      peakLiveBlocksTimeNs: f.peakBlocksTime,
+      // Memory events are records this builder takes itself.
+      lastTimeNs: Math.max(f.lastTime, this.lastTime),
+      finalLiveBytes: f.liveBytes,
+      finalLiveBlocks: f.live.length,
       neverFreed: leakVerdict(neverFreedBlocks, undefined),
       leaks: leakVerdict(neverFreedBlocks, this.latestCheck),
       ...(this.latestCheck !== undefined ? { latestLeakCheck: this.latestCheck.record } : {}),
-      temporaryAllocations: this.temporary,
-      sizeHistogram: this.sizes,
+      temporaryAllocations: f.temporary,
+      sizeHistogram: f.sizes,
       latency,
-      series: this.series.points(),
+      series: f.series,
       ...(this.mapped.seen || this.process?.vmEvents === true
         ? { mapped: this.mapped.finish() }
         : {}),
-      sites: [...this.sites],
-      unknownFrees: this.unknownFrees,
-      failedCalls: this.failedCalls,
+      sites: f.sites,
+      unknownFrees: f.unknownFrees,
+      failedCalls: f.failedCalls,
       dropped: this.end?.dropped ?? 0,
     };
   }

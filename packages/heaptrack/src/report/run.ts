@@ -12,7 +12,8 @@ import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
 import { flameGraphSvg } from './flamegraph.js';
 import { reportHtml } from './html.js';
 import { jsonStacks, reportJson, type ReportJson } from './json.js';
-import { ReportBuilder, type ReportModel } from './model.js';
+import { ReportBuilder, SERIES_INITIAL_WIDTH_NS, type ReportModel } from './model.js';
+import { heaplogAddon, NativeEvents, scanLogNative } from './native.js';
 import { pprofBytes } from './pprof.js';
 import { startProgress } from './progress.js';
 import { StackNames } from './symbols.js';
@@ -29,7 +30,14 @@ export interface ReportOptions {
   readonly top?: number;
   /** Points of the heap-over-time series (default 1024). */
   readonly points?: number;
+  /**
+   * Who replays the events: 'native' (heaplog_addon.node, the default when it is built) or
+   * 'js' (the reference implementation in TypeScript). Both give the same model.
+   */
+  readonly engine?: 'native' | 'js';
 }
+
+const DEFAULT_POINTS = 1024;
 
 export interface ReportResult {
   readonly model: ReportModel;
@@ -44,16 +52,26 @@ export interface ReportResult {
 /** Reads the whole log (or its valid part) into the report model. */
 export async function buildReportModel(
   path: string,
-  options: Pick<ReportOptions, 'progress' | 'points'> = {},
+  options: Pick<ReportOptions, 'progress' | 'points' | 'engine'> = {},
 ): Promise<{ model: ReportModel; error?: LogFormatError }> {
-  const builder = new ReportBuilder(options.points !== undefined ? { points: options.points } : {});
+  const points = options.points ?? DEFAULT_POINTS;
+  const engine = options.engine ?? (heaplogAddon() !== undefined ? 'native' : 'js');
+  const external =
+    engine === 'native' ? new NativeEvents(points, SERIES_INITIAL_WIDTH_NS) : undefined;
+  const builder = new ReportBuilder({ points, ...(external !== undefined ? { external } : {}) });
   const progress = startProgress(path, options.progress);
   let error: LogFormatError | undefined;
   try {
-    // By columns, with one set of columns reused for every block: no object per event.
-    for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
-      builder.addColumns(batch);
-      progress.update(builder.eventCount);
+    if (external !== undefined) {
+      await scanLogNative(path, external, (record) => builder.add(record), {
+        onBlock: (events) => progress.update(events),
+      });
+    } else {
+      // By columns, with one set of columns reused for every block: no object per event.
+      for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
+        builder.addColumns(batch);
+        progress.update(builder.eventCount);
+      }
     }
   } catch (e) {
     if (!(e instanceof LogFormatError)) throw e;

@@ -70,10 +70,11 @@ int main(int argc, char **argv) {
     munmap(kept + 4 * MIB, MIB);
     madvise(kept, MIB, MADV_DONTNEED);
     for (int i = 0; i < 16; i++) free(blocks[i]);
-    printf("{\"mapped\":%d,\"unmapped\":%d,\"mappedBytes\":%u,\"unmappedBytes\":%u,"
-           "\"peakBytes\":%u,\"finalBytes\":%u}\n",
-           LOOPS + 3, LOOPS + 4, LOOPS * MIB + 3 * MIB + 4 * MIB + 5 * MIB,
-           LOOPS * MIB + 4 * MIB + 3 * MIB + MIB + MIB, 7 * MIB, 3 * MIB);
+    printf(
+        "{\"mapped\":%d,\"unmapped\":%d,\"mappedBytes\":%u,\"unmappedBytes\":%u,"
+        "\"peakBytes\":%u,\"finalBytes\":%u}\n",
+        LOOPS + 3, LOOPS + 4, LOOPS * MIB + 3 * MIB + 4 * MIB + 5 * MIB,
+        LOOPS * MIB + 4 * MIB + 3 * MIB + MIB + MIB, 7 * MIB, 3 * MIB);
     fflush(stdout);
     if (argc > 1 && strcmp(argv[1], "fork") == 0) {
         pid_t child = fork();

@@ -1,0 +1,154 @@
+/**
+ * The report's native pass (heaplog_addon.node) is the TypeScript pass, figure for figure: the
+ * same model from logs of every kind (exact counts, edge cases, threads trading blocks with
+ * moved reallocs, sampling, durations, leak checks, python3, a forking pipeline) and, on a
+ * damaged log, the same error and the same report of the valid part.
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { crc32 } from 'node:zlib';
+
+import { describe, expect, it } from 'vitest';
+
+import { buildReportModel } from '../src/report/run.js';
+import { heaplogAddon } from '../src/report/native.js';
+import type { ReportModel } from '../src/report/model.js';
+import { logsIn, python3, release, scratch, traced, tracer, workload } from './helpers.js';
+
+/** The model as plain data: histograms by their rows, stacks and modules by count. */
+function comparable(m: ReportModel) {
+  return {
+    ...m,
+    stacks: m.stacks.size,
+    modules: m.modules.length,
+    sites: m.sites.map(({ epoch: _internal, ...site }) => site),
+    sizeHistogram: m.sizeHistogram.rows(),
+    latency: [...m.latency].map(([op, h]) => [op, h.percentiles(), h.coarse()]),
+  };
+}
+
+async function bothEngines(log: string) {
+  const js = await buildReportModel(log, { engine: 'js', progress: false });
+  const native = await buildReportModel(log, { engine: 'native', progress: false });
+  return { js, native };
+}
+
+async function expectSameModel(log: string): Promise<ReportModel> {
+  const { js, native } = await bothEngines(log);
+  expect(js.error).toBeUndefined();
+  expect(native.error).toBeUndefined();
+  expect(comparable(native.model)).toEqual(comparable(js.model));
+  return native.model;
+}
+
+function tracedLog(name: string, args: string[], env: Record<string, string> = {}): string {
+  const dir = scratch(`native-${name}`);
+  const run = traced(dir, workload, args, env);
+  expect(run.status, run.stderr).toBe(0);
+  return logsIn(dir)[0]!;
+}
+
+describe('the native report pass', () => {
+  it('is built with the package', () => {
+    expect(heaplogAddon()).toBeDefined();
+  });
+
+  it('gives the TypeScript pass’s model on the exact-count workload, with durations', async () => {
+    const m = await expectSameModel(tracedLog('counts', ['counts'], { HEAPHOOK_TIMING: '1' }));
+    expect(m.events).toBeGreaterThan(1000);
+    expect(m.latency.size).toBeGreaterThan(3);
+    expect(m.temporaryAllocations).toBeGreaterThan(0);
+  });
+
+  it('… on the edge cases (failed calls, every function, aligned blocks), stored uncompressed', async () => {
+    const m = await expectSameModel(tracedLog('edges', ['edges'], { HEAPHOOK_COMPRESS: 'none' }));
+    expect(m.failedCalls).toBe(5);
+  });
+
+  it('… on threads trading blocks, with reallocs that move', async () => {
+    const m = await expectSameModel(tracedLog('trade', ['trade', '4', '30000']));
+    expect(m.calls.realloc_done).toBeGreaterThan(0);
+  });
+
+  it('… on a sampled log (weights)', async () => {
+    const m = await expectSameModel(
+      tracedLog('sampled', ['churn', '200000'], { HEAPHOOK_SAMPLE_BYTES: '4096' }),
+    );
+    expect(m.process?.sampling).toBe(true);
+  });
+
+  it('… on a log with leak checks', async () => {
+    const dir = scratch('native-leaks');
+    // hh_test_leaks links the tracer itself (it calls the precise API): no preload.
+    const run = traced(dir, join(release, 'hh_test_leaks'), ['scenarios'], {}, []);
+    expect(run.status, run.stderr).toBe(0);
+    const m = await expectSameModel(logsIn(dir)[0]!);
+    expect(m.leaks.source).toBe('leak-check');
+    expect(m.leaks.leakedBlocks).toBeGreaterThan(0);
+  });
+
+  it('… on python3 and on every log of a forking shell pipeline', async () => {
+    const dir = scratch('native-python');
+    const py = traced(dir, python3, [
+      '-c',
+      'import json; print(len(json.dumps([{"k": str(i)} for i in range(20000)])))',
+    ]);
+    expect(py.status, py.stderr).toBe(0);
+    await expectSameModel(logsIn(dir)[0]!);
+    const pipe = scratch('native-pipeline');
+    const sh = spawnSync('/bin/sh', ['-c', 'seq 1 3000 | sort -r | uniq | wc -l'], {
+      cwd: pipe,
+      encoding: 'utf8',
+      env: { ...process.env, LD_PRELOAD: tracer, HEAPHOOK_LOG_DIR: pipe },
+    });
+    expect(sh.stdout.trim()).toBe('3000');
+    const logs = logsIn(pipe);
+    expect(logs.length).toBeGreaterThanOrEqual(4);
+    for (const log of logs) await expectSameModel(log);
+  });
+
+  it('stops at the same damaged record with the same error, having replayed the same part', async () => {
+    const log = tracedLog('damaged', ['counts'], { HEAPHOOK_COMPRESS: 'none' });
+    const bytes = readFileSync(log);
+    // The first block with events: damage a byte in the middle of its addr stream and give it a
+    // valid CRC again, so that the record decoder (not the block check) meets the damage.
+    let at = 16;
+    let damagedAt = -1;
+    while (at + 8 <= bytes.length) {
+      const length = bytes.readUInt32LE(at) & 0x3fffffff;
+      const payload = bytes.subarray(at + 8, at + 8 + length);
+      if (length > 4096) {
+        let p = 1; // varint 6
+        const lengths: number[] = [];
+        for (let i = 0; i < 6; i++) {
+          let v = 0;
+          let shift = 0;
+          for (;;) {
+            const x = payload[p++]!;
+            v += (x & 0x7f) * 2 ** shift;
+            shift += 7;
+            if (x < 0x80) break;
+          }
+          lengths.push(v);
+        }
+        const addrStart = p + lengths[0]! + lengths[1]! + lengths[2]! + lengths[3]!;
+        const target = addrStart + Math.floor(lengths[4]! / 2);
+        payload[target] = 0xff; // a varint that runs on into the next bytes: a wrong reference
+        payload[target + 1] = 0xff;
+        bytes.writeUInt32LE(crc32(payload), at + 4);
+        damagedAt = at;
+        break;
+      }
+      at += 8 + length;
+    }
+    expect(damagedAt).toBeGreaterThan(0);
+    const damaged = join(scratch('native-damaged-copy'), 'heaplog.1.log');
+    writeFileSync(damaged, bytes);
+    const { js, native } = await bothEngines(damaged);
+    expect(js.error?.offset).toBe(damagedAt);
+    expect(native.error?.message).toBe(js.error?.message);
+    expect(js.model.events).toBeGreaterThan(0);
+    expect(comparable(native.model)).toEqual(comparable(js.model));
+  });
+});
