@@ -262,9 +262,10 @@ struct hh_scan {
 
     /* Address state (persists) */
     uint64_t ordinal;
-    block_table blocks; /* both sides' live blocks by address */
-    uint64_t *ring_ptr; /* ordinal -> address for the last ORDINAL_RING ordinals */
-    u64_table old_ptr;  /* ordinal -> address for older live ones */
+    block_table blocks;    /* both sides' live blocks by address */
+    uint64_t last_touched; /* slot of the entry the decoder touched last (see touched_entry) */
+    uint64_t *ring_ptr;    /* ordinal -> address for the last ORDINAL_RING ordinals */
+    u64_table old_ptr;     /* ordinal -> address for older live ones */
     uint64_t recent[RECENT];
     unsigned recent_head;
     uint64_t classes[CLASSES * CLASS_DEPTH];
@@ -445,6 +446,7 @@ static void forget_ordinal(hh_scan *s, uint64_t ordinal) {
 static void end_block(hh_scan *s, uint64_t ptr) {
     block_entry *e = blocks_find(&s->blocks, ptr);
     unsigned cls = NO_CLASS;
+    if (e != NULL) s->last_touched = (uint64_t)(e - s->blocks.slots);
     if (e != NULL && e->coded != 0) {
         forget_ordinal(s, e->coded >> 8);
         cls = (unsigned)(e->coded & 0xff);
@@ -527,6 +529,7 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
         }
         if (e->coded != 0) forget_ordinal(s, e->coded >> 8);
         e->coded = ordinal << 8 | cls;
+        s->last_touched = (uint64_t)(e - s->blocks.slots);
         s->bump_addr = ptr;
         s->bump_bytes = request;
     }
@@ -599,9 +602,21 @@ static bool latency_add(hh_scan *s, int op, double ns) {
     return true;
 }
 
+/*
+ * The entry of addr when it is the one the decoder touched last, else NULL: an event's report
+ * step mostly concerns the block its decoder step just found or made, so it takes the entry
+ * without a second probe. The slot is checked, not trusted (a removal may have moved entries).
+ */
+static inline block_entry *touched_entry(const hh_scan *s, uint64_t addr) {
+    uint64_t i = s->last_touched;
+    return i <= s->blocks.mask && s->blocks.slots[i].addr == addr ? &s->blocks.slots[i] : NULL;
+}
+
 /* The report's live block at ptr, or NULL. */
 static inline block_entry *live_find(const hh_scan *s, double ptr) {
-    block_entry *e = ptr > 0 ? blocks_find(&s->blocks, (uint64_t)ptr) : NULL;
+    if (!(ptr > 0)) return NULL;
+    block_entry *e = touched_entry(s, (uint64_t)ptr);
+    if (e == NULL) e = blocks_find(&s->blocks, (uint64_t)ptr);
     return e != NULL && e->site != NO_SITE ? e : NULL;
 }
 
@@ -652,8 +667,8 @@ static void remove_block(hh_scan *s, double ptr, const double *time) {
 
 static bool add_block(hh_scan *s, double ptr, double size, double weight, double stack,
                       double time) {
-    block_entry *e = blocks_insert(&s->blocks, (uint64_t)ptr); /* ptr is never 0 here */
-    if (e == NULL) return false;
+    block_entry *e = touched_entry(s, (uint64_t)ptr); /* ptr is never 0 here */
+    if (e == NULL && (e = blocks_insert(&s->blocks, (uint64_t)ptr)) == NULL) return false;
     if (e->site != NO_SITE) forget_block(s, e, NULL); /* already live: should not happen */
     uint64_t index = site_of(s, stack);
     if (index == NONE) return false;
