@@ -280,6 +280,8 @@ struct hh_scan {
     size_t live_blocks;   /* blocks the report holds live */
     u64_table site_index; /* stack + 1 -> site index */
     site *sites;
+    double last_stack; /* the last stack looked up, and its site */
+    uint64_t last_site;
     size_t site_count, site_cap;
     double live_bytes, allocated_bytes, peak_bytes, peak_time;
     uint64_t peak_epoch;
@@ -563,8 +565,12 @@ static void series_merge(hh_scan *s) {
 
 static inline void series_add(hh_scan *s, double time, double value) {
     double t = time > 0 ? time : 0;
-    while (t / s->width >= s->points) series_merge(s);
-    uint32_t i = (uint32_t)(t / s->width); /* floor: t / width is >= 0 */
+    double at = t / s->width;
+    while (at >= s->points) {
+        series_merge(s);
+        at = t / s->width;
+    }
+    uint32_t i = (uint32_t)at; /* floor: at is >= 0 */
     if (!s->present[i]) {
         s->present[i] = 1;
         s->smin[i] = s->smax[i] = s->slast[i] = value;
@@ -622,15 +628,22 @@ static inline block_entry *live_find(const hh_scan *s, double ptr) {
 
 /* The index of a stack's site, created on first use (NONE when out of memory). */
 static uint64_t site_of(hh_scan *s, double stack) {
+    if (stack == s->last_stack && s->site_count > 0) return s->last_site; /* loops repeat sites */
     uint64_t key = (uint64_t)stack + 1;
     uint64_t k = table_get(&s->site_index, key);
-    if (k != NONE) return k;
+    if (k != NONE) {
+        s->last_stack = stack;
+        s->last_site = k;
+        return k;
+    }
     if (!grow_array((void **)&s->sites, &s->site_cap, s->site_count, sizeof(site))) return NONE;
     bool ok = true;
     k = s->site_count;
     table_set(&s->site_index, key, k, &ok);
     if (!ok) return NONE;
     s->sites[s->site_count++] = (site){.stack = stack};
+    s->last_stack = stack;
+    s->last_site = k;
     return k;
 }
 
