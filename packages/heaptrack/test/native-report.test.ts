@@ -151,4 +151,33 @@ describe('the native report pass', () => {
     expect(js.model.events).toBeGreaterThan(0);
     expect(comparable(native.model)).toEqual(comparable(js.model));
   });
+
+  it('agrees with the TypeScript pass on 60 logs damaged at random (CRC made valid), and never crashes', async () => {
+    const base = readFileSync(
+      tracedLog('fuzz', ['trade', '2', '3000'], { HEAPHOOK_COMPRESS: 'none' }),
+    );
+    const blocks: [number, number][] = [];
+    for (let at = 16; at + 8 <= base.length; at += 8 + (base.readUInt32LE(at) & 0x3fffffff))
+      blocks.push([at, base.readUInt32LE(at) & 0x3fffffff]);
+    let seed = 20261123; // a fixed sequence of damage
+    const random = (n: number): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return Math.floor((seed / 2147483648) * n);
+    };
+    const dir = scratch('native-fuzz');
+    let damaged = 0;
+    for (let i = 0; i < 60; i++) {
+      const bytes = Buffer.from(base);
+      const [offset, length] = blocks[random(blocks.length)]!;
+      for (let k = 0; k <= random(3); k++) bytes[offset + 8 + random(length)] = random(256);
+      bytes.writeUInt32LE(crc32(bytes.subarray(offset + 8, offset + 8 + length)), offset + 4);
+      const log = join(dir, `heaplog.${i}.log`);
+      writeFileSync(log, bytes);
+      const { js, native } = await bothEngines(log);
+      expect(native.error?.message, `damage #${i}`).toBe(js.error?.message);
+      expect(comparable(native.model), `damage #${i}`).toEqual(comparable(js.model));
+      if (js.error !== undefined) damaged++;
+    }
+    expect(damaged).toBeGreaterThan(20); // most damage is found; the rest changes values only
+  });
 });
