@@ -7,6 +7,8 @@
 export interface Named {
   readonly name: string;
   readonly status: 'ready' | 'skipped';
+  /** A workload the tracers do not run. */
+  readonly noTracers?: boolean;
 }
 
 export interface ScheduledRun<W extends Named, A extends Named> {
@@ -36,7 +38,7 @@ export function buildSchedule<W extends Named, A extends Named>(
     for (const workload of ws) {
       if (rep < runs)
         for (const allocator of as) out.push({ seq: out.length, rep, workload, allocator });
-      if (rep < tracerRuns)
+      if (rep < tracerRuns && workload.noTracers !== true)
         for (const allocator of ts) out.push({ seq: out.length, rep, workload, allocator });
     }
   }

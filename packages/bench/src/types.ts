@@ -61,6 +61,8 @@ export interface Workload {
   readonly rtPoolBytes: number;
   /** The tlsf-rec column runs it with the pool `heaphook recommend` gives for its own trace. */
   readonly recommendPool?: boolean;
+  /** Not run under the tracers. */
+  readonly noTracers?: boolean;
   /** That recommendation's environment, once made (compare records and replays a trace first). */
   readonly recommendedEnv?: Readonly<Record<string, string>>;
   /** 'ready', or 'skipped' with a reason (python3 missing). */

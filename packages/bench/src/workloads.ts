@@ -25,6 +25,8 @@ export interface WorkloadDef {
   readonly rtPoolBytes: Readonly<Record<Profile, number>>;
   /** Measured under tlsf-rec: TLSF with the pool `heaphook recommend` gives for its own trace. */
   readonly recommendPool?: boolean;
+  /** Not run under the tracers (the startup workload: hundreds of processes, a log each). */
+  readonly noTracers?: boolean;
   /** Resolves the command; returns a skip reason when the program is not available. */
   readonly resolve: () =>
     { command: string; args: string[]; env?: Record<string, string> } | { skip: string };
@@ -125,6 +127,17 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     resolve: native('wl_latency'),
   },
   {
+    base: 'startup',
+    description:
+      'start-up cost: N short processes one after the other (spawn, 48 allocations of start-up sizes, checked, exit), as a shell pipeline or a build starts them',
+    threaded: false,
+    sizes: { quick: 100, default: 400 },
+    primary: 'wall_s',
+    rtPoolBytes: { quick: 4 * MiB, default: 4 * MiB },
+    noTracers: true,
+    resolve: native('wl_startup'),
+  },
+  {
     base: 'python-json',
     description:
       'real program, as-is: python3 builds a document of N records, JSON dump + parse round trips, checked',
@@ -200,6 +213,7 @@ export function selectWorkloads(sel: WorkloadSelection): Workload[] {
         primary: def.primary,
         rtPoolBytes: def.rtPoolBytes[sel.profile],
         ...(def.recommendPool ? { recommendPool: true } : {}),
+        ...(def.noTracers ? { noTracers: true } : {}),
         ...(threads !== undefined ? { threads } : {}),
       };
       if ('skip' in resolved) {

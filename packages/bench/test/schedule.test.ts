@@ -53,6 +53,21 @@ describe('buildSchedule', () => {
     ]);
   });
 
+  it('runs no tracer on a workload that asks for none (startup)', () => {
+    const s = buildSchedule(
+      [ready('w'), { ...ready('startup'), noTracers: true }],
+      [ready('glibc')],
+      1,
+      [ready('trace')],
+      1,
+    );
+    expect(s.map((r) => `${r.workload.name}:${r.allocator.name}`)).toEqual([
+      'w:glibc',
+      'w:trace',
+      'startup:glibc',
+    ]);
+  });
+
   it('leaves out skipped workloads, allocators and tracers', () => {
     const s = buildSchedule(
       [ready('w'), skipped('py')],
