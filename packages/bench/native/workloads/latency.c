@@ -47,8 +47,10 @@ typedef struct {
 } loop_t;
 
 /* warmed_up: every loop is warm, the main thread reads the fault counters; go: the timed
- * phase starts; timed_done: every loop's timed phase is over, the counters are read again. */
-static pthread_barrier_t warmed_up, go, timed_done;
+ * phase starts; timed_done: every loop's timed phase is over, the counters are read again;
+ * counted: they have been read, the loops may go on to their checks and exit (a thread's exit
+ * faults in a page of libc's exit path, which must not count as the timed phase's). */
+static pthread_barrier_t warmed_up, go, timed_done, counted;
 
 static size_t rt_size(rng_t *r) {
     unsigned pct = rng_pct(r);
@@ -141,6 +143,7 @@ static void *run_loop(void *arg) {
         sleep_until(next);
     }
     pthread_barrier_wait(&timed_done);
+    pthread_barrier_wait(&counted);
     for (int k = 0; k < SLOTS; k++) {
         if (l->slots[k].p) {
             l->checksum +=
@@ -205,6 +208,7 @@ int main(int argc, char **argv) {
     pthread_barrier_init(&warmed_up, NULL, (unsigned)threads + 1);
     pthread_barrier_init(&go, NULL, (unsigned)threads + 1);
     pthread_barrier_init(&timed_done, NULL, (unsigned)threads + 1);
+    pthread_barrier_init(&counted, NULL, (unsigned)threads + 1);
     for (int i = 0; i < threads; i++)
         if (pthread_create(&loops[i].thread, NULL, run_loop, &loops[i]) != 0)
             bench_fail("latency: pthread_create");
@@ -215,6 +219,7 @@ int main(int argc, char **argv) {
     pthread_barrier_wait(&timed_done);
     long long t1 = now_ns();
     long minflt = self_minflt() - minflt0, majflt = self_majflt() - majflt0;
+    pthread_barrier_wait(&counted);
     for (int i = 0; i < threads; i++) pthread_join(loops[i].thread, NULL);
 
     uint64_t checksum = 0;

@@ -62,12 +62,22 @@ const addonPath = join(
 );
 let addon: HeaplogAddon | null | undefined;
 
-/** The addon, or undefined when it is not built (the TypeScript pass is used then). */
+/**
+ * The addon, or undefined when it is not built (the TypeScript pass is used then). One that is
+ * there but does not load (built for another Node ABI) is an error that names the fix.
+ */
 export function heaplogAddon(): HeaplogAddon | undefined {
   if (addon === undefined) {
-    addon = existsSync(addonPath)
-      ? (createRequire(import.meta.url)(addonPath) as HeaplogAddon)
-      : null;
+    if (!existsSync(addonPath)) addon = null;
+    else {
+      try {
+        addon = createRequire(import.meta.url)(addonPath) as HeaplogAddon;
+      } catch (error) {
+        throw new Error(
+          `${addonPath} does not load (${(error as Error).message}): rebuild it with "npx nx build heaptrack", or read the log with buildReportModel(log, { engine: 'js' })`,
+        );
+      }
+    }
   }
   return addon ?? undefined;
 }
