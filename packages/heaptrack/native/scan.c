@@ -31,6 +31,11 @@
 #define PF_FREE_STACKS 16u
 
 #define NONE UINT64_MAX /* "no value" in the tables */
+/* FORMAT.md: values of the time, stack and addr streams and the addresses they code stay below
+ * 2^53, where a double (the TypeScript decoder's number) is exact, and addresses are not
+ * negative; others are damage. */
+#define MAX_EXACT 9007199254740991.0
+#define MAX_EXACT_INT 9007199254740991LL
 
 /* ---- An open-addressing table from non-zero u64 keys to u64 values ------------------------ */
 
@@ -373,7 +378,9 @@ int hh_scan_set_thread(hh_scan *s, uint64_t index, double tid) {
         s->threads = cap;
     }
     /* One state per tid, shared by every index that names it. */
-    uint64_t key = (uint64_t)tid + 1;
+    uint64_t key; /* the double's bits (+1: 0 marks empty): one key per tid, whatever its size */
+    memcpy(&key, &tid, sizeof key);
+    key++;
     uint64_t k = table_get(&s->tid_index, key);
     if (k == NONE) {
         thread_state *st = calloc(1, sizeof *st);
@@ -479,7 +486,9 @@ static bool resolve_ref(hh_scan *s, uint64_t v, uint64_t *out) {
         if (ptr == 0) FAIL("reference to unknown block #%lld", (long long)ordinal);
         s->prev_ref = ordinal;
     } else {
-        ptr = s->addr + (uint64_t)unzigzag((v - 1) >> 1);
+        int64_t a = (int64_t)s->addr + unzigzag((v - 1) >> 1);
+        if (a < 0 || a > MAX_EXACT_INT) FAIL("address out of range");
+        ptr = (uint64_t)a;
     }
     s->addr = ptr;
     *out = ptr;
@@ -491,7 +500,9 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
     unsigned cls = class_of(class_bytes);
     uint64_t ptr;
     if (v & 1) {
-        ptr = s->addr + (uint64_t)unzigzag((v - 1) >> 1);
+        int64_t a = (int64_t)s->addr + unzigzag((v - 1) >> 1);
+        if (a < 0 || a > MAX_EXACT_INT) FAIL("address out of range");
+        ptr = (uint64_t)a;
     } else if ((v & 3) == 0) {
         uint64_t k = v / 4;
         ptr = cls < CLASSES && k < CLASS_DEPTH ? s->classes[cls * CLASS_DEPTH + k] : 0;
@@ -500,7 +511,9 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
     } else if (v == 2) {
         if (s->bump_addr == 0) FAIL("reference to the block after none");
         double chunk = floor((s->bump_bytes + 8 + 15) / 16) * 16;
-        ptr = s->bump_addr + (uint64_t)(chunk > 32 ? chunk : 32);
+        double next = (double)s->bump_addr + fmax(32, chunk);
+        if (!(next >= 0 && next <= MAX_EXACT)) FAIL("address out of range");
+        ptr = (uint64_t)next;
     } else {
         uint64_t k = (v - 2) / 4 - 1;
         ptr = k < RECENT ? s->recent[(s->recent_head - 1 - k) & (RECENT - 1)] : 0;
@@ -620,9 +633,10 @@ static inline block_entry *touched_entry(const hh_scan *s, uint64_t addr) {
 
 /* The report's live block at ptr, or NULL. */
 static inline block_entry *live_find(const hh_scan *s, double ptr) {
-    if (!(ptr > 0)) return NULL;
-    block_entry *e = touched_entry(s, (uint64_t)ptr);
-    if (e == NULL) e = blocks_find(&s->blocks, (uint64_t)ptr);
+    if (!(ptr > 0 && ptr <= MAX_EXACT)) return NULL; /* never a key */
+    uint64_t key = (uint64_t)ptr;
+    block_entry *e = touched_entry(s, key);
+    if (e == NULL) e = blocks_find(&s->blocks, key);
     return e != NULL && e->site != NO_SITE ? e : NULL;
 }
 
@@ -680,8 +694,9 @@ static void remove_block(hh_scan *s, double ptr, const double *time) {
 
 static bool add_block(hh_scan *s, double ptr, double size, double weight, double stack,
                       double time) {
-    block_entry *e = touched_entry(s, (uint64_t)ptr); /* ptr is never 0 here */
-    if (e == NULL && (e = blocks_insert(&s->blocks, (uint64_t)ptr)) == NULL) return false;
+    uint64_t key = (uint64_t)ptr; /* in (0, 2^53) */
+    block_entry *e = touched_entry(s, key);
+    if (e == NULL && (e = blocks_insert(&s->blocks, key)) == NULL) return false;
     if (e->site != NO_SITE) forget_block(s, e, NULL); /* already live: should not happen */
     uint64_t index = site_of(s, stack);
     if (index == NONE) return false;
@@ -782,8 +797,14 @@ static bool replay(hh_scan *s, int code, double time, thread_state *t, double st
 
 /* ---- The block loop ------------------------------------------------------------------ */
 
-/* Reads the varint at *p (before end) into *v: 0, or the error's text. */
-static inline const char *varint(const uint8_t *b, size_t *p, size_t end, uint64_t *v) {
+/*
+ * Varints, read as the TypeScript decoder reads them (FORMAT.md: at most 10 bytes): each returns
+ * NULL, or the error's text. varint_exact is for the time, stack and addr streams, whose values
+ * stay below 2^53; varint_num for the num stream (sizes, counts, durations, weights), whose value
+ * is the double the TypeScript decoder computes, byte by byte, so both agree on any input (a
+ * failed malloc(SIZE_MAX) logs a size above 2^53).
+ */
+static inline const char *varint_exact(const uint8_t *b, size_t *p, size_t end, uint64_t *v) {
     size_t i = *p;
     if (i < end && b[i] < 0x80) {
         *v = b[i];
@@ -791,11 +812,19 @@ static inline const char *varint(const uint8_t *b, size_t *p, size_t end, uint64
         return NULL;
     }
     uint64_t result = 0;
+    bool overflow = false; /* bits past the 64th: far out of range */
     for (unsigned shift = 0; shift < 70; shift += 7) {
         if (i >= end) return "record runs past the end of its block";
-        uint8_t x = b[i++];
-        result |= shift < 64 ? (uint64_t)(x & 0x7f) << shift : 0;
-        if (x < 0x80) {
+        uint8_t byte = b[i++];
+        uint64_t x = byte & 0x7f;
+        if (shift >= 64)
+            overflow = overflow || x != 0;
+        else {
+            if (shift > 0 && (x >> (64 - shift)) != 0) overflow = true;
+            result |= x << shift;
+        }
+        if (byte < 0x80) {
+            if (overflow || result > (uint64_t)MAX_EXACT_INT) return "value out of range";
             *v = result;
             *p = i;
             return NULL;
@@ -804,14 +833,39 @@ static inline const char *varint(const uint8_t *b, size_t *p, size_t end, uint64
     return "varint longer than 10 bytes";
 }
 
-#define READ(stream, var)                                                  \
-    do {                                                                   \
-        const char *why_ = varint(buf, &pos[stream], end[stream], &(var)); \
-        if (why_ != NULL) {                                                \
-            snprintf(s->error, sizeof s->error, "%s", why_);               \
-            return HH_SCAN_ERROR;                                          \
-        }                                                                  \
+static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, double *v) {
+    size_t i = *p;
+    if (i < end && b[i] < 0x80) {
+        *v = b[i];
+        *p = i + 1;
+        return NULL;
+    }
+    double result = 0, mul = 1;
+    for (int k = 0; k < 10; k++) {
+        if (i >= end) return "record runs past the end of its block";
+        uint8_t x = b[i++];
+        double term = (double)(x & 0x7f) * mul; /* two roundings, as in JavaScript (no FMA) */
+        result += term;
+        if (x < 0x80) {
+            *v = result;
+            *p = i;
+            return NULL;
+        }
+        mul *= 128;
+    }
+    return "varint longer than 10 bytes";
+}
+
+#define READ_WITH(fn, stream, var)                                     \
+    do {                                                               \
+        const char *why_ = fn(buf, &pos[stream], end[stream], &(var)); \
+        if (why_ != NULL) {                                            \
+            snprintf(s->error, sizeof s->error, "%s", why_);           \
+            return HH_SCAN_ERROR;                                      \
+        }                                                              \
     } while (0)
+#define READ(stream, var) READ_WITH(varint_exact, stream, var)
+#define READ_NUM(var) READ_WITH(varint_num, HH_STREAM_NUM, var)
 
 #define CHECK(ok)                                                               \
     do {                                                                        \
@@ -850,21 +904,18 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
         }
         if (carries_stack) s->thread_stack[thread] = stack;
         uint64_t ptr = 0, old_ptr = 0;
-        double size = 0, count = 1;
+        double size = 0, count = 1, align;
         switch (op) {
             case HH_OP_MALLOC:
             case HH_OP_VALLOC:
             case HH_OP_PVALLOC:
-                READ(HH_STREAM_NUM, v);
-                size = (double)v;
+                READ_NUM(size);
                 READ(HH_STREAM_ADDR, v);
                 CHECK(new_block(s, v, size, size, &ptr));
                 break;
             case HH_OP_CALLOC: {
-                READ(HH_STREAM_NUM, v);
-                count = (double)v;
-                READ(HH_STREAM_NUM, v);
-                size = (double)v;
+                READ_NUM(count);
+                READ_NUM(size);
                 double bytes = count * size;
                 READ(HH_STREAM_ADDR, v);
                 CHECK(new_block(s, v, bytes, bytes, &ptr));
@@ -872,19 +923,15 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
             }
             case HH_OP_REALLOC:
             case HH_OP_REALLOCARRAY: {
-                if (op == HH_OP_REALLOCARRAY) {
-                    READ(HH_STREAM_NUM, v);
-                    count = (double)v;
-                }
-                READ(HH_STREAM_NUM, v);
-                size = (double)v;
+                if (op == HH_OP_REALLOCARRAY) READ_NUM(count);
+                READ_NUM(size);
                 double bytes = op == HH_OP_REALLOCARRAY ? count * size : size;
                 READ(HH_STREAM_ADDR, v);
                 CHECK(resolve_ref(s, v, &old_ptr));
                 READ(HH_STREAM_ADDR, w);
                 /* A failed call (new block 0 for a size > 0) keeps the old block. */
                 bool failed =
-                    bytes != 0 && (w & 1) && old_ptr + (uint64_t)unzigzag((w - 1) >> 1) == 0;
+                    bytes != 0 && (w & 1) && (int64_t)old_ptr + unzigzag((w - 1) >> 1) == 0;
                 if (!failed && old_ptr != 0) end_block(s, old_ptr);
                 CHECK(new_block(s, w, bytes, bytes, &ptr));
                 break;
@@ -897,9 +944,8 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
             case HH_OP_POSIX_MEMALIGN:
             case HH_OP_MEMALIGN:
             case HH_OP_ALIGNED_ALLOC:
-                READ(HH_STREAM_NUM, v); /* alignment: not part of the report */
-                READ(HH_STREAM_NUM, v);
-                size = (double)v;
+                READ_NUM(align); /* not part of the report */
+                READ_NUM(size);
                 READ(HH_STREAM_ADDR, v);
                 CHECK(new_block(s, v, 9007199254740991.0, size, &ptr));
                 break;
@@ -908,14 +954,8 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
         }
         double duration = NAN, weight = NAN;
         if (op != HH_OP_REALLOC_DONE) {
-            if (s->flags & PF_TIMING) {
-                READ(HH_STREAM_NUM, v);
-                duration = (double)v;
-            }
-            if ((s->flags & PF_SAMPLING) && op != HH_OP_FREE) {
-                READ(HH_STREAM_NUM, v);
-                weight = (double)v;
-            }
+            if (s->flags & PF_TIMING) READ_NUM(duration);
+            if ((s->flags & PF_SAMPLING) && op != HH_OP_FREE) READ_NUM(weight);
         }
         if (!replay(s, op, s->time, s->thread_state[thread], stack, (double)ptr, (double)old_ptr,
                     size, count, duration, weight, (tag & EVT_SPLIT) != 0)) {
@@ -931,8 +971,8 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
 
 /* ---- Results ------------------------------------------------------------------------ */
 
-int hh_scan_live_block(const hh_scan *s, uint64_t ptr, double *weight, double *stack) {
-    const block_entry *e = live_find(s, (double)ptr);
+int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *stack) {
+    const block_entry *e = live_find(s, ptr);
     if (e == NULL) return 0;
     *weight = e->weight;
     *stack = s->sites[e->site].stack;

@@ -84,7 +84,7 @@ uint64_t hh_scan_block_events(const hh_scan *s);
 uint64_t hh_scan_events(const hh_scan *s);
 
 /* The live block at `ptr` (for LEAK records): 1 with its weight and stack, or 0. */
-int hh_scan_live_block(const hh_scan *s, uint64_t ptr, double *weight, double *stack);
+int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *stack);
 
 /* The aggregates, read when the log is done. */
 typedef struct hh_scan_totals {

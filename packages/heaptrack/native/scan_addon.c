@@ -25,7 +25,8 @@
         }                                                                   \
     } while (0)
 
-#define TOTALS_FIELDS (HH_OPS + 13 + 2 * HH_SIZE_BUCKETS)
+#define TOTALS_SCALARS 11
+#define TOTALS_FIELDS (HH_OPS + TOTALS_SCALARS + 2 * HH_SIZE_BUCKETS)
 
 static void finalize(napi_env env, void *data, void *hint) {
     (void)env;
@@ -161,7 +162,7 @@ static napi_value live_block(napi_env env, napi_callback_info info) {
     if (s == NULL) return NULL;
     double weight, stack;
     napi_value out;
-    if (!hh_scan_live_block(s, (uint64_t)number(env, argv[0]), &weight, &stack)) {
+    if (!hh_scan_live_block(s, number(env, argv[0]), &weight, &stack)) {
         CHECK(napi_get_null(env, &out));
         return out;
     }
@@ -200,21 +201,13 @@ static napi_value result(napi_env env, napi_callback_info info) {
     double totals[TOTALS_FIELDS], *o = totals;
     memcpy(o, t.calls, sizeof t.calls);
     o += HH_OPS;
-    const double scalars[13] = {t.events,
-                                t.allocated_bytes,
-                                t.live_bytes,
-                                t.peak_bytes,
-                                t.peak_time,
-                                t.live_blocks,
-                                t.peak_blocks,
-                                t.peak_blocks_time,
-                                t.last_time,
-                                t.temporary,
-                                t.unknown_frees,
-                                t.failed_calls,
-                                0};
+    /* In the order src/report/native.ts reads them. */
+    const double scalars[TOTALS_SCALARS] = {t.events,           t.allocated_bytes, t.live_bytes,
+                                            t.peak_bytes,       t.peak_time,       t.peak_blocks,
+                                            t.peak_blocks_time, t.last_time,       t.temporary,
+                                            t.unknown_frees,    t.failed_calls};
     memcpy(o, scalars, sizeof scalars);
-    o += 13;
+    o += TOTALS_SCALARS;
     memcpy(o, t.size_counts, sizeof t.size_counts);
     o += HH_SIZE_BUCKETS;
     memcpy(o, t.size_bytes, sizeof t.size_bytes);

@@ -141,6 +141,7 @@ export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
     }
     case TAG_THREAD: {
       const index = c.varint();
+      if (index > 0xffffff) throw new RangeError(`thread index ${index} out of range`);
       const tid = c.varint();
       s.threads.set(index, tid);
       out.push({ type: 'thread', index, tid });

@@ -107,6 +107,26 @@ function varint(b: Uint8Array, p: number, end: number): number {
   return varintSlow(b, p, end);
 }
 
+/**
+ * FORMAT.md: values of the time, stack and addr streams, and the addresses they code, stay below
+ * 2^53 (a double holds them exactly; addresses are not negative either); others are damage. (The num stream may hold more: a
+ * failed malloc(SIZE_MAX) logs its size.)
+ */
+const MAX_EXACT = Number.MAX_SAFE_INTEGER;
+
+/** A varint of the time, stack or addr stream (see MAX_EXACT). */
+function varint53(b: Uint8Array, p: number, end: number): number {
+  const v = varint(b, p, end);
+  if (v > MAX_EXACT) throw new RangeError('value out of range');
+  return v;
+}
+
+/** An address a reference codes: in [0, 2^53) (see MAX_EXACT). */
+function address(a: number): number {
+  if (!(a >= 0 && a <= MAX_EXACT)) throw new RangeError('address out of range');
+  return a;
+}
+
 export function unzigzag(z: number): number {
   if (z <= 0x7fffffff) return (z >>> 1) ^ -(z & 1);
   return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
@@ -216,7 +236,7 @@ function resolveRef(s: DecodeState, v: number): number {
     ptr = found;
     s.prevRef = ordinal;
   } else {
-    ptr = s.addr + unzigzag((v - 1) / 2);
+    ptr = address(s.addr + unzigzag((v - 1) / 2));
   }
   s.addr = ptr;
   return ptr;
@@ -247,7 +267,7 @@ function newBlock(s: DecodeState, v: number, classBytes: number, request: number
   let ptr: number;
   const low = v <= 0x7fffffff ? v & 3 : v % 4;
   if ((low & 1) === 1) {
-    ptr = s.addr + unzigzag((v - 1) / 2);
+    ptr = address(s.addr + unzigzag((v - 1) / 2));
   } else if (low === 0) {
     const k = v / 4;
     const found = cls < CLASSES && k < CLASS_DEPTH ? s.classes[cls * CLASS_DEPTH + k]! : 0;
@@ -256,7 +276,7 @@ function newBlock(s: DecodeState, v: number, classBytes: number, request: number
   } else if (v === 2) {
     if (s.bumpAddr === 0) throw new RangeError('reference to the block after none');
     const chunk = Math.floor((s.bumpBytes + 8 + 15) / 16) * 16;
-    ptr = s.bumpAddr + Math.max(32, chunk);
+    ptr = address(s.bumpAddr + Math.max(32, chunk));
   } else {
     const k = (v - 2) / 4 - 1;
     const found = k < RECENT ? s.recent[(s.recentHead - 1 - k) & (RECENT - 1)]! : 0;
@@ -363,10 +383,10 @@ export function decodeBlockEvents(
       tp++;
       const op = tag & 0x0f;
       if (op > OP_REALLOC_DONE) throw new RangeError(`unknown operation ${op}`);
-      time += unzigzag(varint(b, timeP, timeEnd)) * unit;
+      time += unzigzag(varint53(b, timeP, timeEnd)) * unit;
       timeP = rp;
       if (tag & EVT_THREAD) {
-        thread = varint(b, stP, stEnd);
+        thread = varint53(b, stP, stEnd);
         stP = rp;
         tid = s.threads.get(thread) ?? -1;
         if (tid >= 0) {
@@ -379,7 +399,7 @@ export function decodeBlockEvents(
         op !== OP_REALLOC_DONE && (op !== OP_FREE || (flags & PF_FREE_STACKS) !== 0);
       let stack = carriesStack ? threadStack[thread]! : 0;
       if (tag & EVT_STACK) {
-        stack = varint(b, stP, stEnd);
+        stack = varint53(b, stP, stEnd);
         stP = rp;
       }
       if (carriesStack) threadStack[thread] = stack;
@@ -394,7 +414,7 @@ export function decodeBlockEvents(
         case 9: // pvalloc
           size = varint(b, numP, numEnd);
           numP = rp;
-          ptr = newBlock(s, varint(b, adP, adEnd), size, size);
+          ptr = newBlock(s, varint53(b, adP, adEnd), size, size);
           adP = rp;
           break;
         case 1: {
@@ -404,7 +424,7 @@ export function decodeBlockEvents(
           size = varint(b, numP, numEnd);
           numP = rp;
           const bytes = count * size;
-          ptr = newBlock(s, varint(b, adP, adEnd), bytes, bytes);
+          ptr = newBlock(s, varint53(b, adP, adEnd), bytes, bytes);
           adP = rp;
           break;
         }
@@ -418,10 +438,10 @@ export function decodeBlockEvents(
           size = varint(b, numP, numEnd);
           numP = rp;
           const bytes = op === 3 ? count * size : size;
-          oldPtr = resolveRef(s, varint(b, adP, adEnd));
+          oldPtr = resolveRef(s, varint53(b, adP, adEnd));
           adP = rp;
           // A failed call (new block 0 for a size > 0) keeps the old block.
-          const v = varint(b, adP, adEnd);
+          const v = varint53(b, adP, adEnd);
           adP = rp;
           const failed =
             bytes !== 0 &&
@@ -432,7 +452,7 @@ export function decodeBlockEvents(
           break;
         }
         case OP_FREE:
-          ptr = resolveRef(s, varint(b, adP, adEnd));
+          ptr = resolveRef(s, varint53(b, adP, adEnd));
           adP = rp;
           if (ptr !== 0) endBlock(s, ptr);
           break;
@@ -443,7 +463,7 @@ export function decodeBlockEvents(
           numP = rp;
           size = varint(b, numP, numEnd);
           numP = rp;
-          ptr = newBlock(s, varint(b, adP, adEnd), NO_CLASS_BYTES, size);
+          ptr = newBlock(s, varint53(b, adP, adEnd), NO_CLASS_BYTES, size);
           adP = rp;
           break;
         default: // realloc_done

@@ -116,7 +116,6 @@ export class NativeEvents implements ExternalEvents {
       liveBytes: next(),
       peakBytes: next(),
       peakTime: next(),
-      liveBlocks: next(),
       peakBlocks: next(),
       peakBlocksTime: next(),
       lastTime: next(),
@@ -124,7 +123,6 @@ export class NativeEvents implements ExternalEvents {
       unknownFrees: next(),
       failedCalls: next(),
     };
-    at++; // reserved
     const sizes = SizeHistogram.fromBuckets(
       t.subarray(at, at + SIZE_BUCKETS),
       t.subarray(at + SIZE_BUCKETS, at + 2 * SIZE_BUCKETS),
@@ -153,9 +151,8 @@ export class NativeEvents implements ExternalEvents {
     for (let i = 0; i < r.live.length; i += LIVE_FIELDS) {
       live.push({ ptr: r.live[i]!, bytes: r.live[i + 1]!, stack: sites[r.live[i + 2]!]!.stack });
     }
-    const { liveBlocks: _count, ...figures } = scalars;
     return {
-      ...figures,
+      ...scalars,
       calls: t.subarray(0, OPS.length),
       sizes,
       latency: r.latency.map((h) =>
