@@ -37,9 +37,29 @@
 #define MAX_EXACT 9007199254740991.0
 #define MAX_EXACT_INT 9007199254740991LL
 
+/* ---- Open addressing, shared by both tables below ---------------------------------------- */
+
+/* Both tables: 2^k slots, at most half full, Fibonacci hashing, linear probing and
+ * backward-shift deletion; key 0 marks an empty slot. */
+static size_t table_slots_for(size_t capacity) {
+    size_t n = TABLE_MIN;
+    while (n < capacity * 2) n *= 2;
+    return n;
+}
+
+static inline uint64_t table_hash(uint64_t key, unsigned shift) {
+    return (key * 0x9e3779b97f4a7c15ull) >> shift;
+}
+
+/* Backward shift: may the entry in slot j, whose home is `home`, move into the hole? Not when
+ * its home lies cyclically in (hole, j]. */
+static inline bool table_may_move(uint64_t hole, uint64_t j, uint64_t home) {
+    bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
+    return !stays;
+}
+
 /* ---- An open-addressing table from non-zero u64 keys to u64 values ------------------------ */
 
-/* Linear probing, backward-shift deletion, at most half full; key 0 marks an empty slot. */
 typedef struct u64_table {
     uint64_t *slots; /* key at 2i, value at 2i + 1 */
     uint64_t mask;
@@ -48,12 +68,11 @@ typedef struct u64_table {
 } u64_table;
 
 static inline uint64_t table_home(const u64_table *t, uint64_t key) {
-    return (key * 0x9e3779b97f4a7c15ull) >> t->shift;
+    return table_hash(key, t->shift);
 }
 
 static bool table_init(u64_table *t, size_t capacity) {
-    size_t n = TABLE_MIN;
-    while (n < capacity * 2) n *= 2;
+    size_t n = table_slots_for(capacity);
     t->slots = calloc(2 * n, sizeof(uint64_t));
     if (t->slots == NULL) return false;
     t->mask = n - 1;
@@ -108,10 +127,7 @@ static uint64_t table_delete(u64_table *t, uint64_t key) {
     uint64_t value = d[2 * i + 1];
     uint64_t hole = i;
     for (uint64_t j = (i + 1) & t->mask; d[2 * j] != 0; j = (j + 1) & t->mask) {
-        uint64_t home = table_home(t, d[2 * j]);
-        /* The entry at j may move into the hole unless its home lies cyclically in (hole, j]. */
-        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (stays) continue;
+        if (!table_may_move(hole, j, table_home(t, d[2 * j]))) continue;
         d[2 * hole] = d[2 * j];
         d[2 * hole + 1] = d[2 * j + 1];
         hole = j;
@@ -161,12 +177,11 @@ typedef struct block_table {
 } block_table;
 
 static inline uint64_t blocks_home(const block_table *t, uint64_t addr) {
-    return (addr * 0x9e3779b97f4a7c15ull) >> t->shift;
+    return table_hash(addr, t->shift);
 }
 
 static bool blocks_init(block_table *t, size_t capacity) {
-    size_t n = TABLE_MIN;
-    while (n < capacity * 2) n *= 2;
+    size_t n = table_slots_for(capacity);
     t->slots = calloc(n, sizeof(block_entry));
     if (t->slots == NULL) return false;
     t->mask = n - 1;
@@ -217,9 +232,7 @@ static block_entry *blocks_insert(block_table *t, uint64_t addr) {
 static void blocks_remove(block_table *t, block_entry *e) {
     uint64_t hole = (uint64_t)(e - t->slots);
     for (uint64_t j = (hole + 1) & t->mask; t->slots[j].addr != 0; j = (j + 1) & t->mask) {
-        uint64_t home = blocks_home(t, t->slots[j].addr);
-        bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (stays) continue;
+        if (!table_may_move(hole, j, blocks_home(t, t->slots[j].addr))) continue;
         t->slots[hole] = t->slots[j];
         hole = j;
     }
