@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { decodeLogBatches, LogFormatError } from './decoder.js';
+import { decodeLogColumns, LogFormatError } from './decoder.js';
 import { dump } from './dump.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
@@ -47,10 +47,15 @@ async function leakChecks(path: string): Promise<CheckView[]> {
   const replay = new HeapReplay();
   const views: CheckView[] = [];
   let leakedNow: number[] = [];
-  for await (const batch of decodeLogBatches(path)) {
-    for (const r of batch) {
-      if (r.type === 'event') replay.apply(r);
-      else if (r.type === 'leak') leakedNow.push(r.ptr);
+  // By columns: the events between two records replayed at once, no object per event.
+  for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
+    let from = 0;
+    for (let i = 0; i < batch.records.length; i++) {
+      const r = batch.records[i]!;
+      const at = batch.recordAt[i]!;
+      replay.applyColumns(batch.events, batch.sampling, from, at);
+      from = at;
+      if (r.type === 'leak') leakedNow.push(r.ptr);
       else if (r.type === 'leak_check') {
         const live = replay.live;
         const leakedSet = new Set(leakedNow);
@@ -63,6 +68,7 @@ async function leakChecks(path: string): Promise<CheckView[]> {
         leakedNow = [];
       }
     }
+    replay.applyColumns(batch.events, batch.sampling, from, batch.events.length);
   }
   return views;
 }

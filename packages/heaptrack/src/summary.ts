@@ -249,13 +249,16 @@ export class HeapReplay {
     this.step(OP_CODE.get(e.op)!, e.time, e.tid, e.stack, e.ptr, e.oldPtr, bytes, weight, e.split);
   }
 
-  /** The events of a block by columns (decodeLogColumns), in order; `sampling`: EventBatch.sampling. */
-  applyColumns(c: EventColumns, sampling: boolean): void {
+  /**
+   * The events of a block by columns (decodeLogColumns), in order; `sampling`: EventBatch.sampling.
+   * With `from` and `to`, only events [from, to) (a batch's records sit between its events, at
+   * EventBatch.recordAt).
+   */
+  applyColumns(c: EventColumns, sampling: boolean, from = 0, to = c.length): void {
     this.snapshot = undefined;
-    const n = c.length;
     const opc = c.op;
     const counts = new Float64Array(OPS.length);
-    for (let k = 0; k < n; k++) {
+    for (let k = from; k < to; k++) {
       const op = opc[k]!;
       counts[op]!++;
       const ptr = c.ptr[k]!;
