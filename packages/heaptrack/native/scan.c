@@ -999,7 +999,6 @@ void hh_scan_get_totals(const hh_scan *s, hh_scan_totals *o) {
     o->live_bytes = s->live_bytes;
     o->peak_bytes = s->peak_bytes;
     o->peak_time = s->peak_time;
-    o->live_blocks = (double)s->live_blocks;
     o->peak_blocks = s->peak_blocks;
     o->peak_blocks_time = s->peak_blocks_time;
     o->last_time = s->last_time;

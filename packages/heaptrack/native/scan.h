@@ -91,7 +91,7 @@ typedef struct hh_scan_totals {
     double calls[HH_OPS];
     double events; /* realloc_done not counted */
     double allocated_bytes, live_bytes, peak_bytes, peak_time;
-    double live_blocks, peak_blocks, peak_blocks_time, last_time;
+    double peak_blocks, peak_blocks_time, last_time; /* live blocks: hh_scan_live_count */
     double temporary, unknown_frees, failed_calls;
     double size_counts[HH_SIZE_BUCKETS], size_bytes[HH_SIZE_BUCKETS];
 } hh_scan_totals;

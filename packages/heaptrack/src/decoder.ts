@@ -248,6 +248,40 @@ export interface ColumnDecodeOptions extends DecodeOptions {
   readonly reuseColumns?: boolean;
 }
 
+/** A block payload's six streams; a payload that does not split is damage at the block. */
+export function blockStreams(path: string, offset: number, payload: Buffer): Streams {
+  try {
+    return splitStreams(payload);
+  } catch (error) {
+    throw new LogFormatError(path, offset, `corrupt block (${(error as Error).message})`);
+  }
+}
+
+/** Every stream of a decoded block must be consumed exactly (FORMAT.md). */
+export function expectStreamsConsumed(streams: Streams): void {
+  for (const name of STREAM_NAMES) {
+    if (streams[name].pos !== streams[name].end) {
+      throw new RangeError(
+        `${streams[name].end - streams[name].pos} bytes left in its ${name} stream`,
+      );
+    }
+  }
+}
+
+/** Damage met by a record decoder: record `index` of the block at `offset` (0-based). */
+export function undecodableRecord(
+  path: string,
+  offset: number,
+  index: number,
+  error: Error,
+): LogFormatError {
+  return new LogFormatError(
+    path,
+    offset,
+    `undecodable record #${index} (${error.message}) in the block`,
+  );
+}
+
 /** One block of a heaplog, checked (CRC) and decompressed: its payload (FORMAT.md, "Blocks"). */
 export interface LogPayload {
   /** File offset of the block's header. */
@@ -484,12 +518,7 @@ export async function* decodeLogColumns(
   let shared: EventColumns | undefined;
   for await (const { offset: blockOffset, payload } of readLogPayloads(path, options)) {
     state.startBlock();
-    let streams: Streams;
-    try {
-      streams = splitStreams(payload);
-    } catch (error) {
-      throw new LogFormatError(path, blockOffset, `corrupt block (${(error as Error).message})`);
-    }
+    const streams = blockStreams(path, blockOffset, payload);
     const capacity = streams.tag.end - streams.tag.pos;
     let events: EventColumns;
     if (options.reuseColumns === true) {
@@ -514,21 +543,11 @@ export async function* decodeLogColumns(
         decodeRecord(streams, state, records);
         recordAt.push(eventsBefore);
       });
-      for (const name of STREAM_NAMES) {
-        if (streams[name].pos !== streams[name].end) {
-          throw new RangeError(
-            `${streams[name].end - streams[name].pos} bytes left in its ${name} stream`,
-          );
-        }
-      }
+      expectStreamsConsumed(streams);
     } catch (error) {
       const index = events.length + records.length;
       if (index > 0) yield withFlags(batch, state);
-      throw new LogFormatError(
-        path,
-        blockOffset,
-        `undecodable record #${index} (${(error as Error).message}) in the block`,
-      );
+      throw undecodableRecord(path, blockOffset, index, error as Error);
     }
     yield withFlags(batch, state);
   }

@@ -30,6 +30,8 @@ const OP_FREE = OPS.indexOf('free');
 const OP_REALLOC_DONE = OPS.indexOf('realloc_done');
 /** The heap series' buckets start 0.1 ms wide (the default time resolution) and widen as needed. */
 export const SERIES_INITIAL_WIDTH_NS = 100_000;
+/** Points of the heap-over-time series unless asked otherwise. */
+export const SERIES_DEFAULT_POINTS = 1024;
 
 /** The events of one block by columns, as the decoder's decodeLogColumns yields them. */
 export interface ColumnBatch {
@@ -201,7 +203,7 @@ export class ReportBuilder {
    * only the other records (add); otherwise feed it everything (addColumns, add).
    */
   constructor(options: { points?: number; external?: ExternalEvents } = {}) {
-    this.series = new HeapSeries(options.points ?? 1024, SERIES_INITIAL_WIDTH_NS);
+    this.series = new HeapSeries(options.points ?? SERIES_DEFAULT_POINTS, SERIES_INITIAL_WIDTH_NS);
     this.mapped = new MappedMemory(options);
     this.external = options.external;
   }

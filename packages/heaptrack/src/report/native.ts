@@ -10,8 +10,15 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { DecodeState, splitStreams, STREAM_NAMES, type Streams } from '../decode/engine.js';
-import { decodeRecord, LogFormatError, readLogPayloads, type DecodeOptions } from '../decoder.js';
+import { DecodeState, STREAM_NAMES } from '../decode/engine.js';
+import {
+  blockStreams,
+  decodeRecord,
+  expectStreamsConsumed,
+  readLogPayloads,
+  undecodableRecord,
+  type DecodeOptions,
+} from '../decoder.js';
 import { OPS, type LogRecord } from '../records.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import type { EventFigures, ExternalEvents, SiteStats } from './model.js';
@@ -183,12 +190,7 @@ export async function scanLogNative(
   for await (const { offset, payload } of readLogPayloads(path, options)) {
     state.startBlock();
     scanner.startBlock();
-    let streams: Streams;
-    try {
-      streams = splitStreams(payload);
-    } catch (error) {
-      throw new LogFormatError(path, offset, `corrupt block (${(error as Error).message})`);
-    }
+    const streams = blockStreams(path, offset, payload);
     const cursors = STREAM_NAMES.map((name) => streams[name]);
     cursors.forEach((c, i) => {
       pos[i] = c.pos;
@@ -218,16 +220,11 @@ export async function scanLogNative(
       }
       cursors.forEach((c, i) => {
         c.pos = pos[i]!;
-        if (c.pos !== c.end)
-          throw new RangeError(`${c.end - c.pos} bytes left in its ${STREAM_NAMES[i]} stream`);
       });
+      expectStreamsConsumed(streams);
     } catch (error) {
       if (!(error instanceof RangeError)) throw error;
-      throw new LogFormatError(
-        path,
-        offset,
-        `undecodable record #${scanner.blockEvents() + records} (${error.message}) in the block`,
-      );
+      throw undecodableRecord(path, offset, scanner.blockEvents() + records, error);
     }
     options.onBlock?.(scanner.events());
   }

@@ -12,7 +12,12 @@ import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
 import { flameGraphSvg } from './flamegraph.js';
 import { reportHtml } from './html.js';
 import { jsonStacks, reportJson, type ReportJson } from './json.js';
-import { ReportBuilder, SERIES_INITIAL_WIDTH_NS, type ReportModel } from './model.js';
+import {
+  ReportBuilder,
+  SERIES_DEFAULT_POINTS,
+  SERIES_INITIAL_WIDTH_NS,
+  type ReportModel,
+} from './model.js';
 import { heaplogAddon, NativeEvents, scanLogNative } from './native.js';
 import { pprofBytes } from './pprof.js';
 import { startProgress } from './progress.js';
@@ -37,8 +42,6 @@ export interface ReportOptions {
   readonly engine?: 'native' | 'js';
 }
 
-const DEFAULT_POINTS = 1024;
-
 export interface ReportResult {
   readonly model: ReportModel;
   readonly json: ReportJson;
@@ -54,7 +57,7 @@ export async function buildReportModel(
   path: string,
   options: Pick<ReportOptions, 'progress' | 'points' | 'engine'> = {},
 ): Promise<{ model: ReportModel; error?: LogFormatError }> {
-  const points = options.points ?? DEFAULT_POINTS;
+  const points = options.points ?? SERIES_DEFAULT_POINTS;
   const engine = options.engine ?? (heaplogAddon() !== undefined ? 'native' : 'js');
   const external =
     engine === 'native' ? new NativeEvents(points, SERIES_INITIAL_WIDTH_NS) : undefined;
