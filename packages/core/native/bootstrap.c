@@ -34,7 +34,7 @@ typedef struct hh_bootstrap_header {
 _Static_assert(sizeof(hh_bootstrap_header) == HEAPHOOK_DEFAULT_ALIGNMENT,
                "the header keeps payloads 16-byte aligned");
 
-static _Alignas(4096) unsigned char hh_arena[HH_BOOTSTRAP_CAPACITY];
+static HEAPHOOK_LARGE_STORAGE _Alignas(4096) unsigned char hh_arena[HH_BOOTSTRAP_CAPACITY];
 /* Offset of the first free byte of hh_arena. */
 static _Atomic size_t hh_arena_top = 0;
 

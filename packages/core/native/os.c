@@ -36,7 +36,7 @@ size_t heaphook_os_page_size(void) {
  * fixed table of slots, lock-free: a slot is claimed by a CAS on its start; lookups scan the
  * slots below the high-water mark. */
 #define HH_OS_RANGES 16384
-static struct { _Atomic uintptr_t start, end; } hh_os_ranges[HH_OS_RANGES];
+static HEAPHOOK_LARGE_STORAGE struct { _Atomic uintptr_t start, end; } hh_os_ranges[HH_OS_RANGES];
 static _Atomic size_t hh_os_range_high;
 
 static void hh_os_record(void *addr, size_t size) {

@@ -29,6 +29,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "heaphook/backend.h"
 #include "heaphook/reloc.h"
 
 #define HH_RELOC_EXPORT __attribute__((visibility("default")))
@@ -419,8 +420,8 @@ struct hh_record {
 };
 
 static pthread_mutex_t hh_reloc_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct heaphook_reloc_handle hh_patches[HH_MAX_PATCHES];
-static struct hh_record hh_records[HH_MAX_RECORDS];
+static HEAPHOOK_LARGE_STORAGE struct heaphook_reloc_handle hh_patches[HH_MAX_PATCHES];
+static HEAPHOOK_LARGE_STORAGE struct hh_record hh_records[HH_MAX_RECORDS];
 static size_t hh_record_count;
 static unsigned long hh_serial;
 static uintptr_t hh_skip[HH_MAX_SKIP];

@@ -110,10 +110,12 @@ _Static_assert(sizeof(tlsf_pool) == 32, "pool descriptor size");
  * the sentinel's prev_phys slot (8, the first block's last word, counted in its footprint). */
 _Static_assert(TLSF_POOL_OVERHEAD == sizeof(tlsf_pool) + 16, "pool overhead");
 
+/* What every call reads or writes (bitmaps, owner, counters) comes first, in a few cache lines
+ * of one page; the free-list heads follow, of which a process uses a handful: a fresh control
+ * costs two or three page faults, not one per page of its ~11 KiB. */
 struct tlsf_control {
     uint64_t fl_bitmap;
     uint32_t sl_bitmap[FL_INDEX_COUNT];
-    block_t *blocks[FL_INDEX_COUNT][SL_INDEX_COUNT];
     tlsf_pool *pools;
     size_t owner_bits;
     unsigned owner;
@@ -124,6 +126,7 @@ struct tlsf_control {
     size_t free_bytes;
     size_t free_blocks;
     size_t used_blocks;
+    block_t *blocks[FL_INDEX_COUNT][SL_INDEX_COUNT];
 };
 
 /*
@@ -426,13 +429,18 @@ size_t tlsf_control_size(void) {
     return align_up(sizeof(tlsf_t), ALIGN_SIZE);
 }
 
-tlsf_t *tlsf_create(void *mem, unsigned owner) {
+tlsf_t *tlsf_create_in_zeroed(void *mem, unsigned owner) {
     if (!mem || ((uintptr_t)mem & (ALIGN_SIZE - 1)) || owner > TLSF_OWNER_MAX) return NULL;
     tlsf_t *t = (tlsf_t *)mem;
-    memset(t, 0, sizeof(*t));
     t->owner = owner;
     t->owner_bits = (size_t)owner << HEAD_OWNER_SHIFT;
     return t;
+}
+
+tlsf_t *tlsf_create(void *mem, unsigned owner) {
+    if (!mem || ((uintptr_t)mem & (ALIGN_SIZE - 1)) || owner > TLSF_OWNER_MAX) return NULL;
+    memset(mem, 0, sizeof(tlsf_t));
+    return tlsf_create_in_zeroed(mem, owner);
 }
 
 static int add_pool(tlsf_t *t, void *mem, size_t bytes, size_t clean) {

@@ -62,6 +62,11 @@ typedef enum tlsf_error {
 size_t tlsf_control_size(void);
 /* Builds an empty allocator in mem; every block it creates carries owner (0..255). */
 tlsf_t *tlsf_create(void *mem, unsigned owner);
+/* tlsf_create for memory that holds only zero bytes (fresh .bss or a fresh mapping): the same
+ * empty allocator (an all-zero control is one with no pools and empty lists), built without
+ * writing the control's tlsf_control_size() bytes, so that only the pages of the free lists
+ * actually used are ever touched (3 page faults fewer in every process; issue 4's start-up). */
+tlsf_t *tlsf_create_in_zeroed(void *mem, unsigned owner);
 
 /* Adds [mem, mem + bytes) as a pool. mem is aligned up to TLSF_ALIGN and bytes trimmed.
  * Returns 0, or -1 when the area is too small (< TLSF_POOL_OVERHEAD + 32) or too large. */

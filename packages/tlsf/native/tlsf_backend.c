@@ -111,7 +111,7 @@ static union {
     unsigned char line[128];
 } shared_lock_line __attribute__((aligned(64))) = {PTHREAD_MUTEX_INITIALIZER};
 #define shared_lock (shared_lock_line.m)
-static _Alignas(64) unsigned char shared_control[CONTROL_BYTES];
+static HEAPHOOK_LARGE_STORAGE _Alignas(64) unsigned char shared_control[CONTROL_BYTES];
 static tlsf_growing shared;                      /* the pool: guarded by shared_lock */
 static size_t shared_peak;                       /* its high-water mark: under shared_lock */
 static thread_heap *heaps[THREAD_HEAPS_MAX + 1]; /* by owner id; [0] unused */
@@ -215,11 +215,11 @@ static thread_heap *heap_adopt(void) {
         }
     }
     if (!h && count < THREAD_HEAPS_MAX) {
-        /* The heap's own structure is a block of the pool: prefaulted and locked with it. */
-        /* Padded by two cache lines: the control's counters (its last bytes, written by every
-         * TLSF call of this heap) must not share a line with the next block of the pool (the
-         * head of another heap's chunk or structure). */
-        void *mem = shared_alloc_locked(sizeof(thread_heap) + tlsf_control_size() + 128, 64);
+        /* The heap's own structure is a block of the pool: prefaulted and locked with it. Its
+         * last bytes, which may share a cache line with the next block of the pool, are the
+         * control's list heads of the largest sizes, which a thread heap never uses (the
+         * counters every call writes are at the control's start). */
+        void *mem = shared_alloc_locked(sizeof(thread_heap) + tlsf_control_size(), 64);
         if (mem) {
             memset(mem, 0, sizeof(thread_heap));
             h = (thread_heap *)mem;
@@ -710,7 +710,8 @@ static int tlsf_backend_init(void) {
         return -1;
     }
     static const tlsf_grow_ops ops = {area_map, area_probe, area_grew, NULL};
-    tlsf_t *t = tlsf_create(shared_control, 0);
+    /* Still all zero: .bss, and init runs once per process. */
+    tlsf_t *t = tlsf_create_in_zeroed(shared_control, 0);
     if (tlsf_growing_init(&shared, t, cfg.initial, cfg.additional, &ops) != 0) {
         heaphook_log_error("tlsf: cannot map the initial pool of %zu bytes (INITIAL_MEMPOOL_SIZE)",
                            cfg.initial);

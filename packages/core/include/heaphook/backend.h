@@ -39,6 +39,18 @@ extern "C" {
  * hidden visibility and export only the malloc family and heaphook/core.h otherwise. */
 #define HEAPHOOK_EXPORT __attribute__((visibility("default")))
 
+/* Marks a large zero-initialised static array of which a process touches little or nothing
+ * (a reserve arena, a table sized for the worst case, a control structure whose lists are
+ * mostly unused). On x86-64 it goes to .lbss, which the linker places after .bss: the small
+ * state every process does touch (flags, counters, locks) then shares a page or two with
+ * .data instead of being spread between big arrays, one page fault each in every process that
+ * loads the library. Elsewhere the array stays in .bss. */
+#if defined(__x86_64__)
+#define HEAPHOOK_LARGE_STORAGE __attribute__((section(".lbss.heaphook")))
+#else
+#define HEAPHOOK_LARGE_STORAGE
+#endif
+
 /* The alignment of every block returned for align == 1: alignof(max_align_t) on x86-64. */
 #define HEAPHOOK_DEFAULT_ALIGNMENT 16
 
