@@ -2,9 +2,10 @@
  * leaks.c — leak checking (README "Leak checking", include/heaphook/leaks.h).
  *
  * 1. The live-block table: address -> size, type, root flag. Sharded open addressing (64
- *    shards, each a spin lock and an mmap'd table with tombstones), filled by the hooks after
- *    an allocation returns and emptied before a block is released. Nothing here allocates
- *    through malloc.
+ *    shards, each a spin lock and an mmap'd table with linear probing and backward-shift
+ *    deletion: no tombstones, so a program that allocates and frees forever keeps short probes
+ *    and never rebuilds its table), filled by the hooks after an allocation returns and
+ *    emptied before a block is released. Nothing here allocates through malloc.
  * 2. Types and roots of the precise API.
  * 3. Stopping the world: every other thread of /proc/self/task gets HH_STOP_SIGNAL; its handler
  *    saves the registers and stack pointer from the ucontext and waits on a futex until the
@@ -77,15 +78,15 @@ static void hh_spin_unlock(_Atomic int *l) {
 #define HH_META_TYPE_SHIFT 48
 
 typedef struct hh_entry {
-    uint64_t addr; /* 0 empty, 1 deleted */
+    uint64_t addr; /* 0 empty */
     uint64_t meta;
 } hh_entry;
 
 typedef struct hh_shard {
     _Atomic int lock;
     hh_entry *e;
-    uint64_t cap, used, live;
-    char pad[24];
+    uint64_t cap, live;
+    char pad[32];
 } hh_shard;
 
 static hh_shard g_shards[HH_SHARDS];
@@ -107,18 +108,19 @@ static inline uint64_t hh_slot_of(uint64_t h, uint64_t a, uint64_t cap) {
     return ((h >> 20) + ((a >> 4) & 255)) & (cap - 1);
 }
 
-/* Room for one more entry; false when the table cannot grow. Lock held. */
+/* Room for one more entry (at most 3/4 full after it); false when the table cannot grow.
+ * Lock held. */
 static bool hh_shard_room(hh_shard *s) {
-    if (s->e != NULL && (s->used + 1) * 4 <= s->cap * 3) return true;
+    if (s->e != NULL && (s->live + 1) * 4 <= s->cap * 3) return true;
     uint64_t cap = HH_SHARD_INIT;
     while ((s->live + 1) * 2 > cap) cap *= 2;
     int saved = errno;
     hh_entry *e = hh_map(cap * sizeof *e);
     errno = saved;
-    if (e == NULL) return s->e != NULL && s->used + 1 < s->cap;
+    if (e == NULL) return s->e != NULL && s->live + 1 < s->cap;
     for (uint64_t i = 0; s->e != NULL && i < s->cap; i++) {
         uint64_t a = s->e[i].addr;
-        if (a <= 1) continue;
+        if (a == 0) continue;
         uint64_t j = hh_slot_of(hh_hash(a), a, cap);
         while (e[j].addr != 0) j = (j + 1) & (cap - 1);
         e[j] = s->e[i];
@@ -126,7 +128,6 @@ static bool hh_shard_room(hh_shard *s) {
     if (s->e != NULL) hh_sys_munmap(s->e, s->cap * sizeof *s->e);
     s->e = e;
     s->cap = cap;
-    s->used = s->live;
     return true;
 }
 
@@ -139,20 +140,14 @@ static void hh_put(uint64_t a, uint64_t meta) {
         hh_spin_unlock(&s->lock);
         return;
     }
-    uint64_t mask = s->cap - 1, i = hh_slot_of(h, a, s->cap), tomb = UINT64_MAX;
+    uint64_t mask = s->cap - 1, i = hh_slot_of(h, a, s->cap);
     for (;; i = (i + 1) & mask) {
         uint64_t v = s->e[i].addr;
         if (v == a) {
             s->e[i].meta = meta; /* released without us seeing it, and handed out again */
             break;
         }
-        if (v == 1 && tomb == UINT64_MAX) tomb = i;
         if (v == 0) {
-            if (tomb != UINT64_MAX) {
-                i = tomb;
-            } else {
-                s->used++;
-            }
             s->e[i].addr = a;
             s->e[i].meta = meta;
             s->live++;
@@ -160,6 +155,26 @@ static void hh_put(uint64_t a, uint64_t meta) {
         }
     }
     hh_spin_unlock(&s->lock);
+}
+
+/* Empties slot i (lock held). Backward-shift deletion: each following entry of the probe run
+ * moves into the hole unless its home slot lies cyclically in (hole, entry], where moving it
+ * would put it before its home; the run stays unbroken, so lookups stop at the first empty
+ * slot and no tombstone is ever needed. */
+static void hh_shard_erase(hh_shard *s, uint64_t i) {
+    const uint64_t mask = s->cap - 1;
+    for (uint64_t j = i;;) {
+        j = (j + 1) & mask;
+        const uint64_t a = s->e[j].addr;
+        if (a == 0) break;
+        const uint64_t home = hh_slot_of(hh_hash(a), a, s->cap);
+        const bool home_in_gap = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (home_in_gap) continue;
+        s->e[i] = s->e[j];
+        i = j;
+    }
+    s->e[i].addr = 0;
+    s->e[i].meta = 0;
 }
 
 /* The entry of a (lock held), or NULL. */
@@ -186,8 +201,7 @@ uint64_t hh_leaks_remove(void *p) {
     uint64_t meta = 0;
     if (e != NULL) {
         meta = e->meta;
-        e->addr = 1;
-        e->meta = 0;
+        hh_shard_erase(s, (uint64_t)(e - s->e));
         s->live--;
     }
     hh_spin_unlock(&s->lock);
@@ -799,7 +813,7 @@ static bool hh_snapshot(void) {
     for (unsigned i = 0; i < HH_SHARDS; i++) {
         hh_shard *s = &g_shards[i];
         for (uint64_t j = 0; s->e != NULL && j < s->cap && k < n; j++) {
-            if (s->e[j].addr > 1) g_ck.blocks[k++] = s->e[j];
+            if (s->e[j].addr != 0) g_ck.blocks[k++] = s->e[j];
         }
     }
     g_ck.n = k;
