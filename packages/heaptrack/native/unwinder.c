@@ -625,10 +625,14 @@ static uintptr_t hh_find_stack_top(uintptr_t sp, uintptr_t *lo_out) {
  * rule lookup and a step. The rules only change when code is unloaded (hh_unwind_invalidate
  * installs a new table), so a cache is used only with the table it was made with.
  *
+ * The cache is anchored at its outer end: the outermost frame cached sits in the last slot,
+ * the innermost at `base`. A walk that joins the cache at slot j writes only its own new inner
+ * frames (kept in a scratch array until then) into the slots before j; the outer frames, most
+ * of a deep stack, stay where they are, checked in place and never copied.
+ *
  * The caches live outside static TLS (which must stay small for dlopen, see stacks.c): a
  * fixed pool of HH_WALK_POOL slabs, claimed by a thread on its first walk and given back by a
- * pthread key destructor when it exits. A thread that finds the pool empty walks uncached.
- * Each slab holds two caches: the walk reads the previous one while it writes the next. */
+ * pthread key destructor when it exits. A thread that finds the pool empty walks uncached. */
 
 #define HH_WALK_FRAMES 64 /* frames cached per walk; deeper stacks walk on from there */
 #define HH_WALK_POOL 1024 /* threads with a cache at once */
@@ -639,21 +643,22 @@ typedef struct hh_walk_frame {
     uintptr_t bp;      /* rbp after the step */
     uintptr_t ra_slot; /* where ra was read */
     uintptr_t bp_slot; /* where rbp was read; 0: carried over from the frame before */
-    uintptr_t fp_steps;
+    uint32_t fp_steps;
+    uint32_t listed; /* 1: ra is listed; 0: it is the tracer's own (hh_skipped) */
 } hh_walk_frame;
 
 typedef struct hh_walk_cache {
-    const void *table; /* the rule table the walk used; NULL: no cache */
-    uintptr_t top;     /* the stack top it used */
-    int n;             /* frames cached */
-    bool complete;     /* the walk ended by itself after frame n - 1 */
+    const void *table; /* the rule table the walks used; NULL: no cache */
+    uintptr_t top;     /* the stack top they used */
+    int base;          /* slot of the innermost frame cached; frames: f[base .. HH_WALK_FRAMES) */
+    bool complete;     /* the walk ended by itself after the last slot's frame */
     hh_walk_frame f[HH_WALK_FRAMES];
 } hh_walk_cache;
 
 typedef struct hh_walk_slab {
     _Atomic int used;
-    int current; /* the cache of the last walk; the other is written by the next */
-    hh_walk_cache cache[2];
+    hh_walk_cache cache;
+    hh_walk_frame scratch[HH_WALK_FRAMES]; /* a walk's own frames, innermost first */
 } hh_walk_slab;
 
 #define HH_WALK_NONE ((hh_walk_slab *)1) /* this thread walks uncached */
@@ -696,21 +701,43 @@ static hh_walk_slab *hh_walk_slab_of_thread(void) {
             hh_walk_release(s);
             return NULL;
         }
-        s->cache[0].table = s->cache[1].table = NULL;
+        s->cache.table = NULL;
         t_walk = s;
         return s;
     }
     return NULL;
 }
 
-/* Do the slots of cached frames [from, to) still hold what the walk read? */
-static bool hh_walk_still_valid(const hh_walk_cache *c, int from, int to) {
-    for (int i = from; i < to; i++) {
+/* Do the slots of cached frames [from, HH_WALK_FRAMES) still hold what the walk read? Lists
+ * their return addresses into pcs[n ..] meanwhile, up to max; *listed_to is where the listing
+ * ended and *stop the first frame not listed (max reached), or HH_WALK_FRAMES. What it writes
+ * counts only when it returns true. */
+static bool hh_walk_check_outer(const hh_walk_cache *c, int from, uintptr_t *pcs, int n, int max,
+                                int *listed_to, int *stop) {
+    int at = HH_WALK_FRAMES;
+    for (int i = from; i < HH_WALK_FRAMES; i++) {
         const hh_walk_frame *f = &c->f[i];
         if (*(const uintptr_t *)f->ra_slot != f->ra) return false;
         if (f->bp_slot != 0 && *(const uintptr_t *)f->bp_slot != f->bp) return false;
+        if (at != HH_WALK_FRAMES) continue; /* max reached: only check the rest */
+        if (n >= max) {
+            at = i;
+            continue;
+        }
+        pcs[n] = f->ra;
+        n += (int)f->listed;
     }
+    *listed_to = n;
+    *stop = at;
     return true;
+}
+
+/* Puts a walk's frames scratch[0 .. count) (innermost first) into the cache's slots ending
+ * before slot `end`, dropping the innermost ones that do not fit. */
+static void hh_walk_cache_put(hh_walk_cache *c, const hh_walk_frame *scratch, int count, int end) {
+    int from = count > end ? count - end : 0;
+    c->base = end - (count - from);
+    memcpy(&c->f[c->base], &scratch[from], (size_t)(count - from) * sizeof scratch[0]);
 }
 
 /* ---- 6. The walk ------------------------------------------------------------------------- */
@@ -727,18 +754,13 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
     uintptr_t top = t_stack_top;
     if (top <= sp) return hh_unwind_slow(pcs, max);
     hh_walk_slab *slab = hh_walk_slab_of_thread();
-    const hh_walk_cache *prev = NULL;
-    hh_walk_cache *next = NULL;
-    if (slab != NULL) {
-        prev = &slab->cache[slab->current];
-        if (prev->table != table || prev->top != top) prev = NULL;
-        next = &slab->cache[slab->current ^ 1];
-        next->table = table;
-        next->top = top;
-        slab->current ^= 1;
-    }
-    int n = 0, k = 0, j = 0; /* pcs written, frames stepped, position in prev */
-    uintptr_t fp_steps = 0;
+    hh_walk_cache *cache = slab != NULL ? &slab->cache : NULL;
+    hh_walk_frame *scratch = slab != NULL ? slab->scratch : NULL;
+    /* j: the slot of the cache the walk compares with (it only moves outward) */
+    int j = HH_WALK_FRAMES;
+    if (cache != NULL && cache->table == table && cache->top == top) j = cache->base;
+    int n = 0, k = 0; /* pcs written, frames stepped */
+    uint32_t fp_steps = 0;
     bool complete = true;
     for (; k < 512; k++) {
         if (n >= max) {
@@ -766,7 +788,7 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
             if (ra < 4096) break;
         } else {
             if (kind != HH_RULE_OK) {
-                if (next != NULL) next->table = NULL; /* the next walk finds no cache */
+                if (cache != NULL) cache->table = NULL; /* the next walk finds no cache */
                 return hh_unwind_slow(pcs, max);
             }
             uintptr_t cfa = (HH_RULE_CFA_BP(rule) ? bp : sp) + HH_RULE_CFA_OFF(rule);
@@ -782,58 +804,47 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
             sp = cfa;
             if (ra == 0) break;
         }
-        if (!hh_skipped(ra)) pcs[n++] = ra;
+        const uint32_t listed = !hh_skipped(ra);
+        if (listed) pcs[n++] = ra;
         target = ra - 1;
-        if (next == NULL) continue;
+        if (scratch == NULL) continue;
         if (k < HH_WALK_FRAMES)
-            next->f[k] = (hh_walk_frame){sp, ra, bp, ra_slot, bp_slot, fp_steps};
-        if (prev == NULL) continue;
-        /* The same frame as frame j of the last walk, with its outer frames unchanged? */
-        while (j < prev->n && prev->f[j].cfa < sp) j++;
-        if (j >= prev->n) {
-            prev = NULL;
-            continue;
-        }
-        const hh_walk_frame *same = &prev->f[j];
+            scratch[k] = (hh_walk_frame){sp, ra, bp, ra_slot, bp_slot, fp_steps, listed};
+        if (j >= HH_WALK_FRAMES) continue;
+        /* The same frame as slot j of the cache, with its outer frames unchanged? */
+        while (j < HH_WALK_FRAMES && cache->f[j].cfa < sp) j++;
+        if (j >= HH_WALK_FRAMES) continue;
+        const hh_walk_frame *same = &cache->f[j];
         if (same->cfa != sp || same->ra != ra || same->bp != bp || same->fp_steps != fp_steps) {
             continue;
         }
-        if (!hh_walk_still_valid(prev, j + 1, prev->n)) {
-            prev = NULL; /* an outer frame changed: walk on without the cache */
+        int listed_to, stop;
+        if (k >= HH_WALK_FRAMES ||
+            !hh_walk_check_outer(cache, j + 1, pcs, n, max, &listed_to, &stop)) {
+            j = HH_WALK_FRAMES; /* an outer frame changed: walk on without the cache */
             continue;
         }
-        /* The rest is the last walk's: list it, and keep what fits in the next cache. */
-        int i = j + 1;
-        for (; i < prev->n && n < max; i++) {
-            if (!hh_skipped(prev->f[i].ra)) pcs[n++] = prev->f[i].ra;
-        }
-        int copied = i - (j + 1);
-        int room = HH_WALK_FRAMES - (k + 1);
-        if (room > 0) {
-            memcpy(&next->f[k + 1], &prev->f[j + 1],
-                   (size_t)(copied < room ? copied : room) * sizeof prev->f[0]);
-        }
-        k += copied;                          /* the index of the last frame taken */
-        if (i == prev->n && prev->complete) { /* that walk ended there: so does this one */
-            k++;
-            break;
-        }
-        if (n >= max) {
-            complete = false;
-            k++;
-            break;
-        }
-        /* the last walk's cache ran out at its depth: walk on from its last frame */
-        const hh_walk_frame *last = &prev->f[i - 1];
+        /* The rest is the cache's. This walk's frames 0 .. k (k is slot j's) go before the
+         * outer ones, which stay where they are. */
+        hh_walk_cache_put(cache, scratch, k + 1, j + 1);
+        n = listed_to;
+        k += stop - (j + 1); /* the index of the last frame taken */
+        if (stop == HH_WALK_FRAMES && cache->complete) return n; /* that walk ended there */
+        if (n >= max) return n; /* the cache describes the stack beyond; it stays as it is */
+        /* the cache ran out at its outer end: walk on from its last frame, uncached */
+        const hh_walk_frame *last = &cache->f[HH_WALK_FRAMES - 1];
         sp = last->cfa;
         bp = last->bp;
         fp_steps = last->fp_steps;
         target = last->ra - 1;
-        prev = NULL;
+        scratch = NULL;
+        j = HH_WALK_FRAMES;
     }
-    if (next != NULL) {
-        next->n = k < HH_WALK_FRAMES ? k : HH_WALK_FRAMES;
-        next->complete = complete && k <= HH_WALK_FRAMES;
+    if (scratch != NULL) { /* no join: this walk's frames become the cache */
+        cache->table = table;
+        cache->top = top;
+        cache->complete = complete && k <= HH_WALK_FRAMES;
+        hh_walk_cache_put(cache, scratch, k < HH_WALK_FRAMES ? k : HH_WALK_FRAMES, HH_WALK_FRAMES);
     }
     return n;
 }
