@@ -714,21 +714,21 @@ static hh_walk_slab *hh_walk_slab_of_thread(void) {
  * counts only when it returns true. */
 static bool hh_walk_check_outer(const hh_walk_cache *c, int from, uintptr_t *pcs, int n, int max,
                                 int *listed_to, int *stop) {
-    int at = HH_WALK_FRAMES;
-    for (int i = from; i < HH_WALK_FRAMES; i++) {
+    int i = from;
+    for (; i < HH_WALK_FRAMES && n < max; i++) {
         const hh_walk_frame *f = &c->f[i];
         if (*(const uintptr_t *)f->ra_slot != f->ra) return false;
         if (f->bp_slot != 0 && *(const uintptr_t *)f->bp_slot != f->bp) return false;
-        if (at != HH_WALK_FRAMES) continue; /* max reached: only check the rest */
-        if (n >= max) {
-            at = i;
-            continue;
-        }
         pcs[n] = f->ra;
         n += (int)f->listed;
     }
     *listed_to = n;
-    *stop = at;
+    *stop = i;
+    for (; i < HH_WALK_FRAMES; i++) { /* max reached: only check the rest */
+        const hh_walk_frame *f = &c->f[i];
+        if (*(const uintptr_t *)f->ra_slot != f->ra) return false;
+        if (f->bp_slot != 0 && *(const uintptr_t *)f->bp_slot != f->bp) return false;
+    }
     return true;
 }
 
