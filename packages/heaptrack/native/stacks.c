@@ -170,18 +170,18 @@ uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
     if (n <= 0) return 0;
     uint32_t epoch = atomic_load_explicit(&hh_epoch, memory_order_relaxed);
     if (n > HH_PREV_DEPTH) return hh_stack_intern_all(pcs, n, epoch);
-    /* Outer frames shared with this thread's previous stack keep their ids. */
+    /* The previous stack is kept anchored at the arrays' end (its outermost frame in the last
+     * slot), where this one's frames go too: the outer frames they share are already in
+     * place with their ids, and only the new inner ones are written. */
     int shared = 0;
     if (t_prev_epoch == epoch) {
-        int m = t_prev_n;
-        while (shared < n && shared < m && pcs[n - 1 - shared] == t_prev_pcs[m - 1 - shared]) {
+        const int m = t_prev_n;
+        while (shared < n && shared < m &&
+               pcs[n - 1 - shared] == t_prev_pcs[HH_PREV_DEPTH - 1 - shared]) {
             shared++;
         }
-        if (shared == n && m == n) return t_prev_ids[0];
-        /* re-base the shared part at the end of the arrays */
-        if (m != n) memmove(&t_prev_ids[n - shared], &t_prev_ids[m - shared], shared * 4);
     }
-    uint32_t parent = shared > 0 ? t_prev_ids[n - shared] : 0;
+    uint32_t parent = shared > 0 ? t_prev_ids[HH_PREV_DEPTH - shared] : 0;
     for (int i = n - 1 - shared; i >= 0; i--) {
         uint32_t id = hh_intern(parent, pcs[i], epoch);
         if (id == 0 || id == UINT32_MAX) {
@@ -189,10 +189,10 @@ uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
             /* table full: keep the outer part; not sent: the event must be dropped */
             return id == 0 ? parent : UINT32_MAX;
         }
-        t_prev_ids[i] = id;
+        t_prev_pcs[HH_PREV_DEPTH - n + i] = pcs[i];
+        t_prev_ids[HH_PREV_DEPTH - n + i] = id;
         parent = id;
     }
-    memcpy(t_prev_pcs, pcs, (size_t)n * sizeof pcs[0]);
     t_prev_n = n;
     t_prev_epoch = epoch;
     return parent;
