@@ -6,14 +6,17 @@
  * that never grows (`additionalPoolSize: 0`): a candidate fails at the first allocation its
  * pool cannot serve, which is exactly where libheaphook_tlsf.so with that INITIAL_MEMPOOL_SIZE
  * (and HEAPHOOK_TLSF_THREAD_HEAPS=0, one shared heap) would have grown. The events of each
- * decoded batch become TlsfHeap.replay operations on slot-numbered blocks (OpEncoder), and
- * every heap replays the batch in one call. Memory: the log is streamed; a pass keeps one map
- * entry per live block (log address -> slot), each heap one pointer per slot.
+ * decoded block, read by columns (no object per event), become TlsfHeap.replay operations on
+ * slot-numbered blocks (OpEncoder), and every heap replays the block in one call. Memory: the
+ * log is streamed; a pass keeps one table entry per live block (log address -> slot) and two
+ * numbers per slot, each heap one pointer per slot.
  */
 import { ReplayOp, TlsfHeap } from '@heaphook/tlsf';
 
-import { decodeLogBatches } from '../decoder.js';
-import type { EndRecord, EventRecord, ProcessRecord } from '../records.js';
+import type { EventColumns } from '../decode/columns.js';
+import { NumberTable } from '../decode/table.js';
+import { decodeLogColumns } from '../decoder.js';
+import { OPS, type EndRecord, type EventRecord, type ProcessRecord } from '../records.js';
 
 /** Page size assumed for valloc/pvalloc (the log does not record it; x86-64 Linux). */
 export const PAGE_SIZE = 4096;
@@ -27,42 +30,55 @@ export interface Request {
   readonly align: number;
 }
 
+/** Operation codes of the event columns (the index of the function in OPS). */
+const OP = {
+  calloc: OPS.indexOf('calloc'),
+  realloc: OPS.indexOf('realloc'),
+  reallocarray: OPS.indexOf('reallocarray'),
+  free: OPS.indexOf('free'),
+  posixMemalign: OPS.indexOf('posix_memalign'),
+  memalign: OPS.indexOf('memalign'),
+  alignedAlloc: OPS.indexOf('aligned_alloc'),
+  valloc: OPS.indexOf('valloc'),
+  pvalloc: OPS.indexOf('pvalloc'),
+  reallocDone: 10,
+} as const;
+
+/** Bytes asked for by an event of operation `op` (calloc and reallocarray: count * size). */
+function bytesOf(op: number, size: number, count: number): number {
+  return op === OP.calloc || op === OP.reallocarray ? count * size : size;
+}
+
+/** What the core hands the backend for an allocating event (see core/native/interpose.c), as
+ * two numbers: the size (requestSize) and the alignment (requestAlign, 1 = default). */
+function requestSize(op: number, size: number, count: number): number {
+  const bytes = Math.max(1, bytesOf(op, size, count));
+  return op === OP.pvalloc ? Math.ceil(bytes / PAGE_SIZE) * PAGE_SIZE : bytes;
+}
+
+function requestAlign(op: number, align: number): number {
+  if (op === OP.valloc || op === OP.pvalloc) return PAGE_SIZE;
+  if (op === OP.posixMemalign || op === OP.memalign || op === OP.alignedAlloc) {
+    if (align <= DEFAULT_ALIGN) return 1;
+    // memalign rounds an alignment that is not a power of two up to the next one.
+    return 2 ** Math.ceil(Math.log2(align));
+  }
+  return 1;
+}
+
 /** What the core hands the backend for an allocating event (see core/native/interpose.c). */
 export function requestOf(e: EventRecord): Request {
-  const bytes = e.op === 'calloc' || e.op === 'reallocarray' ? e.count * e.size : e.size;
-  const size = Math.max(1, bytes);
-  switch (e.op) {
-    case 'valloc':
-      return { size, align: PAGE_SIZE };
-    case 'pvalloc':
-      return { size: Math.ceil(size / PAGE_SIZE) * PAGE_SIZE, align: PAGE_SIZE };
-    case 'posix_memalign':
-    case 'memalign':
-    case 'aligned_alloc': {
-      if (e.align <= DEFAULT_ALIGN) return { size, align: 1 };
-      // memalign rounds an alignment that is not a power of two up to the next one.
-      return { size, align: 2 ** Math.ceil(Math.log2(e.align)) };
-    }
-    default:
-      return { size, align: 1 };
-  }
+  const op = OPS.indexOf(e.op);
+  return { size: requestSize(op, e.size, e.count), align: requestAlign(op, e.align) };
+}
+
+function footprintOf(size: number): number {
+  return Math.max(BLOCK_MIN, Math.ceil((size + BLOCK_OVERHEAD) / DEFAULT_ALIGN) * DEFAULT_ALIGN);
 }
 
 /** Bytes a used block of this request takes in a TLSF pool at least (head included). */
 export function footprint(r: Request): number {
-  return Math.max(BLOCK_MIN, Math.ceil((r.size + BLOCK_OVERHEAD) / DEFAULT_ALIGN) * DEFAULT_ALIGN);
-}
-
-/** The heap operations of a log, in log order, as a replay applies them. */
-export interface ReplaySink {
-  alloc(ptr: number, r: Request): void;
-  free(ptr: number): void;
-  /** A realloc of the live block oldPtr to r.size. The result is known by its log address
-   * newPtr at once, or, when the realloc moved the block (`split`), from the thread's next
-   * realloc_done (`placeMoved`). */
-  realloc(oldPtr: number, newPtr: number, r: Request, tid: number, split: boolean): void;
-  /** tid's moved block now lives at its new address. */
-  placeMoved(tid: number): void;
+  return footprintOf(r.size);
 }
 
 /** What a pass learns about the log besides the events. */
@@ -73,106 +89,47 @@ export interface LogFacts {
   threads: Set<number>;
 }
 
-/** Feeds one event to a sink (failed calls and frees of NULL are skipped: they reach no heap). */
-export function feed(sink: ReplaySink, e: EventRecord): void {
-  switch (e.op) {
-    case 'free':
-      if (e.ptr !== 0) sink.free(e.ptr);
-      return;
-    case 'realloc':
-    case 'reallocarray': {
-      const r = requestOf(e);
-      const bytes = e.op === 'reallocarray' ? e.count * e.size : e.size;
-      if (e.ptr === 0 && bytes > 0) return; // failed: the old block stays
-      if (e.oldPtr === 0) {
-        if (e.ptr !== 0) sink.alloc(e.ptr, r); // realloc(NULL, n) = malloc(n)
-        return;
-      }
-      if (e.ptr === 0) {
-        sink.free(e.oldPtr); // realloc(p, 0) frees p
-        return;
-      }
-      sink.realloc(e.oldPtr, e.ptr, r, e.tid, e.split);
-      return;
-    }
-    case 'realloc_done':
-      sink.placeMoved(e.tid);
-      return;
-    default:
-      if (e.ptr !== 0) sink.alloc(e.ptr, requestOf(e));
-  }
-}
-
-/** Peak live bytes (asked for) and the peak of their TLSF footprints, over the log. */
-export class PeakTally implements ReplaySink {
-  private readonly live = new Map<number, { bytes: number; foot: number }>();
-  private readonly moving = new Map<number, { ptr: number; bytes: number; foot: number }>();
-  liveBytes = 0;
-  liveFoot = 0;
-  peakBytes = 0;
-  peakFootprint = 0;
-  largestRequest = 0;
-  largestAlign = 1;
-
-  private add(ptr: number, v: { bytes: number; foot: number }): void {
-    const old = this.live.get(ptr);
-    if (old !== undefined) this.sub(old);
-    this.live.set(ptr, v);
-    this.liveBytes += v.bytes;
-    this.liveFoot += v.foot;
-    if (this.liveBytes > this.peakBytes) this.peakBytes = this.liveBytes;
-    if (this.liveFoot > this.peakFootprint) this.peakFootprint = this.liveFoot;
-  }
-  private sub(v: { bytes: number; foot: number }): void {
-    this.liveBytes -= v.bytes;
-    this.liveFoot -= v.foot;
-  }
-  private note(r: Request): { bytes: number; foot: number } {
-    this.largestRequest = Math.max(this.largestRequest, r.size);
-    this.largestAlign = Math.max(this.largestAlign, r.align);
-    return { bytes: r.size, foot: footprint(r) };
-  }
-  alloc(ptr: number, r: Request): void {
-    this.add(ptr, this.note(r));
-  }
-  free(ptr: number): void {
-    const v = this.live.get(ptr);
-    if (v === undefined) return; // allocated before the log began
-    this.live.delete(ptr);
-    this.sub(v);
-  }
-  realloc(oldPtr: number, newPtr: number, r: Request, tid: number, split: boolean): void {
-    this.free(oldPtr);
-    const v = this.note(r);
-    if (split) this.moving.set(tid, { ptr: newPtr, ...v });
-    else this.add(newPtr, v);
-  }
-  placeMoved(tid: number): void {
-    const v = this.moving.get(tid);
-    if (v === undefined) return;
-    this.moving.delete(tid);
-    this.add(v.ptr, { bytes: v.bytes, foot: v.foot });
-  }
+/** Peaks of a log's live blocks, kept by an OpEncoder that is asked to. */
+export interface PeakFigures {
+  /** Peak of the live bytes asked for, and of their TLSF footprints. */
+  readonly peakBytes: number;
+  readonly peakFootprint: number;
+  readonly largestRequest: number;
+  readonly largestAlign: number;
 }
 
 /**
  * Turns the events of a log into TlsfHeap.replay operations: blocks are named by slots (one
  * per live block, reused), shared by every candidate heap of a pass, so each heap replays a
- * batch of the log in one call.
+ * block of the log in one call. With `tally`, it also follows the live bytes and footprints
+ * (per slot) and their peaks. Failed calls and frees of NULL reach no heap and are skipped.
  */
-export class OpEncoder implements ReplaySink {
+export class OpEncoder implements PeakFigures {
   ops = new Float64Array(4 * 4096);
   /** Event number (1-based, in the log) of each operation. */
   opEvents = new Float64Array(4096);
   count = 0;
-  event = 0;
-  private readonly slots = new Map<number, number>();
-  private readonly freeSlots: number[] = [];
+  /** Events seen (realloc_done, the second half of a moved realloc, is not counted). */
+  events = 0;
+  private readonly slots = new NumberTable(1024);
+  private freeSlots = new Float64Array(1024);
+  private freeCount = 0;
   private nextSlot = 0;
   /** Moved reallocs waiting for their realloc_done: tid -> [log address, slot]. */
   private readonly moving = new Map<number, [number, number]>();
+  /** The tally, per slot: bytes asked for and footprint (0 while not counted). */
+  private slotBytes = new Float64Array(1024);
+  private slotFoot = new Float64Array(1024);
+  private liveBytes = 0;
+  private liveFoot = 0;
+  peakBytes = 0;
+  peakFootprint = 0;
+  largestRequest = 0;
+  largestAlign = 1;
 
-  /** Starts a new batch (the live blocks stay). */
+  constructor(private readonly tally: boolean) {}
+
+  /** Starts a new batch of operations (the live blocks stay). */
   reset(): void {
     this.count = 0;
   }
@@ -191,62 +148,142 @@ export class OpEncoder implements ReplaySink {
     this.ops[at + 1] = slot;
     this.ops[at + 2] = size;
     this.ops[at + 3] = arg;
-    this.opEvents[this.count++] = this.event;
+    this.opEvents[this.count++] = this.events;
   }
 
   private acquire(): number {
-    return this.freeSlots.pop() ?? this.nextSlot++;
+    if (this.freeCount > 0) return this.freeSlots[--this.freeCount]!;
+    const slot = this.nextSlot++;
+    if (slot === this.slotBytes.length) {
+      const bytes = new Float64Array(slot * 2);
+      bytes.set(this.slotBytes);
+      this.slotBytes = bytes;
+      const foot = new Float64Array(slot * 2);
+      foot.set(this.slotFoot);
+      this.slotFoot = foot;
+    }
+    return slot;
+  }
+
+  /** The block in `slot` is gone: its slot is free, its bytes no longer live. */
+  private release(slot: number): void {
+    if (this.freeCount === this.freeSlots.length) {
+      const grown = new Float64Array(this.freeCount * 2);
+      grown.set(this.freeSlots);
+      this.freeSlots = grown;
+    }
+    this.freeSlots[this.freeCount++] = slot;
+    this.liveBytes -= this.slotBytes[slot]!;
+    this.liveFoot -= this.slotFoot[slot]!;
+    this.slotBytes[slot] = 0;
+    this.slotFoot[slot] = 0;
+  }
+
+  /** Notes the request of the block in `slot`; it counts as live when `live`. */
+  private note(slot: number, size: number, align: number, live: boolean): void {
+    if (!this.tally) return;
+    if (size > this.largestRequest) this.largestRequest = size;
+    if (align > this.largestAlign) this.largestAlign = align;
+    this.slotBytes[slot] = size;
+    this.slotFoot[slot] = footprintOf(size);
+    if (live) this.countLive(slot);
+  }
+
+  /** The block in `slot` (noted) becomes live. */
+  private countLive(slot: number): void {
+    this.liveBytes += this.slotBytes[slot]!;
+    this.liveFoot += this.slotFoot[slot]!;
+    if (this.liveBytes > this.peakBytes) this.peakBytes = this.liveBytes;
+    if (this.liveFoot > this.peakFootprint) this.peakFootprint = this.liveFoot;
   }
 
   /** Names the block in `slot` by the log address ptr (a block still named so is freed). */
   private bind(ptr: number, slot: number): void {
-    const old = this.slots.get(ptr);
-    if (old !== undefined) {
+    const old = this.slots.set(ptr, slot);
+    if (old >= 0) {
       this.emit(ReplayOp.FREE, old, 0, 0); // the log saw this address freed late
-      this.freeSlots.push(old);
+      this.release(old);
     }
-    this.slots.set(ptr, slot);
   }
 
-  alloc(ptr: number, r: Request): void {
-    const old = this.slots.get(ptr);
-    if (old !== undefined) {
-      this.emit(ReplayOp.FREE, old, 0, 0);
-      this.freeSlots.push(old);
-      this.slots.delete(ptr);
+  private alloc(ptr: number, size: number, align: number): void {
+    const old = this.slots.delete(ptr);
+    if (old >= 0) {
+      this.emit(ReplayOp.FREE, old, 0, 0); // the log saw this address freed late
+      this.release(old);
     }
     const slot = this.acquire();
-    this.emit(ReplayOp.ALLOC, slot, r.size, r.align);
+    this.emit(ReplayOp.ALLOC, slot, size, align);
     this.slots.set(ptr, slot);
+    this.note(slot, size, align, true);
   }
 
-  free(ptr: number): void {
-    const slot = this.slots.get(ptr);
-    if (slot === undefined) return; // allocated before the log began
-    this.slots.delete(ptr);
+  private free(ptr: number): void {
+    const slot = this.slots.delete(ptr);
+    if (slot < 0) return; // allocated before the log began
     this.emit(ReplayOp.FREE, slot, 0, 0);
-    this.freeSlots.push(slot);
+    this.release(slot);
   }
 
-  realloc(oldPtr: number, newPtr: number, r: Request, tid: number, split: boolean): void {
-    const slot = this.slots.get(oldPtr);
-    const to = this.acquire();
-    if (slot === undefined) {
-      this.emit(ReplayOp.ALLOC, to, r.size, 1); // a block from before the log: count the new one
+  private realloc(oldPtr: number, newPtr: number, size: number, tid: number, split: boolean): void {
+    const slot = this.slots.delete(oldPtr);
+    const to = this.acquire(); // before the old slot is released: the block moves between two
+    if (slot < 0) {
+      this.emit(ReplayOp.ALLOC, to, size, 1); // a block from before the log: count the new one
     } else {
-      this.slots.delete(oldPtr);
-      this.emit(ReplayOp.REALLOC, slot, r.size, to);
-      this.freeSlots.push(slot);
+      this.emit(ReplayOp.REALLOC, slot, size, to);
+      this.release(slot);
     }
-    if (split) this.moving.set(tid, [newPtr, to]);
-    else this.bind(newPtr, to);
+    this.note(to, size, 1, false);
+    if (split) {
+      this.moving.set(tid, [newPtr, to]); // counted from its realloc_done
+    } else {
+      this.bind(newPtr, to);
+      if (this.tally) this.countLive(to);
+    }
   }
 
-  placeMoved(tid: number): void {
+  private placeMoved(tid: number): void {
     const m = this.moving.get(tid);
     if (m === undefined) return;
     this.moving.delete(tid);
     this.bind(m[0], m[1]);
+    if (this.tally) this.countLive(m[1]);
+  }
+
+  /** Encodes events [0, c.length) of a block; `threads` collects their threads. */
+  encode(c: EventColumns, threads?: Set<number>): void {
+    const { op: ops, ptr, oldPtr, size, count, align, tid, split } = c;
+    let lastTid = -1;
+    for (let i = 0; i < c.length; i++) {
+      const op = ops[i]!;
+      if (threads !== undefined && tid[i] !== lastTid) {
+        lastTid = tid[i]!;
+        threads.add(lastTid);
+      }
+      if (op === OP.reallocDone) {
+        this.placeMoved(tid[i]!);
+        continue;
+      }
+      this.events++;
+      const p = ptr[i]!;
+      if (op === OP.free) {
+        if (p !== 0) this.free(p);
+      } else if (op === OP.realloc || op === OP.reallocarray) {
+        const bytes = bytesOf(op, size[i]!, count[i]!);
+        const old = oldPtr[i]!;
+        if (p === 0 && bytes > 0) continue; // failed: the old block stays
+        if (old === 0) {
+          if (p !== 0) this.alloc(p, requestSize(op, size[i]!, count[i]!), 1); // = malloc(n)
+        } else if (p === 0) {
+          this.free(old); // realloc(p, 0) frees p
+        } else {
+          this.realloc(old, p, requestSize(op, size[i]!, count[i]!), tid[i]!, split[i] === 1);
+        }
+      } else if (p !== 0) {
+        this.alloc(p, requestSize(op, size[i]!, count[i]!), requestAlign(op, align[i]!));
+      }
+    }
   }
 }
 
@@ -288,35 +325,32 @@ export class CandidateHeap {
 }
 
 /**
- * One pass over the log: every event goes to every sink and, batch by batch, to every
- * candidate heap (those that failed stop). Reading stops early when every candidate failed
- * and no facts are wanted.
+ * One pass over the log: its events, block by block, go to an OpEncoder (which keeps the peaks
+ * when `tally` is given) and to every candidate heap (those that failed stop). Reading stops
+ * early when every candidate failed and neither facts nor a tally are wanted.
  */
 export async function replayPass(
   path: string,
-  sinks: readonly ReplaySink[],
   candidates: readonly CandidateHeap[],
   facts?: LogFacts,
   onProgress?: (events: number) => void,
-): Promise<void> {
-  const encoder = new OpEncoder();
-  const all = candidates.length > 0 ? [...sinks, encoder] : sinks;
-  let events = 0;
-  for await (const batch of decodeLogBatches(path)) {
+  tally = false,
+): Promise<PeakFigures> {
+  const encoder = new OpEncoder(tally);
+  for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
     encoder.reset();
-    for (const r of batch) {
-      if (r.type === 'event') {
-        if (r.op !== 'realloc_done') encoder.event = ++events;
-        if (facts !== undefined) facts.threads.add(r.tid);
-        for (const s of all) feed(s, r);
-      } else if (facts !== undefined) {
+    encoder.encode(batch.events, facts?.threads);
+    if (facts !== undefined) {
+      for (const r of batch.records) {
         if (r.type === 'process') facts.process ??= r;
         else if (r.type === 'end') facts.end = r;
       }
     }
     for (const c of candidates) c.run(encoder);
-    onProgress?.(events);
-    if (facts === undefined && candidates.length > 0 && candidates.every((c) => c.failed)) break;
+    onProgress?.(encoder.events);
+    const wanted = facts !== undefined || tally;
+    if (!wanted && candidates.length > 0 && candidates.every((c) => c.failed)) break;
   }
-  if (facts !== undefined) facts.events = events;
+  if (facts !== undefined) facts.events = encoder.events;
+  return encoder;
 }

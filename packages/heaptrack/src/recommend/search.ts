@@ -19,7 +19,7 @@ import { HeaphookError } from '@heaphook/core';
 import { TlsfHeap } from '@heaphook/tlsf';
 
 import { LogFormatError } from '../decoder.js';
-import { CandidateHeap, PeakTally, replayPass, type LogFacts } from './replay.js';
+import { CandidateHeap, replayPass, type LogFacts, type PeakFigures } from './replay.js';
 
 /** Pools replayed side by side in one pass over the log. */
 export const CANDIDATES = 6;
@@ -100,7 +100,7 @@ async function pass(
 ): Promise<Map<number, boolean>> {
   const heaps = sizes.map((s) => new CandidateHeap(s));
   try {
-    await replayPass(path, [], heaps, undefined, (n) => options.onProgress?.(passNo, n, total));
+    await replayPass(path, heaps, undefined, (n) => options.onProgress?.(passNo, n, total));
     return new Map(heaps.map((h) => [h.poolSize, !h.failed]));
   } finally {
     for (const h of heaps) h.destroy();
@@ -145,11 +145,17 @@ async function run(
 ): Promise<Recommendation> {
   // 1. Facts and the lower bound.
   const facts: LogFacts = { events: 0, threads: new Set() };
-  const tally = new PeakTally();
   const big = new CandidateHeap(PRIOR_POOL);
   let highWater: number;
+  let tally: PeakFigures;
   try {
-    await replayPass(path, [tally], [big], facts, (n) => options.onProgress?.(1, n, undefined));
+    tally = await replayPass(
+      path,
+      [big],
+      facts,
+      (n) => options.onProgress?.(1, n, undefined),
+      true,
+    );
     highWater = big.highWater;
   } finally {
     big.destroy();
