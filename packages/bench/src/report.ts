@@ -136,6 +136,28 @@ const LATENCY_FIGURES: Array<[string, string]> = [
   ['reported.overruns', 'overruns'],
 ];
 
+/** What the machine did to a busy thread before the latency runs (median over the runs of
+ * every allocator): stalls over 1 us per second, and how many calls of the median p50 meet one
+ * on average. */
+function stallNote(r: Results, workload: string): string[] {
+  const reps = r.runs.filter((x) => x.workload === workload && x.status === 'ok');
+  const med = (key: string): number | undefined => {
+    const v = reps
+      .map((x) => x.reported?.[key])
+      .filter((x): x is number => typeof x === 'number')
+      .sort((a, b) => a - b);
+    return v.length > 0 ? v[Math.floor(v.length / 2)] : undefined;
+  };
+  const over1 = med('stalls_1us_per_s');
+  const over10 = med('stalls_10us_per_s');
+  const p50 = med('p50_ns');
+  if (over1 === undefined || over10 === undefined || p50 === undefined || over1 <= 0) return [];
+  const oneIn = Math.round(1e9 / (over1 * p50));
+  return [
+    `the machine: a busy thread stalled over 1 µs ${Math.round(over1)} times a second and over 10 µs ${Math.round(over10)} (a loop of clock reads before each run, medians); at the median call (${p50} ns) one call in ~${oneIn.toLocaleString('en-US')} meets such a stall${oneIn <= 30_000 ? ', so p99.99 (one call in 10,000) shows the machine more than the allocator' : ''}.`,
+  ];
+}
+
 /** Per-call latency of the real-time workload, one row per allocator. */
 export function latencyTables(r: Results): Table[] {
   const out: Table[] = [];
@@ -172,6 +194,7 @@ export function latencyTables(r: Results): Table[] {
       notes: [
         `${samples ?? '?'} timed calls per run${period ? ` in a ${1e9 / period} Hz loop` : ''}; medians over the runs; the timer read (~${typeof rep?.clock_overhead_ns === 'number' ? rep.clock_overhead_ns : '?'} ns) is included.`,
         'minor faults: page faults during the timed phase (allocator and first touch of returned memory); overruns: cycles that missed their deadline.',
+        ...stallNote(r, w.name),
       ],
       header: ['allocator', ...LATENCY_FIGURES.map(([, label]) => label)],
       rows,

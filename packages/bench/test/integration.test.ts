@@ -194,6 +194,11 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
     const keys = ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt'];
     for (const k of [...keys, 'malloc_p99_99_ns', 'free_p99_99_ns'])
       expect(lat.metrics[`reported.${k}`]).toBeDefined();
+    // what the machine did to a busy thread is measured in the same run and shown with the table
+    expect(run.reported?.stalls_1us_per_s).toEqual(expect.any(Number));
+    expect(run.reported?.stalls_10us_per_s).toEqual(expect.any(Number));
+    if ((run.reported?.stalls_1us_per_s as number) > 0)
+      expect(r.stdout).toMatch(/the machine: a busy thread stalled over 1 µs \d+ times a second/);
     expect(readFileSync(join(out, 'latest.svg'), 'utf8')).toMatch(
       /^<svg[^>]+xmlns="http:\/\/www.w3.org\/2000\/svg"/,
     );
