@@ -41,7 +41,7 @@ const OP = {
   alignedAlloc: OPS.indexOf('aligned_alloc'),
   valloc: OPS.indexOf('valloc'),
   pvalloc: OPS.indexOf('pvalloc'),
-  reallocDone: 10,
+  reallocDone: 10, // the second half of a realloc that moved its block (no function of OPS)
 } as const;
 
 /** Bytes asked for by an event of operation `op` (calloc and reallocarray: count * size). */
