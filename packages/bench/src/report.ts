@@ -4,7 +4,7 @@
  */
 import { formatBytes, formatMetric, formatRatio, metricLabel } from './format.js';
 import type { Results } from './results.js';
-import { bestAllocators } from './stats.js';
+import { bestAllocators, median } from './stats.js';
 import type { Cell } from './types.js';
 import { UCM_HEAPHOOK_COLUMNS, ucmCostText, type UcmHooksSection } from './ucmhooks.js';
 
@@ -142,11 +142,8 @@ const LATENCY_FIGURES: Array<[string, string]> = [
 function stallNote(r: Results, workload: string): string[] {
   const reps = r.runs.filter((x) => x.workload === workload && x.status === 'ok');
   const med = (key: string): number | undefined => {
-    const v = reps
-      .map((x) => x.reported?.[key])
-      .filter((x): x is number => typeof x === 'number')
-      .sort((a, b) => a - b);
-    return v.length > 0 ? v[Math.floor(v.length / 2)] : undefined;
+    const v = reps.map((x) => x.reported?.[key]).filter((x): x is number => typeof x === 'number');
+    return v.length > 0 ? median(v) : undefined;
   };
   const over1 = med('stalls_1us_per_s');
   const over10 = med('stalls_10us_per_s');
@@ -154,7 +151,7 @@ function stallNote(r: Results, workload: string): string[] {
   if (over1 === undefined || over10 === undefined || p50 === undefined || over1 <= 0) return [];
   const oneIn = Math.round(1e9 / (over1 * p50));
   return [
-    `the machine: a busy thread stalled over 1 µs ${Math.round(over1)} times a second and over 10 µs ${Math.round(over10)} (a loop of clock reads before each run, medians); at the median call (${p50} ns) one call in ~${oneIn.toLocaleString('en-US')} meets such a stall${oneIn <= 30_000 ? ', so p99.99 (one call in 10,000) shows the machine more than the allocator' : ''}.`,
+    `the machine: a busy thread stalled over 1 µs ${Math.round(over1)} times a second and over 10 µs ${Math.round(over10)} (a loop of clock reads before each run, medians); at the median call (${Math.round(p50)} ns) one call in ~${oneIn.toLocaleString('en-US')} meets such a stall${oneIn <= 30_000 ? ', so p99.99 (one call in 10,000) shows the machine more than the allocator' : ''}.`,
   ];
 }
 

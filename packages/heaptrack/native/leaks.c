@@ -38,6 +38,7 @@
 #include "heaphook/config.h"
 #include "heaphook/leaks.h"
 #include "heaphook/log.h"
+#include "probe.h"
 #include "tracer.h"
 
 _Atomic int hh_leaks_on;
@@ -157,19 +158,16 @@ static void hh_put(uint64_t a, uint64_t meta) {
     hh_spin_unlock(&s->lock);
 }
 
-/* Empties slot i (lock held). Backward-shift deletion: each following entry of the probe run
- * moves into the hole unless its home slot lies cyclically in (hole, entry], where moving it
- * would put it before its home; the run stays unbroken, so lookups stop at the first empty
- * slot and no tombstone is ever needed. */
+/* Empties slot i (lock held). Backward-shift deletion (probe.h): the following entries of the
+ * probe run move into the hole where they may, so the run stays unbroken, lookups stop at the
+ * first empty slot and no tombstone is ever needed. */
 static void hh_shard_erase(hh_shard *s, uint64_t i) {
     const uint64_t mask = s->cap - 1;
     for (uint64_t j = i;;) {
         j = (j + 1) & mask;
         const uint64_t a = s->e[j].addr;
         if (a == 0) break;
-        const uint64_t home = hh_slot_of(hh_hash(a), a, s->cap);
-        const bool home_in_gap = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-        if (home_in_gap) continue;
+        if (!hh_probe_may_move(i, j, hh_slot_of(hh_hash(a), a, s->cap))) continue;
         s->e[i] = s->e[j];
         i = j;
     }

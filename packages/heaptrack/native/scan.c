@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "probe.h"
+
 /* ---- Tunables and format constants ------------------------------------------------------ */
 
 #define RECENT 64               /* FORMAT.md: the 64 addresses freed last */
@@ -49,13 +51,6 @@ static size_t table_slots_for(size_t capacity) {
 
 static inline uint64_t table_hash(uint64_t key, unsigned shift) {
     return (key * 0x9e3779b97f4a7c15ull) >> shift;
-}
-
-/* Backward shift: may the entry in slot j, whose home is `home`, move into the hole? Not when
- * its home lies cyclically in (hole, j]. */
-static inline bool table_may_move(uint64_t hole, uint64_t j, uint64_t home) {
-    bool stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
-    return !stays;
 }
 
 /* ---- An open-addressing table from non-zero u64 keys to u64 values ------------------------ */
@@ -127,7 +122,7 @@ static uint64_t table_delete(u64_table *t, uint64_t key) {
     uint64_t value = d[2 * i + 1];
     uint64_t hole = i;
     for (uint64_t j = (i + 1) & t->mask; d[2 * j] != 0; j = (j + 1) & t->mask) {
-        if (!table_may_move(hole, j, table_home(t, d[2 * j]))) continue;
+        if (!hh_probe_may_move(hole, j, table_home(t, d[2 * j]))) continue;
         d[2 * hole] = d[2 * j];
         d[2 * hole + 1] = d[2 * j + 1];
         hole = j;
@@ -232,7 +227,7 @@ static block_entry *blocks_insert(block_table *t, uint64_t addr) {
 static void blocks_remove(block_table *t, block_entry *e) {
     uint64_t hole = (uint64_t)(e - t->slots);
     for (uint64_t j = (hole + 1) & t->mask; t->slots[j].addr != 0; j = (j + 1) & t->mask) {
-        if (!table_may_move(hole, j, blocks_home(t, t->slots[j].addr))) continue;
+        if (!hh_probe_may_move(hole, j, blocks_home(t, t->slots[j].addr))) continue;
         t->slots[hole] = t->slots[j];
         hole = j;
     }
