@@ -7,6 +7,7 @@
  */
 #include "scan.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,6 +25,12 @@
 #define ORDINAL_RING (1u << 16) /* live ordinals kept in a direct-mapped ring, older in a table */
 #define ORDINAL_MASK (ORDINAL_RING - 1)
 #define TABLE_MIN 1024u
+/* Prefetching (see lookahead): the ring entries of the frees 32-48 events ahead (the lookahead
+ * runs in strides of 16), the records of those LOOKAHEAD_NEAR events ahead. */
+#define LOOKAHEAD 64u /* a power of two above LOOKAHEAD_FAR */
+#define LOOKAHEAD_FAR 48u
+#define LOOKAHEAD_STRIDE 16u
+#define LOOKAHEAD_NEAR 12u
 
 #define EVT_THREAD 0x10
 #define EVT_STACK 0x20
@@ -33,6 +40,7 @@
 #define PF_FREE_STACKS 16u
 
 #define NONE UINT64_MAX /* "no value" in the tables */
+#define HH_SCAN_LIKELY(x) __builtin_expect(!!(x), 1)
 /* FORMAT.md: values of the time, stack and addr streams and the addresses they code stay below
  * 2^53, where a double (the TypeScript decoder's number) is exact, and addresses are not
  * negative; others are damage. */
@@ -144,95 +152,157 @@ static bool table_grow(u64_table *t) {
     return true;
 }
 
-/* ---- The blocks table: every address the decoder or the report holds live -------------- */
+/* ---- Blocks: a slab of records, an address index, the ordinal ring ----------------------- */
 
 /*
- * One entry per address for both sides, so that an event's decoder step and report step touch
- * one cache line: the decoder's address state (the block's ordinal and size class, from its
- * `new` reference until the `old` reference that ends it) and the report's live block (weight
- * and site, from the allocation as the allocator saw it until its free). They differ for a
- * moved realloc between the realloc and its realloc_done, for unsampled blocks and for
- * anomalies, so each side has its own "live" mark; an entry goes when neither holds it.
+ * One record per block that either side holds: the decoder's address state (the block's
+ * ordinal and size class, from its `new` reference until the `old` reference that ends it) and
+ * the report's live block (weight and site, from the allocation as the allocator saw it until
+ * its free). The two differ for a moved realloc between the realloc and its realloc_done, for
+ * unsampled blocks and for anomalies, so each side has its own mark; a record is given back
+ * when neither holds it.
+ *
+ * Records live in a slab: their indices are stable and recycled last in, first out, so the
+ * records in use stay as compact as the live set (20,000 live blocks: 640 KB, within a core's
+ * L2). The ordinal ring names records by index, so a free (an `old` reference by ordinal)
+ * reaches its record without hashing. The address index (address -> record) is consulted when
+ * a block begins (is that address live already?) and for references by address. Its entries
+ * are not removed when a record is given back: an entry whose record no longer holds its
+ * address is stale, is taken over by the next block at that address (allocators reuse
+ * addresses) and is dropped when the index is rebuilt. That keeps frees out of the index.
  */
 #define NO_SITE UINT32_MAX
+#define NO_REC UINT32_MAX
+#define REC_MAX (UINT32_MAX - 1) /* records are u32 indices; NO_REC is not one */
 
-typedef struct block_entry {
-    uint64_t addr;  /* 0: empty slot */
-    uint64_t coded; /* decoder: ordinal << 8 | size class; 0 when it does not hold the block */
-    double weight;  /* report: the bytes the block stands for */
-    uint32_t site;  /* report: the site's index; NO_SITE when it does not hold the block */
-    uint32_t unused;
-} block_entry;
+typedef struct block_rec {
+    uint64_t addr;    /* 0: the record is free */
+    uint64_t ordinal; /* decoder: the block's ordinal; 0 when it does not hold the block */
+    double weight;    /* report: the bytes the block stands for */
+    uint32_t site;    /* report: the site's index; NO_SITE when it does not hold the block */
+    uint32_t cls;     /* decoder: the size class of the block's request */
+} block_rec;
 
-typedef struct block_table {
-    block_entry *slots;
+/* 12 bytes (packed): the index is read at random, and the smaller it is, the more of it stays
+ * in the cache next to the records and the ring. */
+typedef struct __attribute__((packed)) addr_slot {
+    uint64_t addr; /* 0: empty */
+    uint32_t rec;  /* the record that held addr when the entry was written */
+} addr_slot;
+_Static_assert(sizeof(addr_slot) == 12, "index entries are 12 bytes");
+
+typedef struct block_store {
+    block_rec *recs;
+    uint32_t rec_count; /* records ever used (the slab's high-water mark) */
+    uint32_t rec_cap;
+    uint32_t *free_recs; /* given-back records, a stack */
+    uint32_t free_count;
+    size_t held; /* records in use */
+    addr_slot *index;
     uint64_t mask;
     unsigned shift;
-    size_t size;
-} block_table;
+    size_t index_used; /* entries, stale ones included */
+} block_store;
 
-static inline uint64_t blocks_home(const block_table *t, uint64_t addr) {
-    return table_hash(addr, t->shift);
+static inline uint64_t store_home(const block_store *b, uint64_t addr) {
+    return table_hash(addr, b->shift);
 }
 
-static bool blocks_init(block_table *t, size_t capacity) {
-    size_t n = table_slots_for(capacity);
-    t->slots = calloc(n, sizeof(block_entry));
-    if (t->slots == NULL) return false;
-    t->mask = n - 1;
-    t->shift = 64 - (unsigned)__builtin_ctzll(n);
-    t->size = 0;
+/* An index of `slots` (a power of two) entries over the records in use. */
+static bool store_index_build(block_store *b, size_t slots) {
+    addr_slot *index = calloc(slots, sizeof *index);
+    if (index == NULL) return false;
+    free(b->index);
+    b->index = index;
+    b->mask = slots - 1;
+    b->shift = 64 - (unsigned)__builtin_ctzll(slots);
+    b->index_used = 0;
+    for (uint32_t r = 0; r < b->rec_count; r++) {
+        uint64_t addr = b->recs[r].addr;
+        if (addr == 0) continue;
+        uint64_t i = store_home(b, addr);
+        while (index[i].addr != 0) i = (i + 1) & b->mask;
+        index[i] = (addr_slot){.addr = addr, .rec = r};
+        b->index_used++;
+    }
     return true;
 }
 
-/* The entry of addr, or NULL. */
-static inline block_entry *blocks_find(const block_table *t, uint64_t addr) {
-    if (addr == 0) return NULL;
-    for (uint64_t i = blocks_home(t, addr);; i = (i + 1) & t->mask) {
-        block_entry *e = &t->slots[i];
-        if (e->addr == addr) return e;
-        if (e->addr == 0) return NULL;
+static bool store_init(block_store *b) {
+    *b = (block_store){0};
+    return store_index_build(b, TABLE_MIN);
+}
+
+static void store_free(block_store *b) {
+    free(b->recs);
+    free(b->free_recs);
+    free(b->index);
+}
+
+/* The record holding addr, or NO_REC. */
+static inline uint32_t store_find(const block_store *b, uint64_t addr) {
+    if (addr == 0) return NO_REC;
+    for (uint64_t i = store_home(b, addr);; i = (i + 1) & b->mask) {
+        const addr_slot *x = &b->index[i];
+        if (x->addr == addr) return b->recs[x->rec].addr == addr ? x->rec : NO_REC;
+        if (x->addr == 0) return NO_REC;
     }
 }
 
-/* The entry of addr (non-zero), new (held by neither side) when there was none; NULL when out
- * of memory. Entries found before may move: use the returned one. */
-static block_entry *blocks_insert(block_table *t, uint64_t addr) {
-    if ((t->size + 1) * 2 > t->mask + 1) {
-        block_table bigger;
-        if (!blocks_init(&bigger, t->mask + 1)) return NULL;
-        for (uint64_t i = 0; i <= t->mask; i++) {
-            block_entry *e = &t->slots[i];
-            if (e->addr == 0) continue;
-            uint64_t j = blocks_home(&bigger, e->addr);
-            while (bigger.slots[j].addr != 0) j = (j + 1) & bigger.mask;
-            bigger.slots[j] = *e;
+/* A free record for addr, held by neither side (the slab may move: re-read pointers). */
+static uint32_t store_new_rec(block_store *b, uint64_t addr) {
+    uint32_t r;
+    if (b->free_count > 0) {
+        r = b->free_recs[--b->free_count];
+    } else {
+        if (b->rec_count == b->rec_cap) {
+            if (b->rec_cap >= REC_MAX / 2) return NO_REC;
+            uint32_t cap = b->rec_cap ? b->rec_cap * 2 : 4096;
+            block_rec *recs = realloc(b->recs, cap * sizeof *recs);
+            if (recs == NULL) return NO_REC;
+            b->recs = recs;
+            uint32_t *free_recs = realloc(b->free_recs, cap * sizeof *free_recs);
+            if (free_recs == NULL) return NO_REC;
+            b->free_recs = free_recs;
+            b->rec_cap = cap;
         }
-        bigger.size = t->size;
-        free(t->slots);
-        *t = bigger;
+        r = b->rec_count++;
     }
-    for (uint64_t i = blocks_home(t, addr);; i = (i + 1) & t->mask) {
-        block_entry *e = &t->slots[i];
-        if (e->addr == addr) return e;
-        if (e->addr == 0) {
-            *e = (block_entry){.addr = addr, .site = NO_SITE};
-            t->size++;
-            return e;
-        }
-    }
+    b->recs[r] = (block_rec){.addr = addr, .site = NO_SITE, .cls = NO_CLASS};
+    b->held++;
+    return r;
 }
 
-/* Removes an entry (backward shift: later entries of its probe run move into the hole). */
-static void blocks_remove(block_table *t, block_entry *e) {
-    uint64_t hole = (uint64_t)(e - t->slots);
-    for (uint64_t j = (hole + 1) & t->mask; t->slots[j].addr != 0; j = (j + 1) & t->mask) {
-        if (!hh_probe_may_move(hole, j, blocks_home(t, t->slots[j].addr))) continue;
-        t->slots[hole] = t->slots[j];
-        hole = j;
+/* Gives record r back: neither side holds its block any more. */
+static inline void store_release(block_store *b, uint32_t r) {
+    b->recs[r].addr = 0;
+    b->free_recs[b->free_count++] = r;
+    b->held--;
+}
+
+/* The record holding addr (non-zero); a new one, held by neither side, when there was none.
+ * NO_REC when out of memory. The slab may move: re-read record pointers after the call. */
+static uint32_t store_insert(block_store *b, uint64_t addr) {
+    if ((b->index_used + 1) * 2 > b->mask + 1) {
+        /* Rebuilt with room for as many inserts again as records in use (stale entries go). */
+        if (!store_index_build(b, table_slots_for(2 * b->held + 2))) return NO_REC;
     }
-    t->slots[hole].addr = 0;
-    t->size--;
+    for (uint64_t i = store_home(b, addr);; i = (i + 1) & b->mask) {
+        addr_slot *x = &b->index[i];
+        if (x->addr == addr) {
+            if (b->recs[x->rec].addr == addr) return x->rec;
+            uint32_t r = store_new_rec(b, addr);
+            if (r != NO_REC) x->rec = r;
+            return r;
+        }
+        if (x->addr == 0) {
+            uint32_t r = store_new_rec(b, addr);
+            if (r == NO_REC) return NO_REC;
+            *x = (addr_slot){.addr = addr, .rec = r};
+            b->index_used++;
+            return r;
+        }
+    }
 }
 
 /* ---- Scanner state ------------------------------------------------------------------------ */
@@ -270,15 +340,16 @@ struct hh_scan {
     double time;
     uint64_t addr;
     uint64_t thread;
+    bool thread_checked;  /* thread is declared (and counted in max_thread) */
     double *thread_stack; /* by thread index */
     uint64_t max_thread;  /* highest index touched in this block */
 
     /* Address state (persists) */
     uint64_t ordinal;
-    block_table blocks;    /* both sides' live blocks by address */
-    uint64_t last_touched; /* slot of the entry the decoder touched last (see touched_entry) */
-    uint64_t *ring_ptr;    /* ordinal -> address for the last ORDINAL_RING ordinals */
-    u64_table old_ptr;     /* ordinal -> address for older live ones */
+    block_store blocks;    /* both sides' blocks */
+    uint32_t last_touched; /* the record the decoder touched last (see touched_rec) */
+    uint32_t *ring_rec;    /* ordinal -> record + 1 (0: none) for the last ORDINAL_RING ordinals */
+    u64_table old_rec;     /* ordinal -> record for older ones the decoder holds */
     uint64_t recent[RECENT];
     unsigned recent_head;
     uint64_t classes[CLASSES * CLASS_DEPTH];
@@ -306,6 +377,15 @@ struct hh_scan {
     double width;
     uint8_t *present;
     double *smin, *smax, *slast;
+    double series_time;     /* the time series_add saw last (NaN: none) ... */
+    uint32_t series_bucket; /* ... and its bucket */
+
+    /* Lookahead: a second reader of the tag and addr streams that runs ahead of the events */
+    size_t la_tag, la_addr; /* its positions (la_tag SIZE_MAX: start from the events') */
+    int64_t la_prev_ref;
+    uint64_t la_events;             /* events it has passed in this block */
+    bool la_stopped;                /* it met a record that is not an event, or damage */
+    uint64_t la_ordinal[LOOKAHEAD]; /* event i's free, by ordinal (0: none), at i % LOOKAHEAD */
 
     uint64_t block_events, all_events;
     bool out_of_memory;
@@ -319,14 +399,16 @@ hh_scan *hh_scan_new(uint32_t points, double width_ns) {
     s->unit = 1;
     s->points = points;
     s->width = width_ns > 1 ? width_ns : 1;
+    s->series_time = NAN;
     s->present = calloc(points, 1);
     s->smin = calloc(points, sizeof(double));
     s->smax = calloc(points, sizeof(double));
     s->slast = calloc(points, sizeof(double));
-    s->ring_ptr = calloc(ORDINAL_RING, sizeof(uint64_t));
-    bool ok = s->present && s->smin && s->smax && s->slast && s->ring_ptr;
-    ok = ok && table_init(&s->tid_index, 16) && blocks_init(&s->blocks, 4096);
-    ok = ok && table_init(&s->old_ptr, 16);
+    s->ring_rec = calloc(ORDINAL_RING, sizeof(uint32_t));
+    s->last_touched = NO_REC;
+    bool ok = s->present && s->smin && s->smax && s->slast && s->ring_rec;
+    ok = ok && table_init(&s->tid_index, 16) && store_init(&s->blocks);
+    ok = ok && table_init(&s->old_rec, 16);
     ok = ok && table_init(&s->site_index, 1024);
     if (!ok) {
         hh_scan_free(s);
@@ -343,9 +425,9 @@ void hh_scan_free(hh_scan *s) {
     for (size_t i = 0; i < s->state_count; i++) free(s->states[i]);
     free(s->states);
     free(s->tid_index.slots);
-    free(s->blocks.slots);
-    free(s->ring_ptr);
-    free(s->old_ptr.slots);
+    store_free(&s->blocks);
+    free(s->ring_rec);
+    free(s->old_rec.slots);
     for (int i = 0; i < HH_OPS; i++) free(s->latency[i]);
     free(s->site_index.slots);
     free(s->sites);
@@ -419,8 +501,10 @@ void hh_scan_start_block(hh_scan *s) {
         memset(s->thread_stack, 0, (last + 1) * sizeof(double));
     }
     s->thread = 0;
+    s->thread_checked = false;
     s->max_thread = 0;
     s->block_events = 0;
+    s->la_tag = SIZE_MAX;
 }
 
 const char *hh_scan_error(const hh_scan *s) {
@@ -444,31 +528,36 @@ static inline unsigned class_of(double bytes) {
     return bytes >= 0 && bytes <= 1008 ? (unsigned)((bytes + 8 + 15) / 16) : NO_CLASS;
 }
 
-/* The address of live block `ordinal`, or 0 when none. */
-static uint64_t ptr_of(const hh_scan *s, int64_t ordinal) {
-    if (ordinal < 1 || (uint64_t)ordinal > s->ordinal) return 0;
-    if ((uint64_t)ordinal + ORDINAL_RING > s->ordinal) return s->ring_ptr[ordinal & ORDINAL_MASK];
-    uint64_t p = table_get(&s->old_ptr, (uint64_t)ordinal);
-    return p == NONE ? 0 : p;
+/* The record of live block `ordinal`, or NO_REC when none. */
+static inline uint32_t rec_of(const hh_scan *s, int64_t ordinal) {
+    if (ordinal < 1 || (uint64_t)ordinal > s->ordinal) return NO_REC;
+    if ((uint64_t)ordinal + ORDINAL_RING > s->ordinal)
+        return s->ring_rec[ordinal & ORDINAL_MASK] - 1; /* 0 - 1 = NO_REC */
+    uint64_t r = table_get(&s->old_rec, (uint64_t)ordinal);
+    return r == NONE ? NO_REC : (uint32_t)r;
 }
 
 static void forget_ordinal(hh_scan *s, uint64_t ordinal) {
     if (ordinal + ORDINAL_RING > s->ordinal)
-        s->ring_ptr[ordinal & ORDINAL_MASK] = 0;
+        s->ring_rec[ordinal & ORDINAL_MASK] = 0;
     else
-        table_delete(&s->old_ptr, ordinal);
+        table_delete(&s->old_rec, ordinal);
 }
 
-/* The block at `ptr` ends: it leaves the live set and joins the free lists. */
-static void end_block(hh_scan *s, uint64_t ptr) {
-    block_entry *e = blocks_find(&s->blocks, ptr);
+/* The block at `ptr` ends (its record r, or NO_REC when not known yet): it leaves the live set
+ * and joins the free lists. */
+static void end_block(hh_scan *s, uint64_t ptr, uint32_t r) {
+    if (r == NO_REC) r = store_find(&s->blocks, ptr);
     unsigned cls = NO_CLASS;
-    if (e != NULL) s->last_touched = (uint64_t)(e - s->blocks.slots);
-    if (e != NULL && e->coded != 0) {
-        forget_ordinal(s, e->coded >> 8);
-        cls = (unsigned)(e->coded & 0xff);
-        e->coded = 0;
-        if (e->site == NO_SITE) blocks_remove(&s->blocks, e);
+    if (r != NO_REC) {
+        s->last_touched = r;
+        block_rec *e = &s->blocks.recs[r];
+        if (e->ordinal != 0) {
+            forget_ordinal(s, e->ordinal);
+            cls = e->cls;
+            e->ordinal = 0;
+            if (e->site == NO_SITE) store_release(&s->blocks, r);
+        }
     }
     s->recent[s->recent_head] = ptr;
     s->recent_head = (s->recent_head + 1) & (RECENT - 1);
@@ -477,6 +566,9 @@ static void end_block(hh_scan *s, uint64_t ptr) {
         memmove(c + 1, c, (CLASS_DEPTH - 1) * sizeof *c);
         c[0] = ptr;
     }
+    /* Allocators hand a freed address out again soon, and the block that gets it looks it up in
+     * the index: fetch its entry now, while the events in between are decoded. */
+    __builtin_prefetch(&s->blocks.index[store_home(&s->blocks, ptr)]);
 }
 
 #define FAIL(...)                                         \
@@ -485,13 +577,17 @@ static void end_block(hh_scan *s, uint64_t ptr) {
         return false;                                     \
     } while (0)
 
-/* The block named by an `old` reference v. */
-static bool resolve_ref(hh_scan *s, uint64_t v, uint64_t *out) {
+/* The block named by an `old` reference v: its address, and its record (NO_REC when named by
+ * address: end_block looks it up). */
+static bool resolve_ref(hh_scan *s, uint64_t v, uint64_t *out, uint32_t *rec) {
     uint64_t ptr;
+    uint32_t r = NO_REC;
     if ((v & 1) == 0) {
         int64_t ordinal = s->prev_ref + 1 + unzigzag(v >> 1);
-        ptr = ptr_of(s, ordinal);
-        if (ptr == 0) FAIL("reference to unknown block #%lld", (long long)ordinal);
+        r = rec_of(s, ordinal);
+        if (r == NO_REC) FAIL("reference to unknown block #%lld", (long long)ordinal);
+        ptr = s->blocks.recs[r].addr;
+        assert(s->blocks.recs[r].ordinal == (uint64_t)ordinal && ptr != 0);
         s->prev_ref = ordinal;
     } else {
         int64_t a = (int64_t)s->addr + unzigzag((v - 1) >> 1);
@@ -500,6 +596,7 @@ static bool resolve_ref(hh_scan *s, uint64_t v, uint64_t *out) {
     }
     s->addr = ptr;
     *out = ptr;
+    *rec = r;
     return true;
 }
 
@@ -507,6 +604,9 @@ static bool resolve_ref(hh_scan *s, uint64_t v, uint64_t *out) {
 static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request, uint64_t *out) {
     unsigned cls = class_of(class_bytes);
     uint64_t ptr;
+    /* Where ptr is in its class list when coded from it (entries before it are checked for a
+     * duplicate); CLASS_DEPTH: not coded from it, so search all of it. */
+    unsigned at = CLASS_DEPTH;
     if (v & 1) {
         int64_t a = (int64_t)s->addr + unzigzag((v - 1) >> 1);
         if (a < 0 || a > MAX_EXACT_INT) FAIL("address out of range");
@@ -516,6 +616,7 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
         ptr = cls < CLASSES && k < CLASS_DEPTH ? s->classes[cls * CLASS_DEPTH + k] : 0;
         if (ptr == 0)
             FAIL("reference to unknown free %llu of size class %u", (unsigned long long)k, cls);
+        at = (unsigned)k; /* mostly 0: the chunk freed last */
     } else if (v == 2) {
         if (s->bump_addr == 0) FAIL("reference to the block after none");
         double chunk = floor((s->bump_bytes + 8 + 15) / 16) * 16;
@@ -529,30 +630,33 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
     }
     if (ptr != 0) {
         if (cls < CLASSES) {
+            /* The address leaves its class list: its first entry there (the coded one, unless an
+             * earlier entry holds the same address too). */
             uint64_t *c = &s->classes[cls * CLASS_DEPTH];
-            for (int i = 0; i < CLASS_DEPTH; i++) {
-                if (c[i] == ptr) {
-                    memmove(c + i, c + i + 1, (CLASS_DEPTH - 1 - i) * sizeof *c);
-                    c[CLASS_DEPTH - 1] = 0;
-                    break;
-                }
+            unsigned i = 0;
+            while (i < at && c[i] != ptr) i++;
+            if (i < CLASS_DEPTH) {
+                memmove(c + i, c + i + 1, (CLASS_DEPTH - 1 - i) * sizeof *c);
+                c[CLASS_DEPTH - 1] = 0;
             }
         }
         uint64_t ordinal = ++s->ordinal;
         /* The ring slot of the new ordinal held the one ORDINAL_RING before: keep it if live. */
         uint64_t slot = ordinal & ORDINAL_MASK;
-        uint64_t evicted = s->ring_ptr[slot];
+        uint32_t evicted = s->ring_rec[slot];
         bool ok = true;
-        if (evicted != 0) table_set(&s->old_ptr, ordinal - ORDINAL_RING, evicted, &ok);
-        s->ring_ptr[slot] = ptr;
-        block_entry *e = ok ? blocks_insert(&s->blocks, ptr) : NULL;
-        if (e == NULL) {
+        if (evicted != 0) table_set(&s->old_rec, ordinal - ORDINAL_RING, evicted - 1, &ok);
+        uint32_t r = ok ? store_insert(&s->blocks, ptr) : NO_REC;
+        if (r == NO_REC) {
             s->out_of_memory = true;
             FAIL("out of memory");
         }
-        if (e->coded != 0) forget_ordinal(s, e->coded >> 8);
-        e->coded = ordinal << 8 | cls;
-        s->last_touched = (uint64_t)(e - s->blocks.slots);
+        s->ring_rec[slot] = r + 1;
+        block_rec *e = &s->blocks.recs[r];
+        if (e->ordinal != 0) forget_ordinal(s, e->ordinal); /* a block the log never saw end */
+        e->ordinal = ordinal;
+        e->cls = cls;
+        s->last_touched = r;
         s->bump_addr = ptr;
         s->bump_bytes = request;
     }
@@ -582,16 +686,22 @@ static void series_merge(hh_scan *s) {
     }
     memset(s->present + n / 2, 0, n / 2);
     s->width *= 2;
+    s->series_time = NAN; /* the bucket of a time changed */
 }
 
 static inline void series_add(hh_scan *s, double time, double value) {
-    double t = time > 0 ? time : 0;
-    double at = t / s->width;
-    while (at >= s->points) {
-        series_merge(s);
-        at = t / s->width;
+    uint32_t i = s->series_bucket;
+    if (time != s->series_time) { /* events share times (ticks are coarse): the last bucket */
+        double t = time > 0 ? time : 0;
+        double at = t / s->width;
+        while (at >= s->points) {
+            series_merge(s);
+            at = t / s->width;
+        }
+        i = (uint32_t)at; /* floor: at is >= 0 */
+        s->series_time = time;
+        s->series_bucket = i;
     }
-    uint32_t i = (uint32_t)at; /* floor: at is >= 0 */
     if (!s->present[i]) {
         s->present[i] = 1;
         s->smin[i] = s->smax[i] = s->slast[i] = value;
@@ -630,22 +740,22 @@ static bool latency_add(hh_scan *s, int op, double ns) {
 }
 
 /*
- * The entry of addr when it is the one the decoder touched last, else NULL: an event's report
- * step mostly concerns the block its decoder step just found or made, so it takes the entry
- * without a second probe. The slot is checked, not trusted (a removal may have moved entries).
+ * The record of addr when it is the one the decoder touched last, else NO_REC: an event's
+ * report step mostly concerns the block its decoder step just found or made, so it takes the
+ * record without a lookup. The record is checked, not trusted (it may have been given back).
  */
-static inline block_entry *touched_entry(const hh_scan *s, uint64_t addr) {
-    uint64_t i = s->last_touched;
-    return i <= s->blocks.mask && s->blocks.slots[i].addr == addr ? &s->blocks.slots[i] : NULL;
+static inline uint32_t touched_rec(const hh_scan *s, uint64_t addr) {
+    uint32_t r = s->last_touched;
+    return r < s->blocks.rec_count && s->blocks.recs[r].addr == addr ? r : NO_REC;
 }
 
-/* The report's live block at ptr, or NULL. */
-static inline block_entry *live_find(const hh_scan *s, double ptr) {
-    if (!(ptr > 0 && ptr <= MAX_EXACT)) return NULL; /* never a key */
+/* The record of the report's live block at ptr, or NO_REC. */
+static inline uint32_t live_find(const hh_scan *s, double ptr) {
+    if (!(ptr > 0 && ptr <= MAX_EXACT)) return NO_REC; /* never a key */
     uint64_t key = (uint64_t)ptr;
-    block_entry *e = touched_entry(s, key);
-    if (e == NULL) e = blocks_find(&s->blocks, key);
-    return e != NULL && e->site != NO_SITE ? e : NULL;
+    uint32_t r = touched_rec(s, key);
+    if (r == NO_REC) r = store_find(&s->blocks, key);
+    return r != NO_REC && s->blocks.recs[r].site != NO_SITE ? r : NO_REC;
 }
 
 /* The index of a stack's site, created on first use (NONE when out of memory). */
@@ -677,8 +787,8 @@ static inline void touch(const hh_scan *s, site *x) {
     }
 }
 
-/* The report lets go of the block of entry e: its site and the totals forget it. */
-static void forget_block(hh_scan *s, block_entry *e, const double *time) {
+/* The report lets go of the block of record e: its site and the totals forget it. */
+static void forget_block(hh_scan *s, block_rec *e, const double *time) {
     site *x = &s->sites[e->site];
     double weight = e->weight;
     e->site = NO_SITE;
@@ -691,20 +801,22 @@ static void forget_block(hh_scan *s, block_entry *e, const double *time) {
 }
 
 static void remove_block(hh_scan *s, double ptr, const double *time) {
-    block_entry *e = live_find(s, ptr);
-    if (e == NULL) {
+    uint32_t r = live_find(s, ptr);
+    if (r == NO_REC) {
         s->unknown_frees++;
         return;
     }
+    block_rec *e = &s->blocks.recs[r];
     forget_block(s, e, time);
-    if (e->coded == 0) blocks_remove(&s->blocks, e);
+    if (e->ordinal == 0) store_release(&s->blocks, r);
 }
 
 static bool add_block(hh_scan *s, double ptr, double size, double weight, double stack,
                       double time) {
     uint64_t key = (uint64_t)ptr; /* in (0, 2^53) */
-    block_entry *e = touched_entry(s, key);
-    if (e == NULL && (e = blocks_insert(&s->blocks, key)) == NULL) return false;
+    uint32_t r = touched_rec(s, key);
+    if (r == NO_REC && (r = store_insert(&s->blocks, key)) == NO_REC) return false;
+    block_rec *e = &s->blocks.recs[r];
     if (e->site != NO_SITE) forget_block(s, e, NULL); /* already live: should not happen */
     uint64_t index = site_of(s, stack);
     if (index == NONE) return false;
@@ -736,9 +848,13 @@ static bool add_block(hh_scan *s, double ptr, double size, double weight, double
 }
 
 /* One event, as ReportBuilder.apply; `duration` and `sample_weight` are NaN when not recorded. */
-static bool replay(hh_scan *s, int code, double time, thread_state *t, double stack, double ptr,
-                   double old_ptr, double size, double count, double duration, double sample_weight,
-                   bool split) {
+/* (Inlined into the block loop: one call site, and its dozen arguments cost more to pass than
+ * most events take.) */
+static inline __attribute__((always_inline)) bool replay(hh_scan *s, int code, double time,
+                                                         thread_state *t, double stack, double ptr,
+                                                         double old_ptr, double size, double count,
+                                                         double duration, double sample_weight,
+                                                         bool split) {
     s->calls[code]++;
     if (time > s->last_time) s->last_time = time;
     if (code != HH_OP_REALLOC_DONE) {
@@ -751,10 +867,10 @@ static bool replay(hh_scan *s, int code, double time, thread_state *t, double st
             bool frees_it = (code == HH_OP_FREE && ptr == previous) ||
                             ((code == HH_OP_REALLOC || code == HH_OP_REALLOCARRAY) &&
                              old_ptr == previous && ptr == 0 && size == 0);
-            block_entry *e = frees_it ? live_find(s, previous) : NULL;
-            if (e != NULL) {
+            uint32_t r = frees_it ? live_find(s, previous) : NO_REC;
+            if (r != NO_REC) {
                 s->temporary++;
-                s->sites[e->site].temporary++;
+                s->sites[s->blocks.recs[r].site].temporary++;
             }
         }
     }
@@ -814,7 +930,27 @@ static bool replay(hh_scan *s, int code, double time, thread_state *t, double st
  */
 static inline const char *varint_exact(const uint8_t *b, size_t *p, size_t end, uint64_t *v) {
     size_t i = *p;
-    if (i < end && b[i] < 0x80) {
+    if (HH_SCAN_LIKELY(i + 2 < end)) {
+        /* Values below 2^21 (most of them) in up to 3 bytes, which cannot be out of range. */
+        uint64_t b0 = b[i];
+        if (b0 < 0x80) {
+            *v = b0;
+            *p = i + 1;
+            return NULL;
+        }
+        uint64_t b1 = b[i + 1];
+        if (b1 < 0x80) {
+            *v = (b0 & 0x7f) | b1 << 7;
+            *p = i + 2;
+            return NULL;
+        }
+        uint64_t b2 = b[i + 2];
+        if (b2 < 0x80) {
+            *v = (b0 & 0x7f) | (b1 & 0x7f) << 7 | b2 << 14;
+            *p = i + 3;
+            return NULL;
+        }
+    } else if (i < end && b[i] < 0x80) {
         *v = b[i];
         *p = i + 1;
         return NULL;
@@ -843,7 +979,21 @@ static inline const char *varint_exact(const uint8_t *b, size_t *p, size_t end, 
 
 static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, double *v) {
     size_t i = *p;
-    if (i < end && b[i] < 0x80) {
+    if (HH_SCAN_LIKELY(i + 1 < end)) {
+        /* One or two bytes: an integer below 2^14, exact in a double however it is summed. */
+        unsigned b0 = b[i];
+        if (b0 < 0x80) {
+            *v = b0;
+            *p = i + 1;
+            return NULL;
+        }
+        unsigned b1 = b[i + 1];
+        if (b1 < 0x80) {
+            *v = (double)((b0 & 0x7f) | b1 << 7);
+            *p = i + 2;
+            return NULL;
+        }
+    } else if (i < end && b[i] < 0x80) {
         *v = b[i];
         *p = i + 1;
         return NULL;
@@ -880,10 +1030,80 @@ static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, do
         if (!(ok)) return s->out_of_memory ? HH_SCAN_NO_MEMORY : HH_SCAN_ERROR; \
     } while (0)
 
+/*
+ * Prefetching for frees. A free names its block by ordinal, and finding the block costs two
+ * dependent reads at random (the ring entry, then the record): with tens of thousands of live
+ * blocks both are mostly cache misses, the largest cost of the pass. The ordinals are known
+ * long before: they depend only on the addr stream. So a lookahead parses the tag and addr
+ * streams up to LOOKAHEAD_FAR events ahead and prefetches the ring entry of each free; by the time
+ * the events are LOOKAHEAD_NEAR ahead the entry is cached, and its record is prefetched. It
+ * changes nothing but the cache: it stops at anything unusual (a record that is not an event,
+ * damage), and the events' own decoding checks everything as before.
+ */
+static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH_STREAMS]) {
+    uint64_t n = s->la_events, goal = s->block_events + LOOKAHEAD_FAR;
+    if (n + LOOKAHEAD_STRIDE <= goal && !s->la_stopped) {
+        size_t t = s->la_tag, a = s->la_addr;
+        int64_t prev = s->la_prev_ref;
+        const size_t tag_end = end[HH_STREAM_TAG], addr_end = end[HH_STREAM_ADDR];
+        do {
+            uint8_t tag = t < tag_end ? buf[t] : 0;
+            int op = tag & 0x0f;
+            if ((tag & 0x80) == 0 || op > HH_OP_REALLOC_DONE) {
+                s->la_stopped = true;
+                break;
+            }
+            uint64_t v, ordinal = 0;
+            if (op == HH_OP_FREE || op == HH_OP_REALLOC || op == HH_OP_REALLOCARRAY) {
+                if (varint_exact(buf, &a, addr_end, &v) != NULL) {
+                    s->la_stopped = true;
+                    break;
+                }
+                if ((v & 1) == 0) {
+                    prev += 1 + unzigzag(v >> 1);
+                    if (prev >= 1) {
+                        ordinal = (uint64_t)prev;
+                        __builtin_prefetch(&s->ring_rec[ordinal & ORDINAL_MASK]);
+                    }
+                }
+            }
+            if (op != HH_OP_FREE && op != HH_OP_REALLOC_DONE &&
+                varint_exact(buf, &a, addr_end, &v) != NULL) {
+                s->la_stopped = true;
+                break;
+            }
+            t++;
+            s->la_ordinal[n & (LOOKAHEAD - 1)] = ordinal;
+            n++;
+        } while (n < goal);
+        s->la_tag = t;
+        s->la_addr = a;
+        s->la_prev_ref = prev;
+        s->la_events = n;
+    }
+    uint64_t near = s->block_events + LOOKAHEAD_NEAR;
+    if (near < n) {
+        uint64_t ordinal = s->la_ordinal[near & (LOOKAHEAD - 1)];
+        if (ordinal != 0 && ordinal + ORDINAL_RING > s->ordinal && ordinal <= s->ordinal) {
+            uint32_t r = s->ring_rec[ordinal & ORDINAL_MASK];
+            if (r != 0 && r - 1 < s->blocks.rec_count) __builtin_prefetch(&s->blocks.recs[r - 1]);
+        }
+    }
+}
+
 int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
                 const size_t end[HH_STREAMS]) {
     s->error[0] = '\0';
+    if (s->la_tag == SIZE_MAX || s->la_tag < pos[HH_STREAM_TAG]) {
+        /* (Re)start the lookahead where the events are: a block's start, or after a record. */
+        s->la_tag = pos[HH_STREAM_TAG];
+        s->la_addr = pos[HH_STREAM_ADDR];
+        s->la_prev_ref = s->prev_ref;
+        s->la_events = s->block_events;
+        s->la_stopped = false;
+    }
     while (pos[HH_STREAM_TAG] < end[HH_STREAM_TAG]) {
+        lookahead(s, buf, end);
         uint8_t tag = buf[pos[HH_STREAM_TAG]];
         if ((tag & 0x80) == 0) return HH_SCAN_RECORD;
         pos[HH_STREAM_TAG]++;
@@ -895,14 +1115,20 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
         uint64_t v, w;
         READ(HH_STREAM_TIME, v);
         s->time += (double)unzigzag(v) * s->unit;
-        if (tag & EVT_THREAD) READ(HH_STREAM_STACK, s->thread);
-        uint64_t thread = s->thread;
-        if (thread >= s->threads || s->thread_tid[thread] < 0) {
-            snprintf(s->error, sizeof s->error, "event of undeclared thread index %llu",
-                     (unsigned long long)thread);
-            return HH_SCAN_ERROR;
+        if (tag & EVT_THREAD) {
+            READ(HH_STREAM_STACK, s->thread);
+            s->thread_checked = false;
         }
-        if (thread > s->max_thread) s->max_thread = thread;
+        uint64_t thread = s->thread;
+        if (!s->thread_checked) { /* declarations are never taken back: once is enough */
+            if (thread >= s->threads || s->thread_tid[thread] < 0) {
+                snprintf(s->error, sizeof s->error, "event of undeclared thread index %llu",
+                         (unsigned long long)thread);
+                return HH_SCAN_ERROR;
+            }
+            if (thread > s->max_thread) s->max_thread = thread;
+            s->thread_checked = true;
+        }
         bool carries_stack =
             op != HH_OP_REALLOC_DONE && (op != HH_OP_FREE || (s->flags & PF_FREE_STACKS) != 0);
         double stack = carries_stack ? s->thread_stack[thread] : 0;
@@ -935,20 +1161,23 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
                 READ_NUM(size);
                 double bytes = op == HH_OP_REALLOCARRAY ? count * size : size;
                 READ(HH_STREAM_ADDR, v);
-                CHECK(resolve_ref(s, v, &old_ptr));
+                uint32_t old_rec;
+                CHECK(resolve_ref(s, v, &old_ptr, &old_rec));
                 READ(HH_STREAM_ADDR, w);
                 /* A failed call (new block 0 for a size > 0) keeps the old block. */
                 bool failed =
                     bytes != 0 && (w & 1) && (int64_t)old_ptr + unzigzag((w - 1) >> 1) == 0;
-                if (!failed && old_ptr != 0) end_block(s, old_ptr);
+                if (!failed && old_ptr != 0) end_block(s, old_ptr, old_rec);
                 CHECK(new_block(s, w, bytes, bytes, &ptr));
                 break;
             }
-            case HH_OP_FREE:
+            case HH_OP_FREE: {
+                uint32_t rec;
                 READ(HH_STREAM_ADDR, v);
-                CHECK(resolve_ref(s, v, &ptr));
-                if (ptr != 0) end_block(s, ptr);
+                CHECK(resolve_ref(s, v, &ptr, &rec));
+                if (ptr != 0) end_block(s, ptr, rec);
                 break;
+            }
             case HH_OP_POSIX_MEMALIGN:
             case HH_OP_MEMALIGN:
             case HH_OP_ALIGNED_ALLOC:
@@ -980,8 +1209,9 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
 /* ---- Results ------------------------------------------------------------------------ */
 
 int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *stack) {
-    const block_entry *e = live_find(s, ptr);
-    if (e == NULL) return 0;
+    uint32_t r = live_find(s, ptr);
+    if (r == NO_REC) return 0;
+    const block_rec *e = &s->blocks.recs[r];
     *weight = e->weight;
     *stack = s->sites[e->site].stack;
     return 1;
@@ -1045,8 +1275,8 @@ size_t hh_scan_live_count(const hh_scan *s) {
 
 void hh_scan_get_live(const hh_scan *s, double *out) {
     size_t n = 0;
-    for (uint64_t i = 0; i <= s->blocks.mask; i++) {
-        const block_entry *e = &s->blocks.slots[i];
+    for (uint32_t r = 0; r < s->blocks.rec_count; r++) {
+        const block_rec *e = &s->blocks.recs[r];
         if (e->addr == 0 || e->site == NO_SITE) continue;
         out[n++] = (double)e->addr;
         out[n++] = e->weight;

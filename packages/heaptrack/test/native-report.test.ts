@@ -88,6 +88,19 @@ describe('the native report pass', () => {
     expect(m.leaks.leakedBlocks).toBeGreaterThan(0);
   });
 
+  it('… on 300,000 blocks replaced in random order (addresses reused, moved, retired)', async () => {
+    // The native pass keeps its address index without deletions (an entry goes stale when its
+    // block ends and is taken over by the next block at that address, or dropped when the index
+    // is rebuilt): random replacement reuses some addresses at once and others never, so both
+    // kinds of stale entries and many rebuilds happen here.
+    const dir = scratch('native-churn');
+    const run = traced(dir, join(release, 'hh_test_leaks'), ['churn'], {}, []);
+    expect(run.status, run.stderr).toBe(0);
+    const m = await expectSameModel(logsIn(dir)[0]!);
+    expect(m.calls.free).toBeGreaterThanOrEqual(270_000);
+    expect(m.peakLiveBlocks).toBeGreaterThanOrEqual(30_000);
+  });
+
   it('… on python3 and on every log of a forking shell pipeline', async () => {
     const dir = scratch('native-python');
     const py = traced(dir, python3, [
