@@ -43,6 +43,7 @@ static HH_TLS uintptr_t t_prev_pcs[HH_PREV_DEPTH];
 static HH_TLS uint32_t t_prev_ids[HH_PREV_DEPTH];
 static HH_TLS int t_prev_n;
 static HH_TLS uint32_t t_prev_epoch;
+static HH_TLS bool t_prev_is_last; /* t_prev_pcs are the pcs of this thread's last walk */
 
 int hh_stacks_init(void) {
     if (hh_nodes != NULL) return 0;
@@ -166,7 +167,10 @@ static uint32_t hh_stack_intern_all(const uintptr_t *pcs, int n, uint32_t epoch)
 uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
     uintptr_t pcs[HH_MAX_DEPTH];
     if (depth > HH_MAX_DEPTH) depth = HH_MAX_DEPTH;
-    int n = hh_unwind_from(regs, pcs, depth);
+    int same_outer;
+    int n = hh_unwind_from(regs, pcs, depth, &same_outer);
+    const bool prev_is_last = t_prev_is_last;
+    t_prev_is_last = false; /* until this walk's pcs are stored below */
     if (n <= 0) return 0;
     uint32_t epoch = atomic_load_explicit(&hh_epoch, memory_order_relaxed);
     if (n > HH_PREV_DEPTH) return hh_stack_intern_all(pcs, n, epoch);
@@ -176,6 +180,14 @@ uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
     int shared = 0;
     if (t_prev_epoch == epoch) {
         const int m = t_prev_n;
+        if (prev_is_last && same_outer > 0) {
+            /* The walk checked these against the previous walk's frames: no need to compare */
+            shared = same_outer < m ? same_outer : m;
+#ifdef HEAPHOOK_DEBUG
+            for (int i = 0; i < shared; i++)
+                if (pcs[n - 1 - i] != t_prev_pcs[HH_PREV_DEPTH - 1 - i]) __builtin_trap();
+#endif
+        }
         while (shared < n && shared < m &&
                pcs[n - 1 - shared] == t_prev_pcs[HH_PREV_DEPTH - 1 - shared]) {
             shared++;
@@ -195,6 +207,7 @@ uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
     }
     t_prev_n = n;
     t_prev_epoch = epoch;
+    t_prev_is_last = true;
     return parent;
 }
 

@@ -666,6 +666,9 @@ typedef struct hh_walk_slab {
 static hh_walk_slab *hh_walk_pool;
 static pthread_key_t hh_walk_key;
 static HH_TLS hh_walk_slab *t_walk;
+/* The pcs of this thread's last walk were exactly the listed frames of its cache, slots
+ * base .. HH_WALK_FRAMES (that walk ended by itself there, not cut short by max, not slow). */
+static HH_TLS bool t_walk_exact;
 
 static void hh_walk_release(void *slab) {
     if (slab != NULL) atomic_store_explicit(&((hh_walk_slab *)slab)->used, 0, memory_order_release);
@@ -743,8 +746,12 @@ static void hh_walk_cache_put(hh_walk_cache *c, const hh_walk_frame *scratch, in
 /* ---- 6. The walk ------------------------------------------------------------------------- */
 
 /* Walks from a frame executing at pc with these sp and rbp (exact pc: not a return address).
- * It reads the last walk's cache (prev) and writes its own (next). */
-static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int max) {
+ * It reads the last walk's cache (prev) and writes its own (next). *same_outer: see
+ * hh_unwind_from; left as it is unless known. */
+static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int max,
+                   int *same_outer) {
+    const bool last_exact = t_walk_exact;
+    t_walk_exact = false; /* until this walk ends where it can say so */
     hh_rule_slot *table = atomic_load_explicit(&hh_rules, memory_order_acquire);
     uintptr_t target = pc; /* the first frame is exact, the others are return addresses */
     /* (re)read when sp is outside the known mapping: first use, or a signal's alternate stack */
@@ -827,9 +834,16 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
         /* The rest is the cache's. This walk's frames 0 .. k (k is slot j's) go before the
          * outer ones, which stay where they are. */
         hh_walk_cache_put(cache, scratch, k + 1, j + 1);
+        const int joined_at = n - (int)listed; /* pcs from frame k (slot j) outward */
         n = listed_to;
-        k += stop - (j + 1); /* the index of the last frame taken */
-        if (stop == HH_WALK_FRAMES && cache->complete) return n; /* that walk ended there */
+        k += stop - (j + 1);                             /* the index of the last frame taken */
+        if (stop == HH_WALK_FRAMES && cache->complete) { /* that walk ended there */
+            /* Slots j .. the last hold the previous walk's frames (checked in place just now);
+             * when that walk returned exactly the cached frames, its outer pcs are these. */
+            if (last_exact) *same_outer = n - joined_at;
+            t_walk_exact = true;
+            return n;
+        }
         if (n >= max) return n; /* the cache describes the stack beyond; it stays as it is */
         /* the cache ran out at its outer end: walk on from its last frame, uncached */
         const hh_walk_frame *last = &cache->f[HH_WALK_FRAMES - 1];
@@ -845,25 +859,30 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
         cache->top = top;
         cache->complete = complete && k <= HH_WALK_FRAMES;
         hh_walk_cache_put(cache, scratch, k < HH_WALK_FRAMES ? k : HH_WALK_FRAMES, HH_WALK_FRAMES);
+        t_walk_exact = cache->complete;
     }
     return n;
 }
 
 __attribute__((noinline)) int hh_unwind(uintptr_t *pcs, int max) {
     if (!hh_fast_enabled || atomic_load_explicit(&hh_rules, memory_order_acquire) == NULL) {
+        t_walk_exact = false;
         return hh_unwind_slow(pcs, max);
     }
     hh_regs r;
     HH_CAPTURE_REGS(r);
-    return hh_walk(r.pc, r.sp, r.bp, pcs, max);
+    int same_outer;
+    return hh_walk(r.pc, r.sp, r.bp, pcs, max, &same_outer);
 }
 
-int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max) {
+int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max, int *same_outer) {
+    *same_outer = 0;
     if (regs == NULL || regs->pc == 0 || !hh_fast_enabled ||
         atomic_load_explicit(&hh_rules, memory_order_acquire) == NULL) {
+        t_walk_exact = false; /* this walk is not the cache's */
         return hh_unwind(pcs, max);
     }
-    return hh_walk(regs->pc, regs->sp, regs->bp, pcs, max);
+    return hh_walk(regs->pc, regs->sp, regs->bp, pcs, max, same_outer);
 }
 
 void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast) {
@@ -881,6 +900,12 @@ void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast) {
 #else /* not x86-64: libgcc's unwinder throughout */
 
 int hh_unwind(uintptr_t *pcs, int max) {
+    return hh_unwind_slow(pcs, max);
+}
+
+int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max, int *same_outer) {
+    (void)regs;
+    *same_outer = 0;
     return hh_unwind_slow(pcs, max);
 }
 

@@ -41,8 +41,11 @@ typedef struct hh_regs {
 #endif
 
 /* As hh_unwind, from the frame whose registers regs holds (a frame still live); with a zero
- * pc, from here. */
-int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max);
+ * pc, from here. *same_outer says how many of the frames, counted from the outer end, are
+ * known to be those of this thread's previous call at its outer end (0: not known): a walk
+ * that joins the walk cache checks those frames anyway, and the stack's interning then need
+ * not compare them again. */
+int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max, int *same_outer);
 
 /* Forget cached rules (after dlclose: code may be unmapped and other code mapped there). */
 void hh_unwind_invalidate(void);
