@@ -19,6 +19,7 @@ import {
   type LogRecord,
   type Op,
 } from '../src/index.js';
+import { formatCount } from '../src/report/format.js';
 
 function ev(op: Op, fields: Partial<EventRecord> = {}): EventRecord {
   return {
@@ -372,5 +373,16 @@ describe('AddressMap', () => {
     expect(new Map(map.entries())).toEqual(reference);
     expect(map.get(0x1000)).toBe(-1);
     expect(map.delete(0x1000)).toBe(false);
+  });
+});
+
+describe('formatCount', () => {
+  it('writes numbers as toLocaleString("en-US") does, without loading Intl', () => {
+    const values = [0, -0, 7, 999, 1000, 1234567, -1234567, 0.5, 1234.5678, 999.9996, -0.0004];
+    values.push(2 ** 53, 1e21, Number.NaN, Number.POSITIVE_INFINITY);
+    let seed = 1;
+    const random = (): number => ((seed = (seed * 48271) % 2147483647) / 2147483647) * 2 - 1;
+    for (let i = 0; i < 20_000; i++) values.push(Math.round(random() * 1e12), random() * 1e6);
+    for (const v of values) expect(formatCount(v), String(v)).toBe(v.toLocaleString('en-US'));
   });
 });

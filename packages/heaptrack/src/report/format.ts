@@ -20,8 +20,22 @@ export function formatDuration(ns: number): string {
   return `${Math.round(ns)} ns`;
 }
 
+/**
+ * `n` with thousands separators, as `n.toLocaleString('en-US')` writes it (at most three
+ * fraction digits). Written out because the first use of Intl loads ICU's locale data, ~20 ms
+ * of a short report's run.
+ */
 export function formatCount(n: number): string {
-  return n.toLocaleString('en-US');
+  if (!Number.isFinite(n) || Math.abs(n) >= 1e21) return n.toLocaleString('en-US');
+  const rounded = Math.round(Math.abs(n) * 1000) / 1000;
+  if (rounded === 0) return n < 0 || Object.is(n, -0) ? '-0' : '0';
+  const [whole = '0', fraction] = rounded.toString().split('.');
+  let grouped = '';
+  for (let end = whole.length; end > 0; end -= 3) {
+    const group = whole.slice(Math.max(0, end - 3), end);
+    grouped = grouped === '' ? group : `${group},${grouped}`;
+  }
+  return `${n < 0 ? '-' : ''}${grouped}${fraction !== undefined ? `.${fraction}` : ''}`;
 }
 
 export function escapeXml(s: string): string {
