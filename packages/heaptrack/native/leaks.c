@@ -71,6 +71,14 @@ static void hh_spin_unlock(_Atomic int *l) {
 #define HH_SHARD_BITS 6
 #define HH_SHARDS (1u << HH_SHARD_BITS)
 #define HH_SHARD_INIT 1024u
+/* A heap page's blocks go to a window of 256 slots (hh_slot_of). Where the windows of two
+ * pages overlap, one page's blocks fill the gaps between the other's and probe runs grow long
+ * (node's start-up: ~8 probes per insert on average at 1,024 slots a shard, some runs over
+ * 32). An insert that probes more than HH_CROWDED_PROBES slots has its shard doubled at the
+ * next insert, up to HH_CROWDED_SLOTS_PER_BLOCK slots per live block (then only the load
+ * factor counts). */
+#define HH_CROWDED_PROBES 16
+#define HH_CROWDED_SLOTS_PER_BLOCK 16
 
 /* meta: bits 0-45 size, 46 present, 47 root, 48-63 type */
 #define HH_META_SIZE ((1ull << 46) - 1)
@@ -85,6 +93,7 @@ typedef struct hh_entry {
 
 typedef struct hh_shard {
     _Atomic int lock;
+    bool crowded; /* an insert probed long: grow at the next one */
     hh_entry *e;
     uint64_t cap, live;
     char pad[32];
@@ -112,9 +121,11 @@ static inline uint64_t hh_slot_of(uint64_t h, uint64_t a, uint64_t cap) {
 /* Room for one more entry (at most 3/4 full after it); false when the table cannot grow.
  * Lock held. */
 static bool hh_shard_room(hh_shard *s) {
-    if (s->e != NULL && (s->live + 1) * 4 <= s->cap * 3) return true;
+    if (s->e != NULL && !s->crowded && (s->live + 1) * 4 <= s->cap * 3) return true;
     uint64_t cap = HH_SHARD_INIT;
     while ((s->live + 1) * 2 > cap) cap *= 2;
+    if (s->crowded && cap < s->cap * 2) cap = s->cap * 2;
+    s->crowded = false;
     int saved = errno;
     hh_entry *e = hh_map(cap * sizeof *e);
     errno = saved;
@@ -142,7 +153,7 @@ static void hh_put(uint64_t a, uint64_t meta) {
         return;
     }
     uint64_t mask = s->cap - 1, i = hh_slot_of(h, a, s->cap);
-    for (;; i = (i + 1) & mask) {
+    for (unsigned probes = 1;; i = (i + 1) & mask, probes++) {
         uint64_t v = s->e[i].addr;
         if (v == a) {
             s->e[i].meta = meta; /* released without us seeing it, and handed out again */
@@ -152,6 +163,10 @@ static void hh_put(uint64_t a, uint64_t meta) {
             s->e[i].addr = a;
             s->e[i].meta = meta;
             s->live++;
+            if (HH_UNLIKELY(probes > HH_CROWDED_PROBES) &&
+                s->cap < (s->live + HH_SHARD_INIT / 4) * HH_CROWDED_SLOTS_PER_BLOCK) {
+                s->crowded = true;
+            }
             break;
         }
     }
