@@ -197,7 +197,6 @@ typedef struct block_store {
     uint32_t rec_cap;
     uint32_t *free_recs; /* given-back records, a stack */
     uint32_t free_count;
-    size_t held; /* records in use */
     addr_slot *index;
     uint64_t mask;
     unsigned shift;
@@ -269,7 +268,6 @@ static uint32_t store_new_rec(block_store *b, uint64_t addr) {
         r = b->rec_count++;
     }
     b->recs[r] = (block_rec){.addr = addr, .site = NO_SITE, .cls = NO_CLASS};
-    b->held++;
     return r;
 }
 
@@ -277,7 +275,6 @@ static uint32_t store_new_rec(block_store *b, uint64_t addr) {
 static inline void store_release(block_store *b, uint32_t r) {
     b->recs[r].addr = 0;
     b->free_recs[b->free_count++] = r;
-    b->held--;
 }
 
 /* The record holding addr (non-zero); a new one, held by neither side, when there was none.
@@ -285,7 +282,8 @@ static inline void store_release(block_store *b, uint32_t r) {
 static uint32_t store_insert(block_store *b, uint64_t addr) {
     if ((b->index_used + 1) * 2 > b->mask + 1) {
         /* Rebuilt with room for as many inserts again as records in use (stale entries go). */
-        if (!store_index_build(b, table_slots_for(2 * b->held + 2))) return NO_REC;
+        size_t in_use = (size_t)b->rec_count - b->free_count;
+        if (!store_index_build(b, table_slots_for(2 * in_use + 2))) return NO_REC;
     }
     for (uint64_t i = store_home(b, addr);; i = (i + 1) & b->mask) {
         addr_slot *x = &b->index[i];

@@ -836,10 +836,11 @@ static int hh_walk(uintptr_t pc, uintptr_t sp, uintptr_t bp, uintptr_t *pcs, int
         hh_walk_cache_put(cache, scratch, k + 1, j + 1);
         const int joined_at = n - (int)listed; /* pcs from frame k (slot j) outward */
         n = listed_to;
-        k += stop - (j + 1);                             /* the index of the last frame taken */
-        if (stop == HH_WALK_FRAMES && cache->complete) { /* that walk ended there */
-            /* Slots j .. the last hold the previous walk's frames (checked in place just now);
-             * when that walk returned exactly the cached frames, its outer pcs are these. */
+        k += stop - (j + 1); /* the index of the last frame taken */
+        if (stop == HH_WALK_FRAMES && cache->complete) {
+            /* That walk ended there. Slots j .. the last hold the previous walk's frames
+             * (checked in place just now); when that walk returned exactly the cached frames,
+             * its outer pcs are these. */
             if (last_exact) *same_outer = n - joined_at;
             t_walk_exact = true;
             return n;
