@@ -926,33 +926,43 @@ static inline __attribute__((always_inline)) bool replay(hh_scan *s, int code, d
  * is the double the TypeScript decoder computes, byte by byte, so both agree on any input (a
  * failed malloc(SIZE_MAX) logs a size above 2^53).
  */
-static inline const char *varint_exact(const uint8_t *b, size_t *p, size_t end, uint64_t *v) {
+/* The common case of both: a varint of up to 3 bytes (a value below 2^21, in range for every
+ * stream and exact in a double however it is summed), read when 3 bytes are left, or of 1 byte
+ * at the stream's end. False: the caller reads it the long way. */
+static inline bool varint_short(const uint8_t *b, size_t *p, size_t end, uint64_t *v) {
     size_t i = *p;
     if (HH_SCAN_LIKELY(i + 2 < end)) {
-        /* Values below 2^21 (most of them) in up to 3 bytes, which cannot be out of range. */
         uint64_t b0 = b[i];
         if (b0 < 0x80) {
             *v = b0;
             *p = i + 1;
-            return NULL;
+            return true;
         }
         uint64_t b1 = b[i + 1];
         if (b1 < 0x80) {
             *v = (b0 & 0x7f) | b1 << 7;
             *p = i + 2;
-            return NULL;
+            return true;
         }
         uint64_t b2 = b[i + 2];
         if (b2 < 0x80) {
             *v = (b0 & 0x7f) | (b1 & 0x7f) << 7 | b2 << 14;
             *p = i + 3;
-            return NULL;
+            return true;
         }
-    } else if (i < end && b[i] < 0x80) {
+        return false;
+    }
+    if (i < end && b[i] < 0x80) {
         *v = b[i];
         *p = i + 1;
-        return NULL;
+        return true;
     }
+    return false;
+}
+
+static inline const char *varint_exact(const uint8_t *b, size_t *p, size_t end, uint64_t *v) {
+    if (varint_short(b, p, end, v)) return NULL;
+    size_t i = *p;
     uint64_t result = 0;
     bool overflow = false; /* bits past the 64th: far out of range */
     for (unsigned shift = 0; shift < 70; shift += 7) {
@@ -976,26 +986,12 @@ static inline const char *varint_exact(const uint8_t *b, size_t *p, size_t end, 
 }
 
 static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, double *v) {
-    size_t i = *p;
-    if (HH_SCAN_LIKELY(i + 1 < end)) {
-        /* One or two bytes: an integer below 2^14, exact in a double however it is summed. */
-        unsigned b0 = b[i];
-        if (b0 < 0x80) {
-            *v = b0;
-            *p = i + 1;
-            return NULL;
-        }
-        unsigned b1 = b[i + 1];
-        if (b1 < 0x80) {
-            *v = (double)((b0 & 0x7f) | b1 << 7);
-            *p = i + 2;
-            return NULL;
-        }
-    } else if (i < end && b[i] < 0x80) {
-        *v = b[i];
-        *p = i + 1;
+    uint64_t small;
+    if (varint_short(b, p, end, &small)) {
+        *v = (double)small;
         return NULL;
     }
+    size_t i = *p;
     double result = 0, mul = 1;
     for (int k = 0; k < 10; k++) {
         if (i >= end) return "record runs past the end of its block";
