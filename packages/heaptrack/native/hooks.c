@@ -317,7 +317,13 @@ static void hh_record_alloc(uint8_t op, void *p, size_t size, size_t count, size
     hh_t0 = hh_now();            \
     (void)hh_saved_errno
 
-#define HH_LEAVE() hh_busy = hh_in_hook = 0
+/* Leaving: a leak check that found this thread inside the hook (deferred mode) stops it here,
+ * once its record is published. */
+#define HH_LEAVE()                                         \
+    do {                                                   \
+        hh_busy = hh_in_hook = 0;                          \
+        if (HH_UNLIKELY(hh_park_pending)) hh_leaks_park(); \
+    } while (0)
 
 /* ---- the allocation family --------------------------------------------------------------- */
 
@@ -602,9 +608,10 @@ HH_EXPORT int dlclose(void *handle) {
 /* Standalone mode: write out what the ring holds before the process image is replaced. */
 static void hh_before_exec(void) {
     if (hh_busy) return;
-    hh_busy = 1;
+    hh_busy = hh_stop_later = 1; /* a leak check must not stop this thread in the drain's locks */
     hh_tracer_flush_now();
-    hh_busy = 0;
+    hh_busy = hh_stop_later = 0;
+    if (HH_UNLIKELY(hh_park_pending)) hh_leaks_park();
 }
 
 typedef int (*hh_execve_fn)(const char *, char *const[], char *const[]);

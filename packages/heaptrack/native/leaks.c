@@ -4,8 +4,17 @@
  * 1. The live-block table: address -> size, type, root flag. Sharded open addressing (64
  *    shards, each a spin lock and an mmap'd table with linear probing and backward-shift
  *    deletion: no tombstones, so a program that allocates and frees forever keeps short probes
- *    and never rebuilds its table), filled by the hooks after an allocation returns and
- *    emptied before a block is released. Nothing here allocates through malloc.
+ *    and never rebuilds its table). Nothing here allocates through malloc. Who fills it
+ *    (leaks.h, hh_leaks_on):
+ *    - synchronous: the hooks, after an allocation returns and before a block is released;
+ *    - deferred (standalone, lossless, not sampling, no precise API): the drain thread, from
+ *      the event records it reads off the ring anyway. A free of a random block misses the
+ *      cache in this table; deferred, that miss is the drain thread's, on the other core, and
+ *      not the program's (wl_churn: about a third of the tracer's cost without stacks). The
+ *      table then lags the program by the records not yet read, so a check stops the world
+ *      with no thread inside a hook (hh_stop_handler) and applies the rest itself (tracer.h's
+ *      cursor). The precise API needs the table as the program sees it: its first use turns
+ *      the process synchronous for good (hh_leaks_go_sync).
  * 2. Types and roots of the precise API.
  * 3. Stopping the world: every other thread of /proc/self/task gets HH_STOP_SIGNAL; its handler
  *    saves the registers and stack pointer from the ucontext and waits on a futex until the
@@ -225,6 +234,38 @@ void hh_leaks_reinsert(void *p, uint64_t meta) {
     if (meta != 0 && p != NULL) hh_put((uint64_t)(uintptr_t)p, meta);
 }
 
+/* Deferred mode: the table's side of one event record, as the hooks would have done it. */
+void hh_leaks_apply(const hh_rec_event *e) {
+    const hh_rec_event_extra *x =
+        (e->flags & HH_EV_EXTRA) != 0 ? (const hh_rec_event_extra *)(e + 1) : NULL;
+    uint64_t total = e->size;
+    switch (e->op) {
+        case HH_OP_FREE:
+            if (e->addr != 0) hh_leaks_remove((void *)(uintptr_t)e->addr);
+            return;
+        case HH_OP_REALLOC_DONE:
+            return;
+        case HH_OP_REALLOC:
+        case HH_OP_REALLOCARRAY: {
+            uint64_t old = x != NULL ? x->old : 0;
+            if (e->op == HH_OP_REALLOCARRAY && x != NULL &&
+                __builtin_mul_overflow(x->count, e->size, &total))
+                total = UINT64_MAX;
+            /* as hh_realloc_common: the old block goes unless the call failed (NULL for a size
+             * above 0) */
+            if (old != 0 && (e->addr != 0 || total == 0)) hh_leaks_remove((void *)(uintptr_t)old);
+            if (e->addr != 0) hh_leaks_insert((void *)(uintptr_t)e->addr, total);
+            return;
+        }
+        case HH_OP_CALLOC:
+            if (x != NULL && __builtin_mul_overflow(x->count, e->size, &total)) return;
+            /* fall through */
+        default:
+            if (e->addr != 0) hh_leaks_insert((void *)(uintptr_t)e->addr, total);
+            return;
+    }
+}
+
 /* Changes an entry's type (type >= 0) and/or root flag (root >= 0); false when not live. */
 static bool hh_modify(void *p, int type, int root) {
     uint64_t a = (uint64_t)(uintptr_t)p, h = hh_hash(a);
@@ -283,9 +324,12 @@ static void hh_copy_name(char *dst, size_t cap, const char *src) {
     dst[n] = '\0';
 }
 
+static void hh_leaks_go_sync(void);
+
 HH_EXPORT int heaphook_type_register(const char *name, size_t size, const heaphook_field *fields,
                                      size_t nfields) {
     if (size == 0 || (nfields > 0 && fields == NULL)) return -1;
+    hh_leaks_go_sync(); /* typed blocks and roots live in the table: the hooks keep it */
     for (size_t i = 0; i < nfields; i++) {
         if (fields[i].offset + fields[i].size > size) return -1;
     }
@@ -372,6 +416,7 @@ HH_EXPORT int heaphook_root_remove(const void *object) {
 
 HH_EXPORT int heaphook_root_mark(void *block, int is_root) {
     if (block == NULL) return -1;
+    hh_leaks_go_sync();
     return hh_modify(block, -1, is_root ? 1 : 0) ? 0 : -1;
 }
 
@@ -384,7 +429,8 @@ HH_EXPORT int heaphook_root_mark(void *block, int is_root) {
 typedef struct hh_stopped {
     _Atomic uint32_t tid;
     _Atomic int state; /* 0 signalled, 1 stopped, 2 resumed, 3 not stopped, 4 blocked in the
-                          kernel with the signal blocked: stack pointer from /proc */
+                          kernel with the signal blocked: stack pointer from /proc, 5 inside a
+                          hook (deferred mode): stops when it leaves */
     uintptr_t sp, tp;
     uint32_t nregs;
     uint64_t regs[HH_MAX_REGS];
@@ -440,7 +486,17 @@ static void hh_stop_handler(int sig, siginfo_t *info, void *ucv) {
             break;
         }
     }
-    if (slot != NULL && atomic_load(&slot->state) == 0) {
+    int state = slot != NULL ? atomic_load(&slot->state) : 3;
+    if (state == 0 && (hh_in_hook || hh_stop_later) &&
+        atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_DEFERRED) {
+        /* Inside a hook, with its record reserved and maybe not yet published: stopped here, it
+         * would leave the check a record it cannot apply. It stops in HH_LEAVE instead. */
+        int zero = 0;
+        if (atomic_compare_exchange_strong(&slot->state, &zero, 5)) hh_park_pending = 1;
+        errno = saved;
+        return;
+    }
+    if (state == 0 || state == 5) {
         ucontext_t *uc = ucv;
 #if defined(__x86_64__)
         slot->nregs = NGREG < HH_MAX_REGS ? NGREG : HH_MAX_REGS;
@@ -460,6 +516,17 @@ static void hh_stop_handler(int sig, siginfo_t *info, void *ucv) {
         }
         atomic_store(&slot->state, 2);
     }
+    errno = saved;
+}
+
+HH_TLS int hh_park_pending;
+HH_TLS int hh_stop_later;
+
+void hh_leaks_park(void) {
+    hh_park_pending = 0;
+    int saved = errno;
+    /* The handler runs again, now outside the hook, and stops this thread there. */
+    syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), g_stop_signal);
     errno = saved;
 }
 
@@ -607,7 +674,8 @@ static void hh_stop_world(void) {
             uint32_t n = atomic_load(&g_stw.n);
             for (uint32_t i = 0; i < n; i++) {
                 hh_stopped *s = &g_stw.slots[i];
-                if (atomic_load(&s->state) != 0) continue;
+                int state = atomic_load(&s->state);
+                if (state != 0 && state != 5) continue;
                 uint32_t tid = atomic_load(&s->tid);
                 if (syscall(SYS_tgkill, pid, tid, 0) != 0) { /* exited meanwhile */
                     atomic_store(&s->tid, 0);
@@ -615,7 +683,9 @@ static void hh_stop_world(void) {
                     s->sp = tid;
                     continue;
                 }
-                if (hh_mono() > kernel_after && hh_blocked_in_kernel(s, tid)) continue;
+                /* (Not a thread inside a hook: that one is on its way to stop.) */
+                if (state == 0 && hh_mono() > kernel_after && hh_blocked_in_kernel(s, tid))
+                    continue;
                 waiting = true;
             }
             if (!waiting) break;
@@ -623,9 +693,10 @@ static void hh_stop_world(void) {
                 for (uint32_t i = 0; i < n; i++) {
                     hh_stopped *s = &g_stw.slots[i];
                     uint32_t tid = atomic_load(&s->tid);
-                    int zero = 0;
+                    int zero = 0, in_hook = 5;
                     atomic_store(&s->tid, 0);
-                    if (atomic_compare_exchange_strong(&s->state, &zero, 3)) {
+                    if (atomic_compare_exchange_strong(&s->state, &zero, 3) ||
+                        atomic_compare_exchange_strong(&s->state, &in_hook, 3)) {
                         s->sp = tid;
                         g_stw.unstopped++;
                     } else {
@@ -1061,6 +1132,49 @@ static void hh_emit(uint32_t check, int trigger, uint64_t start, const hh_rec_le
     hh_tracer_commit(c, HH_REC_LEAK_CHECK);
 }
 
+/* Deferred mode, the cursor lock held: applies every published record. A record still being
+ * written (a thread the stop could not reach, a tracer thread's) is waited for a little, then
+ * left for the drain thread: the check sees the table as of that record. */
+static void hh_catch_up(void) {
+    for (int ms = 0; !hh_tracer_leaks_catch_up(UINT64_MAX, false) && ms < 100; ms++)
+        hh_pause_us(1000);
+}
+
+/* The table goes back to the hooks, for good (the precise API's calls need it as the program
+ * sees it). With the world stopped outside the hooks, every record is published and applied,
+ * and no thread is between its hook's decision and its record. */
+static void hh_leaks_go_sync(void) {
+    if (atomic_load(&hh_leaks_on) != HH_LEAKS_DEFERRED) return;
+    hh_busy++;
+    hh_spin_lock(&g_check_lock);
+    if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) {
+        hh_stop_world();
+        hh_tracer_leaks_lock();
+        hh_catch_up();
+        atomic_store(&hh_leaks_on, HH_LEAKS_SYNC);
+        hh_tracer_leaks_unlock();
+        hh_resume_world();
+    }
+    hh_spin_unlock(&g_check_lock);
+    hh_busy--;
+}
+
+void hh_leaks_defer(void) {
+    int on = atomic_load(&hh_leaks_on);
+    if (on == HH_LEAKS_OFF) return;
+    if (g_auto && g_types == NULL && hh_tracer_leaks_can_defer()) {
+        /* From the next record the drain thread reads (after a re-attach, not from a discarded
+         * one). Records the hooks have applied already are applied again, in ring order: the
+         * same table (an address's last call decides). */
+        hh_tracer_leaks_lock();
+        hh_tracer_leaks_restart();
+        atomic_store(&hh_leaks_on, HH_LEAKS_DEFERRED);
+        hh_tracer_leaks_unlock();
+    } else if (on == HH_LEAKS_DEFERRED) {
+        atomic_store(&hh_leaks_on, HH_LEAKS_SYNC); /* a fork child that could not start a drain */
+    }
+}
+
 /* Runs one check. stack_from: the caller's stack from there up is a root (0: the calling
  * thread is the tracer's). Returns leaked blocks, or -1. */
 static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
@@ -1072,12 +1186,22 @@ static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
     g_ck.precise = precise;
     g_ck.nsegments = 0;
     if (!precise) dl_iterate_phdr(hh_phdr_cb, NULL); /* before stopping: it takes a lock */
-    hh_lock_table();
+    /* Deferred: the world stops first (no program thread inside a hook, so their records are
+     * all published), then the table catches up with the ring. Synchronous: the table is locked
+     * first, so no thread stops while it holds a shard lock. */
+    bool deferred = !precise && atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED;
     uint64_t t0 = hh_mono();
-    if (!precise) hh_stop_world();
+    if (deferred) {
+        hh_stop_world();
+        hh_tracer_leaks_lock();
+        hh_catch_up();
+    }
+    hh_lock_table();
+    if (!precise && !deferred) hh_stop_world();
     if (!hh_snapshot()) {
         if (!precise) hh_resume_world();
         hh_unlock_table();
+        if (deferred) hh_tracer_leaks_unlock();
         goto out;
     }
     if (!precise) {
@@ -1122,6 +1246,7 @@ static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
     uint64_t t1 = hh_mono();
     if (!precise) hh_resume_world();
     hh_unlock_table();
+    if (deferred) hh_tracer_leaks_unlock();
     totals.duration_ns = t1 - t0;
     if (nleaked > g_result_cap) {
         if (g_result != NULL) hh_sys_munmap(g_result, g_result_cap * sizeof *g_result);
@@ -1344,18 +1469,29 @@ __attribute__((noinline)) void hh_leaks_at_exit(void) {
     (void)r;
 }
 
+/* Fork: the check lock, the cursor lock and the table, in that order (tracer.h). Deferred,
+ * the child's table is the parent's as the drain thread left it: the child applies the records
+ * reserved before the fork that it has not (a thread inside a hook at the fork never publishes
+ * its record, in the parent's ring as in a synchronous table). */
+static uint64_t g_fork_mark;
+
 void hh_leaks_fork_prepare(void) {
     hh_spin_lock(&g_check_lock);
+    hh_tracer_leaks_lock();
+    g_fork_mark = hh_tracer_ring_mark();
     hh_lock_table();
 }
 
 void hh_leaks_fork_parent(void) {
     hh_unlock_table();
+    hh_tracer_leaks_unlock();
     hh_spin_unlock(&g_check_lock);
 }
 
 void hh_leaks_fork_child(void) {
     hh_unlock_table();
+    if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) hh_tracer_leaks_catch_up(g_fork_mark, true);
+    hh_tracer_leaks_unlock();
     hh_spin_unlock(&g_check_lock);
     for (unsigned i = 0; i < HH_MAX_TRACER_TIDS; i++) atomic_store(&g_tracer_tids[i], 0);
     atomic_store(&g_stw.active, 0);

@@ -12,7 +12,12 @@
 #include "trace.h"
 
 /* Non-zero while the live-block table is maintained (HEAPHOOK_LEAK_CHECK, HEAPHOOK_LEAK_SIGNAL,
- * or a type registered through the precise API). */
+ * or a type registered through the precise API), and by whom:
+ *   HH_LEAKS_SYNC      the hooks, around every call (collector mode, sampling, drop mode, and
+ *                      from the first use of the precise API on);
+ *   HH_LEAKS_DEFERRED  the drain thread, from the ring's event records (standalone and
+ *                      lossless: the program's threads do nothing for it; hh_leaks_apply). */
+enum { HH_LEAKS_OFF = 0, HH_LEAKS_SYNC = 1, HH_LEAKS_DEFERRED = 2 };
 extern _Atomic int hh_leaks_on;
 
 /* Reads HEAPHOOK_LEAK_*; called once the tracer's configuration is read. */
@@ -26,18 +31,34 @@ uint64_t hh_leaks_remove(void *p);
 void hh_leaks_reinsert(void *p, uint64_t meta);
 
 static inline void *hh_leaks_track(void *p, size_t size) {
-    if (HH_UNLIKELY(atomic_load_explicit(&hh_leaks_on, memory_order_relaxed)) && p != NULL) {
+    if (HH_UNLIKELY(atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_SYNC) &&
+        p != NULL) {
         hh_leaks_insert(p, size);
     }
     return p;
 }
 
 static inline uint64_t hh_leaks_untrack(void *p) {
-    if (HH_UNLIKELY(atomic_load_explicit(&hh_leaks_on, memory_order_relaxed)) && p != NULL) {
+    if (HH_UNLIKELY(atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_SYNC) &&
+        p != NULL) {
         return hh_leaks_remove(p);
     }
     return 0;
 }
+
+/* Deferred mode: one event record, as the drain thread reads it (tracer.h's cursor lock held). */
+void hh_leaks_apply(const hh_rec_event *e);
+
+/* After the drain thread started (start-up, fork child, attach): the table goes to the drain
+ * thread when the transport allows it (hh_tracer_leaks_can_defer), back to the hooks when not. */
+void hh_leaks_defer(void);
+
+/* A leak check wants this thread stopped while it was inside a hook, or in hh_stop_later
+ * (program-thread work that takes the tracer's cursor lock: a flush before exec): HH_LEAVE, or
+ * the end of that work, parks it. */
+extern HH_TLS int hh_park_pending;
+extern HH_TLS int hh_stop_later;
+void hh_leaks_park(void);
 
 /* The bootstrap arena's used part (hooks.c): a root. */
 void hh_arena_range(uintptr_t *lo, uintptr_t *hi);

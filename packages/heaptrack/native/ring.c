@@ -134,6 +134,19 @@ static uint64_t hh_ring_record_at(const hh_ring *ring, uint64_t r, uint64_t w) {
     return word;
 }
 
+uint64_t hh_ring_header_at(const hh_ring *ring, uint64_t pos) {
+    return hh_ring_record_at(ring, pos,
+                             atomic_load_explicit(&ring->hdr->write_pos, memory_order_acquire));
+}
+
+uint64_t hh_ring_position_of(const hh_ring *ring, const void *record) {
+    /* During a read pass read_pos is the pass's start (stored at its end), and every record
+     * handed out lies within one capacity after it. */
+    uint64_t r = atomic_load_explicit(&ring->hdr->read_pos, memory_order_relaxed);
+    uint64_t offset = (uint64_t)((const uint8_t *)record - ring->data);
+    return r + ((offset - r) & ring->mask);
+}
+
 uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed) {
     hh_ring_header *h = ring->hdr;
     uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_relaxed);

@@ -67,6 +67,13 @@ void hh_ring_commit(hh_ring *ring, void *record, unsigned type);
 typedef void (*hh_ring_reader)(void *arg, unsigned type, const void *record, uint32_t len);
 uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed);
 
+/* The header word of the record at position pos (below the write position), or 0 when no whole
+ * record is there yet (reserved a moment ago, before its provisional header). For a reader
+ * that walks ahead of read_pos (tracer.c's leak-table cursor). */
+uint64_t hh_ring_header_at(const hh_ring *ring, uint64_t pos);
+/* The ring position of a record handed to a hh_ring_reader during hh_ring_read. */
+uint64_t hh_ring_position_of(const hh_ring *ring, const void *record);
+
 /* Records between read_pos and write_pos that are reserved and not yet published. */
 uint64_t hh_ring_unpublished(const hh_ring *ring);
 

@@ -77,6 +77,9 @@ static int g_start_errno;        /* why the last start failed */
 static pthread_t g_drain;
 static bool g_drain_started;
 static _Atomic int g_drain_stop, g_drain_done, g_drain_lock;
+/* The deferred leak table's cursor and lock (tracer.h) */
+static _Atomic int g_leak_apply_lock;
+static uint64_t g_leak_cursor;
 
 static bool hh_invariant_tsc(void);
 
@@ -449,10 +452,73 @@ static void hh_drain_unlock(void) {
     atomic_store(&g_drain_lock, 0);
 }
 
+/* ---- The deferred leak table's cursor (tracer.h) ---- */
+
+bool hh_tracer_leaks_can_defer(void) {
+    return g_mode == HH_MODE_STANDALONE && g_drain_started && !hh_cfg.drop &&
+           hh_cfg.sample_bytes == 0;
+}
+
+void hh_tracer_leaks_lock(void) {
+    for (int n = 0; atomic_exchange_explicit(&g_leak_apply_lock, 1, memory_order_acquire) != 0;
+         n++) {
+        /* held for one record, or for a whole leak check: the drain thread sleeps through
+         * that one instead of spinning on the other core */
+        if (n > 64) {
+            struct timespec ts = {0, 100 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+void hh_tracer_leaks_unlock(void) {
+    atomic_store_explicit(&g_leak_apply_lock, 0, memory_order_release);
+}
+
+void hh_tracer_leaks_restart(void) {
+    g_leak_cursor = g_ring.hdr != NULL ? atomic_load(&g_ring.hdr->read_pos) : 0;
+}
+
+uint64_t hh_tracer_ring_mark(void) {
+    return g_ring.hdr != NULL ? atomic_load(&g_ring.hdr->write_pos) : 0;
+}
+
+bool hh_tracer_leaks_catch_up(uint64_t limit, bool skip_unpublished) {
+    if (g_ring.hdr == NULL) return true;
+    uint64_t end = hh_tracer_ring_mark();
+    if (limit < end) end = limit;
+    while (g_leak_cursor < end) {
+        uint64_t word = hh_ring_header_at(&g_ring, g_leak_cursor);
+        unsigned type = hh_rec_type_of(word);
+        if (word == 0 || (type == HH_REC_RESERVED && !skip_unpublished)) return false;
+        if (type == HH_REC_EVENT) {
+            hh_leaks_apply((const hh_rec_event *)(g_ring.data + (g_leak_cursor & g_ring.mask)));
+        }
+        g_leak_cursor += hh_rec_len(word);
+    }
+    return true;
+}
+
+/* The drain thread's reader: the leak table first (deferred mode), then the log. A record the
+ * cursor has passed was applied by a leak check already. */
+static void hh_drain_record(void *arg, unsigned type, const void *record, uint32_t len) {
+    if (atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_DEFERRED) {
+        uint64_t pos = hh_ring_position_of(&g_ring, record);
+        hh_tracer_leaks_lock();
+        if (atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_DEFERRED &&
+            pos >= g_leak_cursor) {
+            if (type == HH_REC_EVENT) hh_leaks_apply((const hh_rec_event *)record);
+            g_leak_cursor = pos + len;
+        }
+        hh_tracer_leaks_unlock();
+    }
+    hh_writer_record(arg, type, record, len);
+}
+
 static void hh_drain_pass(bool final) {
     hh_drain_lock();
     if (g_writer != NULL) {
-        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, final) > 0) {
+        while (hh_ring_read(&g_ring, hh_drain_record, g_writer, final) > 0) {
         }
         hh_writer_tick(g_writer);
     }
@@ -534,6 +600,7 @@ static void hh_fork_child(void) {
     hh_stacks_fork_child();
     hh_modules_reset();
     hh_ring_unmap(&g_ring); /* the parent's: shared memory, not ours to write any more */
+    g_leak_cursor = 0;      /* the position of the first record in the child's own ring */
     if (g_mode == HH_MODE_STANDALONE) {
         close(g_pipe_rd);
         close(g_notify_fd);
@@ -550,6 +617,7 @@ static void hh_fork_child(void) {
     bool ok = hh_start_transport();
     atomic_store(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED);
     if (ok) hh_start_drain_thread();
+    hh_leaks_defer();
     if (ok) hh_leaks_start();
     hh_busy--;
 }
@@ -562,7 +630,7 @@ static void hh_fork_child(void) {
 static void hh_read_in_flight(void) {
     int idle_ms = 0;
     for (;;) {
-        uint64_t n = hh_ring_read(&g_ring, hh_writer_record, g_writer, false);
+        uint64_t n = hh_ring_read(&g_ring, hh_drain_record, g_writer, false);
         if (hh_ring_pending(&g_ring) == 0) return;
         if (n > 0) {
             idle_ms = 0;
@@ -592,7 +660,7 @@ static void hh_finish_standalone_log(unsigned reason) {
         /* still unpublished after the wait: counted as dropped, and what follows is written */
         uint64_t stuck = hh_ring_unpublished(&g_ring);
         hh_ring_close(&g_ring);
-        while (hh_ring_read(&g_ring, hh_writer_record, g_writer, true) > 0) {
+        while (hh_ring_read(&g_ring, hh_drain_record, g_writer, true) > 0) {
         }
         hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped) + stuck);
         g_writer = NULL;
@@ -657,6 +725,7 @@ bool hh_tracer_attach_start(const char *where) {
     int saved = ok ? errno : g_start_errno;
     if (ok) {
         hh_start_drain_thread();
+        hh_leaks_defer();
         hh_leaks_start();
     } else {
         atomic_store(&hh_state, HH_STATE_FINISHED);
@@ -688,6 +757,7 @@ __attribute__((constructor(101))) static void hh_tracer_ctor(void) {
     }
     hh_tracer_ensure();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_start_drain_thread();
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_leaks_defer();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_leaks_start();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_vm_start();
     hh_busy--;

@@ -57,4 +57,25 @@ void hh_tracer_flush_now(void);
 uint64_t hh_now(void);
 uint32_t hh_tid(void);
 
+/*
+ * The leak table kept from the ring (leaks.c, "deferred" mode; standalone only). The drain
+ * thread applies every event record to the table as it reads the record; a leak check, which
+ * has stopped the program's threads, applies what the drain has not reached yet itself. The
+ * cursor is the ring position of the next record to apply; the lock makes every record applied
+ * once and in ring order. Lock order: leaks.c's check lock, then this lock, then the table's
+ * shard locks (the drain thread holds its drain lock around all of them).
+ */
+bool hh_tracer_leaks_can_defer(void); /* standalone, a drain thread, lossless, not sampling */
+void hh_tracer_leaks_lock(void);
+void hh_tracer_leaks_unlock(void);
+/* Lock held: the next record to apply is the next one the drain thread will read. */
+void hh_tracer_leaks_restart(void);
+/* Lock held: applies the published records from the cursor up to `limit` (a ring position;
+ * UINT64_MAX: all reserved ones), in order; stops at the first record still being written, or
+ * passes it with skip_unpublished (a fork child: its writer is not in this process). True when
+ * it reached the limit. */
+bool hh_tracer_leaks_catch_up(uint64_t limit, bool skip_unpublished);
+/* The ring position after the last record reserved so far. */
+uint64_t hh_tracer_ring_mark(void);
+
 #endif /* HH_TRACER_H */

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { decodeLog, HeapReplay, record, type LeakCheckRecord } from '../src/index.js';
-import { heaphookBin, logsIn, python3, release, scratch, traced } from './helpers.js';
+import { heaphookBin, logsIn, python3, release, scratch, traced, tracer } from './helpers.js';
 
 const leaksBin = join(release, 'hh_test_leaks');
 
@@ -74,9 +74,14 @@ function compare(check: Check, expected: readonly Expectation[]) {
   };
 }
 
-function run(dir: string, args: string[], env: Record<string, string> = {}) {
-  // hh_test_leaks links libheaphook_heaptrack.so (it calls the precise API): no preload.
-  const r = traced(dir, leaksBin, args, env, []);
+function run(
+  dir: string,
+  args: string[],
+  env: Record<string, string> = {},
+  preload: readonly string[] = [],
+) {
+  // hh_test_leaks links libheaphook_heaptrack.so (it calls the precise API): no preload needed.
+  const r = traced(dir, leaksBin, args, env, preload);
   expect(r.status, r.stderr).toBe(0);
   return r;
 }
@@ -214,6 +219,22 @@ describe('leak checks', () => {
       // the two threads' blocks (64 each, held in their stacks and registers) are reachable
       expect(c.record.reachableBlocks).toBeGreaterThan(2);
     }
+  });
+
+  it('a check lets a call inside the hook publish its record before the thread stops', async () => {
+    const dir = scratch('leaks-inflight');
+    const r = run(dir, ['inflight'], {}, [tracer, join(release, 'hh_test_slow_free.so')]);
+    const all = expectations(r.stdout);
+    const { checks } = await checksOf(logsIn(dir)[0]!);
+    // the API's check, taken while the other thread was inside free, then the exit check
+    expect(checks.map((c) => c.record.trigger)).toEqual(['api', 'exit']);
+    for (const c of checks) {
+      const { got, want } = compare(c, all);
+      // 200 blocks freed after the held call's record was reserved: none may be found leaked
+      expect(got).toEqual(want);
+      expect(want).toEqual(['inflight-lost']);
+    }
+    expect(r.stdout).toContain('inflight-check 1\n');
   });
 
   it('the live-block table stays exact through 300,000 random replacements', async () => {

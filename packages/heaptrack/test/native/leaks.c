@@ -12,7 +12,10 @@
  *   hh_test_leaks fork        a leak in the parent, another in the child: both logs check
  *   hh_test_leaks signal      threads allocate while the process sends itself SIGUSR2
  *   hh_test_leaks churn       300,000 blocks replaced in random order, then 3,000 lost
+ *   hh_test_leaks inflight    a check while another thread is inside free (preload
+ *                             libheaphook_heaptrack.so, then hh_test_slow_free.so)
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -240,9 +243,20 @@ __attribute__((noinline)) static void keep(const char *name, size_t size, int sl
     expect("auto", "reachable", g_kept[slot], name);
 }
 
+/* Blocks freed right before the fork: their frees are still in the ring, unread, when the
+ * child is made (the drain thread has had time to read their allocations). A child that did
+ * not read them finds them leaked. */
+#define FORK_BURST 500
+
 static int forking(void) {
     lose("parent-lost", 40);
     keep("parent-kept", 40, 0);
+    void *burst[FORK_BURST];
+    for (int i = 0; i < FORK_BURST; i++) burst[i] = malloc(32 + (size_t)(i % 64));
+    struct timespec ts = {0, 250 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < FORK_BURST; i++) free(burst[i]);
+    memset(burst, 0, sizeof burst);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
@@ -339,12 +353,63 @@ static int churned(void) {
     return 0;
 }
 
+/* ---- a check while a call is inside the tracer's hook ------------------------------------ */
+
+/* The table is kept by the drain thread from the ring's records (README, "Leak checking"). A
+ * thread inside free has its record reserved and not yet published, and the records after it
+ * wait behind it. Here the main thread frees INFLIGHT_FREED blocks while another thread sits
+ * in a slow free (hh_test_slow_free.so holds it 300 ms), then checks: unless the check lets
+ * the slow call publish its record before stopping the thread, the table lags behind those
+ * frees and the check finds the freed blocks leaked. */
+#define INFLIGHT_FREED 200
+
+static void *slow_free_thread(void *target) {
+    free(target);
+    /* stays alive, as churn's threads do: a joined thread's TLS vector would be lost */
+    char c;
+    while (read(g_park[0], &c, 1) < 0) {
+    }
+    return NULL;
+}
+
+static int inflight(void) {
+    void *_Atomic *target = dlsym(RTLD_DEFAULT, "hh_slow_free_target");
+    atomic_int *entered = dlsym(RTLD_DEFAULT, "hh_slow_free_entered");
+    if (target == NULL || entered == NULL) {
+        fprintf(stderr, "inflight: preload hh_test_slow_free.so after the tracer\n");
+        return 2;
+    }
+    lose("inflight-lost", 88);
+    keep("inflight-kept", 88, 0);
+    void *blocks[INFLIGHT_FREED];
+    for (int i = 0; i < INFLIGHT_FREED; i++) blocks[i] = malloc(24 + (size_t)i);
+    void *slow = malloc(40);
+    atomic_store(target, slow);
+    if (pipe(g_park) != 0) abort();
+    pthread_t t;
+    pthread_create(&t, NULL, slow_free_thread, slow);
+    pthread_detach(t);
+    while (!atomic_load(entered)) {
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < INFLIGHT_FREED; i++) free(blocks[i]);
+    memset(blocks, 0, sizeof blocks);
+    fflush(stdout);
+    long leaked = heaphook_leak_check();
+    printf("inflight-check %ld\n", leaked);
+    fflush(stdout);
+    scrub();
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "scenarios";
     if (strcmp(what, "scenarios") == 0) return scenarios();
     if (strcmp(what, "fork") == 0) return forking();
     if (strcmp(what, "signal") == 0) return signalled();
     if (strcmp(what, "churn") == 0) return churned();
+    if (strcmp(what, "inflight") == 0) return inflight();
     fprintf(stderr, "usage: hh_test_leaks scenarios|fork|signal|churn\n");
     return 2;
 }
