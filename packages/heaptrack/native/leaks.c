@@ -646,7 +646,10 @@ static bool hh_blocked_in_kernel(hh_stopped *s, uint32_t tid) {
     return atomic_compare_exchange_strong(&s->state, &zero, 4);
 }
 
-static void hh_stop_world(void) {
+/* Stops every other thread (but the tracer's). With in_hook_grace_ns > 0, gives up (returns
+ * false, the world still to be resumed) when after that long the only threads not stopped are
+ * inside a hook (deferred mode: they stop when they leave it). */
+static bool hh_stop_world(uint64_t in_hook_grace_ns) {
     if (!g_stw.handler_installed) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
@@ -660,17 +663,17 @@ static void hh_stop_world(void) {
     atomic_store(&g_stw.n, 0);
     atomic_store(&g_stw.go, 0);
     g_stw.unstopped = 0;
-    if (g_stw.slots == NULL) return;
+    if (g_stw.slots == NULL) return true;
     atomic_store(&g_stw.active, 1);
     uint32_t self = (uint32_t)syscall(SYS_gettid);
     pid_t pid = getpid();
-    uint64_t deadline = hh_mono() + (uint64_t)g_stop_timeout_ms * 1000000u;
+    uint64_t start = hh_mono(), deadline = start + (uint64_t)g_stop_timeout_ms * 1000000u;
     for (int round = 0; round < 32; round++) {
         if (hh_signal_new_threads(self, pid) == 0 && round > 0) break;
         long pause = 20;
         uint64_t kernel_after = hh_mono() + 20000000u; /* 20 ms: then look at sleepers */
         for (;;) {
-            bool waiting = false;
+            bool waiting = false, only_in_hooks = true;
             uint32_t n = atomic_load(&g_stw.n);
             for (uint32_t i = 0; i < n; i++) {
                 hh_stopped *s = &g_stw.slots[i];
@@ -687,8 +690,11 @@ static void hh_stop_world(void) {
                 if (state == 0 && hh_mono() > kernel_after && hh_blocked_in_kernel(s, tid))
                     continue;
                 waiting = true;
+                only_in_hooks = only_in_hooks && state == 5;
             }
             if (!waiting) break;
+            if (in_hook_grace_ns > 0 && only_in_hooks && hh_mono() > start + in_hook_grace_ns)
+                return false;
             if (hh_mono() > deadline) {
                 for (uint32_t i = 0; i < n; i++) {
                     hh_stopped *s = &g_stw.slots[i];
@@ -709,6 +715,7 @@ static void hh_stop_world(void) {
             if (pause < 2000) pause *= 2;
         }
     }
+    return true;
 }
 
 static void hh_resume_world(void) {
@@ -721,6 +728,23 @@ static void hh_resume_world(void) {
         while (atomic_load(&g_stw.slots[i].state) == 1 && hh_mono() < deadline) sched_yield();
     }
     atomic_store(&g_stw.active, 0);
+}
+
+/* Deferred mode: the world stopped with no thread inside a hook. A thread that stays in one is
+ * mostly waiting for a lock that a stopped thread holds outside the hooks (glibc takes its arena
+ * lock at thread exit through internal calls): the world resumes for a moment, to let it go, and
+ * stops again. The last attempt waits as long as HEAPHOOK_LEAK_STOP_TIMEOUT_MS allows, and a
+ * thread still inside a hook then is left running (its record holds the table back). */
+#define HH_IN_HOOK_GRACE_NS (20 * 1000 * 1000ull)
+#define HH_STOP_ATTEMPTS 20
+
+static void hh_stop_world_outside_hooks(void) {
+    for (int attempt = 1; attempt < HH_STOP_ATTEMPTS; attempt++) {
+        if (hh_stop_world(HH_IN_HOOK_GRACE_NS)) return;
+        hh_resume_world();
+        hh_pause_us(500L * attempt);
+    }
+    hh_stop_world(0);
 }
 
 /* ---- 4. The check ------------------------------------------------------------------------ */
@@ -1148,7 +1172,7 @@ static void hh_leaks_go_sync(void) {
     hh_busy++;
     hh_spin_lock(&g_check_lock);
     if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) {
-        hh_stop_world();
+        hh_stop_world_outside_hooks();
         hh_tracer_leaks_lock();
         hh_catch_up();
         atomic_store(&hh_leaks_on, HH_LEAKS_SYNC);
@@ -1192,12 +1216,12 @@ static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
     bool deferred = !precise && atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED;
     uint64_t t0 = hh_mono();
     if (deferred) {
-        hh_stop_world();
+        hh_stop_world_outside_hooks();
         hh_tracer_leaks_lock();
         hh_catch_up();
     }
     hh_lock_table();
-    if (!precise && !deferred) hh_stop_world();
+    if (!precise && !deferred) hh_stop_world(0);
     if (!hh_snapshot()) {
         if (!precise) hh_resume_world();
         hh_unlock_table();

@@ -12,6 +12,7 @@
  *   hh_test_leaks fork        a leak in the parent, another in the child: both logs check
  *   hh_test_leaks signal      threads allocate while the process sends itself SIGUSR2
  *   hh_test_leaks churn       300,000 blocks replaced in random order, then 3,000 lost
+ *   hh_test_leaks rounds      checks on SIGUSR2 while rounds of threads replace blocks and exit
  *   hh_test_leaks inflight    a check while another thread is inside free (preload
  *                             libheaphook_heaptrack.so, then hh_test_slow_free.so)
  */
@@ -353,6 +354,65 @@ static int churned(void) {
     return 0;
 }
 
+/* ---- checks while threads come and go ----------------------------------------------------- */
+
+/* Rounds of ROUND_THREADS threads, each replacing the blocks of its part of g_rounds (sizes
+ * ROUND_MIN..ROUND_MIN+63, which nothing else here uses) and exiting, while the process sends
+ * itself SIGUSR2 (a check each time). Every block stays reachable: from g_rounds, or from the
+ * registers and stack of the thread between a malloc and its store, or between a load and its
+ * free. A thread that exits frees its tcache through glibc's internal calls, under the arena
+ * lock, outside the hooks: a check that stopped it there, while another thread waited for that
+ * lock inside a hook, must still see a table that is up to date. */
+#define ROUND_THREADS 8
+#define ROUND_SLOTS 512
+#define ROUND_MIN 1000
+#define ROUNDS 60
+void *g_rounds[ROUND_THREADS][ROUND_SLOTS];
+
+static void *round_thread(void *arg) {
+    void **mine = arg;
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    for (int i = 0; i < 4 * ROUND_SLOTS; i++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned k = (seed >> 8) % ROUND_SLOTS;
+        void *old = mine[k];
+        mine[k] = malloc(ROUND_MIN + (seed >> 20) % 64);
+        free(old);
+    }
+    return NULL;
+}
+
+static atomic_int g_rounds_done;
+
+static void *round_signaller(void *arg) {
+    (void)arg;
+    while (!atomic_load(&g_rounds_done)) {
+        kill(getpid(), SIGUSR2);
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static int rounds(void) {
+    lose("rounds-lost", 72);
+    fflush(stdout);
+    pthread_t signaller;
+    pthread_create(&signaller, NULL, round_signaller, NULL);
+    for (int r = 0; r < ROUNDS; r++) {
+        pthread_t t[ROUND_THREADS];
+        for (int i = 0; i < ROUND_THREADS; i++) /* another thread's blocks each round */
+            pthread_create(&t[i], NULL, round_thread, g_rounds[(i + r) % ROUND_THREADS]);
+        for (int i = 0; i < ROUND_THREADS; i++) pthread_join(t[i], NULL);
+    }
+    atomic_store(&g_rounds_done, 1);
+    pthread_join(signaller, NULL);
+    printf("rounds %d\n", ROUNDS);
+    fflush(stdout);
+    scrub();
+    return 0;
+}
+
 /* ---- a check while a call is inside the tracer's hook ------------------------------------ */
 
 /* The table is kept by the drain thread from the ring's records (README, "Leak checking"). A
@@ -410,6 +470,7 @@ int main(int argc, char **argv) {
     if (strcmp(what, "signal") == 0) return signalled();
     if (strcmp(what, "churn") == 0) return churned();
     if (strcmp(what, "inflight") == 0) return inflight();
+    if (strcmp(what, "rounds") == 0) return rounds();
     fprintf(stderr, "usage: hh_test_leaks scenarios|fork|signal|churn\n");
     return 2;
 }
