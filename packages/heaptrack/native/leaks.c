@@ -65,16 +65,6 @@ static void *hh_map(size_t bytes) {
     return m == MAP_FAILED ? NULL : m;
 }
 
-static void hh_spin_lock(_Atomic int *l) {
-    for (int n = 0; atomic_exchange_explicit(l, 1, memory_order_acquire) != 0; n++) {
-        if (n > 64) sched_yield();
-    }
-}
-
-static void hh_spin_unlock(_Atomic int *l) {
-    atomic_store_explicit(l, 0, memory_order_release);
-}
-
 /* ---- 1. The live-block table ------------------------------------------------------------- */
 
 #define HH_SHARD_BITS 6

@@ -74,16 +74,11 @@ static inline uint32_t hh_meta_epoch(uint64_t m) {
 }
 
 static void hh_lock(void) {
-    int expected = 0;
-    while (!atomic_compare_exchange_weak_explicit(&hh_nodes_lock, &expected, 1,
-                                                  memory_order_acquire, memory_order_relaxed)) {
-        expected = 0;
-        sched_yield();
-    }
+    hh_spin_lock(&hh_nodes_lock);
 }
 
 static void hh_unlock(void) {
-    atomic_store_explicit(&hh_nodes_lock, 0, memory_order_release);
+    hh_spin_unlock(&hh_nodes_lock);
 }
 
 static bool hh_send_node(uint32_t id, uint32_t parent, uintptr_t pc) {

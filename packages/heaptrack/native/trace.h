@@ -17,6 +17,7 @@
 #ifndef HH_TRACE_H
 #define HH_TRACE_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,6 +40,19 @@ static inline void *hh_sys_mmap(void *addr, size_t len, int prot, int flags, int
 }
 static inline int hh_sys_munmap(void *addr, size_t len) {
     return (int)syscall(SYS_munmap, addr, len);
+}
+
+/* The tracer's locks (the stack trie, the drain, the leak table's shards and cursor): short
+ * critical sections, taken inside malloc, in fork handlers and on the drain thread, so no
+ * futex and nothing that allocates. Spins a little, then gives the CPU away. */
+static inline void hh_spin_lock(_Atomic int *lock) {
+    for (int n = 0; atomic_exchange_explicit(lock, 1, memory_order_acquire) != 0; n++) {
+        if (n > 64) sched_yield();
+    }
+}
+
+static inline void hh_spin_unlock(_Atomic int *lock) {
+    atomic_store_explicit(lock, 0, memory_order_release);
 }
 
 /* Operation codes, shared with the log format (FORMAT.md, "Events"). */

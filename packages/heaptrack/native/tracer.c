@@ -441,15 +441,11 @@ bool hh_tracer_ensure(void) {
 /* ---- 6. The drain thread ----------------------------------------------------------------- */
 
 static void hh_drain_lock(void) {
-    int expected = 0;
-    while (!atomic_compare_exchange_weak(&g_drain_lock, &expected, 1)) {
-        expected = 0;
-        sched_yield();
-    }
+    hh_spin_lock(&g_drain_lock);
 }
 
 static void hh_drain_unlock(void) {
-    atomic_store(&g_drain_lock, 0);
+    hh_spin_unlock(&g_drain_lock);
 }
 
 /* ---- The deferred leak table's cursor (tracer.h) ---- */
@@ -460,19 +456,11 @@ bool hh_tracer_leaks_can_defer(void) {
 }
 
 void hh_tracer_leaks_lock(void) {
-    for (int n = 0; atomic_exchange_explicit(&g_leak_apply_lock, 1, memory_order_acquire) != 0;
-         n++) {
-        /* held for one record, or for a whole leak check: the drain thread sleeps through
-         * that one instead of spinning on the other core */
-        if (n > 64) {
-            struct timespec ts = {0, 100 * 1000};
-            nanosleep(&ts, NULL);
-        }
-    }
+    hh_spin_lock(&g_leak_apply_lock);
 }
 
 void hh_tracer_leaks_unlock(void) {
-    atomic_store_explicit(&g_leak_apply_lock, 0, memory_order_release);
+    hh_spin_unlock(&g_leak_apply_lock);
 }
 
 void hh_tracer_leaks_restart(void) {
