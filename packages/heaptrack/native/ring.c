@@ -134,36 +134,44 @@ static uint64_t hh_ring_record_at(const hh_ring *ring, uint64_t r, uint64_t w) {
     return word;
 }
 
-uint64_t hh_ring_header_at(const hh_ring *ring, uint64_t pos) {
-    return hh_ring_record_at(ring, pos,
-                             atomic_load_explicit(&ring->hdr->write_pos, memory_order_acquire));
+/* Passes the records from position `from` up to `limit` (and the write position): fn (when
+ * not NULL) gets every published one; one reserved and not yet published stops the walk, or
+ * is passed and counted in *unpublished with skip_unpublished. Returns the position after the
+ * last record passed; *published counts fn's calls. */
+static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64_t limit,
+                                      bool skip_unpublished, hh_ring_reader fn, void *arg,
+                                      uint64_t *published, uint64_t *unpublished) {
+    uint64_t w = atomic_load_explicit(&ring->hdr->write_pos, memory_order_acquire);
+    if (limit < w) w = limit;
+    uint64_t r = from;
+    while (r < w) {
+        uint64_t word = hh_ring_record_at(ring, r, w);
+        if (word == 0) break;
+        uint32_t len = hh_rec_len(word);
+        unsigned type = hh_rec_type_of(word);
+        if (type == HH_REC_RESERVED) {
+            if (!skip_unpublished) break; /* still being written */
+            if (unpublished != NULL) (*unpublished)++;
+        } else if (fn != NULL) {
+            fn(arg, r, type, (const void *)(ring->data + (r & ring->mask)), len);
+            if (published != NULL) (*published)++;
+        }
+        r += len;
+    }
+    return r;
 }
 
-uint64_t hh_ring_position_of(const hh_ring *ring, const void *record) {
-    /* During a read pass read_pos is the pass's start (stored at its end), and every record
-     * handed out lies within one capacity after it. */
-    uint64_t r = atomic_load_explicit(&ring->hdr->read_pos, memory_order_relaxed);
-    uint64_t offset = (uint64_t)((const uint8_t *)record - ring->data);
-    return r + ((offset - r) & ring->mask);
+uint64_t hh_ring_walk(const hh_ring *ring, uint64_t from, uint64_t limit, bool skip_unpublished,
+                      hh_ring_reader fn, void *arg) {
+    return hh_ring_walk_counting(ring, from, limit, skip_unpublished, fn, arg, NULL, NULL);
 }
 
 uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed) {
     hh_ring_header *h = ring->hdr;
-    uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_relaxed);
-    uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_acquire);
     uint64_t count = 0;
-    while (r < w) {
-        uint64_t word = hh_ring_record_at(ring, r, w);
-        if (word == 0) break;
-        unsigned type = hh_rec_type_of(word);
-        if (type == HH_REC_RESERVED) {
-            if (!crashed) break; /* still being written */
-        } else {
-            fn(arg, type, (const void *)(ring->data + (r & ring->mask)), hh_rec_len(word));
-            count++;
-        }
-        r += hh_rec_len(word);
-    }
+    uint64_t r =
+        hh_ring_walk_counting(ring, atomic_load_explicit(&h->read_pos, memory_order_relaxed),
+                              UINT64_MAX, crashed, fn, arg, &count, NULL);
     atomic_store_explicit(&h->read_pos, r, memory_order_release);
     atomic_fetch_add_explicit(&h->read_seq, 1, memory_order_acq_rel);
     if (atomic_load_explicit(&h->waiters, memory_order_acquire) != 0) hh_futex_wake(&h->read_seq);
@@ -191,16 +199,9 @@ void hh_ring_close(hh_ring *ring) {
 }
 
 uint64_t hh_ring_unpublished(const hh_ring *ring) {
-    const hh_ring_header *h = ring->hdr;
-    uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_acquire);
-    uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_acquire);
     uint64_t count = 0;
-    while (r < w) {
-        uint64_t word = hh_ring_record_at(ring, r, w);
-        if (word == 0) break;
-        if (hh_rec_type_of(word) == HH_REC_RESERVED) count++;
-        r += hh_rec_len(word);
-    }
+    hh_ring_walk_counting(ring, atomic_load_explicit(&ring->hdr->read_pos, memory_order_acquire),
+                          UINT64_MAX, true, NULL, NULL, NULL, &count);
     return count;
 }
 

@@ -62,17 +62,18 @@ void hh_ring_close(hh_ring *ring);
 /* Publishes a reserved record with its type. */
 void hh_ring_commit(hh_ring *ring, void *record, unsigned type);
 
+/* Gets a published record: its ring position, type and bytes. */
+typedef void (*hh_ring_reader)(void *arg, uint64_t pos, unsigned type, const void *record,
+                               uint32_t len);
 /* Calls fn for every published record from read_pos on, then frees the space. Returns the
  * number of records read. With crashed, records reserved but never published are skipped. */
-typedef void (*hh_ring_reader)(void *arg, unsigned type, const void *record, uint32_t len);
 uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed);
-
-/* The header word of the record at position pos (below the write position), or 0 when no whole
- * record is there yet (reserved a moment ago, before its provisional header). For a reader
- * that walks ahead of read_pos (tracer.c's leak-table cursor). */
-uint64_t hh_ring_header_at(const hh_ring *ring, uint64_t pos);
-/* The ring position of a record handed to a hh_ring_reader during hh_ring_read. */
-uint64_t hh_ring_position_of(const hh_ring *ring, const void *record);
+/* Reads ahead without freeing anything (tracer.c's leak-table cursor): calls fn for the
+ * published records from position `from` (a record's start, at or after read_pos) up to
+ * `limit` and the write position; stops at a record still being written, or passes it with
+ * skip_unpublished. Returns the position after the last record passed. */
+uint64_t hh_ring_walk(const hh_ring *ring, uint64_t from, uint64_t limit, bool skip_unpublished,
+                      hh_ring_reader fn, void *arg);
 
 /* Records between read_pos and write_pos that are reserved and not yet published. */
 uint64_t hh_ring_unpublished(const hh_ring *ring);

@@ -202,8 +202,8 @@ static int hh_high_fd(int fd) {
     return high;
 }
 
-static void hh_discard(void *arg, unsigned type, const void *record, uint32_t len) {
-    (void)arg, (void)type, (void)record, (void)len;
+static void hh_discard(void *arg, uint64_t pos, unsigned type, const void *record, uint32_t len) {
+    (void)arg, (void)pos, (void)type, (void)record, (void)len;
 }
 
 static int hh_setup_standalone(void) {
@@ -471,36 +471,36 @@ uint64_t hh_tracer_ring_mark(void) {
     return g_ring.hdr != NULL ? atomic_load(&g_ring.hdr->write_pos) : 0;
 }
 
+/* The leak table's side of a record (cursor lock held). */
+static void hh_leak_apply_record(void *arg, uint64_t pos, unsigned type, const void *record,
+                                 uint32_t len) {
+    (void)arg, (void)pos, (void)len;
+    if (type == HH_REC_EVENT) hh_leaks_apply(record);
+}
+
 bool hh_tracer_leaks_catch_up(uint64_t limit, bool skip_unpublished) {
     if (g_ring.hdr == NULL) return true;
     uint64_t end = hh_tracer_ring_mark();
     if (limit < end) end = limit;
-    while (g_leak_cursor < end) {
-        uint64_t word = hh_ring_header_at(&g_ring, g_leak_cursor);
-        unsigned type = hh_rec_type_of(word);
-        if (word == 0 || (type == HH_REC_RESERVED && !skip_unpublished)) return false;
-        if (type == HH_REC_EVENT) {
-            hh_leaks_apply((const hh_rec_event *)(g_ring.data + (g_leak_cursor & g_ring.mask)));
-        }
-        g_leak_cursor += hh_rec_len(word);
-    }
-    return true;
+    g_leak_cursor =
+        hh_ring_walk(&g_ring, g_leak_cursor, end, skip_unpublished, hh_leak_apply_record, NULL);
+    return g_leak_cursor >= end;
 }
 
 /* The drain thread's reader: the leak table first (deferred mode), then the log. A record the
  * cursor has passed was applied by a leak check already. */
-static void hh_drain_record(void *arg, unsigned type, const void *record, uint32_t len) {
+static void hh_drain_record(void *arg, uint64_t pos, unsigned type, const void *record,
+                            uint32_t len) {
     if (atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_DEFERRED) {
-        uint64_t pos = hh_ring_position_of(&g_ring, record);
         hh_tracer_leaks_lock();
         if (atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_DEFERRED &&
             pos >= g_leak_cursor) {
-            if (type == HH_REC_EVENT) hh_leaks_apply((const hh_rec_event *)record);
+            hh_leak_apply_record(NULL, pos, type, record, len);
             g_leak_cursor = pos + len;
         }
         hh_tracer_leaks_unlock();
     }
-    hh_writer_record(arg, type, record, len);
+    hh_writer_record(arg, pos, type, record, len);
 }
 
 static void hh_drain_pass(bool final) {

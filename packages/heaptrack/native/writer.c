@@ -802,9 +802,9 @@ static void hh_encode_vm(hh_writer *w, const hh_rec_vm *r) {
     hh_put_var(w, HH_S_DECL, r->size);
 }
 
-void hh_writer_record(void *arg, unsigned type, const void *record, uint32_t len) {
+void hh_writer_record(void *arg, uint64_t pos, unsigned type, const void *record, uint32_t len) {
     hh_writer *w = arg;
-    (void)len;
+    (void)pos, (void)len;
     switch (type) {
         case HH_REC_PROCESS:
             hh_encode_process(w, record);

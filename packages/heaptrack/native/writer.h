@@ -33,7 +33,7 @@ hh_writer *hh_writer_open_file(const char *path, char *path_out, size_t path_cap
 void hh_writer_prepare(int codec);
 
 /* The ring reader callback: encodes one record. */
-void hh_writer_record(void *writer, unsigned type, const void *record, uint32_t len);
+void hh_writer_record(void *writer, uint64_t pos, unsigned type, const void *record, uint32_t len);
 
 /* Writes the buffered block to the file. */
 void hh_writer_flush(hh_writer *w);
