@@ -82,10 +82,10 @@ static void usage(void) {
  * regular one does not, so busy writers cannot starve the other clients and new ones. */
 static void drain(client *c, bool final) {
     if (final) {
-        while (hh_ring_read(&c->ring, hh_writer_record, c->writer, true) > 0) {
+        while (hh_ring_read(&c->ring, hh_writer_record, hh_writer_prefetch, c->writer, true) > 0) {
         }
     } else {
-        hh_ring_read(&c->ring, hh_writer_record, c->writer, false);
+        hh_ring_read(&c->ring, hh_writer_record, hh_writer_prefetch, c->writer, false);
     }
     if (final) {
         hh_writer_flush(c->writer);

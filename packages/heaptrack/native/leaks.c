@@ -256,6 +256,24 @@ void hh_leaks_apply(const hh_rec_event *e) {
     }
 }
 
+/* Reads the shard's array and size without its lock (relaxed loads): a leak check's catch-up
+ * may be growing it meanwhile, and then the slot is a wrong one or in a freed mapping, which a
+ * prefetch never faults on. */
+static inline void hh_slot_prefetch(uint64_t a) {
+    if (a == 0) return;
+    uint64_t h = hh_hash(a);
+    hh_shard *s = hh_shard_of(h);
+    hh_entry *e = __atomic_load_n(&s->e, __ATOMIC_RELAXED);
+    uint64_t cap = __atomic_load_n(&s->cap, __ATOMIC_RELAXED);
+    if (e != NULL && cap != 0) hh_prefetch(&e[hh_slot_of(h, a, cap)]);
+}
+
+void hh_leaks_prefetch(const hh_rec_event *e) {
+    hh_slot_prefetch(e->addr);
+    if ((e->op == HH_OP_REALLOC || e->op == HH_OP_REALLOCARRAY) && (e->flags & HH_EV_EXTRA))
+        hh_slot_prefetch(((const hh_rec_event_extra *)(e + 1))->old);
+}
+
 /* Changes an entry's type (type >= 0) and/or root flag (root >= 0); false when not live. */
 static bool hh_modify(void *p, int type, int root) {
     uint64_t a = (uint64_t)(uintptr_t)p, h = hh_hash(a);

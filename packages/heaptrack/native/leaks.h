@@ -48,6 +48,10 @@ static inline uint64_t hh_leaks_untrack(void *p) {
 
 /* Deferred mode: one event record, as the drain thread reads it (tracer.h's cursor lock held). */
 void hh_leaks_apply(const hh_rec_event *e);
+/* Deferred mode, drain thread: brings the table slots hh_leaks_apply will use for e into the
+ * cache, a few records before it is applied. Takes no lock: a slot computed from a table that
+ * is changing at that moment is only a useless prefetch. */
+void hh_leaks_prefetch(const hh_rec_event *e);
 
 /* After the drain thread started (start-up, fork child, attach): the table goes to the drain
  * thread when the transport allows it (hh_tracer_leaks_can_defer), back to the hooks when not. */

@@ -137,14 +137,25 @@ static uint64_t hh_ring_record_at(const hh_ring *ring, uint64_t r, uint64_t w) {
 /* Passes the records from position `from` up to `limit` (and the write position): fn (when
  * not NULL) gets every published one; one reserved and not yet published stops the walk, or
  * is passed and counted in *unpublished with skip_unpublished. Returns the position after the
- * last record passed; *published counts fn's calls. */
+ * last record passed; *published counts fn's calls. prefetch (may be NULL) sees the published
+ * records in [r, ahead) before fn does: `ahead` runs up to HH_RING_LOOKAHEAD records in front
+ * of r and stops at the first record not published yet. */
 static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64_t limit,
-                                      bool skip_unpublished, hh_ring_reader fn, void *arg,
-                                      uint64_t *published, uint64_t *unpublished) {
+                                      bool skip_unpublished, hh_ring_reader fn,
+                                      hh_ring_prefetcher prefetch, void *arg, uint64_t *published,
+                                      uint64_t *unpublished) {
     uint64_t w = atomic_load_explicit(&ring->hdr->write_pos, memory_order_acquire);
     if (limit < w) w = limit;
-    uint64_t r = from;
+    uint64_t r = from, ahead = from;
+    unsigned lead = 0; /* records in [r, ahead) */
     while (r < w) {
+        while (prefetch != NULL && lead < HH_RING_LOOKAHEAD && ahead < w) {
+            uint64_t next = hh_ring_record_at(ring, ahead, w);
+            if (next == 0 || hh_rec_type_of(next) == HH_REC_RESERVED) break;
+            prefetch(arg, hh_rec_type_of(next), ring->data + (ahead & ring->mask));
+            ahead += hh_rec_len(next);
+            lead++;
+        }
         uint64_t word = hh_ring_record_at(ring, r, w);
         if (word == 0) break;
         uint32_t len = hh_rec_len(word);
@@ -157,21 +168,25 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
             if (published != NULL) (*published)++;
         }
         r += len;
+        if (ahead < r) ahead = r; /* it stopped at the record just passed */
+        if (lead > 0) lead--;
+        if (ahead == r) lead = 0;
     }
     return r;
 }
 
 uint64_t hh_ring_walk(const hh_ring *ring, uint64_t from, uint64_t limit, bool skip_unpublished,
                       hh_ring_reader fn, void *arg) {
-    return hh_ring_walk_counting(ring, from, limit, skip_unpublished, fn, arg, NULL, NULL);
+    return hh_ring_walk_counting(ring, from, limit, skip_unpublished, fn, NULL, arg, NULL, NULL);
 }
 
-uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed) {
+uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, hh_ring_prefetcher prefetch, void *arg,
+                      bool crashed) {
     hh_ring_header *h = ring->hdr;
     uint64_t count = 0;
     uint64_t r =
         hh_ring_walk_counting(ring, atomic_load_explicit(&h->read_pos, memory_order_relaxed),
-                              UINT64_MAX, crashed, fn, arg, &count, NULL);
+                              UINT64_MAX, crashed, fn, prefetch, arg, &count, NULL);
     atomic_store_explicit(&h->read_pos, r, memory_order_release);
     atomic_fetch_add_explicit(&h->read_seq, 1, memory_order_acq_rel);
     if (atomic_load_explicit(&h->waiters, memory_order_acquire) != 0) hh_futex_wake(&h->read_seq);
@@ -201,7 +216,7 @@ void hh_ring_close(hh_ring *ring) {
 uint64_t hh_ring_unpublished(const hh_ring *ring) {
     uint64_t count = 0;
     hh_ring_walk_counting(ring, atomic_load_explicit(&ring->hdr->read_pos, memory_order_acquire),
-                          UINT64_MAX, true, NULL, NULL, NULL, &count);
+                          UINT64_MAX, true, NULL, NULL, NULL, NULL, &count);
     return count;
 }
 

@@ -65,9 +65,17 @@ void hh_ring_commit(hh_ring *ring, void *record, unsigned type);
 /* Gets a published record: its ring position, type and bytes. */
 typedef void (*hh_ring_reader)(void *arg, uint64_t pos, unsigned type, const void *record,
                                uint32_t len);
+/* Is told of a published record some records before the reader gets it, so that the reader
+ * can prefetch what it will look up for it (a table slot that would miss the cache). */
+typedef void (*hh_ring_prefetcher)(void *arg, unsigned type, const void *record);
+#define HH_RING_LOOKAHEAD 8 /* records: a cache miss' time at the reader's pace, and then some */
+
 /* Calls fn for every published record from read_pos on, then frees the space. Returns the
- * number of records read. With crashed, records reserved but never published are skipped. */
-uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, void *arg, bool crashed);
+ * number of records read. With crashed, records reserved but never published are skipped.
+ * prefetch (may be NULL) is given each published record up to HH_RING_LOOKAHEAD records before fn
+ * gets it (fewer when the records after it are not published yet). */
+uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, hh_ring_prefetcher prefetch, void *arg,
+                      bool crashed);
 /* Reads ahead without freeing anything (tracer.c's leak-table cursor): calls fn for the
  * published records from position `from` (a record's start, at or after read_pos) up to
  * `limit` and the write position; stops at a record still being written, or passes it with

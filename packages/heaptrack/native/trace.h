@@ -55,6 +55,18 @@ static inline void hh_spin_unlock(_Atomic int *lock) {
     atomic_store_explicit(lock, 0, memory_order_release);
 }
 
+/* Brings the cache line at p in before it is used. An asm statement, not __builtin_prefetch:
+ * GCC 12 takes a function whose only effect is __builtin_prefetch for a pure one and drops the
+ * calls to it (the writer's prefetcher compiled to a bare `ret`). A prefetch never faults, so p
+ * may be a stale or wrong address. */
+static inline void hh_prefetch(const void *p) {
+#if defined(__x86_64__)
+    __asm__ volatile("prefetcht0 (%0)" ::"r"(p));
+#else
+    __builtin_prefetch(p, 1, 3); /* may be dropped as above: only a lost hint */
+#endif
+}
+
 /* Operation codes, shared with the log format (FORMAT.md, "Events"). */
 enum hh_op {
     HH_OP_MALLOC = 0,

@@ -232,7 +232,7 @@ static int hh_setup_standalone(void) {
         /* An attach after a detach writes through the same ring (a thread still inside a hook
          * may hold a pointer into it, so it is never unmapped): what a straggler of the
          * previous log left in it is skipped. */
-        while (hh_ring_read(&g_ring, hh_discard, NULL, true) > 0) {
+        while (hh_ring_read(&g_ring, hh_discard, NULL, NULL, true) > 0) {
         }
         hh_ring_reopen(&g_ring);
         hh_cfg.buffer_size = g_ring.capacity;
@@ -503,10 +503,19 @@ static void hh_drain_record(void *arg, uint64_t pos, unsigned type, const void *
     hh_writer_record(arg, pos, type, record, len);
 }
 
+/* The drain thread's prefetcher: the slots the leak table (deferred mode) and the writer will
+ * look up for a record a few records ahead. */
+static void hh_drain_prefetch(void *arg, unsigned type, const void *record) {
+    if (type != HH_REC_EVENT) return;
+    if (atomic_load_explicit(&hh_leaks_on, memory_order_relaxed) == HH_LEAKS_DEFERRED)
+        hh_leaks_prefetch(record);
+    hh_writer_prefetch(arg, type, record);
+}
+
 static void hh_drain_pass(bool final) {
     hh_drain_lock();
     if (g_writer != NULL) {
-        while (hh_ring_read(&g_ring, hh_drain_record, g_writer, final) > 0) {
+        while (hh_ring_read(&g_ring, hh_drain_record, hh_drain_prefetch, g_writer, final) > 0) {
         }
         hh_writer_tick(g_writer);
     }
@@ -618,7 +627,7 @@ static void hh_fork_child(void) {
 static void hh_read_in_flight(void) {
     int idle_ms = 0;
     for (;;) {
-        uint64_t n = hh_ring_read(&g_ring, hh_drain_record, g_writer, false);
+        uint64_t n = hh_ring_read(&g_ring, hh_drain_record, hh_drain_prefetch, g_writer, false);
         if (hh_ring_pending(&g_ring) == 0) return;
         if (n > 0) {
             idle_ms = 0;
@@ -648,7 +657,7 @@ static void hh_finish_standalone_log(unsigned reason) {
         /* still unpublished after the wait: counted as dropped, and what follows is written */
         uint64_t stuck = hh_ring_unpublished(&g_ring);
         hh_ring_close(&g_ring);
-        while (hh_ring_read(&g_ring, hh_drain_record, g_writer, true) > 0) {
+        while (hh_ring_read(&g_ring, hh_drain_record, hh_drain_prefetch, g_writer, true) > 0) {
         }
         hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped) + stuck);
         g_writer = NULL;

@@ -34,6 +34,9 @@ void hh_writer_prepare(int codec);
 
 /* The ring reader callback: encodes one record. */
 void hh_writer_record(void *writer, uint64_t pos, unsigned type, const void *record, uint32_t len);
+/* The ring's prefetcher (hh_ring_read): the table slots hh_writer_record will look up for a
+ * record a few records ahead. Only from the thread that calls hh_writer_record. */
+void hh_writer_prefetch(void *writer, unsigned type, const void *record);
 
 /* Writes the buffered block to the file. */
 void hh_writer_flush(hh_writer *w);
