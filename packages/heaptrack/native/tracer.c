@@ -101,8 +101,9 @@ static void hh_read_config(void) {
     hh_cfg.drop = heaphook_env_choice("HEAPHOOK_ON_FULL", NULL, on_full, 2, 0) == 1;
     size_t buffer = heaphook_env_size("HEAPHOOK_BUFFER_SIZE", NULL, 8u << 20);
     if (buffer < HH_RING_MIN_CAPACITY) {
-        heaphook_config_fail("HEAPHOOK_BUFFER_SIZE", heaphook_env_get("HEAPHOOK_BUFFER_SIZE", NULL),
-                             "a ring buffer size of at least 64KiB", "8MiB");
+        heaphook_config_fail(
+            "HEAPHOOK_BUFFER_SIZE", heaphook_env_get("HEAPHOOK_BUFFER_SIZE", NULL),
+            "a ring buffer size of at least 64KiB (65536 bytes: K is 1000, KiB 1024)", "8MiB");
     }
     hh_cfg.buffer_size = hh_pow2_at_least(buffer);
     hh_cfg.time_unit =

@@ -146,6 +146,15 @@ describe('options', () => {
     expect(run.stderr).toMatch(/HEAPHOOK_STACK_DEPTH/);
     expect(run.stdout).toBe('');
   });
+
+  it('a ring buffer below 64KiB is refused, saying K is 1000 and KiB 1024', () => {
+    const dir = scratch('smallbuffer');
+    const run = traced(dir, workload, ['counts'], { HEAPHOOK_BUFFER_SIZE: '64K' });
+    expect(run.status).toBe(78);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    expect(run.stderr).toMatch(/HEAPHOOK_BUFFER_SIZE="64K".*K is 1000, KiB 1024.*e\.g\./);
+    expect(run.stdout).toBe('');
+  });
 });
 
 const backends = {
