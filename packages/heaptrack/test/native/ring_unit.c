@@ -1,0 +1,175 @@
+/*
+ * ring_unit.c — unit tests of the ring buffer's reader (native/ring.c), linked with ring.c
+ * alone: records come back in reservation order, a record reserved and not yet published holds
+ * back every record after it (or is skipped when the writer crashed), and the prefetcher sees
+ * each published record before the reader does, at most HH_RING_LOOKAHEAD records ahead, and
+ * never a record that is not published.
+ *
+ * Prints one "ok <case>" line per case; on a failed expectation prints "FAIL <case>: <what>"
+ * on stderr and exits with 1 (test/ring.test.ts runs it).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring.h"
+#include "trace.h"
+
+#define MAX_SEEN 4096
+
+/* What a read saw, in order: fn's records (by the index written in them) and, for each fn
+ * call, how many records the prefetcher had seen by then. */
+typedef struct seen {
+    uint32_t read[MAX_SEEN], prefetched_before[MAX_SEEN], nread;
+    uint32_t prefetched[MAX_SEEN], nprefetched;
+    uint64_t pos[MAX_SEEN];
+} seen;
+
+static const char *g_case;
+
+static void expect(int ok, const char *what) {
+    if (!ok) {
+        fprintf(stderr, "FAIL %s: %s\n", g_case, what);
+        exit(1);
+    }
+}
+
+/* Record i: the header word, then i, then (i % 5) words of padding: lengths 16 to 48 bytes. */
+static uint32_t record_len(uint32_t i) {
+    return 16 + 8 * (i % 5);
+}
+
+static void *reserve(hh_ring *ring, uint32_t i) {
+    uint64_t *r = hh_ring_reserve(ring, record_len(i), false, NULL, NULL);
+    expect(r != NULL, "a reservation failed in a ring with room");
+    r[1] = i;
+    return r;
+}
+
+static void on_record(void *arg, uint64_t pos, unsigned type, const void *record, uint32_t len) {
+    seen *s = arg;
+    uint32_t i = (uint32_t)((const uint64_t *)record)[1];
+    expect(type == HH_REC_EVENT, "the type read is not the type published");
+    expect(len == record_len(i), "the length read is not the length reserved");
+    s->pos[s->nread] = pos;
+    s->prefetched_before[s->nread] = s->nprefetched;
+    s->read[s->nread++] = i;
+}
+
+static void on_prefetch(void *arg, unsigned type, const void *record) {
+    seen *s = arg;
+    expect(type != HH_REC_RESERVED, "the prefetcher was shown a record not yet published");
+    s->prefetched[s->nprefetched++] = (uint32_t)((const uint64_t *)record)[1];
+}
+
+static void open_ring(hh_ring *ring) {
+    int fd = hh_ring_create_fd(HH_RING_MIN_CAPACITY);
+    expect(fd >= 0, "hh_ring_create_fd failed");
+    expect(hh_ring_map(ring, fd) == 0, "hh_ring_map failed");
+}
+
+/* Records 0..n-1 published in order, read in one pass: each once, in order, and each shown to
+ * the prefetcher first, up to HH_RING_LOOKAHEAD records ahead of the reader. */
+static void case_order_and_lookahead(void) {
+    g_case = "order-and-lookahead";
+    hh_ring ring;
+    open_ring(&ring);
+    const uint32_t n = 200;
+    for (uint32_t i = 0; i < n; i++) hh_ring_commit(&ring, reserve(&ring, i), HH_REC_EVENT);
+    seen *s = calloc(1, sizeof *s);
+    expect(hh_ring_read(&ring, on_record, on_prefetch, s, false) == n, "not every record read");
+    expect(s->nread == n && s->nprefetched == n, "a record was read or prefetched twice, or not");
+    for (uint32_t i = 0; i < n; i++) {
+        expect(s->read[i] == i && s->prefetched[i] == i, "records out of reservation order");
+        uint32_t ahead = i + HH_RING_LOOKAHEAD < n ? i + HH_RING_LOOKAHEAD : n;
+        expect(s->prefetched_before[i] == ahead,
+               "the prefetcher was not HH_RING_LOOKAHEAD records ahead of the reader");
+        if (i > 0) expect(s->pos[i] == s->pos[i - 1] + record_len(i - 1), "wrong positions");
+    }
+    expect(hh_ring_pending(&ring) == 0, "read records were not given back");
+    free(s);
+    hh_ring_unmap(&ring);
+    printf("ok %s\n", g_case);
+}
+
+/* Record 5 is reserved and not published (a thread inside a hook): the reader stops before it
+ * and the prefetcher never looks past it; once it is published, the rest follows. */
+static void case_unpublished_holds_back(void) {
+    g_case = "unpublished-holds-back";
+    hh_ring ring;
+    open_ring(&ring);
+    void *held = NULL;
+    for (uint32_t i = 0; i < 20; i++) {
+        void *r = reserve(&ring, i);
+        if (i == 5)
+            held = r;
+        else
+            hh_ring_commit(&ring, r, HH_REC_EVENT);
+    }
+    seen *s = calloc(1, sizeof *s);
+    expect(hh_ring_read(&ring, on_record, on_prefetch, s, false) == 5,
+           "read past a reserved record");
+    expect(s->nprefetched == 5, "the prefetcher looked past a reserved record");
+    expect(hh_ring_unpublished(&ring) == 1, "hh_ring_unpublished does not count the held record");
+    hh_ring_commit(&ring, held, HH_REC_EVENT);
+    expect(hh_ring_read(&ring, on_record, on_prefetch, s, false) == 15,
+           "the records after a published one did not follow");
+    for (uint32_t i = 0; i < 20; i++) expect(s->read[i] == i, "records out of order");
+    free(s);
+    hh_ring_unmap(&ring);
+    printf("ok %s\n", g_case);
+}
+
+/* After the writer crashed, a record it never published is skipped, and nobody is shown it. */
+static void case_crashed_skips(void) {
+    g_case = "crashed-skips-unpublished";
+    hh_ring ring;
+    open_ring(&ring);
+    for (uint32_t i = 0; i < 20; i++) {
+        void *r = reserve(&ring, i);
+        if (i != 7) hh_ring_commit(&ring, r, HH_REC_EVENT);
+    }
+    seen *s = calloc(1, sizeof *s);
+    expect(hh_ring_read(&ring, on_record, on_prefetch, s, true) == 19, "not 19 records read");
+    expect(s->nprefetched == 19, "the prefetcher was not shown the 19 published records");
+    for (uint32_t k = 0, i = 0; i < 20; i++) {
+        if (i == 7) continue;
+        expect(s->read[k] == i && s->prefetched[k] == i, "records out of order around the hole");
+        k++;
+    }
+    expect(hh_ring_pending(&ring) == 0, "the skipped record's space was not given back");
+    free(s);
+    hh_ring_unmap(&ring);
+    printf("ok %s\n", g_case);
+}
+
+/* Records that wrap around the end of the data are read whole (the data is mapped twice). */
+static void case_wraparound(void) {
+    g_case = "wraparound";
+    hh_ring ring;
+    open_ring(&ring);
+    seen *s = calloc(1, sizeof *s);
+    uint32_t next = 0;
+    /* three times the capacity, in passes of up to 1000 records */
+    while ((uint64_t)atomic_load(&ring.hdr->write_pos) < 3 * ring.capacity) {
+        uint32_t first = next;
+        for (uint32_t k = 0; k < 1000; k++, next++)
+            hh_ring_commit(&ring, reserve(&ring, next), HH_REC_EVENT);
+        s->nread = s->nprefetched = 0;
+        expect(hh_ring_read(&ring, on_record, on_prefetch, s, false) == 1000,
+               "a pass lost records");
+        for (uint32_t k = 0; k < 1000; k++) expect(s->read[k] == first + k, "out of order");
+    }
+    free(s);
+    hh_ring_unmap(&ring);
+    printf("ok %s\n", g_case);
+}
+
+int main(void) {
+    case_order_and_lookahead();
+    case_unpublished_holds_back();
+    case_crashed_skips();
+    case_wraparound();
+    return 0;
+}
