@@ -270,8 +270,7 @@ static inline void hh_slot_prefetch(uint64_t a) {
 
 void hh_leaks_prefetch(const hh_rec_event *e) {
     hh_slot_prefetch(e->addr);
-    if ((e->op == HH_OP_REALLOC || e->op == HH_OP_REALLOCARRAY) && (e->flags & HH_EV_EXTRA))
-        hh_slot_prefetch(((const hh_rec_event_extra *)(e + 1))->old);
+    hh_slot_prefetch(hh_event_old_block(e));
 }
 
 /* Changes an entry's type (type >= 0) and/or root flag (root >= 0); false when not live. */

@@ -141,6 +141,12 @@ typedef struct hh_rec_event_extra {
 _Static_assert(sizeof(hh_rec_event) == 48, "the common event record is 6 words");
 _Static_assert(sizeof(hh_rec_event_extra) % 8 == 0, "ring records are whole words");
 
+/* The block a realloc or reallocarray record was passed (0 for the other records). */
+static inline uint64_t hh_event_old_block(const hh_rec_event *e) {
+    bool moved_from = e->op == HH_OP_REALLOC || e->op == HH_OP_REALLOCARRAY;
+    return moved_from && (e->flags & HH_EV_EXTRA) ? ((const hh_rec_event_extra *)(e + 1))->old : 0;
+}
+
 typedef struct hh_rec_node {
     uint64_t hdr;
     uint32_t id;

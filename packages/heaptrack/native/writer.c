@@ -814,8 +814,7 @@ void hh_writer_prefetch(void *arg, unsigned type, const void *record) {
     if (type != HH_REC_EVENT) return;
     const hh_rec_event *e = record;
     hh_live_prefetch(w, e->addr);
-    if ((e->op == HH_OP_REALLOC || e->op == HH_OP_REALLOCARRAY) && (e->flags & HH_EV_EXTRA))
-        hh_live_prefetch(w, ((const hh_rec_event_extra *)(e + 1))->old);
+    hh_live_prefetch(w, hh_event_old_block(e));
 }
 
 void hh_writer_record(void *arg, uint64_t pos, unsigned type, const void *record, uint32_t len) {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ring.h"
 #include "trace.h"
@@ -63,21 +64,31 @@ static void on_prefetch(void *arg, unsigned type, const void *record) {
     s->prefetched[s->nprefetched++] = (uint32_t)((const uint64_t *)record)[1];
 }
 
-static void open_ring(hh_ring *ring) {
+/* A case begins: a new ring of the smallest size, and an empty record of what was seen. */
+static seen *begin_case(const char *name, hh_ring *ring) {
+    g_case = name;
     int fd = hh_ring_create_fd(HH_RING_MIN_CAPACITY);
     expect(fd >= 0, "hh_ring_create_fd failed");
     expect(hh_ring_map(ring, fd) == 0, "hh_ring_map failed");
+    close(fd);
+    seen *s = calloc(1, sizeof *s);
+    expect(s != NULL, "out of memory");
+    return s;
+}
+
+static void end_case(hh_ring *ring, seen *s) {
+    free(s);
+    hh_ring_unmap(ring);
+    printf("ok %s\n", g_case);
 }
 
 /* Records 0..n-1 published in order, read in one pass: each once, in order, and each shown to
  * the prefetcher first, up to HH_RING_LOOKAHEAD records ahead of the reader. */
 static void case_order_and_lookahead(void) {
-    g_case = "order-and-lookahead";
     hh_ring ring;
-    open_ring(&ring);
+    seen *s = begin_case("order-and-lookahead", &ring);
     const uint32_t n = 200;
     for (uint32_t i = 0; i < n; i++) hh_ring_commit(&ring, reserve(&ring, i), HH_REC_EVENT);
-    seen *s = calloc(1, sizeof *s);
     expect(hh_ring_read(&ring, on_record, on_prefetch, s, false) == n, "not every record read");
     expect(s->nread == n && s->nprefetched == n, "a record was read or prefetched twice, or not");
     for (uint32_t i = 0; i < n; i++) {
@@ -88,17 +99,14 @@ static void case_order_and_lookahead(void) {
         if (i > 0) expect(s->pos[i] == s->pos[i - 1] + record_len(i - 1), "wrong positions");
     }
     expect(hh_ring_pending(&ring) == 0, "read records were not given back");
-    free(s);
-    hh_ring_unmap(&ring);
-    printf("ok %s\n", g_case);
+    end_case(&ring, s);
 }
 
 /* Record 5 is reserved and not published (a thread inside a hook): the reader stops before it
  * and the prefetcher never looks past it; once it is published, the rest follows. */
 static void case_unpublished_holds_back(void) {
-    g_case = "unpublished-holds-back";
     hh_ring ring;
-    open_ring(&ring);
+    seen *s = begin_case("unpublished-holds-back", &ring);
     void *held = NULL;
     for (uint32_t i = 0; i < 20; i++) {
         void *r = reserve(&ring, i);
@@ -107,7 +115,6 @@ static void case_unpublished_holds_back(void) {
         else
             hh_ring_commit(&ring, r, HH_REC_EVENT);
     }
-    seen *s = calloc(1, sizeof *s);
     expect(hh_ring_read(&ring, on_record, on_prefetch, s, false) == 5,
            "read past a reserved record");
     expect(s->nprefetched == 5, "the prefetcher looked past a reserved record");
@@ -116,21 +123,17 @@ static void case_unpublished_holds_back(void) {
     expect(hh_ring_read(&ring, on_record, on_prefetch, s, false) == 15,
            "the records after a published one did not follow");
     for (uint32_t i = 0; i < 20; i++) expect(s->read[i] == i, "records out of order");
-    free(s);
-    hh_ring_unmap(&ring);
-    printf("ok %s\n", g_case);
+    end_case(&ring, s);
 }
 
 /* After the writer crashed, a record it never published is skipped, and nobody is shown it. */
 static void case_crashed_skips(void) {
-    g_case = "crashed-skips-unpublished";
     hh_ring ring;
-    open_ring(&ring);
+    seen *s = begin_case("crashed-skips-unpublished", &ring);
     for (uint32_t i = 0; i < 20; i++) {
         void *r = reserve(&ring, i);
         if (i != 7) hh_ring_commit(&ring, r, HH_REC_EVENT);
     }
-    seen *s = calloc(1, sizeof *s);
     expect(hh_ring_read(&ring, on_record, on_prefetch, s, true) == 19, "not 19 records read");
     expect(s->nprefetched == 19, "the prefetcher was not shown the 19 published records");
     for (uint32_t k = 0, i = 0; i < 20; i++) {
@@ -139,17 +142,13 @@ static void case_crashed_skips(void) {
         k++;
     }
     expect(hh_ring_pending(&ring) == 0, "the skipped record's space was not given back");
-    free(s);
-    hh_ring_unmap(&ring);
-    printf("ok %s\n", g_case);
+    end_case(&ring, s);
 }
 
 /* Records that wrap around the end of the data are read whole (the data is mapped twice). */
 static void case_wraparound(void) {
-    g_case = "wraparound";
     hh_ring ring;
-    open_ring(&ring);
-    seen *s = calloc(1, sizeof *s);
+    seen *s = begin_case("wraparound", &ring);
     uint32_t next = 0;
     /* three times the capacity, in passes of up to 1000 records */
     while ((uint64_t)atomic_load(&ring.hdr->write_pos) < 3 * ring.capacity) {
@@ -161,9 +160,7 @@ static void case_wraparound(void) {
                "a pass lost records");
         for (uint32_t k = 0; k < 1000; k++) expect(s->read[k] == first + k, "out of order");
     }
-    free(s);
-    hh_ring_unmap(&ring);
-    printf("ok %s\n", g_case);
+    end_case(&ring, s);
 }
 
 int main(void) {
