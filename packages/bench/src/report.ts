@@ -269,8 +269,22 @@ function formatBytesPerCall(b: number): string {
   return `${b < 10 ? b.toFixed(2) : b.toFixed(1)} B/call`;
 }
 
-/** Slowdown of each tracer against the untraced run of what it traces. */
-export function tracerTable(r: Results): Table | null {
+/** What a tracer table compares: the run's wall time, or the CPU time of all it ran. */
+export type TracerFigure = 'wall_s' | 'cpu_s';
+
+const TRACER_TITLES: Record<TracerFigure, string> = {
+  wall_s: 'Heap tracer overhead: wall-time slowdown against the untraced run',
+  cpu_s:
+    'Heap tracer overhead: CPU time (user + system, every thread and child process) against the untraced run',
+};
+
+/**
+ * Each tracer against the untraced run of what it traces. wall_s: the slowdown, with the size
+ * of the trace written; cpu_s: what tracing costs the machine, the tracer's own threads and
+ * processes included (heaphook's drain thread, KDE heaptrack's heaptrack_interpret), which the
+ * wall time does not show while they run on another core.
+ */
+export function tracerTable(r: Results, figure: TracerFigure = 'wall_s'): Table | null {
   const tracers = r.tracers.filter((t) => t.status === 'ready');
   if (tracers.length === 0) return null;
   const rows: string[][] = [];
@@ -285,7 +299,7 @@ export function tracerTable(r: Results): Table | null {
       .find((n) => n !== undefined && n > 0);
     for (const t of tracers) {
       const c = cellOf(r.cells, w.name, t.name);
-      const ratio = c?.ratios.wall_s;
+      const ratio = c?.ratios[figure];
       if (c?.status === 'ok' && ratio !== undefined && ratio < bestRatio) {
         bestRatio = ratio;
         winner = t.name;
@@ -296,11 +310,16 @@ export function tracerTable(r: Results): Table | null {
       let text = '–';
       if (c?.status === 'failed') text = failedText(c);
       else if (c?.status === 'ok') {
-        const ratio = c.ratios.wall_s;
+        const ratio = c.ratios[figure];
+        text =
+          ratio !== undefined
+            ? formatRatio(ratio)
+            : formatMetric(figure, c.metrics[figure]?.median ?? NaN);
         const size = c.metrics.trace_bytes?.median;
-        const perCall =
-          size !== undefined && calls !== undefined ? `, ${formatBytesPerCall(size / calls)}` : '';
-        text = `${ratio !== undefined ? formatRatio(ratio) : formatMetric('wall_s', c.metrics.wall_s?.median ?? NaN)}${size !== undefined ? ` (${formatBytes(size)}${perCall})` : ''}`;
+        if (figure === 'wall_s' && size !== undefined) {
+          const perCall = calls !== undefined ? `, ${formatBytesPerCall(size / calls)}` : '';
+          text += ` (${formatBytes(size)}${perCall})`;
+        }
       }
       row.push(text);
       marks.push(winner === t.name && tracers.length > 1);
@@ -308,13 +327,17 @@ export function tracerTable(r: Results): Table | null {
     rows.push(row);
     best.push(marks);
   }
+  const described = tracers.map((t) => `${t.name}: ${t.description}; against ${t.baseline}`);
   return {
-    title: `Heap tracer overhead: wall-time slowdown against the untraced run (median of ${r.options.tracer_runs})`,
+    title: `${TRACER_TITLES[figure]} (median of ${r.options.tracer_runs})`,
     notes: [
-      'in parentheses: the size of the trace written, and its bytes per allocation-family call ' +
-        "(calls counted in heaphook's log of the same workload, one run; every tracer sees the same calls). " +
-        tracers.map((t) => `${t.name}: ${t.description}; against ${t.baseline}`).join('. ') +
-        '.',
+      figure === 'wall_s'
+        ? 'in parentheses: the size of the trace written, and its bytes per allocation-family call ' +
+          "(calls counted in heaphook's log of the same workload, one run; every tracer sees the same calls). " +
+          described.join('. ') +
+          '.'
+        : "the tracer's own threads and processes count here (heaphook's drain thread, KDE heaptrack's heaptrack_interpret and its compressor): " +
+          'on a machine with a spare core they cost CPU, not wall time. Same runs as the wall-time table.',
     ],
     header: ['workload', ...tracers.map((t) => t.name)],
     rows,
@@ -443,6 +466,8 @@ export function allTables(r: Results): Table[] {
       : [mainTable(r), rss, ...latencyTables(r), ...fragmentationTables(r)];
   const tr = tracerTable(r);
   if (tr) t.push(tr);
+  const trCpu = tracerTable(r, 'cpu_s');
+  if (trCpu) t.push(trCpu);
   const u = ucmHooksTable(r.ucm_hooks);
   if (u) t.push(u);
   return t;
