@@ -226,9 +226,7 @@ void hh_leaks_reinsert(void *p, uint64_t meta) {
 
 /* Deferred mode: the table's side of one event record, as the hooks would have done it. */
 void hh_leaks_apply(const hh_rec_event *e) {
-    const hh_rec_event_extra *x =
-        (e->flags & HH_EV_EXTRA) != 0 ? (const hh_rec_event_extra *)(e + 1) : NULL;
-    uint64_t total = e->size;
+    uint64_t total = hh_event_bytes(e);
     switch (e->op) {
         case HH_OP_FREE:
             if (e->addr != 0) hh_leaks_remove((void *)(uintptr_t)e->addr);
@@ -237,10 +235,7 @@ void hh_leaks_apply(const hh_rec_event *e) {
             return;
         case HH_OP_REALLOC:
         case HH_OP_REALLOCARRAY: {
-            uint64_t old = x != NULL ? x->old : 0;
-            if (e->op == HH_OP_REALLOCARRAY && x != NULL &&
-                __builtin_mul_overflow(x->count, e->size, &total))
-                total = UINT64_MAX;
+            uint64_t old = hh_event_old_block(e);
             /* as hh_realloc_common: the old block goes unless the call failed (NULL for a size
              * above 0) */
             if (old != 0 && (e->addr != 0 || total == 0)) hh_leaks_remove((void *)(uintptr_t)old);
@@ -248,7 +243,7 @@ void hh_leaks_apply(const hh_rec_event *e) {
             return;
         }
         case HH_OP_CALLOC:
-            if (x != NULL && __builtin_mul_overflow(x->count, e->size, &total)) return;
+            if (total == UINT64_MAX) return; /* count * size overflowed: the hook tracks nothing */
             /* fall through */
         default:
             if (e->addr != 0) hh_leaks_insert((void *)(uintptr_t)e->addr, total);

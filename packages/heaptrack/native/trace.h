@@ -147,6 +147,18 @@ static inline uint64_t hh_event_old_block(const hh_rec_event *e) {
     return moved_from && (e->flags & HH_EV_EXTRA) ? ((const hh_rec_event_extra *)(e + 1))->old : 0;
 }
 
+/* The bytes a record's call asked for: count * size for calloc and reallocarray, saturated (an
+ * overflowing request is a large one, never a zero-sized one; the decoder computes the same
+ * product in floating point), size for the others. */
+static inline uint64_t hh_event_bytes(const hh_rec_event *e) {
+    bool counted = e->op == HH_OP_CALLOC || e->op == HH_OP_REALLOCARRAY;
+    if (!counted || !(e->flags & HH_EV_EXTRA)) return e->size;
+    uint64_t bytes;
+    return __builtin_mul_overflow(((const hh_rec_event_extra *)(e + 1))->count, e->size, &bytes)
+               ? UINT64_MAX
+               : bytes;
+}
+
 typedef struct hh_rec_node {
     uint64_t hdr;
     uint32_t id;

@@ -689,13 +689,6 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
     w->prev_addr = ptr;
 }
 
-/* count * size, saturated: an overflowing request is a large one, never a zero-sized one
- * (the decoder computes the same product in floating point). */
-static uint64_t hh_product(uint64_t count, uint64_t size) {
-    uint64_t bytes;
-    return __builtin_mul_overflow(count, size, &bytes) ? UINT64_MAX : bytes;
-}
-
 static const hh_rec_event_extra hh_no_extra;
 
 static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
@@ -734,11 +727,11 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         case HH_OP_CALLOC:
             hh_put_var(w, HH_S_NUM, x->count);
             hh_put_var(w, HH_S_NUM, e->size);
-            hh_put_new(w, e->addr, hh_product(x->count, e->size), hh_product(x->count, e->size));
+            hh_put_new(w, e->addr, hh_event_bytes(e), hh_event_bytes(e));
             break;
         case HH_OP_REALLOC:
         case HH_OP_REALLOCARRAY: {
-            uint64_t bytes = e->op == HH_OP_REALLOCARRAY ? hh_product(x->count, e->size) : e->size;
+            uint64_t bytes = hh_event_bytes(e);
             /* a failed realloc leaves the old block; realloc(p, 0) that returns NULL frees it */
             bool failed = e->addr == 0 && bytes != 0;
             if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_S_NUM, x->count);
