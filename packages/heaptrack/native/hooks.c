@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "attach.h"
@@ -35,6 +36,7 @@ typedef void *(*hh_reallocarray_fn)(void *, size_t, size_t);
 typedef int (*hh_posix_memalign_fn)(void **, size_t, size_t);
 typedef void *(*hh_memalign_fn)(size_t, size_t);
 typedef size_t (*hh_usable_fn)(void *);
+typedef void (*hh_exit_fn)(int);
 
 static struct {
     hh_malloc_fn malloc;
@@ -48,6 +50,7 @@ static struct {
     hh_malloc_fn valloc;
     hh_malloc_fn pvalloc;
     hh_usable_fn usable;
+    hh_exit_fn exit; /* _exit: resolved with the rest, as dlsym is no call for a signal handler */
 } next;
 
 static _Atomic int g_next_state; /* 0 unresolved, 1 resolving, 2 resolved */
@@ -105,6 +108,7 @@ static void hh_resolve(void) {
     next.valloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "valloc");
     next.pvalloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
     next.usable = (hh_usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
+    next.exit = (hh_exit_fn)dlsym(RTLD_NEXT, "_exit");
     if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL) {
         static const char msg[] =
             "heaphook heaptrack: no allocator after libheaphook_heaptrack.so in the lookup "
@@ -643,6 +647,26 @@ HH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
     if (real == NULL) real = (hh_execve_fn)dlsym(RTLD_NEXT, "execvpe");
     hh_before_exec();
     return real(file, argv, envp);
+}
+
+/* ---- _exit ------------------------------------------------------------------------------- */
+
+/* A process that ends through _exit (os._exit in Python, a forked child, a signal handler)
+ * skips the exit path, so the destructor that writes the ring's tail and the END record never
+ * runs: the tracer finishes the log here (standalone mode; the collector sees the end by
+ * itself). glibc's exit() reaches its _exit internally, not through these symbols. */
+static __attribute__((noreturn)) void hh_exit_now(int status) {
+    hh_tracer_finish_before_exit();
+    if (next.exit != NULL) next.exit(status);
+    for (;;) syscall(SYS_exit_group, status);
+}
+
+HH_EXPORT void _exit(int status) {
+    hh_exit_now(status);
+}
+
+HH_EXPORT void _Exit(int status) {
+    hh_exit_now(status);
 }
 
 /* ---- installing into a running process (attach.c) ---------------------------------------- */

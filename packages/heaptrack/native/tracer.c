@@ -668,6 +668,14 @@ static void hh_finish_standalone_log(unsigned reason) {
     hh_drain_unlock();
 }
 
+void hh_tracer_finish_before_exit(void) {
+    if (atomic_load(&hh_state) != HH_STATE_ACTIVE || g_mode != HH_MODE_STANDALONE) return;
+    if (hh_busy || getpid() != g_pid) return;
+    hh_busy++;
+    hh_finish_standalone_log(HH_END_LOST);
+    hh_busy--;
+}
+
 /* ---- 8. Attach and detach (attach.c) ------------------------------------------------------ */
 
 void hh_tracer_wait_for_attach(void) {

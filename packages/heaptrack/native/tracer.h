@@ -53,6 +53,13 @@ void hh_tracer_commit(void *record, unsigned type);
 
 /* Standalone mode: write what the ring holds now (before exec). */
 void hh_tracer_flush_now(void);
+/* Standalone mode, from the _exit hooks: writes what the ring holds and closes the log with
+ * END reason HH_END_LOST (the process ended without its exit path; everything it recorded is
+ * in the log). No leak check runs (a signal handler may be the caller). Does nothing in a
+ * vfork child (the log is its parent's), nor on a thread that is inside the tracer already (a
+ * signal handler that interrupted a hook: the locks the finish takes may be this thread's),
+ * where the tail is lost as after a kill. */
+void hh_tracer_finish_before_exit(void);
 
 uint64_t hh_now(void);
 uint32_t hh_tid(void);

@@ -55,6 +55,42 @@ describe('real programs', () => {
     for (const p of [python3, 'sh', 'seq', 'wc']) expect(programs).toContain(p);
   });
 
+  it('python3 multiprocessing workers (fork, then os._exit) standalone: every log complete', async () => {
+    const dir = scratch('python-multiprocessing');
+    // Each worker keeps 50 buffers of 100,000 bytes (above pymalloc's limit: one malloc each)
+    // alive until it leaves through os._exit, as multiprocessing's workers always do.
+    const script =
+      'import multiprocessing as mp\n' +
+      'def work(q):\n' +
+      '    global kept\n' +
+      '    kept = [bytearray(100000) for _ in range(50)]\n' +
+      '    q.put(sum(len(b) for b in kept))\n' +
+      "if __name__ == '__main__':\n" +
+      "    mp.set_start_method('fork')\n" +
+      '    q = mp.Queue()\n' +
+      '    ps = [mp.Process(target=work, args=(q,)) for _ in range(3)]\n' +
+      '    for p in ps: p.start()\n' +
+      '    print(sum(q.get() for _ in ps))\n' +
+      '    for p in ps: p.join()';
+    const run = traced(dir, python3, ['-c', script]);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe('15000000\n');
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(4);
+    const workers = [];
+    for (const log of logs) {
+      const s = await summarize(log);
+      expect(s.anomalies).toBe(0);
+      if (s.process?.forkChild === true) workers.push(s);
+      else expect(s.end?.reason).toBe('exit');
+    }
+    expect(workers).toHaveLength(3);
+    for (const s of workers) {
+      expect(s.end?.reason).toBe('lost'); // os._exit: no exit path, every record written
+      expect(s.liveBytes).toBeGreaterThanOrEqual(50 * 100000);
+    }
+  });
+
   it('node under heaphook record', async () => {
     const dir = scratch('node');
     const script =

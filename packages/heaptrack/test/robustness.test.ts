@@ -72,6 +72,45 @@ describe('a crashing target', () => {
   }
 });
 
+describe('a target that ends through _exit, standalone', () => {
+  it('_exit from a signal handler: the log is finished, every record in it', () => {
+    const dir = scratch('exit-handler-standalone');
+    const run = traced(dir, workload, ['crash', 'handler']);
+    expect(run.status, run.stderr).toBe(3);
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(1);
+    return summarize(logs[0]!).then((s) => {
+      expect(s.calls.malloc).toBe(100);
+      expect(s.liveBytes).toBe(2400);
+      expect(s.end?.reason).toBe('lost'); // ended without its exit path, nothing missing
+    });
+  });
+
+  it("forked children ending in _exit while the parent's threads allocate: each log complete", async () => {
+    const dir = scratch('fork-exit-standalone');
+    const run = traced(dir, forker, ['10', '3', '_exit']);
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe('children ok: 10\n');
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(11);
+    let children = 0;
+    for (const log of logs) {
+      const s = await summarize(log);
+      expect(s.anomalies).toBe(0);
+      if (s.process?.forkChild === true) {
+        children++;
+        // child_work's 10 malloc + free pairs; _exit runs no exit path, so nothing else
+        expect(s.calls.malloc).toBe(10);
+        expect(s.calls.free).toBe(10);
+        expect(s.end?.reason).toBe('lost');
+      } else {
+        expect(s.end?.reason).toBe('exit');
+      }
+    }
+    expect(children).toBe(10);
+  });
+});
+
 describe('stopping heaphook record', () => {
   it('Ctrl-C after the command exited stops waiting for what it left running', async () => {
     const dir = scratch('stop');

@@ -2,10 +2,14 @@
  * forker.c — fork while other threads allocate: the tracer must not deadlock, and each child
  * must be able to allocate and get a log of its own.
  *
- *   hh_test_forker FORKS THREADS
+ *   hh_test_forker FORKS THREADS [exit|_exit]
+ *
+ * Each child ends through exit (the default) or _exit (no exit path: what a forked worker,
+ * Python's os._exit or a signal handler does).
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -30,6 +34,7 @@ __attribute__((noinline)) void child_work(void) {
 int main(int argc, char **argv) {
     int forks = argc > 1 ? atoi(argv[1]) : 20;
     int threads = argc > 2 ? atoi(argv[2]) : 3;
+    bool quick_exit = argc > 3 && strcmp(argv[3], "_exit") == 0;
     pthread_t ids[16];
     if (threads > 16) threads = 16;
     for (int i = 0; i < threads; i++) pthread_create(&ids[i], NULL, spin, NULL);
@@ -38,6 +43,7 @@ int main(int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             child_work();
+            if (quick_exit) _exit(0);
             exit(0);
         }
         int status = 0;
