@@ -86,6 +86,18 @@ describe('a target that ends through _exit, standalone', () => {
     });
   });
 
+  it("vfork children leaving through _exit leave the parent's log alone", async () => {
+    const dir = scratch('vfork-exit-standalone');
+    const run = traced(dir, workload, ['vfork']);
+    expect(run.status, run.stderr).toBe(0);
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(1); // a vfork child that never execs writes no log
+    const s = await summarize(logs[0]!);
+    expect(s.calls.malloc).toBe(1000);
+    expect(s.calls.free).toBe(1000);
+    expect(s.end?.reason).toBe('exit');
+  });
+
   it("forked children ending in _exit while the parent's threads allocate: each log complete", async () => {
     const dir = scratch('fork-exit-standalone');
     const run = traced(dir, forker, ['10', '3', '_exit']);
