@@ -560,12 +560,15 @@ static void hh_start_drain_thread(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* Standalone mode, recording, and this process is the log's: not a vfork child, which shares
+ * our memory but must not write (or finish) our log. */
+static bool hh_standalone_log_is_ours(void) {
+    return atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_STANDALONE &&
+           getpid() == g_pid;
+}
+
 void hh_tracer_flush_now(void) {
-    /* not from a vfork child: it shares our memory but must not write our log */
-    if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_STANDALONE &&
-        getpid() == g_pid) {
-        hh_drain_pass(false);
-    }
+    if (hh_standalone_log_is_ours()) hh_drain_pass(false);
 }
 
 /* ---- 7. Fork, exec, exit ----------------------------------------------------------------- */
@@ -669,8 +672,7 @@ static void hh_finish_standalone_log(unsigned reason) {
 }
 
 void hh_tracer_finish_before_exit(void) {
-    if (atomic_load(&hh_state) != HH_STATE_ACTIVE || g_mode != HH_MODE_STANDALONE) return;
-    if (hh_busy || getpid() != g_pid) return;
+    if (hh_busy || !hh_standalone_log_is_ours()) return;
     hh_busy++;
     hh_finish_standalone_log(HH_END_LOST);
     hh_busy--;

@@ -73,17 +73,16 @@ describe('a crashing target', () => {
 });
 
 describe('a target that ends through _exit, standalone', () => {
-  it('_exit from a signal handler: the log is finished, every record in it', () => {
+  it('_exit from a signal handler: the log is finished, every record in it', async () => {
     const dir = scratch('exit-handler-standalone');
     const run = traced(dir, workload, ['crash', 'handler']);
     expect(run.status, run.stderr).toBe(3);
     const logs = logsIn(dir);
     expect(logs).toHaveLength(1);
-    return summarize(logs[0]!).then((s) => {
-      expect(s.calls.malloc).toBe(100);
-      expect(s.liveBytes).toBe(2400);
-      expect(s.end?.reason).toBe('lost'); // ended without its exit path, nothing missing
-    });
+    const s = await summarize(logs[0]!);
+    expect(s.calls.malloc).toBe(100);
+    expect(s.liveBytes).toBe(2400);
+    expect(s.end?.reason).toBe('lost'); // ended without its exit path, nothing missing
   });
 
   it("vfork children leaving through _exit leave the parent's log alone", async () => {

@@ -34,7 +34,7 @@ __attribute__((noinline)) void child_work(void) {
 int main(int argc, char **argv) {
     int forks = argc > 1 ? atoi(argv[1]) : 20;
     int threads = argc > 2 ? atoi(argv[2]) : 3;
-    bool quick_exit = argc > 3 && strcmp(argv[3], "_exit") == 0;
+    bool children_use__exit = argc > 3 && strcmp(argv[3], "_exit") == 0;
     pthread_t ids[16];
     if (threads > 16) threads = 16;
     for (int i = 0; i < threads; i++) pthread_create(&ids[i], NULL, spin, NULL);
@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
         pid_t pid = fork();
         if (pid == 0) {
             child_work();
-            if (quick_exit) _exit(0);
+            if (children_use__exit) _exit(0);
             exit(0);
         }
         int status = 0;
