@@ -85,6 +85,18 @@ describe('a target that ends through _exit, standalone', () => {
     expect(s.end?.reason).toBe('lost'); // ended without its exit path, nothing missing
   });
 
+  it('_exit while four threads allocate: the log ends cleanly, every published call decodes', async () => {
+    const dir = scratch('exit-busy-standalone');
+    const run = traced(dir, workload, ['exit_busy', '4']);
+    expect(run.status, run.stderr).toBe(7);
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(1);
+    const s = await summarize(logs[0]!);
+    expect(s.anomalies).toBe(0);
+    expect(s.calls.malloc).toBeGreaterThanOrEqual(4 * 1000);
+    expect(s.end?.reason).toBe('lost');
+  });
+
   it("vfork children leaving through _exit leave the parent's log alone", async () => {
     const dir = scratch('vfork-exit-standalone');
     const run = traced(dir, workload, ['vfork']);

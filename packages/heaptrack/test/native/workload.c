@@ -9,6 +9,8 @@
  *   hh_test_workload churn N     N malloc + free pairs (for measuring overhead)
  *   hh_test_workload vfork       10 vfork children that leave through _exit at once, each
  *                                followed by 100 malloc + free pairs in the parent
+ *   hh_test_workload exit_busy T T threads allocate and free without pause; once each has made
+ *                                1,000 calls, main leaves through _exit(7) under them
  *   hh_test_workload stacks N    N allocations from call paths that change in every way a
  *                                stack walk can be cached wrongly (same depth, other caller;
  *                                same call site, other outer frames; recursion of varying
@@ -16,6 +18,7 @@
  */
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <signal.h>
 #include <stdint.h>
@@ -155,6 +158,20 @@ NOINLINE void crash_site(const char *how) {
 }
 
 static long per_thread;
+
+static _Atomic long busy_calls;
+
+static void *busy_thread(void *arg) {
+    (void)arg;
+    void *keep[64] = {0};
+    for (unsigned i = 0;; i++) {
+        unsigned k = i % 64;
+        free(keep[k]);
+        keep[k] = malloc(16 + i % 3000);
+        atomic_fetch_add_explicit(&busy_calls, 2, memory_order_relaxed);
+    }
+    return NULL;
+}
 
 static void *thread_main(void *arg) {
     (void)arg;
@@ -353,6 +370,12 @@ int main(int argc, char **argv) {
             for (int k = 0; k < 100; k++) free(malloc(32));
         }
         say("{\"malloc\":1000,\"free\":1000}\n");
+    } else if (strcmp(mode, "exit_busy") == 0) {
+        int t = argc > 2 ? atoi(argv[2]) : 4;
+        pthread_t id;
+        for (int i = 0; i < t; i++) pthread_create(&id, NULL, busy_thread, NULL);
+        while (atomic_load(&busy_calls) < 2000L * t) sched_yield();
+        _exit(7);
     } else if (strcmp(mode, "churn") == 0) {
         churn(argc > 2 ? atol(argv[2]) : 1000000);
     } else {
