@@ -73,37 +73,32 @@ describe('a crashing target', () => {
 });
 
 describe('a target that ends through _exit, standalone', () => {
-  it('_exit from a signal handler: the log is finished, every record in it', async () => {
-    const dir = scratch('exit-handler-standalone');
-    const run = traced(dir, workload, ['crash', 'handler']);
-    expect(run.status, run.stderr).toBe(3);
+  /** Runs the test workload standalone with args; it must end with status and leave one log. */
+  async function onlyLog(name: string, args: string[], status: number) {
+    const dir = scratch(name);
+    const run = traced(dir, workload, args);
+    expect(run.status, run.stderr).toBe(status);
     const logs = logsIn(dir);
-    expect(logs).toHaveLength(1);
-    const s = await summarize(logs[0]!);
+    expect(logs).toHaveLength(1); // a vfork child that never execs writes no log of its own
+    return summarize(logs[0]!);
+  }
+
+  it('_exit from a signal handler: the log is finished, every record in it', async () => {
+    const s = await onlyLog('exit-handler-standalone', ['crash', 'handler'], 3);
     expect(s.calls.malloc).toBe(100);
     expect(s.liveBytes).toBe(2400);
     expect(s.end?.reason).toBe('lost'); // ended without its exit path, nothing missing
   });
 
   it('_exit while four threads allocate: the log ends cleanly, every published call decodes', async () => {
-    const dir = scratch('exit-busy-standalone');
-    const run = traced(dir, workload, ['exit_busy', '4']);
-    expect(run.status, run.stderr).toBe(7);
-    const logs = logsIn(dir);
-    expect(logs).toHaveLength(1);
-    const s = await summarize(logs[0]!);
+    const s = await onlyLog('exit-busy-standalone', ['exit_busy', '4'], 7);
     expect(s.anomalies).toBe(0);
     expect(s.calls.malloc).toBeGreaterThanOrEqual(4 * 1000);
     expect(s.end?.reason).toBe('lost');
   });
 
   it("vfork children leaving through _exit leave the parent's log alone", async () => {
-    const dir = scratch('vfork-exit-standalone');
-    const run = traced(dir, workload, ['vfork']);
-    expect(run.status, run.stderr).toBe(0);
-    const logs = logsIn(dir);
-    expect(logs).toHaveLength(1); // a vfork child that never execs writes no log
-    const s = await summarize(logs[0]!);
+    const s = await onlyLog('vfork-exit-standalone', ['vfork'], 0);
     expect(s.calls.malloc).toBe(1000);
     expect(s.calls.free).toBe(1000);
     expect(s.end?.reason).toBe('exit');
