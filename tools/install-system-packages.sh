@@ -6,13 +6,14 @@
 #   memory-event hooks section compares heaphook's ucm-hooks with it), clang-format (npm run format);
 #   build needs: zlib1g-dev (heaptrack's deflate fallback), binutils (addr2line, symbolising),
 #   fonts-dejavu-core (text in the bench's PNG chart); heaptrack report tests: chromium (loads the
-#   HTML report headless), poppler-utils (pdftotext reads the PDF chart); zstd (the heaplog
-#   decoder pipes zstd blocks through it: much faster than the fzstd fallback).
+#   HTML report headless), poppler-utils (pdftotext reads the PDF chart), golang-go (`go tool
+#   pprof` opens the report's profile); zstd (the heaplog decoder pipes zstd blocks through it:
+#   much faster than the fzstd fallback).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
 packages=(liblsan0 clang libclang-rt-14-dev libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
-  zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils zstd)
+  zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils golang-go zstd)
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then sudo="sudo"; else

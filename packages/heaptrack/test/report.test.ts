@@ -269,6 +269,34 @@ describe('heaphook report on the exact-count workload', () => {
     }
   });
 
+  it('go tool pprof opens the profile: the leaked bytes in use, the allocations by site', () => {
+    const pprof = (sampleIndex: string) => {
+      const run = spawnSync(
+        'go',
+        [
+          'tool',
+          'pprof',
+          '-top',
+          '-unit=B',
+          '-symbolize=none',
+          `-sample_index=${sampleIndex}`,
+          join(out, 'profile.pb.gz'),
+        ],
+        { encoding: 'utf8', timeout: 120_000 },
+      );
+      expect(run.error, 'go (tools/install-system-packages.sh: golang-go)').toBeUndefined();
+      expect(run.status, run.stderr).toBe(0);
+      return run.stdout;
+    };
+    const inUse = pprof('inuse_space');
+    expect(inUse).toContain('Type: inuse_space');
+    expect(inUse).toContain(`Total samples = ${json.leakedBytes}B`);
+    expect(inUse).toMatch(/^ +28000B +100% +100% +28000B +100% +leak_site$/m);
+    const allocated = pprof('alloc_space');
+    expect(allocated).toContain(`Total samples = ${json.allocatedBytes}B`);
+    expect(allocated).toMatch(/^ +10000000B +[\d.]+% +[\d.]+% +10000000B +[\d.]+% +peak_site$/m);
+  });
+
   it('the flame graph has the allocation sites on top of main', () => {
     const svg = readFileSync(join(out, 'flamegraph.svg'), 'utf8');
     expect(svg).toMatch(/<title>main: 9\.70 MiB \(100\.00 %\)<\/title>/);
