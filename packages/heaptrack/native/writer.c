@@ -724,11 +724,13 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
             hh_put_var(w, HH_S_NUM, e->size);
             hh_put_new(w, e->addr, e->size, e->size);
             break;
-        case HH_OP_CALLOC:
+        case HH_OP_CALLOC: {
+            uint64_t bytes = hh_event_bytes(e);
             hh_put_var(w, HH_S_NUM, x->count);
             hh_put_var(w, HH_S_NUM, e->size);
-            hh_put_new(w, e->addr, hh_event_bytes(e), hh_event_bytes(e));
+            hh_put_new(w, e->addr, bytes, bytes);
             break;
+        }
         case HH_OP_REALLOC:
         case HH_OP_REALLOCARRAY: {
             uint64_t bytes = hh_event_bytes(e);
