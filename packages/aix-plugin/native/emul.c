@@ -293,8 +293,9 @@ static void load_plugin(const char *name, const char *source) {
             source, name);
     }
     char path[4096];
-    const char *libpath = heaphook_env_get("LIBPATH", NULL);
-    const char *ld_library_path = heaphook_env_get("LD_LIBRARY_PATH", NULL);
+    /* Under secure execution only the system folders are searched (heaphook/config.h). */
+    const char *libpath = heaphook_env_get_unless_secure("LIBPATH", NULL);
+    const char *ld_library_path = heaphook_env_get_unless_secure("LD_LIBRARY_PATH", NULL);
     int fd = search_path(libpath, name, path, sizeof path);
     if (fd < 0) fd = search_path(ld_library_path, name, path, sizeof path);
     if (fd < 0) fd = search_path("/usr/lib:/lib", name, path, sizeof path);
@@ -412,15 +413,21 @@ static void use_glibc(void) {
 static int emul_init(void) {
     real_pthread_create = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *),
                                    void *))dlsym(RTLD_NEXT, "pthread_create");
-    const char *report = heaphook_env_get("HEAPHOOK_AIX_EMUL_REPORT", NULL);
+    const char *report = heaphook_env_get_unless_secure("HEAPHOOK_AIX_EMUL_REPORT", NULL);
     if (report != NULL) {
-        int fd = open(report, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        int fd = open(report, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd >= 0) {
             report_fd = fcntl(fd, F_DUPFD_CLOEXEC, 100);
             close(fd);
         }
     }
     const char *type = heaphook_env_get("MALLOCTYPE", NULL);
+    if (type != NULL && strncmp(type, "user:", 5) == 0 && heaphook_secure_execution()) {
+        /* It names a program to load: not one chosen by whoever set the environment of a
+         * privileged process. The name compiled into the program still counts. */
+        heaphook_log_debug("secure execution (AT_SECURE): MALLOCTYPE=user:... is ignored");
+        type = NULL;
+    }
     if (type != NULL && strncmp(type, "user:", 5) == 0) {
         char source[300];
         heaphook_formatf(source, sizeof source, "MALLOCTYPE=%s", type);

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "heaphook/config.h"
@@ -144,6 +145,18 @@ static const char *hh_env_lookup(const char *name, const char *alias, const char
 const char *heaphook_env_get(const char *name, const char *alias) {
     const char *used_name;
     return hh_env_lookup(name, alias, &used_name);
+}
+
+bool heaphook_secure_execution(void) {
+    return getauxval(AT_SECURE) != 0;
+}
+
+const char *heaphook_env_get_unless_secure(const char *name, const char *alias) {
+    const char *used_name;
+    const char *value = hh_env_lookup(name, alias, &used_name);
+    if (value == NULL || !heaphook_secure_execution()) return value;
+    heaphook_log_debug("secure execution (AT_SECURE): %s is ignored", used_name);
+    return NULL;
 }
 
 size_t heaphook_env_size(const char *name, const char *alias, size_t default_value) {

@@ -49,9 +49,10 @@ static int hh_dup_stderr(void) {
 }
 
 /* HEAPHOOK_LOG_FILE: appended to, moved to a high descriptor so that it does not take a low
- * one the program expects to get from its own open(). */
+ * one the program expects to get from its own open(). A symbolic link is not followed: the
+ * log goes to the file named, never to one a link planted there points at. */
 static int hh_open_log_file(const char *path) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     int high = fcntl(fd, F_DUPFD_CLOEXEC, HH_REPORT_FD_MIN);
     if (high >= 0) {
@@ -89,7 +90,14 @@ void hh_log_init(void) {
     }
     int saved_errno = errno;
     int fd = -1;
+    /* Read by hand rather than with heaphook_env_get_unless_secure: its debug line would come
+     * back here before the fd exists. */
     const char *path = heaphook_env_get("HEAPHOOK_LOG_FILE", NULL);
+    const char *ignored_path = NULL;
+    if (path != NULL && heaphook_secure_execution()) {
+        ignored_path = path;
+        path = NULL;
+    }
     if (path != NULL) {
         fd = hh_open_log_file(path);
         hh_report_is_file = fd >= 0;
@@ -103,6 +111,9 @@ void hh_log_init(void) {
                           path, errno);
     }
     atomic_store_explicit(&hh_log_level, hh_read_log_level(), memory_order_relaxed);
+    if (ignored_path != NULL) {
+        heaphook_log_debug("secure execution (AT_SECURE): HEAPHOOK_LOG_FILE is ignored");
+    }
     errno = saved_errno;
 }
 
@@ -261,14 +272,44 @@ size_t heaphook_formatf(char *buf, size_t cap, const char *fmt, ...) {
 
 /* ---- 3. Lines -------------------------------------------------------------------------------- */
 
+/* Copies text into out (cap bytes, NUL included) with every control character written as
+ * \xNN, so that a value from the environment or a file name echoed in a message (one with a
+ * newline, an escape sequence) cannot forge a line of its own or drive the terminal. Returns
+ * the length written; true in *cut when text did not fit. */
+static size_t hh_escape_controls(char *out, size_t cap, const char *text, bool *cut) {
+    size_t len = 0;
+    *cut = false;
+    for (const char *p = text; *p != '\0'; p++) {
+        unsigned char c = (unsigned char)*p;
+        bool control = c < 0x20 || c == 0x7f;
+        size_t need = control ? 4 : 1;
+        if (len + need + 1 > cap) {
+            *cut = true;
+            break;
+        }
+        if (control) {
+            out[len++] = '\\';
+            out[len++] = 'x';
+            out[len++] = "0123456789abcdef"[c >> 4];
+            out[len++] = "0123456789abcdef"[c & 15];
+        } else {
+            out[len++] = (char)c;
+        }
+    }
+    out[len] = '\0';
+    return len;
+}
+
 /* "heaphook[<pid>] <label>: <message>\n", cut to HH_LINE_MAX, written in one write(2). */
 static void hh_write_line(const char *label, const char *fmt, va_list args) {
+    char message[HH_LINE_MAX];
+    size_t formatted = heaphook_format(message, sizeof message, fmt, args);
     char line[HH_LINE_MAX];
     size_t len = heaphook_formatf(line, sizeof line, "heaphook[%d] %s: ", (int)getpid(), label);
     size_t room = sizeof line - len - 1; /* keep one byte for the newline */
-    size_t msg = heaphook_format(line + len, room, fmt, args);
-    len += msg;
-    if (msg == room - 1 && room > 4) memcpy(line + len - 3, "...", 3);
+    bool cut;
+    len += hh_escape_controls(line + len, room, message, &cut);
+    if ((cut || formatted == sizeof message - 1) && len > 3) memcpy(line + len - 3, "...", 3);
     line[len++] = '\n';
     heaphook_write_all(heaphook_report_fd(), line, len);
 }

@@ -192,3 +192,11 @@ export function runProgram(
     stderr: result.stderr,
   };
 }
+
+export {
+  runSecureProbe,
+  secureProbeUnavailable,
+  secureRunProblems,
+  type SecureProbeOptions,
+  type SecureProbeResult,
+} from './secure-probe.js';

@@ -115,10 +115,10 @@ static void hh_read_config(void) {
         heaphook_env_choice("HEAPHOOK_CLOCK", NULL, clocks, 2, 0) == 0 && hh_invariant_tsc();
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
-    g_collector = g_attach_mode ? NULL : heaphook_env_get("HEAPHOOK_COLLECTOR", NULL);
+    g_collector = g_attach_mode ? NULL : heaphook_env_get_unless_secure("HEAPHOOK_COLLECTOR", NULL);
     hh_cfg.vm = !g_attach_mode && hh_vm_configure();
     /* Made absolute now: a fork child opens its log later, maybe after a chdir. */
-    const char *dir = heaphook_env_get("HEAPHOOK_LOG_DIR", NULL);
+    const char *dir = heaphook_env_get_unless_secure("HEAPHOOK_LOG_DIR", NULL);
     if (g_attach_dir[0] != '\0') dir = g_attach_dir;
     if (dir == NULL) dir = ".";
     size_t at = 0;
@@ -436,6 +436,13 @@ bool hh_tracer_ensure(void) {
     if (state != HH_STATE_UNINIT) return false;
     if (environ == NULL) return false; /* too early: libc has not set up the environment */
     if (!atomic_compare_exchange_strong(&hh_state, &state, HH_STATE_INITIALISING)) return false;
+    if (heaphook_secure_execution()) {
+        /* Preloaded into a setuid, setgid or capability program: whoever set the environment
+         * must not make it write files with its privileges (heaphook/config.h). */
+        heaphook_log_debug("heaptrack: secure execution (AT_SECURE): writing no log; not tracing");
+        atomic_store_explicit(&hh_state, HH_STATE_DISABLED, memory_order_release);
+        return false;
+    }
     return hh_tracer_start();
 }
 
@@ -756,6 +763,9 @@ const char *hh_tracer_log_path(void) {
 
 __attribute__((constructor(101))) static void hh_tracer_ctor(void) {
     hh_busy++;
+    /* The report fd is taken and HEAPHOOK_LOG_LEVEL / HEAPHOOK_LOG_FILE are checked now, before
+     * main, not at the first line logged (which may come in a forked child, mid-run). */
+    (void)heaphook_report_fd();
     pthread_atfork(hh_fork_prepare, hh_fork_parent, hh_fork_child);
     if (!hh_hooks_interposed()) {
         /* dlopen'ed, not preloaded: nothing reaches the hooks until an attach (attach.c) */

@@ -882,7 +882,7 @@ hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_
             while (k) path[pos++] = num[--k];
         }
         memcpy(path + pos, ".log", 5);
-        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST) return NULL;
     }
     if (fd < 0) return NULL;
@@ -890,7 +890,8 @@ hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_
 }
 
 hh_writer *hh_writer_open_file(const char *path, char *path_out, size_t path_cap) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A new file only: an existing one (or a link planted at the path) is never written. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return NULL;
     return hh_writer_on_fd(fd, path, path_out, path_cap);
 }

@@ -24,8 +24,9 @@ enum hh_end_reason {
 /* Opens dir/heaplog.<pid>.log (or heaplog.<pid>.<n>.log when taken) and writes the file
  * header. path_out (may be NULL) receives the path. Returns NULL (errno set) on failure. */
 hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_cap);
-/* Opens (creates or truncates) the log file path and writes the file header; path_out as
- * above. Returns NULL (errno set) on failure. */
+/* Creates the log file path (EEXIST when it exists: an existing file, or a link planted at the
+ * path, is never written) and writes the file header; path_out as above. Returns NULL (errno
+ * set) on failure. */
 hh_writer *hh_writer_open_file(const char *path, char *path_out, size_t path_cap);
 
 /* Loads the codec's library now (zstd: dlopen of libzstd.so.1), so that it does not happen

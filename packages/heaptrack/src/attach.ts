@@ -12,6 +12,7 @@
  */
 import { createRequire } from 'node:module';
 import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { constants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -98,9 +99,11 @@ export function attach(options: AttachOptions = {}): AttachedLog {
       );
     case Status.NO_LOG:
       throw new HeaphookError(
-        options.path !== undefined
-          ? `cannot create the heaplog ${where} (errno ${r.errno}): give attach({ path }) a writable place`
-          : `cannot create a heaplog in ${where ?? process.env.HEAPHOOK_LOG_DIR ?? process.cwd()} (errno ${r.errno}): give attach({ outputDir }) a writable folder`,
+        options.path !== undefined && r.errno === constants.errno.EEXIST
+          ? `the heaplog ${where} exists already: attach() never overwrites a file; remove it or give attach({ path }) a new name`
+          : options.path !== undefined
+            ? `cannot create the heaplog ${where} (errno ${r.errno}): give attach({ path }) a writable place`
+            : `cannot create a heaplog in ${where ?? process.env.HEAPHOOK_LOG_DIR ?? process.cwd()} (errno ${r.errno}): give attach({ outputDir }) a writable folder`,
       );
     default:
       throw new HeaphookError(

@@ -1375,6 +1375,9 @@ EXPORT void heaphook_ucm_unset_event_handler(int events, heaphook_ucm_event_call
 }
 
 __attribute__((constructor)) static void ucm_init(void) {
+    /* Every variable is checked now, before main: the core's HEAPHOOK_LOG_LEVEL and
+     * HEAPHOOK_LOG_FILE too (read with the report fd), not at the first line logged. */
+    (void)heaphook_report_fd();
     static const char *const levels[] = {"error", "warn", "info", "debug", "trace"};
     ucm_log_level =
         heaphook_env_choice("HEAPHOOK_MEM_LOG_LEVEL", "UCX_MEM_LOG_LEVEL", levels, 5, 1);

@@ -32,6 +32,17 @@ int heaphook_parse_bool(const char *text, bool *out);
 /* The value of name, else of alias (may be NULL), else NULL; an empty value counts as unset. */
 const char *heaphook_env_get(const char *name, const char *alias);
 
+/* Secure execution: the kernel says the process runs with privileges its invoker does not
+ * have (getauxval(AT_SECURE): setuid, setgid, file capabilities, an LSM transition). Then,
+ * as glibc does for its own malloc variables, heaphook ignores every variable that names a
+ * path, a file descriptor, a signal or a program, and creates no file: the person setting
+ * the environment is not the one whose privileges the process holds. */
+bool heaphook_secure_execution(void);
+
+/* heaphook_env_get for a variable that names a path, a file descriptor, a signal or a program:
+ * NULL under secure execution, when a set variable is ignored and one debug line says so. */
+const char *heaphook_env_get_unless_secure(const char *name, const char *alias);
+
 /* Readers: default_value when unset; the parsed value; or stop the process (see above). */
 size_t heaphook_env_size(const char *name, const char *alias, size_t default_value);
 bool heaphook_env_bool(const char *name, const char *alias, bool default_value);
