@@ -1,13 +1,15 @@
 # heaphook_aix.cmake — build an AIX malloc plug-in module and its archive from a heaphook C
 # backend. Include after the core's cmake/heaphook.cmake.
 #
-#   heaphook_aix_add_plugin(<name> ARCHIVE <archive>.a SOURCES <backend sources>...
-#                           [INCLUDES <dirs>...] [RAW])
+#   heaphook_aix_add_plugin(<name> ARCHIVE <archive>.a [SOURCES <backend sources>...]
+#                           [LIBRARIES <targets>...] [INCLUDES <dirs>...] [RAW])
 #
 # Builds the shared module mem64.o (mem32.o for a 32-bit build) in
 # ${HEAPHOOK_OUTPUT_DIR}/aix/<name>/ and the archive ${HEAPHOOK_OUTPUT_DIR}/<archive>.a holding
-# it under that member name. Without RAW the module is the adapter (native/adapter.c) over the
-# backend's heaphook_backend_get() plus the core's config, log and os helpers; with RAW the
+# it under that member name. The backend comes as SOURCES, as LIBRARIES (targets such as the
+# tlsf package's heaphook::tlsf_backend), or both. Without RAW the module is the adapter
+# (native/adapter.c) over the
+# backend's heaphook_backend_get() plus the core's config, log and os helpers (heaphook::support); with RAW the
 # sources define the AIX entry points themselves (a plug-in that is not a heaphook backend).
 # Exports: exactly the symbols of native/mem.exp (AIX: -bE:mem.exp; Linux: a version script
 # generated from it).
@@ -36,21 +38,20 @@ file(WRITE ${HEAPHOOK_AIX_VERSION_SCRIPT}.new "{\n  global:\n${_aix_symbols}  lo
 configure_file(${HEAPHOOK_AIX_VERSION_SCRIPT}.new ${HEAPHOOK_AIX_VERSION_SCRIPT} COPYONLY)
 
 function(heaphook_aix_add_plugin name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "RAW" "ARCHIVE" "SOURCES;INCLUDES")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "RAW" "ARCHIVE" "SOURCES;LIBRARIES;INCLUDES")
   set(target heaphook_aix_${name})
   set(dir ${HEAPHOOK_OUTPUT_DIR}/aix/${name})
   if(ARG_RAW)
     add_library(${target} SHARED ${ARG_SOURCES})
   else()
-    add_library(${target} SHARED ${HEAPHOOK_AIX_DIR}/native/adapter.c ${ARG_SOURCES}
-                                 ${HEAPHOOK_CORE_DIR}/native/config.c
-                                 ${HEAPHOOK_CORE_DIR}/native/log.c ${HEAPHOOK_CORE_DIR}/native/os.c)
+    add_library(${target} SHARED ${HEAPHOOK_AIX_DIR}/native/adapter.c ${ARG_SOURCES})
+    target_link_libraries(${target} PRIVATE heaphook::support)
   endif()
   target_include_directories(${target} PRIVATE ${HEAPHOOK_AIX_DIR}/native
                                                ${HEAPHOOK_CORE_DIR}/include ${ARG_INCLUDES})
   target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
   target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions})
-  target_link_libraries(${target} PRIVATE Threads::Threads)
+  target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES} Threads::Threads)
   set_target_properties(
     ${target}
     PROPERTIES OUTPUT_NAME ${HEAPHOOK_AIX_MEMBER}

@@ -13,7 +13,7 @@
 # Functions:
 #   heaphook_add_backend(<name> [C_API] <sources>... [EXPORTS <symbol>...])
 #       Shared library target heaphook_<name>, file libheaphook_<name>.so in
-#       HEAPHOOK_OUTPUT_DIR. The heaphook core is compiled into it (target heaphook_core_objects,
+#       HEAPHOOK_OUTPUT_DIR. The heaphook core is compiled into it (targets heaphook_*_objects,
 #       built once per project), so the library is self-contained. Without C_API the sources
 #       define a heaphook::GlobalAllocator and the core's C++ adapter is added; with C_API they
 #       define heaphook_backend_get() themselves (heaphook/backend.h). Compiled with hidden
@@ -30,6 +30,15 @@
 #       it and may define `int heaphook_conformance_extra(const char *backend)` returning the
 #       number of failed checks, run after the suite's own groups. Registered with add_test()
 #       when testing is enabled.
+#
+#   heaphook::support, heaphook::reloc (targets)
+#       The core's parts that work without its interposition, for libraries that interpose
+#       malloc themselves (heaptrack, ucm-hooks) or adapt a backend to another ABI (aix-plugin):
+#       link them rather than compiling the core's files. support: the environment readers
+#       (heaphook/config.h), the malloc-safe logger (log.h) and the seam for OS memory calls
+#       (os.h), portable (the AIX plug-in builds it on AIX); reloc: the GOT patcher (reloc.h),
+#       ELF only. Static libraries of position-independent objects compiled with the preload
+#       flags; the core's include directory comes with them.
 #
 # Variables:
 #   HEAPHOOK_OUTPUT_DIR  where libraries and programs go. Default: CMAKE_LIBRARY_OUTPUT_DIRECTORY
@@ -66,15 +75,15 @@ if(NOT DEFINED HEAPHOOK_OUTPUT_DIR)
   endif()
 endif()
 
+# What heaphook::support holds, and the interposition every backend adds to it.
+set(HEAPHOOK_SUPPORT_SOURCES ${HEAPHOOK_CORE_DIR}/native/config.c
+                             ${HEAPHOOK_CORE_DIR}/native/log.c ${HEAPHOOK_CORE_DIR}/native/os.c)
+set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc.c)
 set(HEAPHOOK_CORE_SOURCES
     ${HEAPHOOK_CORE_DIR}/native/bootstrap.c
-    ${HEAPHOOK_CORE_DIR}/native/config.c
     ${HEAPHOOK_CORE_DIR}/native/fork.c
     ${HEAPHOOK_CORE_DIR}/native/init.c
     ${HEAPHOOK_CORE_DIR}/native/interpose.c
-    ${HEAPHOOK_CORE_DIR}/native/log.c
-    ${HEAPHOOK_CORE_DIR}/native/os.c
-    ${HEAPHOOK_CORE_DIR}/native/reloc.c
     ${HEAPHOOK_CORE_DIR}/native/attach.c
     ${HEAPHOOK_CORE_DIR}/native/stats.c)
 set(HEAPHOOK_CXX_ADAPTER ${HEAPHOOK_CORE_DIR}/native/cxx_adapter.cpp)
@@ -105,23 +114,42 @@ set(_heaphook_preload_flags
     $<$<COMPILE_LANGUAGE:CXX>:-fvisibility-inlines-hidden>)
 set(_heaphook_preload_definitions _GNU_SOURCE $<$<BOOL:${HEAPHOOK_DEBUG}>:HEAPHOOK_DEBUG=1>)
 
-# The core, compiled once per project: object files for the preload libraries (every object
-# must be linked, interpose.o in particular, so a static archive would not do), and the same
-# objects as libheaphook_core.a for test programs that want single functions (the parsers).
-if(NOT TARGET heaphook_core_objects)
-  add_library(heaphook_core_objects OBJECT ${HEAPHOOK_CORE_SOURCES})
-  target_include_directories(heaphook_core_objects PUBLIC ${HEAPHOOK_CORE_DIR}/include)
-  target_compile_options(heaphook_core_objects PRIVATE ${_heaphook_preload_flags})
-  target_compile_definitions(heaphook_core_objects PRIVATE ${_heaphook_preload_definitions})
-  set_target_properties(heaphook_core_objects PROPERTIES POSITION_INDEPENDENT_CODE ON
-                                                         C_STANDARD 11 C_EXTENSIONS ON)
-  target_link_libraries(heaphook_core_objects INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+# The core, compiled once per project and only when a target uses it (EXCLUDE_FROM_ALL): object
+# files for the preload libraries (every object must be linked, interpose.o in particular, so a
+# static archive would not do), and the same objects as libheaphook_core.a for test programs
+# that want single functions (the parsers). The support objects are shared by both and by
+# heaphook::support.
+function(_heaphook_core_object_library target)
+  add_library(${target} OBJECT EXCLUDE_FROM_ALL ${ARGN})
+  target_include_directories(${target} PUBLIC ${HEAPHOOK_CORE_DIR}/include)
+  target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
+  target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions})
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON C_STANDARD 11
+                                             C_EXTENSIONS ON)
+  target_link_libraries(${target} INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+endfunction()
 
-  add_library(heaphook_core STATIC $<TARGET_OBJECTS:heaphook_core_objects>)
-  target_include_directories(heaphook_core PUBLIC ${HEAPHOOK_CORE_DIR}/include)
-  target_link_libraries(heaphook_core INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
-  set_target_properties(heaphook_core PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR}
-                                                 LINKER_LANGUAGE C)
+# A static library of the given object libraries' objects, named heaphook::<alias>.
+function(_heaphook_core_archive target alias)
+  list(TRANSFORM ARGN REPLACE "(.+)" "$<TARGET_OBJECTS:\\1>" OUTPUT_VARIABLE objects)
+  add_library(${target} STATIC EXCLUDE_FROM_ALL ${objects})
+  target_include_directories(${target} PUBLIC ${HEAPHOOK_CORE_DIR}/include)
+  target_link_libraries(${target} INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+  set_target_properties(${target} PROPERTIES LINKER_LANGUAGE C)
+  add_library(heaphook::${alias} ALIAS ${target})
+endfunction()
+
+if(NOT TARGET heaphook_core_objects)
+  _heaphook_core_object_library(heaphook_support_objects ${HEAPHOOK_SUPPORT_SOURCES})
+  _heaphook_core_archive(heaphook_support support heaphook_support_objects)
+  if(NOT CMAKE_SYSTEM_NAME STREQUAL "AIX")
+    _heaphook_core_object_library(heaphook_reloc_objects ${HEAPHOOK_RELOC_SOURCES})
+    _heaphook_core_object_library(heaphook_core_objects ${HEAPHOOK_CORE_SOURCES})
+    _heaphook_core_archive(heaphook_reloc reloc heaphook_reloc_objects)
+    _heaphook_core_archive(heaphook_core core heaphook_support_objects heaphook_reloc_objects
+                           heaphook_core_objects)
+    set_target_properties(heaphook_core PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
+  endif()
 endif()
 
 function(heaphook_add_backend name)
@@ -139,7 +167,8 @@ function(heaphook_add_backend name)
     endif()
     target_sources(${target} PRIVATE ${HEAPHOOK_CXX_ADAPTER})
   endif()
-  target_link_libraries(${target} PRIVATE heaphook_core_objects)
+  target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_support_objects
+                                           heaphook_reloc_objects)
   target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
   target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions}
                                                HEAPHOOK_BACKEND_NAME="${name}")

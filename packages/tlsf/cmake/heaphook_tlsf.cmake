@@ -1,0 +1,37 @@
+# heaphook_tlsf.cmake — the TLSF backend as CMake targets, for a package that builds it into
+# another kind of library (aix-plugin's plug-in archive) instead of a preload library.
+# Include after the core's cmake/heaphook.cmake:
+#
+#   include(${HEAPHOOK_TLSF_DIR}/cmake/heaphook_tlsf.cmake)
+#   target_link_libraries(my_module PRIVATE heaphook::tlsf_backend)
+#
+# Targets (static libraries of position-independent objects, compiled with the core's preload
+# flags, built only when something links them):
+#   heaphook::tlsf_grow     the pool growth policy (tlsf_grow.h: INITIAL_MEMPOOL_SIZE, then
+#                           ADDITIONAL_MEMPOOL_SIZE doubled until a request fits)
+#   heaphook::tlsf_backend  the backend's C table, heaphook_backend_get() (heaphook/backend.h);
+#                           links heaphook::tlsf_grow and the core's heaphook::support
+# Variables:
+#   HEAPHOOK_TLSF_DIR       set by this module: the @heaphook/tlsf package directory.
+include_guard(GLOBAL)
+
+get_filename_component(HEAPHOOK_TLSF_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
+function(_heaphook_tlsf_library target alias)
+  add_library(${target} STATIC EXCLUDE_FROM_ALL ${ARGN})
+  target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
+  target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions})
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON C_STANDARD 11
+                                             C_EXTENSIONS ON LINKER_LANGUAGE C)
+  add_library(heaphook::${alias} ALIAS ${target})
+endfunction()
+
+if(NOT TARGET heaphook_tlsf_grow)
+  _heaphook_tlsf_library(heaphook_tlsf_grow tlsf_grow ${HEAPHOOK_TLSF_DIR}/native/tlsf_grow.c)
+  target_include_directories(heaphook_tlsf_grow PUBLIC ${HEAPHOOK_TLSF_DIR}/native)
+  target_link_libraries(heaphook_tlsf_grow PUBLIC heaphook::support)
+
+  _heaphook_tlsf_library(heaphook_tlsf_backend tlsf_backend
+                         ${HEAPHOOK_TLSF_DIR}/native/tlsf_backend.c)
+  target_link_libraries(heaphook_tlsf_backend PUBLIC heaphook::tlsf_grow heaphook::support)
+endif()
