@@ -82,6 +82,7 @@ static _Atomic int g_leak_apply_lock;
 static uint64_t g_leak_cursor;
 
 static bool hh_invariant_tsc(void);
+static void hh_finish_standalone_log(unsigned reason);
 
 /* ---- 1. Configuration -------------------------------------------------------------------- */
 
@@ -207,6 +208,27 @@ static void hh_discard(void *arg, uint64_t pos, unsigned type, const void *recor
     (void)arg, (void)pos, (void)type, (void)record, (void)len;
 }
 
+/* errno's text, without allocating or translating (strerror may do both). */
+static const char *hh_error_text(int error) {
+    const char *text = strerrordesc_np(error);
+    return text != NULL ? text : "unknown error";
+}
+
+/* Tracing that cannot start says why, once (a process starts its tracer once; a fork child
+ * of a process that is not tracing does not start again). */
+static void hh_ring_failed(const char *what, int error) {
+    uint64_t size = hh_cfg.buffer_size;
+    const char *unit = size >= (1u << 30) ? "GiB" : size >= (1u << 20) ? "MiB" : "KiB";
+    uint64_t scale = size >= (1u << 30) ? 1u << 30 : size >= (1u << 20) ? 1u << 20 : 1u << 10;
+    const char *value = heaphook_env_get("HEAPHOOK_BUFFER_SIZE", NULL);
+    heaphook_log_error(
+        "heaptrack: cannot %s a %llu %s ring (HEAPHOOK_BUFFER_SIZE=%s): %s; not "
+        "tracing. Try HEAPHOOK_BUFFER_SIZE=%s",
+        what, (unsigned long long)(size / scale), unit, value != NULL ? value : "8MiB, the default",
+        hh_error_text(error), size > (8u << 20) ? "8MiB" : "64KiB");
+    errno = error;
+}
+
 static int hh_setup_standalone(void) {
     if (g_ring.hdr != NULL && g_ring_pid != getpid()) {
         /* a parent's ring and pipe (forked while not tracing): not ours to read */
@@ -217,13 +239,24 @@ static int hh_setup_standalone(void) {
     }
     if (g_ring.hdr == NULL) {
         int fd = hh_ring_create_fd(hh_cfg.buffer_size);
-        if (fd < 0) return -1;
+        if (fd < 0) {
+            hh_ring_failed("create (memfd)", errno);
+            return -1;
+        }
         int rc = hh_ring_map(&g_ring, fd);
+        int error = errno;
         close(fd);
-        if (rc != 0) return -1;
+        if (rc != 0) {
+            hh_ring_failed("map", error);
+            return -1;
+        }
         int p[2];
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+            error = errno;
+            heaphook_log_error("heaptrack: cannot create the drain thread's pipe: %s; not tracing.",
+                               hh_error_text(error));
             hh_ring_unmap(&g_ring);
+            errno = error;
             return -1;
         }
         g_pipe_rd = hh_high_fd(p[0]);
@@ -267,20 +300,31 @@ typedef struct hh_hello {
 } hh_hello;
 #define HH_HELLO_MAGIC 0x31434848u
 
+/* The collector cannot be used: says why (once, see hh_ring_failed). */
+static int hh_collector_failed(const char *what, int error) {
+    heaphook_log_error(
+        "heaptrack: %s the collector at HEAPHOOK_COLLECTOR=%s: %s; is `heaphook "
+        "record` still running? Not tracing.",
+        what, g_collector, hh_error_text(error));
+    errno = error;
+    return -1;
+}
+
 static int hh_setup_collector(void) {
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
     size_t n = strlen(g_collector);
-    if (n >= sizeof addr.sun_path) return -1;
+    if (n >= sizeof addr.sun_path) return hh_collector_failed("cannot reach", ENAMETOOLONG);
     memcpy(addr.sun_path, g_collector, n);
     if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return -1;
+    if (s < 0) return hh_collector_failed("cannot reach", errno);
     if (connect(s, (struct sockaddr *)&addr,
                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
+        int error = errno;
         close(s);
-        return -1;
+        return hh_collector_failed("cannot reach", error);
     }
     hh_hello hello = {HH_HELLO_MAGIC,
                       1,
@@ -289,9 +333,10 @@ static int hh_setup_collector(void) {
                       g_fork_child ? HH_PF_FORK_CHILD : 0u,
                       0,
                       hh_cfg.buffer_size};
-    if (write(s, &hello, sizeof hello) != (ssize_t)sizeof hello) {
+    if (send(s, &hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello) {
+        int error = errno;
         close(s);
-        return -1;
+        return hh_collector_failed("lost the connection to", error);
     }
     char status = 0;
     struct iovec iov = {&status, 1};
@@ -310,15 +355,18 @@ static int hh_setup_collector(void) {
     } while (got < 0 && errno == EINTR);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     if (got != 1 || status != 'R' || c == NULL || c->cmsg_type != SCM_RIGHTS) {
+        int error = got < 0 ? errno : EPROTO;
         close(s);
-        return -1;
+        return hh_collector_failed("got no ring buffer from", error);
     }
     int memfd;
     memcpy(&memfd, CMSG_DATA(c), sizeof memfd);
     int rc = hh_ring_map(&g_ring, memfd);
+    int error = errno;
     close(memfd);
     if (rc != 0) {
         close(s);
+        hh_ring_failed("map", error);
         return -1;
     }
     s = hh_high_fd(s);
@@ -389,12 +437,6 @@ static bool hh_start_transport(void) {
     if (g_collector != NULL) {
         g_mode = HH_MODE_COLLECTOR;
         rc = hh_setup_collector();
-        if (rc != 0) {
-            heaphook_log_error(
-                "heaptrack: cannot reach the collector at HEAPHOOK_COLLECTOR=%s "
-                "(errno %d); is `heaphook record` still running? Not tracing.",
-                g_collector, errno);
-        }
     } else {
         g_mode = HH_MODE_STANDALONE;
         rc = hh_setup_standalone();
@@ -417,7 +459,12 @@ static bool hh_tracer_start(void) {
     hh_read_config();
     hh_leaks_configure();
     bool ok = hh_stacks_init() == 0;
-    if (ok) {
+    if (!ok) {
+        heaphook_log_error(
+            "heaptrack: cannot map the stack table: %s; not tracing. Raise the "
+            "address-space limit (ulimit -v).",
+            hh_error_text(errno));
+    } else {
         uintptr_t lo, hi;
         hh_find_self(&lo, &hi);
         hh_unwind_init(lo, hi, g_use_fast_unwind);
@@ -555,9 +602,15 @@ static void hh_start_drain_thread(void) {
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    g_drain_started = pthread_create(&g_drain, &attr, hh_drain_main, NULL) == 0;
+    int error = pthread_create(&g_drain, &attr, hh_drain_main, NULL);
+    g_drain_started = error == 0;
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!g_drain_started) { /* nothing would read the ring: a full one would block forever */
+        heaphook_log_error("heaptrack: cannot start the thread that writes %s: %s; not tracing.",
+                           g_log_path, hh_error_text(error));
+        hh_finish_standalone_log(HH_END_LOST);
+    }
 }
 
 /* Standalone mode, recording, and this process is the log's: not a vfork child, which shares
