@@ -55,7 +55,9 @@ static HH_TLS uint32_t t_tid;
 enum { HH_MODE_STANDALONE = 1, HH_MODE_COLLECTOR = 2 };
 static int g_mode;
 static hh_ring g_ring;
-static int g_notify_fd = -1; /* standalone: pipe write end; collector: the socket */
+static int g_notify_fd = -1;      /* standalone: pipe write end; collector: the socket */
+static _Atomic bool g_gone;       /* collector mode: the collector went away, tracing stopped */
+static HH_TLS bool t_fork_traced; /* this thread's fork began while recording */
 static uint64_t g_batch;
 static bool g_use_fast_unwind = true;
 static const char *g_collector;
@@ -82,6 +84,7 @@ static _Atomic int g_leak_apply_lock;
 static uint64_t g_leak_cursor;
 
 static bool hh_invariant_tsc(void);
+static const char *hh_error_text(int error);
 static void hh_finish_standalone_log(unsigned reason);
 
 /* ---- 1. Configuration -------------------------------------------------------------------- */
@@ -175,8 +178,27 @@ uint32_t hh_tid(void) {
 
 /* ---- 3. Ring access and wake-ups --------------------------------------------------------- */
 
+static void hh_collector_gone(int error);
+
+/* Collector mode: a message to the collector (wake-ups, fork and exit bytes). A collector that
+ * is gone (killed, or stopped by `heaphook record` and exited) never raises SIGPIPE in the
+ * program: tracing stops (hh_collector_gone). A full socket buffer is no error: the collector
+ * is behind, and drains every 50 ms anyway. */
+static void hh_collector_send(const char *bytes, size_t len) {
+    if (g_notify_fd < 0 || atomic_load_explicit(&g_gone, memory_order_relaxed)) return;
+    int saved = errno;
+    if (send(g_notify_fd, bytes, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+        errno != EINTR)
+        hh_collector_gone(errno);
+    errno = saved;
+}
+
 static void hh_wake(void *arg) {
     (void)arg;
+    if (g_mode == HH_MODE_COLLECTOR) {
+        hh_collector_send("w", 1);
+        return;
+    }
     if (g_notify_fd < 0) return;
     int saved = errno;
     char byte = 'w';
@@ -186,7 +208,38 @@ static void hh_wake(void *arg) {
 }
 
 void *hh_tracer_reserve(uint32_t len) {
-    return hh_ring_reserve(&g_ring, len, !hh_cfg.drop, hh_wake, NULL);
+    void *record = hh_ring_reserve(&g_ring, len, !hh_cfg.drop, hh_wake, NULL);
+    /* A ring the collector closed (it stopped recording this process) drops when full */
+    if (HH_UNLIKELY(record == NULL) && g_mode == HH_MODE_COLLECTOR &&
+        atomic_load_explicit(&g_ring.hdr->closed, memory_order_relaxed))
+        hh_collector_gone(0);
+    return record;
+}
+
+static void hh_count_record(void *arg, uint64_t pos, unsigned type, const void *record,
+                            uint32_t len) {
+    (void)pos, (void)type, (void)record, (void)len;
+    ++*(uint64_t *)arg;
+}
+
+/* The collector is gone: recording stops for good (every hook forwards from now on), threads
+ * waiting for room in the ring stop waiting, and the loss is said once on stderr: the records
+ * the collector never read, and the calls dropped because the ring was full. */
+static void hh_collector_gone(int error) {
+    if (atomic_exchange(&g_gone, true)) return;
+    char cause[96]; /* a closed ring: the collector finished this process's log on purpose */
+    if (atomic_load(&g_ring.hdr->closed) || error == 0)
+        heaphook_formatf(cause, sizeof cause, "heaphook record stopped recording this process");
+    else
+        heaphook_formatf(cause, sizeof cause, "its connection ended: %s", hh_error_text(error));
+    int expected = HH_STATE_ACTIVE;
+    atomic_compare_exchange_strong(&hh_state, &expected, HH_STATE_FINISHED);
+    uint64_t lost = hh_ring_unpublished(&g_ring) + atomic_load(&g_ring.hdr->dropped);
+    hh_ring_walk(&g_ring, atomic_load(&g_ring.hdr->read_pos), UINT64_MAX, true, hh_count_record,
+                 &lost);
+    hh_ring_close(&g_ring);
+    heaphook_log_error("heaptrack: the collector is gone (%s); tracing stopped, %llu events lost",
+                       cause, (unsigned long long)lost);
 }
 
 void hh_tracer_commit(void *record, unsigned type) {
@@ -468,7 +521,7 @@ static bool hh_tracer_start(void) {
         uintptr_t lo, hi;
         hh_find_self(&lo, &hi);
         hh_unwind_init(lo, hi, g_use_fast_unwind);
-        ok = hh_start_transport();
+        ok = hh_start_transport() && !atomic_load(&g_gone); /* gone while starting */
     }
     if (!ok) g_start_errno = errno;
     atomic_store_explicit(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED,
@@ -626,32 +679,35 @@ void hh_tracer_flush_now(void) {
 
 /* ---- 7. Fork, exec, exit ----------------------------------------------------------------- */
 
+/* Whether the fork began while recording is kept by the forking thread (t_fork_traced): the
+ * state may change in between (the collector found gone), and the handlers must pair. */
 static void hh_fork_prepare(void) {
     hh_busy++;
     hh_leaks_fork_prepare();
-    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
-    if (g_mode == HH_MODE_COLLECTOR && g_notify_fd >= 0) {
-        char byte = 'F'; /* a child is coming: the collector waits for it */
-        ssize_t r = write(g_notify_fd, &byte, 1);
-        (void)r;
-    }
-    hh_stacks_fork_prepare();
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_COLLECTOR)
+        hh_collector_send("F", 1); /* a child is coming: the collector waits for it */
+    t_fork_traced = atomic_load(&hh_state) == HH_STATE_ACTIVE;
+    if (t_fork_traced) hh_stacks_fork_prepare();
 }
 
 static void hh_fork_parent(void) {
     hh_leaks_fork_parent();
-    if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_stacks_fork_parent();
+    if (t_fork_traced) hh_stacks_fork_parent();
     hh_busy--;
 }
 
 static void hh_fork_child(void) {
     t_tid = 0;
     hh_leaks_fork_child();
-    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) {
+    if (t_fork_traced) hh_stacks_fork_child();
+    if (g_mode == HH_MODE_COLLECTOR && atomic_load(&g_gone) && g_notify_fd >= 0) {
+        close(g_notify_fd); /* the parent's connection to a collector that is gone */
+        g_notify_fd = -1;
+    }
+    if (!t_fork_traced || atomic_load(&hh_state) != HH_STATE_ACTIVE) {
         hh_busy--;
         return;
     }
-    hh_stacks_fork_child();
     hh_modules_reset();
     hh_ring_unmap(&g_ring); /* the parent's: shared memory, not ours to write any more */
     g_leak_cursor = 0;      /* the position of the first record in the child's own ring */
@@ -668,7 +724,7 @@ static void hh_fork_child(void) {
     g_notify_fd = -1;
     g_fork_child = true;
     atomic_store(&hh_state, HH_STATE_INITIALISING);
-    bool ok = hh_start_transport();
+    bool ok = hh_start_transport() && !atomic_load(&g_gone);
     atomic_store(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED);
     if (ok) hh_start_drain_thread();
     hh_leaks_defer();
@@ -835,9 +891,7 @@ __attribute__((destructor(101))) static void hh_tracer_dtor(void) {
     }
     if (g_mode == HH_MODE_COLLECTOR) {
         /* The collector reads until the connection closes: keep recording until then. */
-        char bytes[2] = {'X', 'w'};
-        ssize_t r = write(g_notify_fd, bytes, 2);
-        (void)r;
+        hh_collector_send("Xw", 2);
         hh_busy--;
         return;
     }

@@ -168,7 +168,7 @@ describe('tracing that cannot start', () => {
 
   it('a ring that cannot be mapped (RLIMIT_AS) says so once and the program runs untouched', () => {
     const dir = scratch('nomap');
-    const env = { ...process.env, HEAPHOOK_BUFFER_SIZE: '1.5G' };
+    const env: NodeJS.ProcessEnv = { ...process.env, HEAPHOOK_BUFFER_SIZE: '1.5G' };
     delete env.HEAPHOOK_COLLECTOR;
     const run = spawnSync('/bin/sh', ['-c', shell(dir)], { encoding: 'utf8', env });
     expect(run.status, run.stderr).toBe(0);
