@@ -62,13 +62,25 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static volatile sig_atomic_t signals_seen, child_exited;
+static volatile sig_atomic_t signals_seen, own_signals, relayed_signals, child_exited;
 
 /* The first signal goes to the command; a second one, or one after the command is gone
- * (processes it left behind are still traced), stops the collector itself. */
-static void forward_signal(int sig) {
-    signals_seen++;
-    if (child > 0 && !child_exited) kill(child, sig);
+ * (processes it left behind are still traced), stops the collector itself.
+ *
+ * A terminal's Ctrl-C reaches its whole process group: `heaphook record`, which relays it
+ * here, this collector and the command. So a signal from anyone but our parent is taken as
+ * the command's already, and the parent's relay of it is the same press, not a second one:
+ * presses are the larger of the two counts. A signal only our parent got (a kill of its pid:
+ * relays outnumber our own) is passed on to the command. */
+static void forward_signal(int sig, siginfo_t *info, void *context) {
+    (void)context;
+    if (info->si_code == SI_USER && info->si_pid == getppid()) {
+        relayed_signals++;
+        if (relayed_signals > own_signals && child > 0 && !child_exited) kill(child, sig);
+    } else {
+        own_signals++;
+    }
+    signals_seen = own_signals > relayed_signals ? own_signals : relayed_signals;
 }
 
 static void usage(void) {
@@ -257,7 +269,8 @@ int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = forward_signal;
+    sa.sa_sigaction = forward_signal;
+    sa.sa_flags = SA_SIGINFO;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
@@ -277,7 +290,7 @@ int main(int argc, char **argv) {
     }
 
     int status = 0;
-    bool child_done = false;
+    bool child_done = false, said_first = false, stopping = false;
     uint64_t last_activity = now_ms();
     struct pollfd *pfds = NULL;
     size_t pcap = 0;
@@ -331,7 +344,19 @@ int main(int argc, char **argv) {
                 last_activity = now_ms();
             }
         }
+        if (signals_seen == 1 && !child_done && !said_first && !quiet) {
+            said_first = true;
+            fprintf(stderr,
+                    "heaphook record: the signal went to the command; another one stops "
+                    "recording (the logs are closed, the programs go on)\n");
+        }
         if (signals_seen >= 2 || (signals_seen >= 1 && child_done)) {
+            /* One more pass first: a process that ended just now (the command's own children
+             * end before it) has its log closed as an exit, not as stopped while running. */
+            if (!stopping) {
+                stopping = true;
+                continue;
+            }
             for (size_t k = 0; k < nclients; k++) {
                 finish(clients[k], true);
                 free(clients[k]);

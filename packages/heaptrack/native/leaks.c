@@ -38,6 +38,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -1410,35 +1411,63 @@ static void *hh_leak_thread(void *arg) {
     return NULL;
 }
 
+/* A signal by number (decimal, no sign) or name, with or without "SIG", in any case: HUP, USR1,
+ * USR2, RTMIN, RTMIN+n, RTMAX, RTMAX-n. Returns its number, or -1 (overflow included). */
 static int hh_signal_number(const char *v) {
     static const struct {
         const char *name;
         int sig;
-    } names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},   {"INT", SIGINT},
-                 {"QUIT", SIGQUIT}, {"TERM", SIGTERM}, {"PROF", SIGPROF}, {"WINCH", SIGWINCH}};
-    if (v == NULL || *v == '\0') return 0;
-    if (strncmp(v, "SIG", 3) == 0) v += 3;
-    if (*v >= '0' && *v <= '9') {
-        int n = 0;
-        while (*v >= '0' && *v <= '9') n = n * 10 + (*v++ - '0');
-        return *v == '\0' && n > 0 && n < 65 ? n : -1;
+    } names[] = {{"HUP", SIGHUP}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+    if (strncasecmp(v, "SIG", 3) == 0) v += 3;
+    int base = 0, sign = 1;
+    if (strncasecmp(v, "RTMIN", 5) == 0) {
+        base = SIGRTMIN;
+        v += 5;
+    } else if (strncasecmp(v, "RTMAX", 5) == 0) {
+        base = SIGRTMAX;
+        sign = -1;
+        v += 5;
+    } else {
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            if (strcasecmp(v, names[i].name) == 0) return names[i].sig;
+        }
     }
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        if (strcmp(v, names[i].name) == 0) return names[i].sig;
+    if (base != 0) {
+        if (*v == '\0') return base;
+        if (*v++ != (sign > 0 ? '+' : '-')) return -1;
     }
-    return -1;
+    if (*v < '0' || *v > '9') return -1;
+    int n = 0;
+    while (*v >= '0' && *v <= '9' && n <= 1000) n = n * 10 + (*v++ - '0');
+    if (*v != '\0' || n > 1000) return -1;
+    return base + sign * n;
+}
+
+/* The signal in variable `name`, or default_sig when unset: for HEAPHOOK_LEAK_SIGNAL one that is
+ * safe to catch (its default action ends the program and nothing sends it behind the program's
+ * back: not a fault, a job-control or timer signal, SIGCHLD, SIGPIPE, SIGINT, SIGQUIT or SIGTERM)
+ * other than the stop signal `stop`; for the stop signal (stop = 0) a real-time one. Anything
+ * else stops the program (exit 78, heaphook/config.h). */
+static int hh_signal_config(const char *name, int default_sig, int stop) {
+    const char *v = heaphook_env_get(name, NULL);
+    if (v == NULL) return default_sig;
+    int sig = hh_signal_number(v);
+    bool ok = (sig >= SIGRTMIN && sig <= SIGRTMAX) ||
+              (stop != 0 && (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2));
+    if (ok && sig != stop) return sig;
+    char expected[256];
+    heaphook_formatf(expected, sizeof expected,
+                     "%s real-time signal (RTMIN..RTMAX: %d..%d; by name, RTMIN+n, RTMAX-n or "
+                     "number)%s",
+                     stop != 0 ? "HUP, USR1, USR2 or a" : "a", SIGRTMIN, SIGRTMAX,
+                     stop != 0 ? " other than HEAPHOOK_LEAK_STOP_SIGNAL's" : "");
+    heaphook_config_fail(name, v, expected, stop != 0 ? "USR2" : "RTMAX-2");
 }
 
 void hh_leaks_configure(void) {
     g_at_exit = heaphook_env_bool("HEAPHOOK_LEAK_CHECK", NULL, true);
-    const char *sig = heaphook_env_get("HEAPHOOK_LEAK_SIGNAL", NULL);
-    g_signal = hh_signal_number(sig);
-    if (g_signal < 0) {
-        heaphook_config_fail("HEAPHOOK_LEAK_SIGNAL", sig,
-                             "a signal name or number (USR1, USR2, 12)", "USR2");
-    }
-    g_stop_signal =
-        (int)heaphook_env_long("HEAPHOOK_LEAK_STOP_SIGNAL", NULL, SIGRTMAX - 2, SIGRTMIN, SIGRTMAX);
+    g_stop_signal = hh_signal_config("HEAPHOOK_LEAK_STOP_SIGNAL", SIGRTMAX - 2, 0);
+    g_signal = hh_signal_config("HEAPHOOK_LEAK_SIGNAL", 0, g_stop_signal);
     g_stop_timeout_ms = heaphook_env_long("HEAPHOOK_LEAK_STOP_TIMEOUT_MS", NULL, 1000, 1, 600000);
     g_auto = heaphook_env_bool("HEAPHOOK_LEAK_TRACK", NULL, g_at_exit || g_signal > 0) ||
              g_at_exit || g_signal > 0;

@@ -55,7 +55,9 @@ static HH_TLS uint32_t t_tid;
 enum { HH_MODE_STANDALONE = 1, HH_MODE_COLLECTOR = 2 };
 static int g_mode;
 static hh_ring g_ring;
-static int g_notify_fd = -1; /* standalone: pipe write end; collector: the socket */
+static int g_notify_fd = -1;      /* standalone: pipe write end; collector: the socket */
+static _Atomic bool g_gone;       /* collector mode: the collector went away, tracing stopped */
+static HH_TLS bool t_fork_traced; /* this thread's fork began while recording */
 static uint64_t g_batch;
 static bool g_use_fast_unwind = true;
 static const char *g_collector;
@@ -82,6 +84,8 @@ static _Atomic int g_leak_apply_lock;
 static uint64_t g_leak_cursor;
 
 static bool hh_invariant_tsc(void);
+static const char *hh_error_text(int error);
+static void hh_finish_standalone_log(unsigned reason);
 
 /* ---- 1. Configuration -------------------------------------------------------------------- */
 
@@ -174,8 +178,27 @@ uint32_t hh_tid(void) {
 
 /* ---- 3. Ring access and wake-ups --------------------------------------------------------- */
 
+static void hh_collector_gone(int error);
+
+/* Collector mode: a message to the collector (wake-ups, fork and exit bytes). A collector that
+ * is gone (killed, or stopped by `heaphook record` and exited) never raises SIGPIPE in the
+ * program: tracing stops (hh_collector_gone). A full socket buffer is no error: the collector
+ * is behind, and drains every 50 ms anyway. */
+static void hh_collector_send(const char *bytes, size_t len) {
+    if (g_notify_fd < 0 || atomic_load_explicit(&g_gone, memory_order_relaxed)) return;
+    int saved = errno;
+    if (send(g_notify_fd, bytes, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+        errno != EINTR)
+        hh_collector_gone(errno);
+    errno = saved;
+}
+
 static void hh_wake(void *arg) {
     (void)arg;
+    if (g_mode == HH_MODE_COLLECTOR) {
+        hh_collector_send("w", 1);
+        return;
+    }
     if (g_notify_fd < 0) return;
     int saved = errno;
     char byte = 'w';
@@ -185,7 +208,38 @@ static void hh_wake(void *arg) {
 }
 
 void *hh_tracer_reserve(uint32_t len) {
-    return hh_ring_reserve(&g_ring, len, !hh_cfg.drop, hh_wake, NULL);
+    void *record = hh_ring_reserve(&g_ring, len, !hh_cfg.drop, hh_wake, NULL);
+    /* A ring the collector closed (it stopped recording this process) drops when full */
+    if (HH_UNLIKELY(record == NULL) && g_mode == HH_MODE_COLLECTOR &&
+        atomic_load_explicit(&g_ring.hdr->closed, memory_order_relaxed))
+        hh_collector_gone(0);
+    return record;
+}
+
+static void hh_count_record(void *arg, uint64_t pos, unsigned type, const void *record,
+                            uint32_t len) {
+    (void)pos, (void)type, (void)record, (void)len;
+    ++*(uint64_t *)arg;
+}
+
+/* The collector is gone: recording stops for good (every hook forwards from now on), threads
+ * waiting for room in the ring stop waiting, and the loss is said once on stderr: the records
+ * the collector never read, and the calls dropped because the ring was full. */
+static void hh_collector_gone(int error) {
+    if (atomic_exchange(&g_gone, true)) return;
+    char cause[96]; /* a closed ring: the collector finished this process's log on purpose */
+    if (atomic_load(&g_ring.hdr->closed) || error == 0)
+        heaphook_formatf(cause, sizeof cause, "heaphook record stopped recording this process");
+    else
+        heaphook_formatf(cause, sizeof cause, "its connection ended: %s", hh_error_text(error));
+    int expected = HH_STATE_ACTIVE;
+    atomic_compare_exchange_strong(&hh_state, &expected, HH_STATE_FINISHED);
+    uint64_t lost = hh_ring_unpublished(&g_ring) + atomic_load(&g_ring.hdr->dropped);
+    hh_ring_walk(&g_ring, atomic_load(&g_ring.hdr->read_pos), UINT64_MAX, true, hh_count_record,
+                 &lost);
+    hh_ring_close(&g_ring);
+    heaphook_log_error("heaptrack: the collector is gone (%s); tracing stopped, %llu events lost",
+                       cause, (unsigned long long)lost);
 }
 
 void hh_tracer_commit(void *record, unsigned type) {
@@ -207,6 +261,27 @@ static void hh_discard(void *arg, uint64_t pos, unsigned type, const void *recor
     (void)arg, (void)pos, (void)type, (void)record, (void)len;
 }
 
+/* errno's text, without allocating or translating (strerror may do both). */
+static const char *hh_error_text(int error) {
+    const char *text = strerrordesc_np(error);
+    return text != NULL ? text : "unknown error";
+}
+
+/* Tracing that cannot start says why, once (a process starts its tracer once; a fork child
+ * of a process that is not tracing does not start again). */
+static void hh_ring_failed(const char *what, int error) {
+    uint64_t size = hh_cfg.buffer_size;
+    const char *unit = size >= (1u << 30) ? "GiB" : size >= (1u << 20) ? "MiB" : "KiB";
+    uint64_t scale = size >= (1u << 30) ? 1u << 30 : size >= (1u << 20) ? 1u << 20 : 1u << 10;
+    const char *value = heaphook_env_get("HEAPHOOK_BUFFER_SIZE", NULL);
+    heaphook_log_error(
+        "heaptrack: cannot %s a %llu %s ring (HEAPHOOK_BUFFER_SIZE=%s): %s; not "
+        "tracing. Try HEAPHOOK_BUFFER_SIZE=%s",
+        what, (unsigned long long)(size / scale), unit, value != NULL ? value : "8MiB, the default",
+        hh_error_text(error), size > (8u << 20) ? "8MiB" : "64KiB");
+    errno = error;
+}
+
 static int hh_setup_standalone(void) {
     if (g_ring.hdr != NULL && g_ring_pid != getpid()) {
         /* a parent's ring and pipe (forked while not tracing): not ours to read */
@@ -217,13 +292,24 @@ static int hh_setup_standalone(void) {
     }
     if (g_ring.hdr == NULL) {
         int fd = hh_ring_create_fd(hh_cfg.buffer_size);
-        if (fd < 0) return -1;
+        if (fd < 0) {
+            hh_ring_failed("create (memfd)", errno);
+            return -1;
+        }
         int rc = hh_ring_map(&g_ring, fd);
+        int error = errno;
         close(fd);
-        if (rc != 0) return -1;
+        if (rc != 0) {
+            hh_ring_failed("map", error);
+            return -1;
+        }
         int p[2];
         if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+            error = errno;
+            heaphook_log_error("heaptrack: cannot create the drain thread's pipe: %s; not tracing.",
+                               hh_error_text(error));
             hh_ring_unmap(&g_ring);
+            errno = error;
             return -1;
         }
         g_pipe_rd = hh_high_fd(p[0]);
@@ -267,20 +353,31 @@ typedef struct hh_hello {
 } hh_hello;
 #define HH_HELLO_MAGIC 0x31434848u
 
+/* The collector cannot be used: says why (once, see hh_ring_failed). */
+static int hh_collector_failed(const char *what, int error) {
+    heaphook_log_error(
+        "heaptrack: %s the collector at HEAPHOOK_COLLECTOR=%s: %s; is `heaphook "
+        "record` still running? Not tracing.",
+        what, g_collector, hh_error_text(error));
+    errno = error;
+    return -1;
+}
+
 static int hh_setup_collector(void) {
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
     size_t n = strlen(g_collector);
-    if (n >= sizeof addr.sun_path) return -1;
+    if (n >= sizeof addr.sun_path) return hh_collector_failed("cannot reach", ENAMETOOLONG);
     memcpy(addr.sun_path, g_collector, n);
     if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return -1;
+    if (s < 0) return hh_collector_failed("cannot reach", errno);
     if (connect(s, (struct sockaddr *)&addr,
                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
+        int error = errno;
         close(s);
-        return -1;
+        return hh_collector_failed("cannot reach", error);
     }
     hh_hello hello = {HH_HELLO_MAGIC,
                       1,
@@ -289,9 +386,10 @@ static int hh_setup_collector(void) {
                       g_fork_child ? HH_PF_FORK_CHILD : 0u,
                       0,
                       hh_cfg.buffer_size};
-    if (write(s, &hello, sizeof hello) != (ssize_t)sizeof hello) {
+    if (send(s, &hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello) {
+        int error = errno;
         close(s);
-        return -1;
+        return hh_collector_failed("lost the connection to", error);
     }
     char status = 0;
     struct iovec iov = {&status, 1};
@@ -310,15 +408,18 @@ static int hh_setup_collector(void) {
     } while (got < 0 && errno == EINTR);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     if (got != 1 || status != 'R' || c == NULL || c->cmsg_type != SCM_RIGHTS) {
+        int error = got < 0 ? errno : EPROTO;
         close(s);
-        return -1;
+        return hh_collector_failed("got no ring buffer from", error);
     }
     int memfd;
     memcpy(&memfd, CMSG_DATA(c), sizeof memfd);
     int rc = hh_ring_map(&g_ring, memfd);
+    int error = errno;
     close(memfd);
     if (rc != 0) {
         close(s);
+        hh_ring_failed("map", error);
         return -1;
     }
     s = hh_high_fd(s);
@@ -389,12 +490,6 @@ static bool hh_start_transport(void) {
     if (g_collector != NULL) {
         g_mode = HH_MODE_COLLECTOR;
         rc = hh_setup_collector();
-        if (rc != 0) {
-            heaphook_log_error(
-                "heaptrack: cannot reach the collector at HEAPHOOK_COLLECTOR=%s "
-                "(errno %d); is `heaphook record` still running? Not tracing.",
-                g_collector, errno);
-        }
     } else {
         g_mode = HH_MODE_STANDALONE;
         rc = hh_setup_standalone();
@@ -417,11 +512,16 @@ static bool hh_tracer_start(void) {
     hh_read_config();
     hh_leaks_configure();
     bool ok = hh_stacks_init() == 0;
-    if (ok) {
+    if (!ok) {
+        heaphook_log_error(
+            "heaptrack: cannot map the stack table: %s; not tracing. Raise the "
+            "address-space limit (ulimit -v).",
+            hh_error_text(errno));
+    } else {
         uintptr_t lo, hi;
         hh_find_self(&lo, &hi);
         hh_unwind_init(lo, hi, g_use_fast_unwind);
-        ok = hh_start_transport();
+        ok = hh_start_transport() && !atomic_load(&g_gone); /* gone while starting */
     }
     if (!ok) g_start_errno = errno;
     atomic_store_explicit(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED,
@@ -562,9 +662,15 @@ static void hh_start_drain_thread(void) {
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    g_drain_started = pthread_create(&g_drain, &attr, hh_drain_main, NULL) == 0;
+    int error = pthread_create(&g_drain, &attr, hh_drain_main, NULL);
+    g_drain_started = error == 0;
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!g_drain_started) { /* nothing would read the ring: a full one would block forever */
+        heaphook_log_error("heaptrack: cannot start the thread that writes %s: %s; not tracing.",
+                           g_log_path, hh_error_text(error));
+        hh_finish_standalone_log(HH_END_LOST);
+    }
 }
 
 /* Standalone mode, recording, and this process is the log's: not a vfork child, which shares
@@ -580,32 +686,35 @@ void hh_tracer_flush_now(void) {
 
 /* ---- 7. Fork, exec, exit ----------------------------------------------------------------- */
 
+/* Whether the fork began while recording is kept by the forking thread (t_fork_traced): the
+ * state may change in between (the collector found gone), and the handlers must pair. */
 static void hh_fork_prepare(void) {
     hh_busy++;
     hh_leaks_fork_prepare();
-    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
-    if (g_mode == HH_MODE_COLLECTOR && g_notify_fd >= 0) {
-        char byte = 'F'; /* a child is coming: the collector waits for it */
-        ssize_t r = write(g_notify_fd, &byte, 1);
-        (void)r;
-    }
-    hh_stacks_fork_prepare();
+    if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_COLLECTOR)
+        hh_collector_send("F", 1); /* a child is coming: the collector waits for it */
+    t_fork_traced = atomic_load(&hh_state) == HH_STATE_ACTIVE;
+    if (t_fork_traced) hh_stacks_fork_prepare();
 }
 
 static void hh_fork_parent(void) {
     hh_leaks_fork_parent();
-    if (atomic_load(&hh_state) == HH_STATE_ACTIVE) hh_stacks_fork_parent();
+    if (t_fork_traced) hh_stacks_fork_parent();
     hh_busy--;
 }
 
 static void hh_fork_child(void) {
     t_tid = 0;
     hh_leaks_fork_child();
-    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) {
+    if (t_fork_traced) hh_stacks_fork_child();
+    if (g_mode == HH_MODE_COLLECTOR && atomic_load(&g_gone) && g_notify_fd >= 0) {
+        close(g_notify_fd); /* the parent's connection to a collector that is gone */
+        g_notify_fd = -1;
+    }
+    if (!t_fork_traced || atomic_load(&hh_state) != HH_STATE_ACTIVE) {
         hh_busy--;
         return;
     }
-    hh_stacks_fork_child();
     hh_modules_reset();
     hh_ring_unmap(&g_ring); /* the parent's: shared memory, not ours to write any more */
     g_leak_cursor = 0;      /* the position of the first record in the child's own ring */
@@ -622,7 +731,7 @@ static void hh_fork_child(void) {
     g_notify_fd = -1;
     g_fork_child = true;
     atomic_store(&hh_state, HH_STATE_INITIALISING);
-    bool ok = hh_start_transport();
+    bool ok = hh_start_transport() && !atomic_load(&g_gone);
     atomic_store(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED);
     if (ok) hh_start_drain_thread();
     hh_leaks_defer();
@@ -792,9 +901,7 @@ __attribute__((destructor(101))) static void hh_tracer_dtor(void) {
     }
     if (g_mode == HH_MODE_COLLECTOR) {
         /* The collector reads until the connection closes: keep recording until then. */
-        char bytes[2] = {'X', 'w'};
-        ssize_t r = write(g_notify_fd, bytes, 2);
-        (void)r;
+        hh_collector_send("Xw", 2);
         hh_busy--;
         return;
     }

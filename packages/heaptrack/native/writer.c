@@ -932,7 +932,8 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
     hh_put_u8(w, HH_S_TAG, HH_TAG_END);
     hh_put_var(w, HH_S_DECL, reason);
     hh_put_var(w, HH_S_DECL, dropped);
-    hh_put_var(w, HH_S_DECL, now > w->start ? (now - w->start) / w->unit : 0);
+    /* unit is 0 when the process never sent its PROCESS record (it failed to start) */
+    hh_put_var(w, HH_S_DECL, w->unit != 0 && now > w->start ? (now - w->start) / w->unit : 0);
     hh_put_var(w, HH_S_DECL, w->events);
     hh_writer_flush(w);
     close(w->fd);

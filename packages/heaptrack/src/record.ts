@@ -4,7 +4,7 @@
  */
 import { spawn, type StdioOptions } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -131,7 +131,9 @@ export async function record(
   try {
     const status = await new Promise<number>((resolvePromise, reject) => {
       child.on('error', reject);
-      child.on('close', (code, signal) => resolvePromise(code ?? (signal !== null ? 128 + 9 : 1)));
+      child.on('close', (code, signal) =>
+        resolvePromise(code ?? (signal !== null ? 128 + (constants.signals[signal] ?? 0) : 1)),
+      );
     });
     const logs: RecordedLog[] = existsSync(manifest)
       ? readFileSync(manifest, 'utf8')

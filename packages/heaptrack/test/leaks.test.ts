@@ -8,7 +8,16 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import { decodeLog, HeapReplay, record, type LeakCheckRecord } from '../src/index.js';
-import { heaphookBin, logsIn, python3, release, scratch, traced, tracer } from './helpers.js';
+import {
+  heaphookBin,
+  logsIn,
+  python3,
+  release,
+  scratch,
+  traced,
+  tracer,
+  workload,
+} from './helpers.js';
 
 const leaksBin = join(release, 'hh_test_leaks');
 
@@ -220,6 +229,45 @@ describe('leak checks', () => {
       expect(c.record.reachableBlocks).toBeGreaterThan(2);
     }
   });
+
+  it('HEAPHOOK_LEAK_SIGNAL takes a real-time signal by name (RTMIN+3)', async () => {
+    const dir = scratch('leaks-signal-rt');
+    const rtmin = 34; // glibc's SIGRTMIN (NPTL keeps 32 and 33)
+    const r = run(dir, ['signal', String(rtmin + 3)], { HEAPHOOK_LEAK_SIGNAL: 'RTMIN+3' });
+    expect(r.stderr).toBe('');
+    const { checks } = await checksOf(logsIn(dir)[0]!);
+    expect(checks.filter((c) => c.record.trigger === 'signal').length).toBeGreaterThanOrEqual(1);
+  });
+
+  // 11 made a segfault loop forever (the handler returned to the faulting instruction), 9 and
+  // 19 were accepted (and never delivered to a handler), 4294967308 wrapped to 12.
+  const refused: [string, Record<string, string>][] = [
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: '11' }],
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: '9' }],
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: '19' }],
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: '4294967308' }],
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: '-1' }],
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: 'abc' }],
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: 'SIGINT' }],
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: 'RTMAX-2' }], // the stop signal
+    ['HEAPHOOK_LEAK_SIGNAL', { HEAPHOOK_LEAK_SIGNAL: '40', HEAPHOOK_LEAK_STOP_SIGNAL: '40' }],
+    ['HEAPHOOK_LEAK_STOP_SIGNAL', { HEAPHOOK_LEAK_STOP_SIGNAL: 'USR1' }],
+    ['HEAPHOOK_LEAK_STOP_SIGNAL', { HEAPHOOK_LEAK_STOP_SIGNAL: '4294967358' }],
+  ];
+  for (const [name, env] of refused) {
+    it(`${Object.entries(env)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ')} stops the program before main (exit 78), naming ${name}`, () => {
+      const dir = scratch('leaks-badsignal');
+      // a segfault: with 11 accepted, this run never ended
+      const r = traced(dir, workload, ['crash', 'segv'], env);
+      expect(r.status, r.stderr).toBe(78);
+      expect(r.stdout).toBe(''); // main never ran
+      expect(r.stderr.trim().split('\n')).toHaveLength(1);
+      expect(r.stderr).toContain(`heaphook: ${name}="${env[name]}" is not `);
+      expect(r.stderr).toMatch(new RegExp(`e\\.g\\. ${name}=\\S+`));
+    });
+  }
 
   it("checks while rounds of threads replace each other's blocks and exit find only the lost block", async () => {
     const dir = scratch('leaks-rounds');

@@ -1,4 +1,5 @@
 /** The tracer's options: stacks off, depth, timing, sampling, lossy mode, bad values. */
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 
@@ -154,6 +155,44 @@ describe('options', () => {
     expect(run.stderr.trim().split('\n')).toHaveLength(1);
     expect(run.stderr).toMatch(/HEAPHOOK_BUFFER_SIZE="64K".*K is 1000, KiB 1024.*e\.g\./);
     expect(run.stdout).toBe('');
+  });
+});
+
+describe('tracing that cannot start', () => {
+  // Before: no log, no line, exit 0; under `record` the collector died of SIGFPE closing the
+  // log of a process that never sent its PROCESS record.
+  const line =
+    /heaptrack: cannot map a 2 GiB ring \(HEAPHOOK_BUFFER_SIZE=1\.5G\): Cannot allocate memory; not tracing\. Try HEAPHOOK_BUFFER_SIZE=8MiB/;
+  const shell = (dir: string) =>
+    `ulimit -v 4000000; cd ${dir}; HEAPHOOK_LOG_DIR=${dir} LD_PRELOAD=${tracer} exec ${workload} counts`;
+
+  it('a ring that cannot be mapped (RLIMIT_AS) says so once and the program runs untouched', () => {
+    const dir = scratch('nomap');
+    const env: NodeJS.ProcessEnv = { ...process.env, HEAPHOOK_BUFFER_SIZE: '1.5G' };
+    delete env.HEAPHOOK_COLLECTOR;
+    const run = spawnSync('/bin/sh', ['-c', shell(dir)], { encoding: 'utf8', env });
+    expect(run.status, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout).malloc).toBe(1008);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    expect(run.stderr).toMatch(line);
+    expect(logsIn(dir)).toEqual([]);
+  });
+
+  it('the same under heaphook record: the line, the status, the collector unharmed', async () => {
+    const dir = scratch('nomap-record');
+    const result = await record('/bin/sh', ['-c', `ulimit -v 4000000; exec ${workload} counts`], {
+      outputDir: dir,
+      env: { HEAPHOOK_BUFFER_SIZE: '1.5G' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      quiet: true,
+      vm: false,
+    });
+    expect(result.status, result.stderr).toBe(0);
+    expect(JSON.parse(result.stdout).malloc).toBe(1008);
+    expect(result.stderr.trim().split('\n')).toHaveLength(1);
+    expect(result.stderr).toMatch(line);
+    // the shell traced itself until its exec; the program's log is empty and complete
+    for (const log of result.logs) expect((await summarize(log.path)).end).toBeDefined();
   });
 });
 

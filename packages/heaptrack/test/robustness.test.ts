@@ -6,7 +6,7 @@
 import { copyFileSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 
 import { spawn } from 'node:child_process';
 
@@ -18,7 +18,7 @@ import {
   summarize,
   type LogRecord,
 } from '../src/index.js';
-import { forker, logsIn, scratch, tracer, traced, workload } from './helpers.js';
+import { forker, heaphookBin, logsIn, scratch, tracer, traced, workload } from './helpers.js';
 
 async function decodeAll(path: string): Promise<{ records: LogRecord[]; error?: unknown }> {
   const records: LogRecord[] = [];
@@ -169,6 +169,147 @@ describe('stopping heaphook record', () => {
         // already gone
       }
     }
+  });
+});
+
+/**
+ * `heaphook record` (the real CLI) of `sh -c '<outlive program>; echo status=$?'` in a process
+ * group of its own, as a terminal runs it; a small ring, so the program's threads wait for room
+ * in it (lossless mode) whenever the collector does not read. The program allocates until the
+ * marker file exists, then enough to fill the ring many times, forks, and prints "done".
+ */
+function recordOutliver(dir: string, shellPrefix = '') {
+  const marker = join(dir, 'marker');
+  const cli = spawn(
+    process.execPath,
+    [
+      heaphookBin,
+      'record',
+      '-o',
+      dir,
+      '--no-vm',
+      '-e',
+      'HEAPHOOK_BUFFER_SIZE=64KiB',
+      '--',
+      '/bin/sh',
+      '-c',
+      `${shellPrefix}${workload} outlive ${marker} 2 200000; echo status=$?`,
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+  );
+  const run = {
+    cli,
+    marker,
+    stdout: '',
+    stderr: '',
+    exited: new Promise<number | null>((resolve) => cli.on('exit', resolve)),
+    // every holder of the pipes gone: the CLI, the collector, the shell and the program
+    closed: new Promise<void>((resolve) => cli.stdout.on('end', resolve)),
+    /** The first match of pattern in what the stream gives; fails once the stream ends without. */
+    until: (stream: 'stdout' | 'stderr', pattern: RegExp) =>
+      new Promise<RegExpExecArray>((resolve, reject) => {
+        const look = () => {
+          const m = pattern.exec(run[stream]);
+          if (m !== null) resolve(m);
+          else if (cli[stream].readableEnded)
+            reject(new Error(`no ${pattern} in ${stream}: ${run[stream]}`));
+          else cli[stream].once('data', () => setImmediate(look));
+        };
+        cli[stream].once('end', () => setImmediate(look));
+        look();
+      }),
+    /** SIGINT to the whole group, as a terminal's Ctrl-C. */
+    ctrlC: () => process.kill(-cli.pid!, 'SIGINT'),
+    cleanup: () => {
+      try {
+        process.kill(-cli.pid!, 'SIGKILL');
+      } catch {
+        // all gone
+      }
+    },
+  };
+  cli.stdout.setEncoding('utf8').on('data', (chunk: string) => (run.stdout += chunk));
+  cli.stderr.setEncoding('utf8').on('data', (chunk: string) => (run.stderr += chunk));
+  onTestFinished(run.cleanup); // also after a timeout: the program would spin on
+  return run;
+}
+
+/** The "collector is gone" lines of stderr, by the pid that wrote each. */
+function goneLines(stderr: string): { pid: number; line: string }[] {
+  return stderr
+    .split('\n')
+    .filter((line) => line.includes('the collector is gone'))
+    .map((line) => ({ pid: Number(/^heaphook\[(\d+)\]/.exec(line)?.[1]), line }));
+}
+
+async function logOf(dir: string, pid: number) {
+  for (const log of logsIn(dir)) {
+    const s = await summarize(log);
+    if (s.process?.pid === pid) return s;
+  }
+  throw new Error(`no log of ${pid} in ${dir}`);
+}
+
+describe('the program outlives heaphook record', () => {
+  it('the collector killed (SIGKILL) mid-run: the program ends with its own status, one line', async () => {
+    const dir = scratch('outlive-kill');
+    const run = recordOutliver(dir);
+    const pid = Number((await run.until('stdout', /running pid=(\d+)/))[1]);
+    const children = readFileSync(`/proc/${run.cli.pid}/task/${run.cli.pid}/children`, 'utf8');
+    const collector = Number(children.trim().split(/\s+/)[0]);
+    process.kill(collector, 'SIGKILL');
+    expect(await run.exited).toBe(137); // heaphook record: its collector died of SIGKILL
+    writeFileSync(run.marker, ''); // now the program fills its ring with no one to read it
+    await run.closed;
+    // before: the program died of SIGPIPE at its next wake-up byte (status=141)
+    expect(run.stdout).toContain('done child=0\n');
+    expect(run.stdout).toContain('status=0\n');
+    const gone = goneLines(run.stderr);
+    const own = gone.filter((g) => g.pid === pid);
+    expect(own, run.stderr).toHaveLength(1);
+    expect(own[0]!.line).toMatch(
+      /heaptrack: the collector is gone \(its connection ended: Broken pipe\); tracing stopped, \d+ events lost$/,
+    );
+    expect(new Set(gone.map((g) => g.pid)).size).toBe(gone.length); // once per process
+  });
+
+  it('one Ctrl-C that the command ignores: recording goes on to the end', async () => {
+    const dir = scratch('outlive-ctrlc');
+    const run = recordOutliver(dir, "trap '' INT; ");
+    const pid = Number((await run.until('stdout', /running pid=(\d+)/))[1]);
+    run.ctrlC();
+    // before: heaphook record relayed the press, the collector counted two and stopped
+    await run.until('stderr', /the signal went to the command; another one stops recording/);
+    writeFileSync(run.marker, '');
+    expect(await run.exited, run.stderr).toBe(0);
+    await run.closed;
+    expect(run.stdout).toContain('status=0\n');
+    expect(goneLines(run.stderr)).toEqual([]);
+    const s = await logOf(dir, pid);
+    expect(s.end?.reason).toBe('exit');
+    expect(s.end?.dropped).toBe(0);
+  });
+
+  it('two Ctrl-C: the logs are closed (END collector), the program runs on to its own status', async () => {
+    const dir = scratch('outlive-ctrlc2');
+    const run = recordOutliver(dir, "trap '' INT; ");
+    const pid = Number((await run.until('stdout', /running pid=(\d+)/))[1]);
+    run.ctrlC();
+    await run.until('stderr', /the signal went to the command/);
+    run.ctrlC();
+    expect(await run.exited).toBe(130);
+    writeFileSync(run.marker, '');
+    await run.closed;
+    // before: the program died of SIGPIPE once the collector had exited (status=141)
+    expect(run.stdout).toContain('done child=0\n');
+    expect(run.stdout).toContain('status=0\n');
+    const own = goneLines(run.stderr).filter((g) => g.pid === pid);
+    expect(own, run.stderr).toHaveLength(1);
+    expect(own[0]!.line).toMatch(
+      /the collector is gone \(heaphook record stopped recording this process\); tracing stopped, \d+ events lost$/,
+    );
+    const s = await logOf(dir, pid);
+    expect(s.end?.reason).toBe('collector');
   });
 });
 

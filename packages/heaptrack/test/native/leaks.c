@@ -10,7 +10,7 @@
  *
  *   hh_test_leaks scenarios   the blind spots of the classic design, and typed objects
  *   hh_test_leaks fork        a leak in the parent, another in the child: both logs check
- *   hh_test_leaks signal      threads allocate while the process sends itself SIGUSR2
+ *   hh_test_leaks signal [N]  threads allocate while the process sends itself SIGUSR2 (or N)
  *   hh_test_leaks churn       300,000 blocks replaced in random order, then 3,000 lost
  *   hh_test_leaks rounds      checks on SIGUSR2 while rounds of threads replace blocks and exit
  *   hh_test_leaks inflight    a check while another thread is inside free (preload
@@ -296,7 +296,7 @@ static void *churn(void *arg) {
     return NULL;
 }
 
-static int signalled(void) {
+static int signalled(int sig) {
     lose("signal-lost", 72);
     keep("signal-kept", 72, 0);
     fflush(stdout);
@@ -306,7 +306,7 @@ static int signalled(void) {
     for (int n = 0; n < 3; n++) {
         struct timespec ts = {0, 50 * 1000 * 1000};
         nanosleep(&ts, NULL);
-        kill(getpid(), SIGUSR2);
+        kill(getpid(), sig);
     }
     struct timespec ts = {0, 300 * 1000 * 1000};
     nanosleep(&ts, NULL);
@@ -467,7 +467,7 @@ int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "scenarios";
     if (strcmp(what, "scenarios") == 0) return scenarios();
     if (strcmp(what, "fork") == 0) return forking();
-    if (strcmp(what, "signal") == 0) return signalled();
+    if (strcmp(what, "signal") == 0) return signalled(argc > 2 ? atoi(argv[2]) : SIGUSR2);
     if (strcmp(what, "churn") == 0) return churned();
     if (strcmp(what, "inflight") == 0) return inflight();
     if (strcmp(what, "rounds") == 0) return rounds();

@@ -15,6 +15,11 @@
  *                                stack walk can be cached wrongly (same depth, other caller;
  *                                same call site, other outer frames; recursion of varying
  *                                depth), deterministic, for comparing unwinders event by event
+ *   hh_test_workload outlive MARKER T N
+ *                                prints "running pid=<pid>", then T threads allocate and free
+ *                                until the file MARKER exists, then N pairs more each (enough to
+ *                                fill any small ring); a forked child makes 100 pairs; prints
+ *                                "done" and returns 0 (the tools may be gone by then)
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -180,6 +185,48 @@ static void *thread_main(void *arg) {
         free(p);
     }
     return NULL;
+}
+
+static const char *outlive_marker;
+static long outlive_after;
+
+static void *outlive_thread(void *arg) {
+    (void)arg;
+    void *keep[64] = {0};
+    unsigned i = 0;
+    while (i % 1024 != 0 || access(outlive_marker, F_OK) != 0) {
+        free(keep[i % 64]);
+        keep[i % 64] = malloc(16 + i % 3000);
+        i++;
+    }
+    for (long k = 0; k < outlive_after; k++, i++) {
+        free(keep[i % 64]);
+        keep[i % 64] = malloc(16 + i % 3000);
+    }
+    for (int k = 0; k < 64; k++) free(keep[k]);
+    return NULL;
+}
+
+static void outlive(int argc, char **argv) {
+    outlive_marker = argc > 2 ? argv[2] : "/nonexistent";
+    int t = argc > 3 ? atoi(argv[3]) : 2;
+    outlive_after = argc > 4 ? atol(argv[4]) : 100000;
+    char line[64];
+    snprintf(line, sizeof line, "running pid=%d\n", (int)getpid());
+    say(line);
+    pthread_t ids[64];
+    if (t > 64) t = 64;
+    for (int i = 0; i < t; i++) pthread_create(&ids[i], NULL, outlive_thread, NULL);
+    for (int i = 0; i < t; i++) pthread_join(ids[i], NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int i = 0; i < 100; i++) free(malloc(64));
+        exit(0);
+    }
+    int status = -1;
+    if (pid > 0) waitpid(pid, &status, 0);
+    snprintf(line, sizeof line, "done child=%d\n", status);
+    say(line);
 }
 
 /* Threads trading blocks through a shared array: frees, reallocs and mallocs of addresses
@@ -376,6 +423,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < t; i++) pthread_create(&id, NULL, busy_thread, NULL);
         while (atomic_load(&busy_calls) < 2000L * t) sched_yield();
         _exit(7);
+    } else if (strcmp(mode, "outlive") == 0) {
+        outlive(argc, argv);
     } else if (strcmp(mode, "churn") == 0) {
         churn(argc > 2 ? atol(argv[2]) : 1000000);
     } else {
