@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { runProgram, type ProgramRunResult } from '@heaphook/core/testing';
+import { expect } from 'vitest';
 
 export const releaseDir = fileURLToPath(new URL('../../build/Release/', import.meta.url));
 
@@ -41,4 +42,16 @@ export function run(command: string, args: string[], options: RunOptions = {}): 
 /** Growth lines logged at info level: the bytes added by each growth, in order. */
 export function loggedAdditions(stderr: string): number[] {
   return [...stderr.matchAll(/tlsf: pool grew by (\d+) bytes/g)].map((m) => Number(m[1]));
+}
+
+/** A run that printed an address first, then must have been stopped by abort() with exactly
+ * one fatal line: returns the address and that line. */
+export function stoppedRun(r: RunResult): { address: string; line: string } {
+  const address = r.stdout.trim().split('\n')[0]!;
+  expect(address).toMatch(/^0x[0-9a-f]+$/);
+  expect(r.stdout).not.toContain('not stopped');
+  expect(r.signal).toBe('SIGABRT');
+  const fatal = r.stderr.split('\n').filter((line) => line.includes('fatal'));
+  expect(fatal).toHaveLength(1);
+  return { address, line: fatal[0]! };
 }
