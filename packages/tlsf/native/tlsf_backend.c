@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "heaphook/backend.h"
 #include "heaphook/config.h"
@@ -225,11 +226,25 @@ static bool areas_find(uintptr_t p, uintptr_t *lo, uintptr_t *hi) {
     }
 }
 
+/* A growth the system refused: said once (the program then sees NULL and ENOMEM). */
+static void grow_refused(size_t bytes, int error) {
+    static _Atomic bool said;
+    if (atomic_exchange_explicit(&said, true, memory_order_relaxed)) return;
+    heaphook_log_warn(
+        "tlsf: the pool cannot grow: mmap of an area of %zu bytes failed (errno %d) "
+        "(ADDITIONAL_MEMPOOL_SIZE=%zu, doubled until the request fits); this malloc returns "
+        "NULL (ENOMEM)",
+        bytes, error, cfg.additional);
+}
+
 static void *area_map(void *ctx, size_t bytes) {
     (void)ctx;
     const size_t len = page_round(bytes);
     void *mem = heaphook_os_map(len);
-    if (!mem) return NULL;
+    if (!mem) {
+        if (shared.total || cfg.initial == 0) grow_refused(bytes, errno); /* not the first pool */
+        return NULL;
+    }
     if (!areas_add((uintptr_t)mem, (uintptr_t)mem + len)) {
         heaphook_os_unmap(mem, len);
         return NULL;
@@ -249,7 +264,10 @@ static int area_probe(void *ctx, size_t bytes) {
     (void)ctx;
     const size_t len = page_round(bytes);
     void *mem = heaphook_os_map(len);
-    if (!mem) return 0;
+    if (!mem) {
+        grow_refused(bytes, errno);
+        return 0;
+    }
     heaphook_os_unmap(mem, len);
     return 1;
 }
@@ -865,6 +883,27 @@ static void tlsf_backend_print_stats(int fd) {
 /*
  * Initialisation.
  */
+
+/* A pool size no mapping can ever have stops the program before main (exit 78): above
+ * TLSF_AREA_MAX (32 TiB, the largest area TLSF manages; the address space of x86-64 and arm64
+ * is 128-256 TiB), or above the address-space limit (RLIMIT_AS, ulimit -v). */
+static void area_size_possible(const char *name, size_t bytes) {
+    char expected[112];
+    struct rlimit as;
+    if (bytes > TLSF_AREA_MAX) {
+        heaphook_formatf(expected, sizeof expected,
+                         "a size of at most %zu bytes (32TiB, the largest area TLSF manages)",
+                         (size_t)TLSF_AREA_MAX);
+    } else if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+               bytes > as.rlim_cur) {
+        heaphook_formatf(expected, sizeof expected,
+                         "a size below the address-space limit (ulimit -v) of %zu bytes",
+                         (size_t)as.rlim_cur);
+    } else {
+        return;
+    }
+    heaphook_config_fail(name, heaphook_env_get(name, NULL), expected, "100M");
+}
 static int tlsf_backend_init(void) {
     cfg.initial = heaphook_env_size("INITIAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
     cfg.additional = heaphook_env_size("ADDITIONAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
@@ -876,6 +915,8 @@ static int tlsf_backend_init(void) {
         heaphook_config_fail("ADDITIONAL_MEMPOOL_SIZE",
                              heaphook_env_get("ADDITIONAL_MEMPOOL_SIZE", NULL),
                              "a size of at least 4096 bytes", "100M");
+    area_size_possible("INITIAL_MEMPOOL_SIZE", cfg.initial);
+    area_size_possible("ADDITIONAL_MEMPOOL_SIZE", cfg.additional);
     cfg.prefault = heaphook_env_bool("HEAPHOOK_TLSF_PREFAULT", NULL, false);
     cfg.mlock = heaphook_env_bool("HEAPHOOK_TLSF_MLOCK", NULL, false);
     cfg.check = heaphook_env_bool("HEAPHOOK_TLSF_CHECK", NULL, false);
@@ -894,9 +935,12 @@ static int tlsf_backend_init(void) {
     /* Still all zero: .bss, and init runs once per process. */
     tlsf_t *t = tlsf_create_in_zeroed(shared_control, 0);
     if (tlsf_growing_init(&shared, t, cfg.initial, cfg.additional, &ops) != 0) {
-        heaphook_log_error("tlsf: cannot map the initial pool of %zu bytes (INITIAL_MEMPOOL_SIZE)",
-                           cfg.initial);
-        return -1;
+        char expected[96];
+        heaphook_formatf(expected, sizeof expected,
+                         "a size this system can map now (mmap of %zu bytes failed, errno %d)",
+                         cfg.initial, errno);
+        heaphook_config_fail("INITIAL_MEMPOOL_SIZE", heaphook_env_get("INITIAL_MEMPOOL_SIZE", NULL),
+                             expected, "100M");
     }
     if (cfg.thread_heaps && pthread_key_create(&heap_key, heap_release) != 0)
         cfg.thread_heaps = false;

@@ -60,3 +60,41 @@ describe('correct programs still pass', () => {
     expect(stoppedRun(r).line).toMatch(/free of an interior pointer/);
   });
 });
+
+describe('pool sizes that cannot be mapped (issue 22, section 1)', () => {
+  it.each(['INITIAL_MEMPOOL_SIZE', 'ADDITIONAL_MEMPOOL_SIZE'])(
+    '%s=100000T is refused before main: one line, exit 78',
+    (name) => {
+      const r = run('/bin/echo', ['main ran'], { tlsf: true, env: { [name]: '100000T' } });
+      expect(r.status).toBe(78);
+      expect(r.stdout).toBe('');
+      expect(r.stderr.trim().split('\n')).toEqual([
+        `heaphook: ${name}="100000T" is not a size of at most 35184372088832 bytes ` +
+          `(32TiB, the largest area TLSF manages), e.g. ${name}=100M`,
+      ]);
+    },
+  );
+
+  it('INITIAL_MEMPOOL_SIZE above the address-space limit (ulimit -v): exit 78', () => {
+    const r = run('sh', ['-c', 'ulimit -v 1000000 && exec /bin/echo main ran'], {
+      tlsf: true,
+      env: { INITIAL_MEMPOOL_SIZE: '2G' },
+    });
+    expect(r.status).toBe(78);
+    expect(r.stderr).toMatch(/INITIAL_MEMPOOL_SIZE="2G" is not a size below the address-space/);
+  });
+
+  it.each(Object.entries(heaps))(
+    'a growth the system refuses is said once; malloc returns NULL and the program goes on (%s)',
+    (_name, env) => {
+      const r = misuse(['grow-fail'], env);
+      expect(r.stdout.trim().split('\n')).toEqual(['null ENOMEM', 'null ENOMEM', 'continued']);
+      expect(r.status).toBe(0);
+      const lines = r.stderr.trim().split('\n');
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(
+        /tlsf: the pool cannot grow: mmap of an area of 800000000 bytes failed \(errno 12\) \(ADDITIONAL_MEMPOOL_SIZE=100000000,/,
+      );
+    },
+  );
+});
