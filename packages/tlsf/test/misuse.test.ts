@@ -1,14 +1,14 @@
 // Misuse named as glibc names it (issue 22, section 4): without the checking mode, every free,
 // realloc and malloc_usable_size checks its pointer (the pool's areas, the block's head and its
 // successor's) and stops the program with one line naming the call. Correct programs, blocks
-// freed by other threads and pools of thousands of areas still pass. tlsf_misuse.c holds the
-// scenarios.
+// freed by other threads and pools of thousands of areas still pass. @heaphook/core's
+// test/native/misuse_test.c holds the scenarios.
 import { describe, expect, it } from 'vitest';
 
-import { built, run, stoppedRun } from './helpers/run.js';
+import { coreBuilt, run, stoppedRun } from './helpers/run.js';
 
 const misuse = (args: string[], env: Record<string, string> = {}) =>
-  run(built('tlsf_misuse'), args, { tlsf: true, env });
+  run(coreBuilt('heaphook_misuse_test'), args, { tlsf: true, env });
 
 const heaps: Record<string, Record<string, string>> = {
   'thread heaps': {},

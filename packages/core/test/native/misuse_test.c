@@ -1,14 +1,16 @@
 /*
- * tlsf_misuse.c — misuse of the heap that libheaphook_tlsf.so must name and stop (without the
- * checking mode), and correct use that must keep working. Run by test/misuse.test.ts under
- * LD_PRELOAD=libheaphook_tlsf.so; built with -fno-builtin so every call really happens.
+ * misuse_test.c — misuse of the heap a backend must name and stop, and correct use it must
+ * keep serving. Run under LD_PRELOAD=<a backend> by test/example-misuse.test.ts (the example
+ * backend) and by the tlsf package's test/misuse.test.ts; built with -fno-builtin so every
+ * call really happens.
  *
- *   tlsf_misuse stack | global | interior | double | double-large | overrun
+ *   heaphook_misuse_test stack | global | interior | double | double-large | double-huge |
+ *                        overrun
  *       prints the pointer it is about to pass to free, then frees it: must be stopped
- *   tlsf_misuse realloc-stack | usable-interior
+ *   heaphook_misuse_test realloc-stack | usable-interior
  *       the same through realloc and malloc_usable_size
- *   tlsf_misuse cross-thread     blocks allocated by threads, freed by others: prints "ok"
- *   tlsf_misuse grow-fail        RLIMIT_AS set low, then a request that needs the pool to
+ *   heaphook_misuse_test cross-thread     blocks allocated by threads, freed by others: prints "ok"
+ *   heaphook_misuse_test grow-fail        RLIMIT_AS set low, then a request that needs the pool to
  *                                grow: prints "null ENOMEM", then "continued" after a small one
  */
 #include <errno.h>
@@ -54,8 +56,12 @@ static int bad_free(const char *kind) {
         /* What the unchecked library did next: a block inside the live block p. */
         char *q = malloc(32);
         printf("next malloc %p, inside p: %s\n", (void *)q, q >= p && q < p + 256 ? "yes" : "no");
-    } else if (!strcmp(kind, "double") || !strcmp(kind, "double-large")) {
-        char *d = malloc(!strcmp(kind, "double") ? 48 : 4000);
+    } else if (!strncmp(kind, "double", 6)) {
+        /* double-large: above tlsf's thread cache; double-huge: a large block of the example */
+        const size_t size = !strcmp(kind, "double-large")  ? 4000
+                            : !strcmp(kind, "double-huge") ? 100000
+                                                           : 48;
+        char *d = malloc(size);
         char *other = malloc(48);
         show(d);
         free(d);
