@@ -95,6 +95,10 @@ typedef struct thread_heap {
     _Atomic int state;
     size_t chunk_bytes; /* bytes borrowed from the shared heap */
     size_t peak;        /* high-water mark of used bytes, for returning memory (owner only) */
+    /* The area this heap's thread last freed into, for the check on every free (owner only):
+     * area_from = its start + FIRST_PAYLOAD, area_span = its end - area_from (0: none yet). */
+    uintptr_t area_from;
+    uintptr_t area_span;
     /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
      * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint.
      * Indexed by footprint / 16 (classes 0 and 1 stay empty: the smallest block is 32 bytes). */
@@ -136,9 +140,9 @@ static pthread_key_t heap_key;
 static bool mlock_warned;
 
 static __thread thread_heap *t_heap __attribute__((tls_model("initial-exec")));
-/* The area this thread last freed into: [t_area_lo, t_area_lo + t_area_span). */
-static __thread uintptr_t t_area_lo __attribute__((tls_model("initial-exec")));
-static __thread uintptr_t t_area_span __attribute__((tls_model("initial-exec")));
+/* The area this thread last freed into, when it has no heap (encoded as thread_heap's). */
+static __thread uintptr_t t_area_from __attribute__((tls_model("initial-exec"), unused));
+static __thread uintptr_t t_area_span __attribute__((tls_model("initial-exec"), unused));
 /* Set when this thread must not (or cannot) get a heap: it uses the shared heap. */
 static __thread bool t_no_heap __attribute__((tls_model("initial-exec")));
 
@@ -349,13 +353,26 @@ static __attribute__((noinline, noreturn, cold)) void misuse(const void *ptr, co
     }
 }
 
-/* The pointer's area is not this thread's last one: look it up, remember it, check. */
-static __attribute__((noinline)) void check_slow(const void *ptr, const char *call) {
+/* The first payload of an area lies this far from its start (pool descriptor, block head). */
+#define FIRST_PAYLOAD (sizeof(tlsf_pool) + BLOCK_START_OFFSET)
+
+/* The fast check: ptr is a payload inside the remembered area [from - FIRST_PAYLOAD, from +
+ * span), and its head and its successor's look as this heap writes them. */
+static inline bool pointer_sane(const void *ptr, size_t head, uintptr_t from, uintptr_t span) {
+    const uintptr_t p = (uintptr_t)ptr;
+    return p - from < span && !(p & (ALIGN_SIZE - 1)) &&
+           block_used_sane(block_from_ptr(ptr), head, from + span);
+}
+
+/* The pointer's area is not the one remembered in *from, *span: look it up, remember it,
+ * check. */
+static __attribute__((noinline)) void check_slow(const void *ptr, const char *call, uintptr_t *from,
+                                                 uintptr_t *span) {
     uintptr_t lo, hi;
     const void *where = ptr;
     if (!areas_find((uintptr_t)ptr, &lo, &hi)) misuse(ptr, call, TLSF_ERR_FOREIGN, ptr);
-    t_area_lo = lo;
-    t_area_span = hi - lo;
+    *from = lo + FIRST_PAYLOAD;
+    *span = hi - lo - FIRST_PAYLOAD;
     const tlsf_error e = tlsf_check_used(ptr, lo, hi, &where);
     /* The predecessor may be changing under its owner (another thread, or the shared heap
      * under its lock): its boundary tag is checked where the block is merged (check_prev). */
@@ -368,24 +385,21 @@ static inline void check_prev(const void *ptr) {
 #if TLSF_FREE_CHECK
     const block_t *b = block_from_ptr(ptr);
     if (LIKELY(!(b->head & HEAD_PREV_FREE))) return;
-    uintptr_t lo = t_area_lo, hi;
-    if (UNLIKELY((uintptr_t)ptr - lo >= t_area_span) && !areas_find((uintptr_t)ptr, &lo, &hi))
-        misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
+    uintptr_t lo, hi;
+    if (!areas_find((uintptr_t)ptr, &lo, &hi)) misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
     if (UNLIKELY(!block_prev_sane(b, lo))) misuse(ptr, "free", TLSF_ERR_PREV_HEADER, ptr);
 #else
     (void)ptr;
 #endif
 }
 
+/* The check of realloc, malloc_usable_size and of frees on threads without a heap. */
 static inline void check_pointer(const void *ptr, const char *call) {
 #if TLSF_FREE_CHECK
-    const uintptr_t p = (uintptr_t)ptr, lo = t_area_lo;
-    if (LIKELY(p - lo < t_area_span && !(p & (ALIGN_SIZE - 1)) &&
-               p - lo >= sizeof(tlsf_pool) + BLOCK_START_OFFSET)) {
-        const block_t *b = block_from_ptr(ptr);
-        if (LIKELY(block_used_sane(b, b->head, lo + t_area_span))) return;
-    }
-    check_slow(ptr, call);
+    thread_heap *h = t_heap;
+    uintptr_t *from = h ? &h->area_from : &t_area_from, *span = h ? &h->area_span : &t_area_span;
+    if (LIKELY(pointer_sane(ptr, block_from_ptr(ptr)->head, *from, *span))) return;
+    check_slow(ptr, call, from, span);
 #else
     (void)ptr;
     (void)call;
@@ -648,15 +662,22 @@ static void *alloc_slow(size_t size, size_t align) {
 
 static void dealloc_slow(void *ptr);
 static void heap_dealloc(thread_heap *h, void *ptr);
+static void heap_dealloc_checked(thread_heap *h, void *ptr);
 
 /* The common case, a push on the cache, is a leaf: a block of footprint < 1 KiB, not aligned,
  * not free, not marked as cached, of a valid thread heap (this one's or another's), with room
  * in its class. Everything else (including the double-free checks) goes to heap_dealloc. */
 static void tlsf_backend_dealloc(void *ptr) {
-    check_pointer(ptr, "free");
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL)) {
         const size_t head = block_from_ptr(ptr)->head;
+#if TLSF_FREE_CHECK
+        /* The check on every free (see "Checks on every call"), against h's last area. */
+        if (UNLIKELY(!pointer_sane(ptr, head, h->area_from, h->area_span))) {
+            heap_dealloc_checked(h, ptr);
+            return;
+        }
+#endif
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         void **p = (void **)ptr;
         const unsigned cls = (unsigned)((head & HEAD_SIZE_MASK) >> 4);
@@ -673,7 +694,14 @@ static void tlsf_backend_dealloc(void *ptr) {
     heap_dealloc(h, ptr);
 }
 
+/* A free whose pointer is not in h's last area (or fails the fast check): the full check. */
+static __attribute__((noinline, unused)) void heap_dealloc_checked(thread_heap *h, void *ptr) {
+    check_slow(ptr, "free", &h->area_from, &h->area_span);
+    heap_dealloc(h, ptr);
+}
+
 static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
+    if (UNLIKELY(h == NULL)) check_pointer(ptr, "free");
     if (LIKELY(h != NULL)) {
         const size_t head = block_from_ptr(ptr)->head;
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
