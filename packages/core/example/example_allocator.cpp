@@ -16,6 +16,16 @@
 //     size. So alloc(size, align) for align <= 32 KiB just picks the class of max(size, align);
 //     larger alignments are large blocks placed at an aligned offset of their mapping.
 //
+// Misuse is named, as glibc names it, and stops the program (heaphook_fatal: one line, abort):
+//   - a pointer whose chunk this heap never mapped ("invalid pointer (not a block of this
+//     heap)"): every chunk base and large-block header address is kept in a lock-free hash set
+//     (ChunkSet), looked up before any header is read, so a stack or global pointer is never
+//     dereferenced;
+//   - a pointer inside a chunk that is not the start of a block ("invalid pointer (not the
+//     start of a block)"): small blocks sit at fixed multiples of their class size;
+//   - a double free: a free block carries kFreeMark in its second word (cleared when handed
+//     out); a block freed with the mark is looked for in its class's free list.
+//
 // Threads: one mutex per size class (large blocks need no lock; their statistics are atomics).
 // Fork: fork_prepare takes every class lock in class order, fork_parent releases them,
 // fork_child re-initialises them (the child is single-threaded, and every list is consistent
@@ -49,6 +59,11 @@ constexpr const char *kChunkSizeVariable = "HEAPHOOK_EXAMPLE_CHUNK_SIZE";
 
 constexpr uint32_t kHeaderMagic = 0x68656170;  // "heap": tells a header from a wild pointer
 constexpr uint32_t kLargeKind = 0xffffffff;    // ChunkHeader::kind of a large block
+// Second word of every free small block: a value program data does not hold by chance.
+constexpr uintptr_t kFreeMark = 0x66726565'6d61726bULL;  // "freemark"
+// Chunks and large blocks listed at once (ChunkSet): 2^20 slots, a mapping of 8 MiB touched
+// only as far as it is used; 64 GiB of 1 MiB chunks, or that many large blocks at once.
+constexpr size_t kChunkSetSlots = size_t{1} << 20;
 
 static_assert(kMinBlockSize == HEAPHOOK_DEFAULT_ALIGNMENT, "class 0 gives the default alignment");
 
@@ -59,6 +74,7 @@ static_assert(kMinBlockSize == HEAPHOOK_DEFAULT_ALIGNMENT, "class 0 gives the de
 struct ChunkHeader {
     uint32_t magic;
     uint32_t kind;        // size class index, or kLargeKind
+    char *block;          // large block: the pointer handed out
     char *mapping;        // large block: start of its mapping (for unmap)
     size_t mapping_size;  // large block: bytes mapped
     size_t usable_size;   // large block: bytes from the block's start to the mapping's end
@@ -68,9 +84,61 @@ struct ChunkHeader {
 constexpr size_t kChunkHeaderSpace = 64;
 static_assert(sizeof(ChunkHeader) <= kChunkHeaderSpace, "the header fits its space");
 
-// A free block holds the link to the next free block of its class.
+// A free block holds the link to the next free block of its class, then kFreeMark.
 struct FreeBlock {
     FreeBlock *next;
+    uintptr_t mark;
+};
+static_assert(sizeof(FreeBlock) <= kMinBlockSize, "the smallest block holds the link and mark");
+
+// The addresses of every chunk and large-block header, so that a pointer can be checked before
+// its header is read: open addressing with linear probing over a mapping, lock-free (a slot
+// goes from empty to an address with a compare-and-swap, and to kRemoved when a large block is
+// unmapped; a later insert may reuse a removed slot).
+class ChunkSet {
+   public:
+    bool init() {
+        slots_ = static_cast<std::atomic<uintptr_t> *>(
+            heaphook_os_map(kChunkSetSlots * sizeof(std::atomic<uintptr_t>)));
+        return slots_ != nullptr;
+    }
+    bool insert(uintptr_t address) {
+        for (size_t i = 0, at = hash(address); i < kChunkSetSlots; i++, at = next(at)) {
+            uintptr_t seen = slots_[at].load(std::memory_order_relaxed);
+            while (seen == kEmpty || seen == kRemoved) {
+                if (slots_[at].compare_exchange_weak(seen, address, std::memory_order_release))
+                    return true;
+            }
+        }
+        return false;  // full: the allocation that needed it fails (ENOMEM)
+    }
+    bool contains(uintptr_t address) const {
+        for (size_t i = 0, at = hash(address); i < kChunkSetSlots; i++, at = next(at)) {
+            uintptr_t seen = slots_[at].load(std::memory_order_acquire);
+            if (seen == address) return true;
+            if (seen == kEmpty) return false;
+        }
+        return false;
+    }
+    void remove(uintptr_t address) {
+        for (size_t i = 0, at = hash(address); i < kChunkSetSlots; i++, at = next(at)) {
+            uintptr_t seen = slots_[at].load(std::memory_order_relaxed);
+            if (seen == address) {
+                slots_[at].store(kRemoved, std::memory_order_release);
+                return;
+            }
+            if (seen == kEmpty) return;
+        }
+    }
+
+   private:
+    static constexpr uintptr_t kEmpty = 0, kRemoved = 1;
+    static size_t hash(uintptr_t address) {
+        return static_cast<size_t>(((address >> 16) * 0x9E3779B97F4A7C15ULL) >> 44) &
+               (kChunkSetSlots - 1);
+    }
+    static size_t next(size_t at) { return (at + 1) & (kChunkSetSlots - 1); }
+    std::atomic<uintptr_t> *slots_ = nullptr;
 };
 
 struct SizeClass {
@@ -106,6 +174,7 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
         for (SizeClass &size_class : classes_) {
             pthread_mutex_init(&size_class.lock, nullptr);
         }
+        if (!chunks_.init()) heaphook_fatal("example: cannot map the chunk set");
         heaphook_log_debug("example: chunk size %zu bytes, %d size classes up to %zu bytes",
                            chunk_size_, kClassCount, kMaxSmallSize);
     }
@@ -129,15 +198,23 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
         SizeClass &size_class = classes_[header->kind];
         FreeBlock *block = static_cast<FreeBlock *>(ptr);
         pthread_mutex_lock(&size_class.lock);
+        if (block->mark == kFreeMark) {
+            for (FreeBlock *free = size_class.free_list; free != nullptr; free = free->next) {
+                if (free == block) heaphook_fatal("example: free(%p): double free", ptr);
+            }
+        }
         block->next = size_class.free_list;
+        block->mark = kFreeMark;
         size_class.free_list = block;
         size_class.used_blocks--;
         size_class.free_blocks++;
         pthread_mutex_unlock(&size_class.lock);
     }
 
-    size_t do_get_block_size(void *ptr) override {
-        ChunkHeader *header = header_of(ptr, "malloc_usable_size");
+    size_t do_get_block_size(void *ptr) override { return usable_size(ptr, "malloc_usable_size"); }
+
+    size_t usable_size(void *ptr, const char *operation) const {
+        ChunkHeader *header = header_of(ptr, operation);
         if (header->kind == kLargeKind) return header->usable_size;
         return class_block_size(static_cast<int>(header->kind));
     }
@@ -154,7 +231,7 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
     // big (so a shrunk 64 MiB buffer gives its memory back). Shrinking a small block never
     // moves it, which also keeps any alignment it was allocated with.
     void *do_realloc(void *ptr, size_t new_size) override {
-        size_t usable = do_get_block_size(ptr);
+        size_t usable = usable_size(ptr, "realloc");
         bool large = usable > kMaxSmallSize;
         if (new_size <= usable && (!large || new_size > usable / 2)) return ptr;
         void *moved = do_alloc(new_size, 1);
@@ -222,6 +299,7 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
         }
         size_class.used_blocks++;
         pthread_mutex_unlock(&size_class.lock);
+        static_cast<FreeBlock *>(block)->mark = 0;
         return block;
     }
 
@@ -229,6 +307,10 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
     bool add_chunk(SizeClass &size_class, int index) {
         char *chunk = static_cast<char *>(heaphook_os_map_aligned(chunk_size_, chunk_size_));
         if (chunk == nullptr) return false;
+        if (!chunks_.insert(reinterpret_cast<uintptr_t>(chunk))) {
+            heaphook_os_unmap(chunk, chunk_size_);
+            return false;
+        }
         ChunkHeader *header = reinterpret_cast<ChunkHeader *>(chunk);
         header->magic = kHeaderMagic;
         header->kind = static_cast<uint32_t>(index);
@@ -260,8 +342,13 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
         if (mapping == nullptr) return nullptr;
         char *block = mapping + offset;
         ChunkHeader *header = header_at(block);
+        if (!chunks_.insert(reinterpret_cast<uintptr_t>(header))) {
+            heaphook_os_unmap(mapping, mapping_size);
+            return nullptr;
+        }
         header->magic = kHeaderMagic;
         header->kind = kLargeKind;
+        header->block = block;
         header->mapping = mapping;
         header->mapping_size = mapping_size;
         header->usable_size = usable;
@@ -271,6 +358,7 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
     }
 
     void release_large(ChunkHeader *header) {
+        chunks_.remove(reinterpret_cast<uintptr_t>(header));
         large_blocks_.fetch_sub(1, std::memory_order_relaxed);
         large_bytes_.fetch_sub(header->mapping_size, std::memory_order_relaxed);
         heaphook_os_unmap(header->mapping, header->mapping_size);
@@ -283,15 +371,30 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
         return reinterpret_cast<ChunkHeader *>(address & ~(uintptr_t)(chunk_size_ - 1));
     }
 
-    // The header of a block the core hands back; a wrong magic means the program passed a
-    // pointer this heap never returned (or overwrote the header): stop with a clear line.
+    // The header of a block the program passes back, after checking that it is one: its
+    // chunk is in the set (else it is not this heap's, or a large block already freed), the
+    // header is intact, and the pointer is where a block starts. Stops with one line if not.
     ChunkHeader *header_of(void *ptr, const char *operation) const {
         ChunkHeader *header = header_at(ptr);
+        if (!chunks_.contains(reinterpret_cast<uintptr_t>(header))) {
+            heaphook_fatal(
+                "example: %s(%p): invalid pointer (not a block of this heap, or a large block "
+                "already freed)",
+                operation, ptr);
+        }
         if (header->magic != kHeaderMagic ||
             (header->kind != kLargeKind && header->kind >= static_cast<uint32_t>(kClassCount))) {
-            heaphook_fatal(
-                "example: %s(%p): not a block of this heap (a pointer malloc never returned?)",
-                operation, ptr);
+            heaphook_fatal("example: %s(%p): heap corruption: the header of its chunk is damaged",
+                           operation, ptr);
+        }
+        uintptr_t offset = reinterpret_cast<uintptr_t>(ptr) - reinterpret_cast<uintptr_t>(header);
+        bool start = header->kind == kLargeKind
+                         ? header->block == ptr
+                         : offset >= kChunkHeaderSpace &&
+                               offset % class_block_size(static_cast<int>(header->kind)) == 0;
+        if (!start) {
+            heaphook_fatal("example: %s(%p): invalid pointer (not the start of a block)", operation,
+                           ptr);
         }
         return header;
     }
@@ -311,6 +414,7 @@ class ExampleAllocator final : public heaphook::GlobalAllocator {
     const size_t chunk_size_;
     const size_t page_size_;
     SizeClass classes_[kClassCount] = {};
+    ChunkSet chunks_;
     std::atomic<size_t> large_blocks_{0};
     std::atomic<size_t> large_bytes_{0};
 };

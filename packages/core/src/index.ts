@@ -15,6 +15,16 @@ export {
   type HeaphookManifest,
   type PackageRecord,
 } from './backends.js';
+export {
+  checkBoolean,
+  checkChoice,
+  checkFunction,
+  checkNumber,
+  checkOptions,
+  checkString,
+  shown,
+  type NumberRule,
+} from './args.js';
 export { collectList, parseEnvAssignment } from './cli-options.js';
 export {
   checkProgram,

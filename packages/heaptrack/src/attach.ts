@@ -16,7 +16,7 @@ import { constants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, checkOptions, checkString } from '@heaphook/core';
 
 import { tracerLibraryPath } from './record.js';
 
@@ -68,9 +68,14 @@ function loadAddon(): AttachAddon {
 /**
  * Starts tracing this process's native allocations (every thread's) into a new heaplog.
  * Throws when tracing is on already (attached, or the tracer was preloaded), or when the log
- * cannot be created.
+ * cannot be created. Wrong arguments throw a TypeError naming them (options not an object;
+ * outputDir or path not a string, or holding a NUL byte, which the C side would cut at).
  */
 export function attach(options: AttachOptions = {}): AttachedLog {
+  const call = 'attach(options)';
+  checkOptions(call, 'options', options);
+  if (options.outputDir !== undefined) checkString(call, 'options.outputDir', options.outputDir);
+  if (options.path !== undefined) checkString(call, 'options.path', options.path);
   if (options.outputDir !== undefined && options.path !== undefined) {
     throw new HeaphookError('attach({ outputDir, path }): give one of them, not both');
   }

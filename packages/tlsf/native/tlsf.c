@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#define LIKELY_TLSF(x) __builtin_expect(!!(x), 1)
+
 /*
  * Tunables.
  */
@@ -697,6 +699,61 @@ void tlsf_walk(const tlsf_t *t, tlsf_walker fn, void *user) {
 }
 
 /*
+ * The check on every free (the backend's default): O(1), no pool lookup.
+ */
+
+/* Whether the head word of the block at b, whose payload lies inside memory the caller knows
+ * to be mapped up to area_hi, is that of a used block: its tag matches its address, it is not
+ * free (nor clean), its size is at least the smallest block and its successor's head lies
+ * below area_hi; the successor's head has its own tag and b's owner, and says that b is used
+ * and is not the first block of a pool. Two words read (b's head and its successor's). */
+static inline int block_used_sane(const block_t *b, size_t head, uintptr_t area_hi) {
+    const size_t size = head & HEAD_SIZE_MASK;
+    if (((head ^ block_tag(b)) & HEAD_TAG_MASK) | (head & (HEAD_FREE | HEAD_CLEAN))) return 0;
+    if (size < BLOCK_SIZE_MIN || size > area_hi - (uintptr_t)b - 2 * sizeof(size_t)) return 0;
+    const block_t *next = block_at(b, size);
+    const size_t nhead = next->head;
+    return !(((nhead ^ block_tag(next)) & HEAD_TAG_MASK) | ((nhead ^ head) & HEAD_OWNER_MASK) |
+             (nhead & (HEAD_PREV_FREE | HEAD_FIRST)));
+}
+
+/* When b says its predecessor is free: that block's head (found through b's prev_phys slot)
+ * is a free block's, inside [area_lo, b), and ends at b. */
+static inline int block_prev_sane(const block_t *b, uintptr_t area_lo) {
+    const block_t *prev = b->prev_phys;
+    const uintptr_t at = (uintptr_t)prev;
+    if (at < area_lo || at >= (uintptr_t)b || (at & (ALIGN_SIZE - 1))) return 0;
+    const size_t head = prev->head;
+    return ((head ^ block_tag(prev)) & HEAD_TAG_MASK) == 0 && (head & HEAD_FREE) &&
+           block_at(prev, head & HEAD_SIZE_MASK) == b;
+}
+
+tlsf_error tlsf_check_used(const void *ptr, uintptr_t area_lo, uintptr_t area_hi,
+                           const void **where) {
+    *where = ptr;
+    const uintptr_t p = (uintptr_t)ptr;
+    if (p < area_lo || p >= area_hi) return TLSF_ERR_FOREIGN;
+    /* A payload is aligned and follows at least a pool descriptor and a head. */
+    if ((p & (ALIGN_SIZE - 1)) || p - area_lo < sizeof(tlsf_pool) + BLOCK_START_OFFSET)
+        return TLSF_ERR_INTERIOR;
+    const block_t *b = block_from_ptr(ptr);
+    const size_t head = b->head;
+    if (LIKELY_TLSF(block_used_sane(b, head, area_hi))) {
+        if (!(head & HEAD_PREV_FREE) || block_prev_sane(b, area_lo)) return TLSF_OK;
+        return TLSF_ERR_PREV_HEADER;
+    }
+    /* Not a used block's head: which part failed? */
+    const size_t size = head & HEAD_SIZE_MASK;
+    if ((head ^ block_tag(b)) & HEAD_TAG_MASK) return TLSF_ERR_INTERIOR;
+    if (head & HEAD_FREE) return TLSF_ERR_DOUBLE_FREE;
+    if ((head & HEAD_CLEAN) || size < BLOCK_SIZE_MIN ||
+        size > area_hi - (uintptr_t)b - 2 * sizeof(size_t))
+        return TLSF_ERR_INTERIOR;
+    *where = block_to_ptr(block_at(b, size));
+    return TLSF_ERR_NEXT_HEADER;
+}
+
+/*
  * Validation (the backend's checking mode and the addon) and the integrity walk.
  */
 
@@ -771,6 +828,11 @@ const char *tlsf_error_name(tlsf_error e) {
             return "double free";
         case TLSF_ERR_HEADER:
             return "overwritten block header (heap corruption)";
+        case TLSF_ERR_NEXT_HEADER:
+            return "heap corruption after the block: the next block's header is damaged";
+        case TLSF_ERR_PREV_HEADER:
+            return "heap corruption before the block: the previous free block's header is "
+                   "damaged";
     }
     return "unknown error";
 }

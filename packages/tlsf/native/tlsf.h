@@ -56,6 +56,8 @@ typedef enum tlsf_error {
     TLSF_ERR_INTERIOR,    /* inside a pool but not the start of a block's payload */
     TLSF_ERR_DOUBLE_FREE, /* the start of a block that is already free */
     TLSF_ERR_HEADER,      /* a block head (this block's or a neighbour's) was overwritten */
+    TLSF_ERR_NEXT_HEADER, /* tlsf_check_used: the head after the block was overwritten */
+    TLSF_ERR_PREV_HEADER, /* tlsf_check_used: the free block before it was overwritten */
 } tlsf_error;
 
 /* Size of the control structure; tlsf_create places it in mem (TLSF_ALIGN-aligned). */
@@ -141,6 +143,18 @@ void *tlsf_next_pool(const tlsf_t *t, void *prev, size_t *bytes);
  * the pool only to explain an error. */
 tlsf_error tlsf_validate(const tlsf_t *t, const void *ptr, const void **where);
 const char *tlsf_error_name(tlsf_error e);
+
+/* The cheap check (the backend runs it on every free, realloc and malloc_usable_size): ptr is
+ * checked against the memory area [area_lo, area_hi) the caller found it in (or not), and
+ * against its block's head and its successor's head, with no lookup: O(1), two or three
+ * words read. TLSF_ERR_FOREIGN when ptr is outside the area; TLSF_ERR_INTERIOR when it is not
+ * the payload of a block (misaligned, or the word before it is no head: a 4-bit tag of the
+ * address, the size and the successor must all agree, so a word of program data passes for a
+ * head only by a rare coincidence); TLSF_ERR_DOUBLE_FREE when the head is a free block's;
+ * TLSF_ERR_NEXT_HEADER (*where = the successor's payload) or TLSF_ERR_PREV_HEADER when a
+ * neighbour's head is damaged. Does not need the tlsf_t, so it works for any thread's heap. */
+tlsf_error tlsf_check_used(const void *ptr, uintptr_t area_lo, uintptr_t area_hi,
+                           const void **where);
 
 /* Full integrity walk: every pool, every block, the free lists, the bitmaps, the counters.
  * Returns 0, or -1 with a one-line description in msg. O(blocks). */

@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "heaphook/backend.h"
 #include "heaphook/config.h"
@@ -67,7 +68,22 @@
 #define RELEASE_MIN ((size_t)64 << 10) /* ... when they come to 64 KiB or more at once */
 #define AREA_MIN ((size_t)4096)        /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
 
+/* The check on every free, realloc and malloc_usable_size (see "Checks on every call" below);
+ * -DTLSF_FREE_CHECK=0 builds the library without it, to measure what it costs. */
+#ifndef TLSF_FREE_CHECK
+#define TLSF_FREE_CHECK 1
+#endif
+#define AREAS_STATIC 64 /* areas listed in .bss; more move the list to a mapping */
+
 #define LIKELY(x) __builtin_expect(!!(x), 1)
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 enum { HEAP_FREE = 0, HEAP_OWNED = 1, HEAP_DEAD = 2 };
@@ -79,6 +95,10 @@ typedef struct thread_heap {
     _Atomic int state;
     size_t chunk_bytes; /* bytes borrowed from the shared heap */
     size_t peak;        /* high-water mark of used bytes, for returning memory (owner only) */
+    /* The area this heap's thread last freed into, for the check on every free (owner only):
+     * area_from = its start + FIRST_PAYLOAD, area_span = its end - area_from (0: none yet). */
+    uintptr_t area_from;
+    uintptr_t area_span;
     /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
      * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint.
      * Indexed by footprint / 16 (classes 0 and 1 stay empty: the smallest block is 32 bytes). */
@@ -120,22 +140,119 @@ static pthread_key_t heap_key;
 static bool mlock_warned;
 
 static __thread thread_heap *t_heap __attribute__((tls_model("initial-exec")));
+/* The area this thread last freed into, when it has no heap (encoded as thread_heap's). */
+static __thread uintptr_t t_area_from __attribute__((tls_model("initial-exec"), unused));
+static __thread uintptr_t t_area_span __attribute__((tls_model("initial-exec"), unused));
 /* Set when this thread must not (or cannot) get a heap: it uses the shared heap. */
 static __thread bool t_no_heap __attribute__((tls_model("initial-exec")));
 
 /*
  * The pool's areas.
+ *
+ * Every area mapped is listed, sorted by address, so that any thread can tell in O(log areas)
+ * whether a pointer lies in memory of this heap (thread heaps' chunks are blocks of these
+ * areas). Areas are only ever added, under shared_lock; readers take no lock: a sequence
+ * count, odd while the list changes, tells them to read again. The list starts in .bss and
+ * moves to a mapping twice its size when full; an old list is never unmapped (a reader may
+ * still be reading it), which costs at most as much memory as the list itself.
  */
+typedef struct area_range {
+    uintptr_t lo, hi;
+} area_range;
+
+static area_range areas_static[AREAS_STATIC];
+static struct {
+    _Atomic unsigned seq;
+    _Atomic(area_range *) list;
+    _Atomic size_t count;
+    size_t cap; /* under shared_lock */
+} areas = {0, areas_static, 0, AREAS_STATIC};
+
 static size_t page_round(size_t bytes) {
     const size_t page = heaphook_os_page_size();
     return (bytes + page - 1) & ~(page - 1);
+}
+
+/* Lists [lo, hi); shared_lock held (or init). Returns false when the list cannot grow. */
+static bool areas_add(uintptr_t lo, uintptr_t hi) {
+    area_range *list = atomic_load_explicit(&areas.list, memory_order_relaxed);
+    const size_t n = atomic_load_explicit(&areas.count, memory_order_relaxed);
+    area_range *grown = NULL;
+    if (n == areas.cap) {
+        grown = (area_range *)heaphook_os_map(page_round(2 * areas.cap * sizeof(area_range)));
+        if (!grown) return false;
+        memcpy(grown, list, n * sizeof(area_range));
+    }
+    size_t at = n;
+    while (at > 0 && list[at - 1].lo > lo) at--;
+    atomic_fetch_add_explicit(&areas.seq, 1, memory_order_relaxed); /* odd: changing */
+    atomic_thread_fence(memory_order_release);
+    if (grown) {
+        atomic_store_explicit(&areas.list, grown, memory_order_relaxed);
+        areas.cap *= 2;
+        list = grown;
+    }
+    for (size_t i = n; i > at; i--) {
+        __atomic_store_n(&list[i].lo, list[i - 1].lo, __ATOMIC_RELAXED);
+        __atomic_store_n(&list[i].hi, list[i - 1].hi, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&list[at].lo, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&list[at].hi, hi, __ATOMIC_RELAXED);
+    atomic_store_explicit(&areas.count, n + 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&areas.seq, 1, memory_order_release); /* even: stable */
+    return true;
+}
+
+/* The area holding p: true with [*lo, *hi), or false. Lock-free (see above). */
+static bool areas_find(uintptr_t p, uintptr_t *lo, uintptr_t *hi) {
+    for (;;) {
+        const unsigned seq = atomic_load_explicit(&areas.seq, memory_order_acquire);
+        if (seq & 1) {
+            cpu_relax();
+            continue;
+        }
+        const area_range *list = atomic_load_explicit(&areas.list, memory_order_relaxed);
+        size_t a = 0, b = atomic_load_explicit(&areas.count, memory_order_relaxed);
+        while (a < b) { /* the first area starting above p */
+            const size_t m = a + (b - a) / 2;
+            if (__atomic_load_n(&list[m].lo, __ATOMIC_RELAXED) <= p)
+                a = m + 1;
+            else
+                b = m;
+        }
+        const uintptr_t l = a ? __atomic_load_n(&list[a - 1].lo, __ATOMIC_RELAXED) : 0;
+        const uintptr_t h = a ? __atomic_load_n(&list[a - 1].hi, __ATOMIC_RELAXED) : 0;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&areas.seq, memory_order_relaxed) != seq) continue;
+        *lo = l;
+        *hi = h;
+        return a && p < h;
+    }
+}
+
+/* A growth the system refused: said once (the program then sees NULL and ENOMEM). */
+static void grow_refused(size_t bytes, int error) {
+    static _Atomic bool said;
+    if (atomic_exchange_explicit(&said, true, memory_order_relaxed)) return;
+    heaphook_log_warn(
+        "tlsf: the pool cannot grow: mmap of an area of %zu bytes failed (errno %d) "
+        "(ADDITIONAL_MEMPOOL_SIZE=%zu, doubled until the request fits); this malloc returns "
+        "NULL (ENOMEM)",
+        bytes, error, cfg.additional);
 }
 
 static void *area_map(void *ctx, size_t bytes) {
     (void)ctx;
     const size_t len = page_round(bytes);
     void *mem = heaphook_os_map(len);
-    if (!mem) return NULL;
+    if (!mem) {
+        if (shared.total || cfg.initial == 0) grow_refused(bytes, errno); /* not the first pool */
+        return NULL;
+    }
+    if (!areas_add((uintptr_t)mem, (uintptr_t)mem + len)) {
+        heaphook_os_unmap(mem, len);
+        return NULL;
+    }
     if (cfg.prefault || cfg.mlock) heaphook_os_prefault(mem, len);
     if (cfg.mlock && heaphook_os_lock(mem, len) != 0 && !mlock_warned) {
         mlock_warned = true;
@@ -151,7 +268,10 @@ static int area_probe(void *ctx, size_t bytes) {
     (void)ctx;
     const size_t len = page_round(bytes);
     void *mem = heaphook_os_map(len);
-    if (!mem) return 0;
+    if (!mem) {
+        grow_refused(bytes, errno);
+        return 0;
+    }
     heaphook_os_unmap(mem, len);
     return 1;
 }
@@ -191,6 +311,99 @@ static void check_pointer_locked(const void *ptr, const char *call) {
     if (where != ptr)
         heaphook_fatal("tlsf: %s(%p): %s at %p", call, ptr, tlsf_error_name(e), where);
     heaphook_fatal("tlsf: %s(%p): %s at %p", call, ptr, tlsf_error_name(e), ptr);
+}
+
+/*
+ * Checks on every call (TLSF_FREE_CHECK): free, realloc and malloc_usable_size check their
+ * pointer before anything else, as glibc's "free(): invalid pointer" does, and stop the
+ * program with one line naming the call. Is the pointer inside an area of the pool (the
+ * thread's last area: two compares; else a binary search of the area list)? Is the word
+ * before it a used block's head, its tag, size and successor's head consistent, the
+ * predecessor's boundary tag sound when the head says it is free (tlsf_check_used)? A few
+ * words read, no lock: blocks of any thread's heap pass. The checking mode
+ * (HEAPHOOK_TLSF_CHECK=1) still walks further on an error to name it.
+ */
+static __attribute__((noinline, noreturn, cold)) void misuse(const void *ptr, const char *call,
+                                                             tlsf_error e, const void *where) {
+    if (cfg.check) {
+        shared_lock_take();
+        check_pointer_locked(ptr, call); /* the thorough mode's own words, when it finds it */
+        shared_lock_give();
+    }
+    switch (e) {
+        case TLSF_ERR_DOUBLE_FREE:
+            heaphook_fatal("tlsf: %s(%p): double free (the block is already free)", call, ptr);
+        case TLSF_ERR_INTERIOR:
+            heaphook_fatal(
+                "tlsf: %s(%p): invalid pointer (inside the heap, not the start of a block; "
+                "or its header was overwritten)",
+                call, ptr);
+        case TLSF_ERR_NEXT_HEADER:
+            heaphook_fatal(
+                "tlsf: %s(%p): heap corruption after the block at %p: the next block's header "
+                "(at %p) is damaged",
+                call, ptr, ptr, where);
+        case TLSF_ERR_PREV_HEADER:
+            heaphook_fatal(
+                "tlsf: %s(%p): heap corruption before the block at %p: the previous free "
+                "block's header is damaged",
+                call, ptr, ptr);
+        default:
+            heaphook_fatal("tlsf: %s(%p): invalid pointer (not a block of this heap)", call, ptr);
+    }
+}
+
+/* The first payload of an area lies this far from its start (pool descriptor, block head). */
+#define FIRST_PAYLOAD (sizeof(tlsf_pool) + BLOCK_START_OFFSET)
+
+/* The fast check: ptr is a payload inside the remembered area [from - FIRST_PAYLOAD, from +
+ * span), and its head and its successor's look as this heap writes them. */
+static inline bool pointer_sane(const void *ptr, size_t head, uintptr_t from, uintptr_t span) {
+    const uintptr_t p = (uintptr_t)ptr;
+    return p - from < span && !(p & (ALIGN_SIZE - 1)) &&
+           block_used_sane(block_from_ptr(ptr), head, from + span);
+}
+
+/* The pointer's area is not the one remembered in *from, *span: look it up, remember it,
+ * check. */
+static __attribute__((noinline)) void check_slow(const void *ptr, const char *call, uintptr_t *from,
+                                                 uintptr_t *span) {
+    uintptr_t lo, hi;
+    const void *where = ptr;
+    if (!areas_find((uintptr_t)ptr, &lo, &hi)) misuse(ptr, call, TLSF_ERR_FOREIGN, ptr);
+    *from = lo + FIRST_PAYLOAD;
+    *span = hi - lo - FIRST_PAYLOAD;
+    const tlsf_error e = tlsf_check_used(ptr, lo, hi, &where);
+    /* The predecessor may be changing under its owner (another thread, or the shared heap
+     * under its lock): its boundary tag is checked where the block is merged (check_prev). */
+    if (e != TLSF_OK && e != TLSF_ERR_PREV_HEADER) misuse(ptr, call, e, where);
+}
+
+/* Before a block is merged with its free predecessor (by the heap's owner, or under the
+ * shared lock, so the predecessor is stable): the boundary tag it follows is sound. */
+static inline void check_prev(const void *ptr) {
+#if TLSF_FREE_CHECK
+    const block_t *b = block_from_ptr(ptr);
+    if (LIKELY(!(b->head & HEAD_PREV_FREE))) return;
+    uintptr_t lo, hi;
+    if (!areas_find((uintptr_t)ptr, &lo, &hi)) misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
+    if (UNLIKELY(!block_prev_sane(b, lo))) misuse(ptr, "free", TLSF_ERR_PREV_HEADER, ptr);
+#else
+    (void)ptr;
+#endif
+}
+
+/* The check of realloc, malloc_usable_size and of frees on threads without a heap. */
+static inline void check_pointer(const void *ptr, const char *call) {
+#if TLSF_FREE_CHECK
+    thread_heap *h = t_heap;
+    uintptr_t *from = h ? &h->area_from : &t_area_from, *span = h ? &h->area_span : &t_area_span;
+    if (LIKELY(pointer_sane(ptr, block_from_ptr(ptr)->head, *from, *span))) return;
+    check_slow(ptr, call, from, span);
+#else
+    (void)ptr;
+    (void)call;
+#endif
 }
 
 /*
@@ -273,6 +486,7 @@ static void cache_flush(thread_heap *h) {
             p[1] = NULL;
             const unsigned owner = tlsf_block_owner(p);
             if (owner == h->id) {
+                check_prev(p);
                 tlsf_free(h->tlsf, p);
             } else {
                 remote_push(heaps[owner], p);
@@ -283,8 +497,7 @@ static void cache_flush(thread_heap *h) {
 }
 
 static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
-    heaphook_fatal("tlsf: free(%p): double free at %p (HEAPHOOK_TLSF_CHECK=1 checks every free)",
-                   ptr, ptr);
+    misuse(ptr, "free", TLSF_ERR_DOUBLE_FREE, ptr);
 }
 
 /* Keeps a freed block of footprint < 1 KiB in h's cache when the cache has room. The block may
@@ -330,6 +543,7 @@ static __attribute__((noinline)) void free_release(tlsf_t *t, void *ptr) {
 
 /* tlsf_free; gives pages back when the heap has been nearly emptied (see above). */
 static inline void free_block(tlsf_t *t, size_t *peak, void *ptr, size_t head) {
+    check_prev(ptr);
     if (LIKELY(cfg.release)) {
         const size_t used = tlsf_used_bytes(t);
         if (used > *peak) *peak = used;
@@ -448,6 +662,7 @@ static void *alloc_slow(size_t size, size_t align) {
 
 static void dealloc_slow(void *ptr);
 static void heap_dealloc(thread_heap *h, void *ptr);
+static void heap_dealloc_checked(thread_heap *h, void *ptr);
 
 /* The common case, a push on the cache, is a leaf: a block of footprint < 1 KiB, not aligned,
  * not free, not marked as cached, of a valid thread heap (this one's or another's), with room
@@ -456,6 +671,13 @@ static void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL)) {
         const size_t head = block_from_ptr(ptr)->head;
+#if TLSF_FREE_CHECK
+        /* The check on every free (see "Checks on every call"), against h's last area. */
+        if (UNLIKELY(!pointer_sane(ptr, head, h->area_from, h->area_span))) {
+            heap_dealloc_checked(h, ptr);
+            return;
+        }
+#endif
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         void **p = (void **)ptr;
         const unsigned cls = (unsigned)((head & HEAD_SIZE_MASK) >> 4);
@@ -472,7 +694,14 @@ static void tlsf_backend_dealloc(void *ptr) {
     heap_dealloc(h, ptr);
 }
 
+/* A free whose pointer is not in h's last area (or fails the fast check): the full check. */
+static __attribute__((noinline, unused)) void heap_dealloc_checked(thread_heap *h, void *ptr) {
+    check_slow(ptr, "free", &h->area_from, &h->area_span);
+    heap_dealloc(h, ptr);
+}
+
 static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
+    if (UNLIKELY(h == NULL)) check_pointer(ptr, "free");
     if (LIKELY(h != NULL)) {
         const size_t head = block_from_ptr(ptr)->head;
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
@@ -505,15 +734,12 @@ static void dealloc_slow(void *ptr) {
     }
     thread_heap *o =
         owner <= atomic_load_explicit(&heap_count, memory_order_acquire) ? heaps[owner] : NULL;
-    if (UNLIKELY(!o))
-        heaphook_fatal(
-            "tlsf: free(%p): not a block of this heap (run with HEAPHOOK_TLSF_CHECK=1 "
-            "to find out more)",
-            ptr);
+    if (UNLIKELY(!o)) misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
     remote_push(o, ptr);
 }
 
 static size_t tlsf_backend_block_size(void *ptr) {
+    check_pointer(ptr, "malloc_usable_size");
     if (UNLIKELY(cfg.check)) {
         shared_lock_take();
         check_pointer_locked(ptr, "malloc_usable_size");
@@ -523,6 +749,7 @@ static size_t tlsf_backend_block_size(void *ptr) {
 }
 
 static void *tlsf_backend_realloc(void *ptr, size_t size) {
+    check_pointer(ptr, "realloc");
     if (UNLIKELY(cfg.check)) {
         shared_lock_take();
         check_pointer_locked(ptr, "realloc");
@@ -684,6 +911,27 @@ static void tlsf_backend_print_stats(int fd) {
 /*
  * Initialisation.
  */
+
+/* A pool size no mapping can ever have stops the program before main (exit 78): above
+ * TLSF_AREA_MAX (32 TiB, the largest area TLSF manages; the address space of x86-64 and arm64
+ * is 128-256 TiB), or above the address-space limit (RLIMIT_AS, ulimit -v). */
+static void area_size_possible(const char *name, size_t bytes) {
+    char expected[112];
+    struct rlimit as;
+    if (bytes > TLSF_AREA_MAX) {
+        heaphook_formatf(expected, sizeof expected,
+                         "a size of at most %zu bytes (32TiB, the largest area TLSF manages)",
+                         (size_t)TLSF_AREA_MAX);
+    } else if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY &&
+               bytes > as.rlim_cur) {
+        heaphook_formatf(expected, sizeof expected,
+                         "a size below the address-space limit (ulimit -v) of %zu bytes",
+                         (size_t)as.rlim_cur);
+    } else {
+        return;
+    }
+    heaphook_config_fail(name, heaphook_env_get(name, NULL), expected, "100M");
+}
 static int tlsf_backend_init(void) {
     cfg.initial = heaphook_env_size("INITIAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
     cfg.additional = heaphook_env_size("ADDITIONAL_MEMPOOL_SIZE", NULL, DEFAULT_POOL_SIZE);
@@ -695,6 +943,8 @@ static int tlsf_backend_init(void) {
         heaphook_config_fail("ADDITIONAL_MEMPOOL_SIZE",
                              heaphook_env_get("ADDITIONAL_MEMPOOL_SIZE", NULL),
                              "a size of at least 4096 bytes", "100M");
+    area_size_possible("INITIAL_MEMPOOL_SIZE", cfg.initial);
+    area_size_possible("ADDITIONAL_MEMPOOL_SIZE", cfg.additional);
     cfg.prefault = heaphook_env_bool("HEAPHOOK_TLSF_PREFAULT", NULL, false);
     cfg.mlock = heaphook_env_bool("HEAPHOOK_TLSF_MLOCK", NULL, false);
     cfg.check = heaphook_env_bool("HEAPHOOK_TLSF_CHECK", NULL, false);
@@ -713,9 +963,12 @@ static int tlsf_backend_init(void) {
     /* Still all zero: .bss, and init runs once per process. */
     tlsf_t *t = tlsf_create_in_zeroed(shared_control, 0);
     if (tlsf_growing_init(&shared, t, cfg.initial, cfg.additional, &ops) != 0) {
-        heaphook_log_error("tlsf: cannot map the initial pool of %zu bytes (INITIAL_MEMPOOL_SIZE)",
-                           cfg.initial);
-        return -1;
+        char expected[96];
+        heaphook_formatf(expected, sizeof expected,
+                         "a size this system can map now (mmap of %zu bytes failed, errno %d)",
+                         cfg.initial, errno);
+        heaphook_config_fail("INITIAL_MEMPOOL_SIZE", heaphook_env_get("INITIAL_MEMPOOL_SIZE", NULL),
+                             expected, "100M");
     }
     if (cfg.thread_heaps && pthread_key_create(&heap_key, heap_release) != 0)
         cfg.thread_heaps = false;

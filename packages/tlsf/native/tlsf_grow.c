@@ -6,8 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-/* Areas are limited so that a block never exceeds the TLSF size limit. */
-#define AREA_MAX (TLSF_BLOCK_MAX / 2)
+#define AREA_MAX TLSF_AREA_MAX
 /* A growth adds at most this many areas (doubling from `additional` reaches AREA_MAX long
  * before; the bound makes the loop visibly finite). */
 #define GROWTH_STEPS_MAX 64

@@ -20,6 +20,9 @@
 extern "C" {
 #endif
 
+/* The largest area (first pool or addition): a block must stay below TLSF_BLOCK_MAX. */
+#define TLSF_AREA_MAX (TLSF_BLOCK_MAX / 2)
+
 typedef struct tlsf_grow_ops {
     /* Returns bytes of zeroed, writable memory, 16-byte aligned, or NULL. */
     void *(*map)(void *ctx, size_t bytes);

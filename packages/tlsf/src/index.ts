@@ -14,6 +14,8 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { checkBoolean, checkChoice, checkNumber, checkOptions, checkString } from '@heaphook/core';
+
 /** The package's folder. */
 export const packageDir: string = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -53,41 +55,49 @@ export interface TlsfOptions {
   readonly logLevel?: 'error' | 'warn' | 'info' | 'debug' | 'trace';
 }
 
-function sizeValue(name: string, value: Size): string {
-  if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value) || value < 0) {
-      throw new RangeError(`${name}: a size must be a non-negative integer, got ${value}`);
-    }
-    return String(value);
-  }
-  return value;
+const ENV = 'env(options)';
+
+function sizeValue(name: string, value: unknown): string {
+  if (typeof value === 'number') return String(checkNumber(ENV, name, value));
+  if (typeof value === 'string') return checkString(ENV, name, value);
+  throw new TypeError(
+    `${ENV}: ${name} must be a size (bytes, or a string such as '64M'), got ${typeof value}`,
+  );
 }
 
-const flag = (value: boolean): string => (value ? '1' : '0');
+const flag = (name: string, value: unknown): string => (checkBoolean(ENV, name, value) ? '1' : '0');
 
-/** The environment variables that configure libheaphook_tlsf.so (only the options given). */
+/** The environment variables that configure libheaphook_tlsf.so (only the options given).
+ * Wrong options throw at the call: TypeError or RangeError naming the option. */
 export function env(options: TlsfOptions = {}): Record<string, string> {
+  const o = checkOptions<TlsfOptions>(ENV, 'options', options);
   const out: Record<string, string> = {};
-  if (options.initialPoolSize !== undefined) {
-    out.INITIAL_MEMPOOL_SIZE = sizeValue('initialPoolSize', options.initialPoolSize);
+  if (o.initialPoolSize !== undefined) {
+    out.INITIAL_MEMPOOL_SIZE = sizeValue('options.initialPoolSize', o.initialPoolSize);
   }
-  if (options.additionalPoolSize !== undefined) {
-    out.ADDITIONAL_MEMPOOL_SIZE = sizeValue('additionalPoolSize', options.additionalPoolSize);
+  if (o.additionalPoolSize !== undefined) {
+    out.ADDITIONAL_MEMPOOL_SIZE = sizeValue('options.additionalPoolSize', o.additionalPoolSize);
   }
-  if (options.prefault !== undefined) out.HEAPHOOK_TLSF_PREFAULT = flag(options.prefault);
-  if (options.mlock !== undefined) out.HEAPHOOK_TLSF_MLOCK = flag(options.mlock);
-  if (options.check !== undefined) out.HEAPHOOK_TLSF_CHECK = flag(options.check);
-  if (options.threadHeaps !== undefined) out.HEAPHOOK_TLSF_THREAD_HEAPS = flag(options.threadHeaps);
-  if (options.cache !== undefined) {
-    if (!Number.isInteger(options.cache) || options.cache < 0 || options.cache > 64) {
-      throw new RangeError(`cache: an integer in 0..64, got ${options.cache}`);
-    }
-    out.HEAPHOOK_TLSF_CACHE = String(options.cache);
+  const flags = {
+    prefault: 'HEAPHOOK_TLSF_PREFAULT',
+    mlock: 'HEAPHOOK_TLSF_MLOCK',
+    check: 'HEAPHOOK_TLSF_CHECK',
+    threadHeaps: 'HEAPHOOK_TLSF_THREAD_HEAPS',
+    release: 'HEAPHOOK_TLSF_RELEASE',
+  } as const;
+  for (const [key, variable] of Object.entries(flags) as [keyof typeof flags, string][]) {
+    if (o[key] !== undefined) out[variable] = flag(`options.${key}`, o[key]);
   }
-  if (options.release !== undefined) out.HEAPHOOK_TLSF_RELEASE = flag(options.release);
-  if (options.logLevel !== undefined) out.HEAPHOOK_LOG_LEVEL = options.logLevel;
+  if (o.cache !== undefined) {
+    out.HEAPHOOK_TLSF_CACHE = String(checkNumber(ENV, 'options.cache', o.cache, { max: 64 }));
+  }
+  if (o.logLevel !== undefined) {
+    out.HEAPHOOK_LOG_LEVEL = checkChoice(ENV, 'options.logLevel', o.logLevel, logLevels);
+  }
   return out;
 }
+
+const logLevels = ['error', 'warn', 'info', 'debug', 'trace'] as const;
 
 /** Figures of an in-process heap. Byte counts are block footprints (heads included). */
 export interface TlsfHeapStats {
@@ -181,6 +191,12 @@ export function loadAddon(): NativeAddon {
   return addon;
 }
 
+function checkBlockBytes(where: string, offset: unknown, byte: unknown, length: unknown): void {
+  checkNumber(where, 'offset', offset);
+  checkNumber(where, 'byte', byte, { max: 255 });
+  if (length !== undefined) checkNumber(where, 'length', length);
+}
+
 /**
  * A TLSF heap inside this process, run by the same C code as libheaphook_tlsf.so, over memory
  * of its own. Addresses are offsets (numbers); an offset is aligned exactly as the memory it
@@ -204,25 +220,47 @@ export class TlsfHeap {
   readonly #native: NativeHeap;
 
   constructor(sizeOrOptions: number | TlsfHeapOptions) {
+    const where = 'new TlsfHeap(sizeOrOptions)';
+    if (typeof sizeOrOptions === 'number') {
+      checkNumber(where, 'size', sizeOrOptions, { min: 0, minExclusive: true });
+    } else {
+      const o = checkOptions<TlsfHeapOptions>(where, 'options', sizeOrOptions);
+      for (const key of ['initialPoolSize', 'additionalPoolSize', 'maxPoolSize'] as const) {
+        if (o[key] !== undefined) checkNumber(where, `options.${key}`, o[key]);
+      }
+    }
     this.#native = new (loadAddon().TlsfHeap)(sizeOrOptions);
   }
 
   /** Allocates size bytes (0 counts as 1) aligned to align (a power of two; default 16).
    * Returns the offset, or null when the heap cannot serve it (after growing, if it may). */
   alloc(size: number, align?: number): number | null {
+    checkNumber('alloc(size, align)', 'size', size);
+    if (align !== undefined) {
+      checkNumber('alloc(size, align)', 'align', align, { min: 1 });
+      if ((align & (align - 1)) !== 0 || align > 2 ** 30) {
+        throw new RangeError(
+          `alloc(size, align): align must be a power of two up to 2^30, got ${align}`,
+        );
+      }
+    }
     return align === undefined ? this.#native.alloc(size) : this.#native.alloc(size, align);
   }
   /** Frees a block; throws (error.code: TlsfErrorCode) for a double, interior or foreign free. */
   free(offset: number): void {
+    checkNumber('free(offset)', 'offset', offset);
     this.#native.free(offset);
   }
   /** Resizes in place when it can, else moves (keeping the block's alignment); null on failure
    * (the block is then unchanged). */
   realloc(offset: number, size: number): number | null {
+    checkNumber('realloc(offset, size)', 'offset', offset);
+    checkNumber('realloc(offset, size)', 'size', size);
     return this.#native.realloc(offset, size);
   }
   /** Usable bytes of a used block. */
   usableSize(offset: number): number {
+    checkNumber('usableSize(offset)', 'offset', offset);
     return this.#native.usableSize(offset);
   }
   stats(): TlsfHeapStats {
@@ -239,10 +277,12 @@ export class TlsfHeap {
   }
   /** Writes byte over a used block (its whole usable size unless length is given). */
   fill(offset: number, byte: number, length?: number): void {
+    checkBlockBytes('fill(offset, byte, length)', offset, byte, length);
     this.#native.fill(offset, byte, length);
   }
   /** Whether a used block still holds byte (as written by fill). */
   verify(offset: number, byte: number, length?: number): boolean {
+    checkBlockBytes('verify(offset, byte, length)', offset, byte, length);
     return this.#native.verify(offset, byte, length);
   }
   /**

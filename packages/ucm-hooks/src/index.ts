@@ -7,6 +7,8 @@
  */
 import { join } from 'node:path';
 
+import { checkBoolean, checkChoice, checkOptions } from '@heaphook/core';
+
 import { packageDir } from './constants.js';
 
 export { MemoryEvent, packageDir } from './constants.js';
@@ -33,8 +35,18 @@ export interface UcmOptions {
   readonly logLevel?: 'error' | 'warn' | 'info' | 'debug' | 'trace';
 }
 
-/** The environment variables for options. */
+const logLevels = ['error', 'warn', 'info', 'debug', 'trace'] as const;
+
+/** The environment variables for options (checked: TypeError naming a wrong one). */
 export function env(options: UcmOptions = {}): Record<string, string> {
+  const where = 'env(options)';
+  checkOptions(where, 'options', options);
+  for (const key of ['events', 'relocHooks', 'mallocHooks'] as const) {
+    if (options[key] !== undefined) checkBoolean(where, `options.${key}`, options[key]);
+  }
+  if (options.logLevel !== undefined) {
+    checkChoice(where, 'options.logLevel', options.logLevel, logLevels);
+  }
   const out: Record<string, string> = {};
   const yesNo = (value: boolean): string => (value ? 'yes' : 'no');
   if (options.events !== undefined) out.HEAPHOOK_MEM_EVENTS = yesNo(options.events);

@@ -4,6 +4,8 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
+import { checkFunction, checkNumber, checkOptions, shown } from '@heaphook/core';
+
 import { MemoryEvent, packageDir } from './constants.js';
 
 /** The name of an event bit. */
@@ -87,19 +89,67 @@ function drain(): void {
   }
 }
 
+const allBits = Object.values(MemoryEvent).reduce((a, b) => a | b, 0);
+const eventList = Object.keys(MemoryEvent).join(', ');
+
+/** A mask of MemoryEvent bits, or event names ('VM_MAPPED', ['MMAP', 'MUNMAP']), checked. */
+function eventMask(where: string, value: unknown): number {
+  const names = typeof value === 'string' ? [value] : value;
+  if (Array.isArray(names)) {
+    let mask = 0;
+    for (const name of names as unknown[]) {
+      if (typeof name !== 'string' || !Object.hasOwn(MemoryEvent, name)) {
+        throw new TypeError(
+          `${where}: mask: unknown event name ${shown(name)}; expected MemoryEvent bits or names of ${eventList}`,
+        );
+      }
+      mask |= MemoryEvent[name as MemoryEventName];
+    }
+    if (mask === 0) throw new RangeError(`${where}: mask: no event named (an empty list)`);
+    return mask;
+  }
+  const mask = checkNumber(where, 'mask', value, {
+    min: 0,
+    minExclusive: true,
+    max: 2 ** 31 - 1,
+  });
+  if ((mask & ~allBits) !== 0) {
+    throw new RangeError(
+      `${where}: mask has bits that are no event (0x${(mask & ~allBits).toString(16)}); expected MemoryEvent bits (${eventList}), got ${mask}`,
+    );
+  }
+  return mask;
+}
+
 /**
  * Calls callback with batches of this process's memory events of mask (MemoryEvent bits, e.g.
  * MemoryEvent.VM_MAPPED | MemoryEvent.VM_UNMAPPED). Throws when the events cannot be installed.
  * Events made by glibc's malloc itself are not seen (it maps memory with internal calls); the
  * mappings of V8's heap, WebAssembly memories and native libraries are.
+ * mask may also be an event name or a list of names ('VM_MAPPED', ['MMAP', 'MUNMAP']). Wrong
+ * arguments throw at the call: TypeError (wrong type, unknown event name, callback not a
+ * function) or RangeError (mask 0 or with bits that are no event, intervalMs not > 0).
  */
 export function watchMemoryEvents(
-  mask: number,
+  mask: number | MemoryEventName | readonly MemoryEventName[],
   callback: (events: MemoryEventRecord[], info: BatchInfo) => void,
   options: WatchOptions = {},
 ): MemoryEventWatcher {
+  const where = 'watchMemoryEvents(mask, callback, options)';
+  const bits = eventMask(where, mask);
+  checkFunction(where, 'callback', callback);
+  const opts = checkOptions<WatchOptions>(where, 'options', options);
+  const intervalMs =
+    opts.intervalMs === undefined
+      ? 100
+      : checkNumber(where, 'options.intervalMs', opts.intervalMs, {
+          integer: false,
+          min: 0,
+          minExclusive: true,
+          max: 2 ** 31 - 1,
+        });
   const native = loadAddon();
-  const watcher: Watcher = { mask, callback };
+  const watcher: Watcher = { mask: bits, callback };
   watchers.add(watcher);
   try {
     mode = native.start(unionMask());
@@ -108,7 +158,7 @@ export function watchMemoryEvents(
     throw error;
   }
   if (!timer) {
-    timer = setInterval(drain, options.intervalMs ?? 100);
+    timer = setInterval(drain, intervalMs);
     timer.unref();
   }
   let stopped = false;
@@ -130,7 +180,9 @@ export function watchMemoryEvents(
 }
 
 /** Runs the self-test for mask; returns the names of the events that do not fire (empty: all do). */
-export function testMemoryEvents(mask: number): MemoryEventName[] {
-  const failed = loadAddon().selfTest(mask);
+export function testMemoryEvents(
+  mask: number | MemoryEventName | readonly MemoryEventName[],
+): MemoryEventName[] {
+  const failed = loadAddon().selfTest(eventMask('testMemoryEvents(mask)', mask));
   return [...names].filter(([bit]) => (failed & bit) !== 0).map(([, name]) => name);
 }

@@ -1,9 +1,12 @@
 // Helpers of the tlsf tests: where the build put the native outputs, and running a program
 // with or without libheaphook_tlsf.so preloaded, in an environment free of heaphook variables.
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { runProgram, type ProgramRunResult } from '@heaphook/core/testing';
+import { expect } from 'vitest';
 
 export const releaseDir = fileURLToPath(new URL('../../build/Release/', import.meta.url));
 
@@ -13,6 +16,14 @@ export function built(name: string): string {
   if (!existsSync(path)) {
     throw new Error(`${path} is missing: build first (npx nx build tlsf)`);
   }
+  return path;
+}
+
+/** A native test program of @heaphook/core (built by `nx build core`), e.g. heaphook_misuse_test. */
+export function coreBuilt(name: string): string {
+  const core = dirname(createRequire(import.meta.url).resolve('@heaphook/core/package.json'));
+  const path = join(core, 'build', 'Release', name);
+  if (!existsSync(path)) throw new Error(`${path} is missing: build first (npx nx build core)`);
   return path;
 }
 
@@ -41,4 +52,16 @@ export function run(command: string, args: string[], options: RunOptions = {}): 
 /** Growth lines logged at info level: the bytes added by each growth, in order. */
 export function loggedAdditions(stderr: string): number[] {
   return [...stderr.matchAll(/tlsf: pool grew by (\d+) bytes/g)].map((m) => Number(m[1]));
+}
+
+/** A run that printed an address first, then must have been stopped by abort() with exactly
+ * one fatal line: returns the address and that line. */
+export function stoppedRun(r: RunResult): { address: string; line: string } {
+  const address = r.stdout.trim().split('\n')[0]!;
+  expect(address).toMatch(/^0x[0-9a-f]+$/);
+  expect(r.stdout).not.toContain('not stopped');
+  expect(r.signal).toBe('SIGABRT');
+  const fatal = r.stderr.split('\n').filter((line) => line.includes('fatal'));
+  expect(fatal).toHaveLength(1);
+  return { address, line: fatal[0]! };
 }
