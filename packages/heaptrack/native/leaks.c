@@ -1449,7 +1449,7 @@ static int hh_signal_number(const char *v) {
  * other than the stop signal `stop`; for the stop signal (stop = 0) a real-time one. Anything
  * else stops the program (exit 78, heaphook/config.h). */
 static int hh_signal_config(const char *name, int default_sig, int stop) {
-    const char *v = heaphook_env_get(name, NULL);
+    const char *v = heaphook_env_get_unless_secure(name, NULL); /* a signal: see config.h */
     if (v == NULL) return default_sig;
     int sig = hh_signal_number(v);
     bool ok = (sig >= SIGRTMIN && sig <= SIGRTMAX) ||
