@@ -1,5 +1,5 @@
 /**
- * The ring buffer's reader, unit by unit (test/native/ring_unit.c, linked with native/ring.c
+ * The ring buffer's reader, unit by unit (test/native/ring_unit.c, linked with native/track/ring.c
  * alone): reservation order, a record not yet published holds back the ones after it, a crashed
  * writer's unpublished record is skipped, and the prefetcher runs ahead of the reader by at
  * most HH_RING_LOOKAHEAD records without ever being shown an unpublished record.

@@ -1,5 +1,5 @@
 /*
- * ring_unit.c — unit tests of the ring buffer's reader (native/ring.c), linked with ring.c
+ * ring_unit.c — unit tests of the ring buffer's reader (native/track/ring.c), linked with ring.c
  * alone: records come back in reservation order, a record reserved and not yet published holds
  * back every record after it (or is skipped when the writer crashed), and the prefetcher sees
  * each published record before the reader does, at most HH_RING_LOOKAHEAD records ahead, and

@@ -37,7 +37,7 @@
 #include "attach.h"
 #include "heaphook/config.h"
 #include "heaphook/log.h"
-#include "leaks.h"
+#include "leaks/leaks.h"
 #include "modules.h"
 #include "ring.h"
 #include "stacks.h"

@@ -49,7 +49,7 @@
 #include "heaphook/leaks.h"
 #include "heaphook/log.h"
 #include "probe.h"
-#include "tracer.h"
+#include "track/tracer.h"
 
 _Atomic int hh_leaks_on;
 static bool g_at_exit;    /* HEAPHOOK_LEAK_CHECK */

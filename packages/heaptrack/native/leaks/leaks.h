@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "trace.h"
+#include "track/trace.h"
 
 /* Non-zero while the live-block table is maintained (HEAPHOOK_LEAK_CHECK, HEAPHOOK_LEAK_SIGNAL,
  * or a type registered through the precise API), and by whom:

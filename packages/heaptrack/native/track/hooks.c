@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "attach.h"
-#include "leaks.h"
+#include "leaks/leaks.h"
 #include "stacks.h"
 #include "trace.h"
 #include "tracer.h"

@@ -1,18 +1,7 @@
 /*
  * trace.h — what the tracer's files share: the records that travel through the ring buffer
  * from the traced process to the log writer (the in-process drain thread or the collector),
- * the operation codes, and small helpers.
- *
- *   hooks.c     the interposed malloc family, the recursion guard, the bootstrap arena
- *   tracer.c    configuration, start-up, transport (standalone or collector), fork, exit
- *   ring.c      the shared-memory ring buffer (multi-producer, one consumer)
- *   unwinder.c  call stacks: a cached DWARF CFI unwinder, _Unwind_Backtrace as fallback
- *   stacks.c    interning of call stacks as a trie of (parent, return address) nodes
- *   modules.c   the module map (path, load address, build id) sent for symbolising
- *   writer.c    the log encoder (FORMAT.md): columns of varints and deltas, CRC-checked
- *               blocks, one zstd stream (libzstd loaded at run time) or deflate
- *   collector.c the out-of-process collector (heaphook record)
- *   vm.c        mapped-memory events (VM_MAPPED / VM_UNMAPPED) from ucm-hooks, when loaded
+ * the operation codes, and small helpers. The folders are described in native/README.md.
  */
 #ifndef HH_TRACE_H
 #define HH_TRACE_H

@@ -25,9 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ring.h"
-#include "trace.h"
-#include "writer.h"
+#include "track/ring.h"
+#include "track/trace.h"
+#include "track/writer.h"
 
 typedef struct hh_hello {
     uint32_t magic;
