@@ -70,6 +70,13 @@ const PF_FREE_STACKS = 16;
 const PF_FORK_CHILD = 32;
 const PF_VM = 64;
 
+/**
+ * The CLI's exit status when the log is damaged or truncated (a LogFormatError): every command
+ * that reads a log uses it, whether it still printed the valid part (report, dump) or refused
+ * the log (recommend). 2 stays for usage errors, a path that is not a readable log among them.
+ */
+export const EXIT_DAMAGED_LOG = 3;
+
 /** A log that cannot be decoded past `offset`. */
 export class LogFormatError extends Error {
   constructor(
