@@ -1,0 +1,110 @@
+/**
+ * A log reader that is safe on any file (issue 22, section 3): compression bombs are refused
+ * by the format's block limit in flat memory, with the valid part before them still read.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { describe, expect, it } from 'vitest';
+
+import { MAX_BLOCK_PAYLOAD } from '../src/decode/limits.js';
+import { report } from '../src/index.js';
+import {
+  block,
+  deflateBomb,
+  fileHeader,
+  varint,
+  zstdFrameHeader,
+  zstdRleBlocks,
+} from './fuzz/corpus.js';
+import { expectCleanError, heaphookCli, MEMORY_BOUND, readInChild } from './fuzz/harness.js';
+import { logsIn, scratch, traced, workload } from './helpers.js';
+
+const ZSTD = 0x40000000;
+const DEFLATED = 0x80000000;
+
+function realLog(codec: 'zstd' | 'deflate' | 'none', args = ['counts']): Buffer {
+  const dir = scratch(`safety-${codec}`);
+  const run = traced(dir, workload, args, { HEAPHOOK_COMPRESS: codec, HEAPHOOK_STACKS: '0' });
+  expect(run.status, run.stderr).toBe(0);
+  return readFileSync(logsIn(dir)[0]!);
+}
+
+function writeLog(name: string, ...parts: Buffer[]): string {
+  const path = join(scratch('safety'), name);
+  writeFileSync(path, Buffer.concat(parts));
+  return path;
+}
+
+describe('compression bombs', () => {
+  // 8,400 zstd RLE blocks of 128 KiB: 33 KB that decompress to 1.1 GB.
+  const zstdBomb = (claim: number): Buffer =>
+    block(ZSTD, Buffer.concat([varint(claim), zstdFrameHeader(17), zstdRleBlocks(8400, false)]));
+
+  it('a 33 KB zstd block announcing 1.1 GB: dump --summary says "corrupt compressed block at byte offset 16", exit 3, in ≤ 256 MB', () => {
+    const log = writeLog('zstd-bomb.log', fileHeader(), zstdBomb(8400 * 131072));
+    const run = heaphookCli(['dump', '--summary', log]);
+    expectCleanError(run, 3, 'dump --summary');
+    expect(run.errorLines[0]).toMatch(
+      /corrupt compressed block \(it announces \d+ bytes; a payload holds 1 to 1179712\) at byte offset 16/,
+    );
+    if (run.maxRssBytes !== undefined) expect(run.maxRssBytes).toBeLessThanOrEqual(MEMORY_BOUND);
+  });
+
+  it('a zstd block announcing 1,000 bytes that decompresses to 1.1 GB: corrupt, in ≤ 256 MB, through the zstd program and fzstd', () => {
+    const log = writeLog('zstd-bomb-small-claim.log', fileHeader(), zstdBomb(1000));
+    const { outcomes, maxRssBytes } = readInChild([log]);
+    for (const o of outcomes) {
+      expect(o.outcome, `${o.reader}: ${o.message}`).toBe('error');
+      expect(o.message, o.reader).toMatch(/corrupt .*block.* at byte offset 16/);
+    }
+    expect(maxRssBytes).toBeLessThanOrEqual(MEMORY_BOUND);
+  });
+
+  it('a 270 KB deflate block that inflates to 270 MiB: report says "corrupt compressed block", exit 3, in ≤ 256 MB', () => {
+    const log = writeLog('deflate-bomb.log', fileHeader(), block(DEFLATED, deflateBomb(270)));
+    const run = heaphookCli(['report', log]);
+    expect(run.status).toBe(3);
+    expect(run.errorLines.join('\n')).toMatch(
+      /corrupt compressed block \(it decompresses to more than the 1179712 bytes it may hold\) at byte offset 16/,
+    );
+    if (run.maxRssBytes !== undefined) expect(run.maxRssBytes).toBeLessThanOrEqual(MEMORY_BOUND);
+  });
+
+  for (const codec of ['zstd', 'deflate'] as const) {
+    it(`a ${codec} bomb after a real log: the log before it is reported whole, the bomb is damage at its offset`, async () => {
+      const good = realLog(codec);
+      const bomb =
+        codec === 'zstd'
+          ? block(ZSTD, Buffer.concat([varint(1000), zstdRleBlocks(8400, false)])) // continues the log's frame
+          : block(DEFLATED, deflateBomb(64));
+      const whole = await report(writeLog(`good-${codec}.log`, good), { symbolize: false });
+      const log = writeLog(`bombed-${codec}.log`, good, bomb);
+      const damaged = await report(log, { symbolize: false });
+      expect(damaged.error?.offset).toBe(good.length);
+      expect(damaged.json.events).toBe(whole.json.events);
+      expect(damaged.json.calls).toEqual(whole.json.calls);
+      const { outcomes, maxRssBytes } = readInChild([log]);
+      for (const o of outcomes.filter((x) => x.reader !== 'recommend')) {
+        expect(o.message, o.reader).toContain(`at byte offset ${good.length}`);
+      }
+      expect(maxRssBytes).toBeLessThanOrEqual(MEMORY_BOUND);
+    });
+  }
+
+  it('a block longer than the format allows is refused from its header, before it is read', () => {
+    const header = Buffer.alloc(8);
+    header.writeUInt32LE(MAX_BLOCK_PAYLOAD + 1, 0);
+    const log = writeLog(
+      'long-block.log',
+      fileHeader(),
+      header,
+      Buffer.alloc(MAX_BLOCK_PAYLOAD + 1),
+    );
+    const run = heaphookCli(['dump', log]);
+    expectCleanError(run, 3, 'dump');
+    expect(run.errorLines[0]).toMatch(
+      /corrupt block header \(length 1179713; a block stores 1 to 1179712 bytes\) at byte offset 16/,
+    );
+  });
+});
