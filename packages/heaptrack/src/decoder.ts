@@ -8,7 +8,6 @@
  * (typed arrays, no object per event: the fast path, src/decode/engine.ts); decodeLogBatches
  * and decodeLog build the record objects (LogRecord) from it.
  */
-import { open } from 'node:fs/promises';
 import { crc32, inflateRawSync } from 'node:zlib';
 
 import { Decompress as ZstdStream } from 'fzstd';
@@ -29,6 +28,7 @@ import {
 import { MAX_BLOCK_PAYLOAD, MAX_BLOCK_STORED } from './decode/limits.js';
 import { ZstdStreamGuard } from './decode/zstdguard.js';
 import { zstdProgram, ZstdPipe } from './decode/zstdpipe.js';
+import { openLogFile } from './input.js';
 import {
   OPS,
   type EndRecord,
@@ -320,7 +320,7 @@ export async function* readLogPayloads(
   options: DecodeOptions = {},
 ): AsyncGenerator<LogPayload> {
   const chunkSize = options.chunkSize ?? 1024 * 1024;
-  const file = await open(path, 'r');
+  const file = await openLogFile(path);
   let pipe: ZstdPipe | undefined;
   let pipeFailed = false;
   try {

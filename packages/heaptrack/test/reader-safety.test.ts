@@ -1,13 +1,19 @@
 /**
  * A log reader that is safe on any file (issue 22, section 3): compression bombs are refused
- * by the format's block limit in flat memory, with the valid part before them still read.
+ * by the format's block limit in flat memory, with the valid part before them still read; a
+ * path that is not a log is one line with exit status 2; a damaged log is exit status 3 for
+ * every command.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
+import { HeaphookError } from '@heaphook/core';
+
 import { MAX_BLOCK_PAYLOAD } from '../src/decode/limits.js';
+import { logInputError } from '../src/input.js';
 import { report } from '../src/index.js';
 import {
   block,
@@ -107,4 +113,77 @@ describe('compression bombs', () => {
       /corrupt block header \(length 1179713; a block stores 1 to 1179712 bytes\) at byte offset 16/,
     );
   });
+});
+
+describe('paths that are not logs: one line naming the path, exit status 2', () => {
+  const dir = scratch('paths');
+  const fifo = join(dir, 'heaplog.fifo');
+  spawnSync('mkfifo', [fifo]);
+  const folder = join(dir, 'a-folder');
+  mkdirSync(folder);
+  const file = join(dir, 'a-file');
+  writeFileSync(file, '');
+  symlinkSync(join(dir, 'loop-b'), join(dir, 'loop-a'));
+  symlinkSync(join(dir, 'loop-a'), join(dir, 'loop-b'));
+  const cases: [string, string, RegExp][] = [
+    [
+      'a directory',
+      folder,
+      / is a directory, not a regular file; give a heaplog file \(heaplog\.<pid>\.log/,
+    ],
+    ['a FIFO', fifo, / is a FIFO \(named pipe\), not a regular file; give a heaplog file/],
+    ['a device', '/dev/null', / is a character device, not a regular file/],
+    ['a missing file', join(dir, 'heaplog.404.log'), / does not exist; give a heaplog file/],
+    [
+      'a path through a file',
+      join(file, 'heaplog.1.log'),
+      /a component of the path is not a directory \(ENOTDIR\)/,
+    ],
+    ['a symbolic link loop', join(dir, 'loop-a'), /too many levels of symbolic links .*\(ELOOP\)/],
+  ];
+  for (const command of [['dump'], ['dump', '--summary'], ['report'], ['recommend']]) {
+    for (const [what, path, message] of cases) {
+      it(`${command.join(' ')} of ${what}`, () => {
+        // A FIFO without a writer would block a reader forever: 20 s is a hang detector.
+        const run = heaphookCli([...command, path], 20_000);
+        expectCleanError(run, 2, `${command.join(' ')} ${what}`);
+        expect(run.errorLines[0]).toContain(`heaphook ${command[0]}: ${path}`);
+        expect(run.errorLines[0]).toMatch(message);
+      });
+    }
+  }
+
+  it('a log that cannot be read for permission names the problem (EACCES, also as root)', () => {
+    const denied = Object.assign(new Error('EACCES: permission denied'), {
+      code: 'EACCES',
+      path: '/x/heaplog.1.log',
+    });
+    const error = logInputError('/x/heaplog.1.log', denied);
+    expect(error).toBeInstanceOf(HeaphookError);
+    expect((error as HeaphookError).exitStatus).toBe(2);
+    expect((error as Error).message).toBe(
+      '/x/heaplog.1.log cannot be read: permission denied (EACCES); give a heaplog file (heaplog.<pid>.log, written by heaphook record)',
+    );
+  });
+
+  it('record -o <an existing file>: one line, exit status 2, nothing run', () => {
+    const run = heaphookCli(['record', '-o', file, '--', workload, 'counts']);
+    expectCleanError(run, 2, 'record -o file');
+    expect(run.errorLines[0]).toBe(
+      `heaphook record: -o ${file} is a file (or lies under one), not a directory; give a directory for the logs`,
+    );
+    expect(run.stdout).toBe('');
+  });
+});
+
+describe('a damaged log is exit status 3 for every command', () => {
+  const log = writeLog('cut.log', realLog('zstd'));
+  truncateSync(log, readFileSync(log).length - 10);
+  for (const command of [['dump'], ['dump', '--summary'], ['report'], ['recommend']]) {
+    it(command.join(' '), () => {
+      const run = heaphookCli([...command, log]);
+      expectCleanError(run, 3, command.join(' '));
+      expect(run.errorLines[0]).toMatch(/log truncated.* at byte offset \d+/);
+    });
+  }
 });
