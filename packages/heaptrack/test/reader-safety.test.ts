@@ -2,7 +2,7 @@
  * A log reader that is safe on any file (issue 22, section 3): compression bombs are refused
  * by the format's block limit in flat memory, with the valid part before them still read; a
  * path that is not a log is one line with exit status 2; a damaged log is exit status 3 for
- * every command.
+ * every command; a run that did not end normally says so, and its live blocks are not leaks.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
@@ -14,9 +14,10 @@ import { HeaphookError } from '@heaphook/core';
 
 import { MAX_BLOCK_PAYLOAD } from '../src/decode/limits.js';
 import { logInputError } from '../src/input.js';
-import { report } from '../src/index.js';
+import { record, report, reportText } from '../src/index.js';
 import {
   block,
+  blocksOf,
   deflateBomb,
   fileHeader,
   varint,
@@ -186,4 +187,48 @@ describe('a damaged log is exit status 3 for every command', () => {
       expect(run.errorLines[0]).toMatch(/log truncated.* at byte offset \d+/);
     });
   }
+});
+
+describe('a run that did not end normally', () => {
+  it('crashed (END reason lost): the report says so at the top and calls its live blocks "live at the end"', async () => {
+    const rec = await record(workload, ['crash', 'segv'], {
+      outputDir: scratch('crash'),
+      stdio: 'pipe',
+    });
+    expect(rec.logs[0]!.reason).toBe('lost');
+    const r = await report(rec.logs[0]!.path, { symbolize: false });
+    const lines = r.text.split('\n');
+    expect(lines[0]).toBe(
+      'this run did not end normally: the process ended without its exit path (a crash, a signal, _exit or exec); blocks still live are "live at the end", not leaks',
+    );
+    expect(r.text).toMatch(/^live at the end: 100 blocks, 2\.34 KiB \(2,400 bytes\)$/m);
+    expect(r.text).not.toMatch(/^leaked/m);
+    expect(r.json.endedNormally).toBe(false);
+    expect(r.json.end).toBe('lost');
+    // The JSON keeps its field names (other tools read them); endedNormally is added.
+    expect(r.json.leakedBlocks).toBe(100);
+    expect(r.json.leakSource).toBe('never-freed');
+  });
+
+  it('a log without its END record (cut at a block boundary) says the END record is missing', async () => {
+    const good = realLog('none', ['churn', '200000']);
+    const blocks = blocksOf(good);
+    expect(blocks.length).toBeGreaterThan(2);
+    const log = writeLog('no-end.log', good.subarray(0, blocks.at(-1)!.offset));
+    const r = await report(log, { symbolize: false });
+    expect(r.error).toBeUndefined();
+    expect(r.json.end).toBeNull();
+    expect(r.json.endedNormally).toBe(false);
+    expect(r.text.split('\n')[0]).toMatch(
+      /^this run did not end normally: the log has no END record/,
+    );
+  });
+
+  it('a run that exited normally: no such line, its live blocks are leaks', async () => {
+    const r = await report(writeLog('normal.log', realLog('zstd')), { symbolize: false });
+    expect(r.json.endedNormally).toBe(true);
+    expect(r.text).not.toContain('did not end normally');
+    expect(r.text).toMatch(/^leaked \(leak-check\): 1 blocks/m);
+    expect(reportText(r.json)).toBe(r.text);
+  });
 });
