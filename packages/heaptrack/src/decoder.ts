@@ -25,7 +25,7 @@ import {
   STREAM_NAMES,
   type Streams,
 } from './decode/engine.js';
-import { MAX_BLOCK_PAYLOAD, MAX_BLOCK_STORED } from './decode/limits.js';
+import { MAX_BLOCK_PAYLOAD, MAX_BLOCK_STORED, MAX_THREAD_INDEX } from './decode/limits.js';
 import { ZstdStreamGuard } from './decode/zstdguard.js';
 import { zstdProgram, ZstdPipe } from './decode/zstdpipe.js';
 import { openLogFile } from './input.js';
@@ -158,7 +158,9 @@ export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
     }
     case TAG_THREAD: {
       const index = c.varint();
-      if (index > 0xffffff) throw new RangeError(`thread index ${index} out of range`);
+      if (index > MAX_THREAD_INDEX) {
+        throw new RangeError(`thread index ${index} out of range (at most ${MAX_THREAD_INDEX})`);
+      }
       const tid = c.varint();
       s.threads.set(index, tid);
       out.push({ type: 'thread', index, tid });

@@ -99,6 +99,17 @@ describe('compression bombs', () => {
     });
   }
 
+  it('a THREAD record of index 16,777,215 (60 bytes) is damage, read in ≤ 256 MB by every reader', () => {
+    const streams = [[0x03, 0x90], [0], [0xff, 0xff, 0xff, 7], [16], [1], [0xff, 0xff, 0xff, 7, 1]];
+    const payload = Buffer.from([6, ...streams.map((x) => x.length), ...streams.flat()]);
+    const log = writeLog('thread-index.log', fileHeader(), block(0, payload));
+    const { outcomes, maxRssBytes } = readInChild([log]);
+    for (const o of outcomes.filter((x) => x.reader !== 'recommend')) {
+      expect(o.message, o.reader).toMatch(/thread index 16777215 out of range \(at most 65535\)/);
+    }
+    expect(maxRssBytes).toBeLessThanOrEqual(MEMORY_BOUND);
+  });
+
   it('a block longer than the format allows is refused from its header, before it is read', () => {
     const header = Buffer.alloc(8);
     header.writeUInt32LE(MAX_BLOCK_PAYLOAD + 1, 0);

@@ -18,6 +18,13 @@ export const MAX_BLOCK_PAYLOAD = 6 * 192 * 1024 + 64;
 export const MAX_BLOCK_STORED = MAX_BLOCK_PAYLOAD + 16 * 1024;
 
 /**
+ * The largest thread index a THREAD record may declare (FORMAT.md). The writer numbers at most
+ * 16,383 threads per log (HH_THREADS_CAP); readers keep tables by index, so a corrupt index of
+ * millions would cost them hundreds of MB. native/scan.c has the same limit.
+ */
+export const MAX_THREAD_INDEX = 65535;
+
+/**
  * The largest zstd window a log may declare. The writer compresses at level 1 (a 512 KiB
  * window, 2^19); this leaves room for other libzstd versions' choices while keeping the
  * decompressor's history buffer small.

@@ -133,6 +133,15 @@ function handMade(): [string, Buffer][] {
     ['streams-overrun', streams(6, [100, 0, 0, 0, 0, 0], Buffer.from([0x80]))],
     ['unknown-tag', streams(6, [1, 0, 0, 0, 0, 0], Buffer.from([0x7f]))],
     ['event-without-process', streams(6, [1, 1, 0, 1, 1, 0], Buffer.from([0x80, 2, 8, 3]))],
+    // A thread index of 16 M: readers keep tables by thread index.
+    [
+      'thread-index-16M',
+      streams(
+        6,
+        [2, 1, 4, 1, 1, 5],
+        Buffer.from([0x03, 0x90, 0, 0xff, 0xff, 0xff, 7, 16, 1, 0xff, 0xff, 0xff, 7, 1]),
+      ),
+    ],
     ['varint-11-bytes', streams(6, [0, 0, 0, 0, 0, 11], Buffer.alloc(11, 0xff))],
     ['zstd-raw-varint-11-bytes', Buffer.concat([h, block(ZSTD, Buffer.alloc(11, 0xff))])],
     ['zstd-not-a-frame', Buffer.concat([h, zstdBlock(100, Buffer.from('not zstd at all'))])],
