@@ -178,6 +178,13 @@ describe('paths that are not logs: one line naming the path, exit status 2', () 
     );
   });
 
+  it('report -o <an existing file>: one line naming it, exit status 2, no stack trace', () => {
+    const log = writeLog('normal-for-o.log', realLog('none'));
+    const run = heaphookCli(['report', '-o', file, log]);
+    expectCleanError(run, 2, 'report -o file');
+    expect(run.errorLines[0]).toBe(`heaphook report: ${file}: already exists (EEXIST)`);
+  });
+
   it('record -o <an existing file>: one line, exit status 2, nothing run', () => {
     const run = heaphookCli(['record', '-o', file, '--', workload, 'counts']);
     expectCleanError(run, 2, 'record -o file');
