@@ -11,7 +11,7 @@ import { Command, CommanderError } from 'commander';
 import { findHeaphookPackages, libraryPath, listBackends } from './backends.js';
 import { collectList, parseEnvAssignment } from './cli-options.js';
 import { formatChecks, runDoctor } from './doctor.js';
-import { HeaphookError } from './errors.js';
+import { describeFileSystemError, EXIT_USAGE, HeaphookError } from './errors.js';
 import { exitStatusOf, spawnWith } from './preload.js';
 
 /** A module contributing subcommands. */
@@ -145,6 +145,12 @@ export async function registerContributedCommands(program: Command): Promise<str
   return unavailable;
 }
 
+/** `heaphook <subcommand>` when argv names one (the prefix of its error lines), else `heaphook`. */
+function subcommandOf(program: Command, argv: readonly string[]): string {
+  const name = argv[2];
+  return program.commands.some((c) => c.name() === name) ? `heaphook ${name}` : 'heaphook';
+}
+
 export async function main(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
   const unavailable = await registerContributedCommands(program);
@@ -158,9 +164,16 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
       return error.exitCode;
     }
+    const who = subcommandOf(program, argv);
     if (error instanceof HeaphookError) {
-      process.stderr.write(`heaphook: ${error.message}\n`);
-      return 2;
+      process.stderr.write(`${error.namesCommand ? who : 'heaphook'}: ${error.message}\n`);
+      return error.exitStatus;
+    }
+    // A path that does not work is the user's to fix, not a bug: one line, no stack trace.
+    const fsProblem = describeFileSystemError(error);
+    if (fsProblem !== undefined) {
+      process.stderr.write(`${who}: ${fsProblem}\n`);
+      return EXIT_USAGE;
     }
     throw error;
   }

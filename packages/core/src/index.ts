@@ -34,7 +34,14 @@ export {
   type DoctorCheck,
   type DoctorOptions,
 } from './doctor.js';
-export { BackendNotFoundError, HeaphookError, LibraryNotBuiltError } from './errors.js';
+export {
+  BackendNotFoundError,
+  describeFileSystemError,
+  EXIT_USAGE,
+  HeaphookError,
+  LibraryNotBuiltError,
+  type HeaphookErrorOptions,
+} from './errors.js';
 export {
   exitStatusOf,
   preloadEnv,

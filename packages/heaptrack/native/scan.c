@@ -22,6 +22,7 @@
 #define CLASSES 64              /* size classes 1..63 (0 unused) */
 #define CLASS_DEPTH 16          /* the 16 addresses of a class freed last */
 #define NO_CLASS 0xffu          /* requests over 1008 bytes and aligned calls */
+#define MAX_THREAD_INDEX 65535u /* FORMAT.md THREAD (src/decode/limits.ts) */
 #define ORDINAL_RING (1u << 16) /* live ordinals kept in a direct-mapped ring, older in a table */
 #define ORDINAL_MASK (ORDINAL_RING - 1)
 #define TABLE_MIN 1024u
@@ -455,7 +456,7 @@ static bool grow_array(void **array, size_t *cap, size_t need, size_t size) {
 }
 
 int hh_scan_set_thread(hh_scan *s, uint64_t index, double tid) {
-    if (index > 0xffffff) return -1; /* as the TypeScript decoder: a corrupt index */
+    if (index > MAX_THREAD_INDEX) return -1; /* as the TypeScript decoder: a corrupt index */
     if (index >= s->threads) {
         size_t cap = s->threads, cap2 = s->threads, cap3 = s->threads;
         if (!grow_array((void **)&s->thread_tid, &cap, index, sizeof(double)) ||

@@ -9,7 +9,7 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { decodeLogColumns, LogFormatError } from './decoder.js';
+import { decodeLogColumns, EXIT_DAMAGED_LOG, LogFormatError } from './decoder.js';
 import { dump } from './dump.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
@@ -197,9 +197,8 @@ export function register(program: Command): void {
           if (options.summary === true) await printSummary(log);
           else await dump(log, { stacks: options.stacks === true, headers: options.headers });
         } catch (error) {
-          if (error instanceof LogFormatError) throw new HeaphookError(error.message);
-          if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-            throw new HeaphookError(`no such log: ${log}`);
+          if (error instanceof LogFormatError) {
+            throw new HeaphookError(error.message, { exitStatus: EXIT_DAMAGED_LOG });
           }
           throw error;
         }

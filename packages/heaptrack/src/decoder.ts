@@ -8,7 +8,6 @@
  * (typed arrays, no object per event: the fast path, src/decode/engine.ts); decodeLogBatches
  * and decodeLog build the record objects (LogRecord) from it.
  */
-import { open } from 'node:fs/promises';
 import { crc32, inflateRawSync } from 'node:zlib';
 
 import { Decompress as ZstdStream } from 'fzstd';
@@ -26,7 +25,10 @@ import {
   STREAM_NAMES,
   type Streams,
 } from './decode/engine.js';
+import { MAX_BLOCK_PAYLOAD, MAX_BLOCK_STORED, MAX_THREAD_INDEX } from './decode/limits.js';
+import { ZstdStreamGuard } from './decode/zstdguard.js';
 import { zstdProgram, ZstdPipe } from './decode/zstdpipe.js';
+import { openLogFile } from './input.js';
 import {
   OPS,
   type EndRecord,
@@ -43,7 +45,6 @@ export const MAGIC = 'HHEAPLOG';
 export const FORMAT_VERSION = 2;
 const FILE_HEADER_SIZE = 16;
 const BLOCK_HEADER_SIZE = 8;
-const MAX_BLOCK = 64 * 1024 * 1024;
 /** Logs smaller than this go through fzstd (DecodeOptions.zstd 'auto'): in a fresh process
  * fzstd took 5 ms on a 641-byte log where starting the zstd program took 13 ms, but 22 ms on a
  * 55 KB log against the program's 12 ms (its code warms up). */
@@ -69,6 +70,18 @@ const PF_DROP = 8;
 const PF_FREE_STACKS = 16;
 const PF_FORK_CHILD = 32;
 const PF_VM = 64;
+
+/** The message of a block that decompresses to more than it may. */
+function moreThan(limit: number): string {
+  return `it decompresses to more than the ${limit} bytes it may hold`;
+}
+
+/**
+ * The CLI's exit status when the log is damaged or truncated (a LogFormatError): every command
+ * that reads a log uses it, whether it still printed the valid part (report, dump) or refused
+ * the log (recommend). 2 stays for usage errors, a path that is not a readable log among them.
+ */
+export const EXIT_DAMAGED_LOG = 3;
 
 /** A log that cannot be decoded past `offset`. */
 export class LogFormatError extends Error {
@@ -145,7 +158,9 @@ export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
     }
     case TAG_THREAD: {
       const index = c.varint();
-      if (index > 0xffffff) throw new RangeError(`thread index ${index} out of range`);
+      if (index > MAX_THREAD_INDEX) {
+        throw new RangeError(`thread index ${index} out of range (at most ${MAX_THREAD_INDEX})`);
+      }
       const tid = c.varint();
       s.threads.set(index, tid);
       out.push({ type: 'thread', index, tid });
@@ -307,7 +322,7 @@ export async function* readLogPayloads(
   options: DecodeOptions = {},
 ): AsyncGenerator<LogPayload> {
   const chunkSize = options.chunkSize ?? 1024 * 1024;
-  const file = await open(path, 'r');
+  const file = await openLogFile(path);
   let pipe: ZstdPipe | undefined;
   let pipeFailed = false;
   try {
@@ -367,6 +382,7 @@ export async function* readLogPayloads(
       mode === 'program' || (mode === 'auto' && (await file.stat()).size >= ZSTD_PROGRAM_MIN_BYTES)
         ? zstdProgram()
         : undefined;
+    const zstdGuard = new ZstdStreamGuard();
     const queue: Array<Block | LogFormatError> = [];
     let queued = 0;
     let done = false;
@@ -383,8 +399,13 @@ export async function* readLogPayloads(
       const lengthWord = pending.readUInt32LE(0);
       const length = lengthWord & BLOCK_LENGTH;
       const crc = pending.readUInt32LE(4);
-      if (length === 0 || length > MAX_BLOCK) {
-        return new LogFormatError(path, blockOffset, `corrupt block header (length ${length})`);
+      const compressed = (lengthWord & (BLOCK_DEFLATED | BLOCK_ZSTD)) !== 0;
+      if (length === 0 || length > (compressed ? MAX_BLOCK_STORED : MAX_BLOCK_PAYLOAD)) {
+        return new LogFormatError(
+          path,
+          blockOffset,
+          `corrupt block header (length ${length}; a block stores 1 to ${compressed ? MAX_BLOCK_STORED : MAX_BLOCK_PAYLOAD} bytes)`,
+        );
       }
       if (!(await fill(BLOCK_HEADER_SIZE + length))) {
         return new LogFormatError(
@@ -413,6 +434,13 @@ export async function* readLogPayloads(
       let raw: number;
       try {
         raw = head.varint();
+        if (raw === 0 || raw > MAX_BLOCK_PAYLOAD) {
+          throw new RangeError(
+            `it announces ${raw} bytes; a payload holds 1 to ${MAX_BLOCK_PAYLOAD}`,
+          );
+        }
+        // Before any decompressor allocates for it (see ZstdStreamGuard).
+        zstdGuard.check(stored.subarray(head.pos));
       } catch (error) {
         return new LogFormatError(
           path,
@@ -445,14 +473,23 @@ export async function* readLogPayloads(
       return buf.subarray(head.pos, bytesRead);
     };
     const zstdDone: Array<{ offset: number; length: number }> = []; // blocks the pipe gave
-    const fzstd = (stored: Buffer): Buffer => {
+    let lastZstd: number | undefined; // offset and announced length of the last zstd block
+    let lastZstdRaw = 0;
+    let zstdProduced = 0;
+    let zstdLimit = 0;
+    /** Decompresses a block's zstd bytes; stops as soon as they give more than `limit` bytes. */
+    const fzstd = (stored: Buffer, limit: number): Buffer => {
       if (zstdStream === undefined) {
         zstdStream = new ZstdStream();
         zstdStream.ondata = (chunk) => {
+          zstdProduced += chunk.length;
+          if (zstdProduced > zstdLimit) throw new RangeError(moreThan(zstdLimit));
           zstdChunks.push(chunk);
         };
       }
       zstdChunks = [];
+      zstdProduced = 0;
+      zstdLimit = limit;
       zstdStream.push(stored);
       // fzstd may hand out views of its window: copy them before the next push.
       return Buffer.concat(zstdChunks);
@@ -470,14 +507,39 @@ export async function* readLogPayloads(
         queued += next.bytes;
       }
       const block = queue.shift();
-      if (block === undefined) return;
+      if (block === undefined) {
+        // The stream must end with the last block: more output means a block gave more than
+        // it announced (the program's output is not split by block, so it is checked here).
+        if (
+          pipe !== undefined &&
+          !pipeFailed &&
+          lastZstd !== undefined &&
+          (await pipe.producesMore())
+        )
+          throw new LogFormatError(
+            path,
+            lastZstd,
+            `corrupt compressed block (${moreThan(lastZstdRaw)})`,
+          );
+        return;
+      }
       if (block instanceof LogFormatError) throw block;
       queued -= block.bytes;
       const blockOffset = block.offset;
+      if (block.kind === 'zstd') {
+        lastZstd = blockOffset;
+        lastZstdRaw = block.raw;
+      }
       let payload = block.stored;
       try {
-        if (block.kind === 'deflate') payload = inflateRawSync(block.stored);
-        else if (block.kind === 'zstd') {
+        if (block.kind === 'deflate') {
+          try {
+            payload = inflateRawSync(block.stored, { maxOutputLength: MAX_BLOCK_PAYLOAD });
+          } catch (error) {
+            const tooLarge = (error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE';
+            throw tooLarge ? new RangeError(moreThan(MAX_BLOCK_PAYLOAD)) : error;
+          }
+        } else if (block.kind === 'zstd') {
           let stored = block.stored;
           if (pipe !== undefined && !pipeFailed) {
             try {
@@ -490,12 +552,13 @@ export async function* readLogPayloads(
               // block the program decoded (the stream refers back to them).
               pipeFailed = true;
               pipe.close();
-              for (const b of zstdDone.splice(0)) fzstd(await zstdBytesAt(b.offset, b.length));
+              for (const b of zstdDone.splice(0))
+                fzstd(await zstdBytesAt(b.offset, b.length), MAX_BLOCK_PAYLOAD);
             }
           }
           if (pipeFailed && stored.length === 0)
             stored = await zstdBytesAt(blockOffset, block.bytes);
-          if (stored.length > 0 || pipe === undefined) payload = fzstd(stored);
+          if (stored.length > 0 || pipe === undefined) payload = fzstd(stored, block.raw);
           if (payload.length !== block.raw) {
             throw new RangeError(`${payload.length} bytes decompressed of ${block.raw}`);
           }

@@ -1,5 +1,5 @@
 /** Just enough ELF reading to find a file's GNU build id (NT_GNU_BUILD_ID in a PT_NOTE). */
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 
 function readAt(fd: number, offset: number, length: number): Buffer {
   const buf = Buffer.alloc(length);
@@ -11,17 +11,20 @@ function readAt(fd: number, offset: number, length: number): Buffer {
 export function readBuildId(path: string): string | undefined {
   let fd: number;
   try {
-    fd = openSync(path, 'r');
+    // The path comes from a log, which may name anything: a FIFO must not block the open.
+    fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch {
     return undefined;
   }
   try {
+    if (!fstatSync(fd).isFile()) return undefined;
     const eh = readAt(fd, 0, 64);
     if (eh.length < 64 || eh.readUInt32BE(0) !== 0x7f454c46) return undefined;
     if (eh[4] !== 2 || eh[5] !== 1) return undefined; // 64-bit little endian only
     const phoff = Number(eh.readBigUInt64LE(32));
     const phentsize = eh.readUInt16LE(54);
     const phnum = eh.readUInt16LE(56);
+    if (phentsize < 56 || phentsize > 64) return undefined; // Elf64_Phdr is 56 bytes
     const ph = readAt(fd, phoff, phentsize * phnum);
     for (let i = 0; i < phnum; i++) {
       const at = i * phentsize;

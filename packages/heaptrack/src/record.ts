@@ -8,7 +8,7 @@ import { constants, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { HeaphookError, libraryPath } from '@heaphook/core';
+import { describeFileSystemError, HeaphookError, libraryPath } from '@heaphook/core';
 
 const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -83,13 +83,32 @@ export interface RecordResult {
   readonly stderr: string;
 }
 
+/**
+ * Creates the folder the logs go to, or a HeaphookError naming it and the fix (a file in the
+ * way, a parent that is not a folder, no permission): one line, exit status 2.
+ */
+function makeOutputDir(given: string, outputDir: string): void {
+  try {
+    mkdirSync(outputDir, { recursive: true });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const problem =
+      code === 'EEXIST' || code === 'ENOTDIR'
+        ? 'is a file (or lies under one), not a directory'
+        : `cannot be created: ${describeFileSystemError(error) ?? (error as Error).message}`;
+    throw new HeaphookError(`-o ${given} ${problem}; give a directory for the logs`, {
+      namesCommand: true,
+    });
+  }
+}
+
 export async function record(
   command: string,
   args: readonly string[],
   options: RecordOptions = {},
 ): Promise<RecordResult> {
   const outputDir = resolve(options.outputDir ?? '.');
-  mkdirSync(outputDir, { recursive: true });
+  makeOutputDir(options.outputDir ?? '.', outputDir);
   const ucm = memoryEventsLibrary(options.vm);
   const preload = [
     ...(ucm !== undefined ? [ucm] : []),

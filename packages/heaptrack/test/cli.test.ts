@@ -81,7 +81,7 @@ describe('heaphook record / dump', () => {
     expect(logsIn(dir).length).toBeGreaterThanOrEqual(1);
   });
 
-  it('dump of a damaged log fails with the offset in the message', () => {
+  it('dump of a damaged log fails with the offset in the message, exit status 3 (EXIT_DAMAGED_LOG)', () => {
     const dir = scratch('cli-damage');
     const rec = heaphook(['record', '-q', '-o', dir, '--', workload, 'counts']);
     expect(rec.status).toBe(0);
@@ -89,7 +89,7 @@ describe('heaphook record / dump', () => {
     const bytes = readFileSync(log!);
     writeFileSync(log!, bytes.subarray(0, bytes.length - 10));
     const dump = heaphook(['dump', log!]);
-    expect(dump.status).toBe(2);
+    expect(dump.status).toBe(3);
     expect(dump.stderr).toMatch(/heaphook: .*log truncated.* at byte offset \d+/);
     expect(dump.stdout.split('\n').length).toBeGreaterThan(100); // what came before still printed
   });

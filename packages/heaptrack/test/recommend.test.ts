@@ -264,12 +264,12 @@ describe('heaphook recommend', () => {
     );
   });
 
-  it('refuses a truncated log with the offset', () => {
+  it('refuses a truncated log with the offset, exit status 3 (a damaged log, as in report and dump)', () => {
     const { dir, log } = recordOne('rec-truncated', workload, ['counts']);
     const bytes = readFileSync(log);
     writeFileSync(log, bytes.subarray(0, bytes.length - 10));
     const cli = heaphook(['recommend', log], dir);
-    expect(cli.status).toBe(2);
+    expect(cli.status).toBe(3);
     expect(cli.stdout).toBe('');
     expect(cli.stderr).toMatch(
       /^heaphook: .*log truncated.* at byte offset \d+.*cannot be replayed/,

@@ -5,6 +5,7 @@
  * other non-event record) are handed back to the caller, which decodes them from the streams.
  */
 import type { EventColumns } from './columns.js';
+import { MAX_THREAD_INDEX } from './limits.js';
 import { NumberTable } from './table.js';
 
 /** A read position in one stream of a block's payload (absolute offsets into `buf`). */
@@ -197,7 +198,7 @@ export class DecodeState {
   /** Makes room for thread index `t` in threadStack. */
   touchThread(t: number): void {
     if (t >= this.threadStack.length) {
-      if (t > 0xffffff) throw new RangeError(`thread index ${t} out of range`);
+      if (t > MAX_THREAD_INDEX) throw new RangeError(`thread index ${t} out of range`);
       const grown = new Float64Array(Math.max(t + 1, this.threadStack.length * 2));
       grown.set(this.threadStack);
       this.threadStack = grown;

@@ -8,6 +8,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
+import { MAX_BLOCK_PAYLOAD, MAX_ZSTD_WINDOW } from './limits.js';
+
+/**
+ * Decompressed bytes held before zstd's output is paused: more than any block (a read never
+ * waits on a paused pipe), and a bound on memory whatever the input decompresses to.
+ */
+const HIGH_WATER = 2 * MAX_BLOCK_PAYLOAD + 1024 * 1024;
+
 let found: string | null | undefined;
 
 /** The `zstd` program on PATH, or undefined. */
@@ -34,11 +42,15 @@ export class ZstdPipe {
   private wake: (() => void) | undefined;
 
   constructor(program: string) {
-    this.child = spawn(program, ['-d', '-c', '-q'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    // --memory: zstd refuses a frame whose window is larger (ZstdStreamGuard checks it first).
+    const args = ['-d', '-c', '-q', `--memory=${MAX_ZSTD_WINDOW / 1024}KB`];
+    this.child = spawn(program, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     const out = this.child.stdout!;
     out.on('data', (d: Buffer) => {
       this.chunks.push(d);
       this.buffered += d.length;
+      // Backpressure: zstd waits on a full pipe instead of filling our memory.
+      if (this.buffered >= HIGH_WATER) out.pause();
       this.notify();
     });
     out.on('end', () => {
@@ -103,7 +115,22 @@ export class ZstdPipe {
       }
     }
     this.buffered -= n;
+    if (this.buffered < HIGH_WATER) this.child.stdout!.resume();
     return out;
+  }
+
+  /**
+   * After the last block: whether zstd gives more than the blocks announced (damage: a block
+   * produced more than its length). Waits for its end or the first extra byte, no longer.
+   */
+  async producesMore(): Promise<boolean> {
+    this.child.stdout!.resume();
+    while (this.buffered === 0 && !this.ended) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+      });
+    }
+    return this.buffered > 0;
   }
 
   /** Stops the child (when the caller stops early). */

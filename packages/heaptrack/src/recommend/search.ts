@@ -18,7 +18,7 @@
 import { HeaphookError } from '@heaphook/core';
 import { TlsfHeap } from '@heaphook/tlsf';
 
-import { LogFormatError } from '../decoder.js';
+import { EXIT_DAMAGED_LOG, LogFormatError } from '../decoder.js';
 import { CandidateHeap, replayPass, type LogFacts, type PeakFigures } from './replay.js';
 
 /** Pools replayed side by side in one pass over the log. */
@@ -112,10 +112,8 @@ function userError(path: string, error: unknown): never {
     throw new HeaphookError(
       `${error.message}. heaphook recommend needs the whole log (the part it cannot read may hold the peak), so a truncated or corrupt log cannot be replayed; ` +
         'record the program again and let it exit normally.',
+      { exitStatus: EXIT_DAMAGED_LOG },
     );
-  }
-  if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-    throw new HeaphookError(`no such log: ${path}`);
   }
   throw error;
 }

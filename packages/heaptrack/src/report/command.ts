@@ -3,10 +3,11 @@ import type { Command } from 'commander';
 
 import { HeaphookError } from '@heaphook/core';
 
+import { EXIT_DAMAGED_LOG } from '../decoder.js';
 import { report } from './run.js';
 
-/** Exit status when the log is damaged: the report of its valid part was still produced. */
-export const EXIT_DAMAGED_LOG = 3;
+/** Exit status when the log is damaged: the report of its valid part is still produced. */
+export { EXIT_DAMAGED_LOG };
 
 export interface ReportCommandOptions {
   readonly outputDir?: string;
@@ -20,21 +21,11 @@ export async function reportCommand(log: string, options: ReportCommandOptions):
   if (!Number.isInteger(top) || top < 1) {
     throw new HeaphookError(`--top ${options.top}: give a whole number of sites, e.g. --top 20`);
   }
-  let result;
-  try {
-    result = await report(log, {
-      ...(options.outputDir !== undefined ? { outputDir: options.outputDir } : {}),
-      symbolize: options.symbols,
-      top,
-    });
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new HeaphookError(
-        `no such log: ${log} (give a heaplog.<pid>.log written by heaphook record)`,
-      );
-    }
-    throw error;
-  }
+  const result = await report(log, {
+    ...(options.outputDir !== undefined ? { outputDir: options.outputDir } : {}),
+    symbolize: options.symbols,
+    top,
+  });
   if (options.json === true) process.stdout.write(`${JSON.stringify(result.json, null, 2)}\n`);
   else {
     process.stdout.write(result.text);

@@ -6,6 +6,7 @@ import { escapeXml as esc, formatBytes, formatCount, formatDuration } from './fo
 import type { LatencyHistogram } from './histogram.js';
 import type { JsonSite, ReportJson } from './json.js';
 import type { Op } from '../records.js';
+import { abnormalEndLine, leakedLabel } from './text.js';
 
 export interface HtmlParts {
   readonly json: ReportJson;
@@ -82,6 +83,7 @@ function mappedSection(j: ReportJson): string {
 export function reportHtml(parts: HtmlParts): string {
   const j = parts.json;
   const title = `heaphook report: ${j.argv.length > 0 ? j.argv.join(' ') : j.log}`;
+  const abnormal = abnormalEndLine(j);
   const summaryRows: [string, string][] = [
     ['log', j.log],
     ['process', j.pid !== null ? `${j.pid}` : 'unknown'],
@@ -103,10 +105,7 @@ export function reportHtml(parts: HtmlParts): string {
       'peak live blocks',
       `${formatCount(j.peakLiveBlocks)} at ${formatDuration(j.peakLiveBlocksTimeNs)}`,
     ],
-    [
-      `leaked (${j.leakSource})`,
-      `${formatCount(j.leakedBlocks)} blocks, ${formatBytes(j.leakedBytes)}`,
-    ],
+    [leakedLabel(j), `${formatCount(j.leakedBlocks)} blocks, ${formatBytes(j.leakedBytes)}`],
     ['never freed', `${formatCount(j.neverFreedBlocks)} blocks, ${formatBytes(j.neverFreedBytes)}`],
     [
       'reachable at exit',
@@ -145,6 +144,7 @@ export function reportHtml(parts: HtmlParts): string {
 <body>
 <h1>${esc(title)}</h1>
 <p class="sub">heaphook heaptrack report · ${esc(j.log)}</p>
+${abnormal !== undefined ? `<p class="error" id="abnormal-end">${esc(abnormal[0]!.toUpperCase() + abnormal.slice(1))}.</p>` : ''}
 ${j.error !== null ? `<p class="error" id="log-error">The log is damaged: ${esc(j.error.message)}. This report covers the part before byte ${j.error.offset}.</p>` : ''}
 <h2>Summary</h2>
 <div class="row">

@@ -64,6 +64,12 @@ export interface ReportJson {
   readonly unknownFrees: number;
   readonly failedCalls: number;
   readonly end: string | null;
+  /**
+   * The run ended through its exit path (END reason `exit`): only then are the blocks still
+   * live at the end leaks. False when the END record is missing (killed, crashed, cut short,
+   * damaged) or gives another reason (`lost`, `collector`, `detach`).
+   */
+  readonly endedNormally: boolean;
   /** null when the log has no mapped-memory events (ucm-hooks was not loaded). */
   readonly mappedMemory: JsonMappedMemory | null;
   /** Set when the log is damaged or truncated: the report covers what comes before `offset`. */
@@ -144,6 +150,7 @@ export function reportJson(model: ReportModel, names: StackNames, ctx: JsonConte
     unknownFrees: model.unknownFrees,
     failedCalls: model.failedCalls,
     end: model.end?.reason ?? null,
+    endedNormally: model.end?.reason === 'exit' && ctx.error === undefined,
     mappedMemory: mappedJson(model, names, top),
     error: ctx.error ?? null,
   };

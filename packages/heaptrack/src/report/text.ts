@@ -15,9 +15,42 @@ function siteLines(title: string, sites: readonly JsonSite[], n: number): string
   return out;
 }
 
+/** Why a run did not end normally (ReportJson.endedNormally false), from its END record. */
+export function abnormalEnd(j: Pick<ReportJson, 'end' | 'error'>): string {
+  if (j.error !== null) return `the log is damaged at byte ${j.error.offset}, so its end is unread`;
+  switch (j.end) {
+    case null:
+      return 'the log has no END record (the process was killed or crashed, or the log was cut short)';
+    case 'lost':
+      return 'the process ended without its exit path (a crash, a signal, _exit or exec)';
+    case 'collector':
+      return 'the collector stopped before the process ended';
+    case 'detach':
+      return 'tracing was detached while the process went on';
+    default:
+      return `the END record gives an unknown reason (${j.end})`;
+  }
+}
+
+/** The headline of a run that did not end normally (undefined when it did). */
+export function abnormalEndLine(j: ReportJson): string | undefined {
+  if (j.endedNormally) return undefined;
+  return `this run did not end normally: ${abnormalEnd(j)}; blocks still live are "live at the end", not leaks`;
+}
+
+/** The label of the leaked figure: blocks live at the end of a cut-short run are not leaks. */
+export function leakedLabel(j: ReportJson): string {
+  return !j.endedNormally && j.leakSource === 'never-freed'
+    ? 'live at the end'
+    : `leaked (${j.leakSource})`;
+}
+
 export function reportText(j: ReportJson, options: { sites?: number } = {}): string {
   const n = options.sites ?? 5;
   const out: string[] = [];
+  // Blocks live when a run is cut short were not necessarily leaked: say so before any figure.
+  const abnormal = abnormalEndLine(j);
+  if (abnormal !== undefined) out.push(abnormal);
   out.push(`log: ${j.log}`);
   if (j.pid !== null) out.push(`process: ${j.pid} ${j.argv.map(quote).join(' ')}`);
   out.push(`duration: ${formatDuration(j.durationNs)}, ${formatCount(j.events)} events`);
@@ -34,7 +67,7 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
     `peak live blocks: ${formatCount(j.peakLiveBlocks)} at ${formatDuration(j.peakLiveBlocksTimeNs)}`,
   );
   out.push(
-    `leaked (${j.leakSource}): ${formatCount(j.leakedBlocks)} blocks, ${formatBytes(j.leakedBytes)} (${formatCount(j.leakedBytes)} bytes)`,
+    `${leakedLabel(j)}: ${formatCount(j.leakedBlocks)} blocks, ${formatBytes(j.leakedBytes)} (${formatCount(j.leakedBytes)} bytes)`,
   );
   if (j.leakSource === 'leak-check') {
     out.push(
@@ -94,7 +127,7 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
     });
   }
   if (j.leakSites.length > 0) {
-    out.push('leaks by stack:');
+    out.push(`${leakedLabel(j) === 'live at the end' ? 'live at the end' : 'leaks'} by stack:`);
     for (const s of j.leakSites.slice(0, n)) {
       out.push(`  ${formatCount(s.blocks)} blocks, ${formatBytes(s.bytes)}`);
       for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
