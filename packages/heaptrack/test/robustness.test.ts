@@ -313,6 +313,26 @@ describe('the program outlives heaphook record', () => {
   });
 });
 
+describe('a program that closes descriptors it does not know about (standalone)', () => {
+  // The tracer's descriptors sit at 200 and above: the drain's wake-up socket pair first
+  // (200, 201), then the log. Closing 3..200 closes the drain's end only: a pipe in its place
+  // raised SIGPIPE in the program at the next wake-up (status 141).
+  for (const last of [200, 201]) {
+    it(`closing 3..${last}, then allocating: the program is unharmed and every call is logged`, async () => {
+      const dir = scratch(`close-fds-${last}`);
+      const run = traced(dir, workload, ['close_fds', String(last)]);
+      expect(run.signal).toBeNull();
+      expect(run.status, run.stderr).toBe(0);
+      expect(run.stdout).toBe('closed and allocated\n');
+      const logs = logsIn(dir);
+      expect(logs).toHaveLength(1);
+      const s = await summarize(logs[0]!);
+      expect(s.calls.malloc).toBeGreaterThanOrEqual(400000);
+      expect(s.end?.reason).toBe('exit');
+    });
+  }
+});
+
 describe('damaged logs', () => {
   async function goodLog(compress = 'none'): Promise<string> {
     const dir = scratch('damage');

@@ -55,7 +55,7 @@ static HH_TLS uint32_t t_tid;
 enum { HH_MODE_STANDALONE = 1, HH_MODE_COLLECTOR = 2 };
 static int g_mode;
 static hh_ring g_ring;
-static int g_notify_fd = -1;      /* standalone: pipe write end; collector: the socket */
+static int g_notify_fd = -1;      /* standalone: the drain's socket pair; collector: the socket */
 static _Atomic bool g_gone;       /* collector mode: the collector went away, tracing stopped */
 static HH_TLS bool t_fork_traced; /* this thread's fork began while recording */
 static uint64_t g_batch;
@@ -68,13 +68,13 @@ static bool g_fork_child;
 static pid_t g_pid; /* the process the transport belongs to (a vfork child is another) */
 
 /* standalone */
-static int g_pipe_rd = -1;
+static int g_drain_rd = -1;
 static hh_writer *g_writer;
 static char g_log_path[4096];
 static char g_attach_dir[4096];  /* attach's log folder, when given: wins over HEAPHOOK_LOG_DIR */
 static char g_attach_file[4096]; /* attach's log file, when given (its folder is g_attach_dir) */
 static bool g_attach_mode;       /* installed by heaphook_heaptrack_attach: always standalone */
-static pid_t g_ring_pid;         /* the process that created the standalone ring and pipe */
+static pid_t g_ring_pid;         /* the process that created the standalone ring and socket pair */
 static int g_start_errno;        /* why the last start failed */
 static pthread_t g_drain;
 static bool g_drain_started;
@@ -200,9 +200,11 @@ static void hh_wake(void *arg) {
         return;
     }
     if (g_notify_fd < 0) return;
+    /* A socket, not a pipe: a program that closed the drain's end (a daemon closing every
+     * descriptor it does not know) makes this fail with EPIPE, never raise SIGPIPE; the drain
+     * then polls on a timer. */
     int saved = errno;
-    char byte = 'w';
-    ssize_t r = write(g_notify_fd, &byte, 1);
+    ssize_t r = send(g_notify_fd, "w", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)r;
     errno = saved;
 }
@@ -284,9 +286,9 @@ static void hh_ring_failed(const char *what, int error) {
 
 static int hh_setup_standalone(void) {
     if (g_ring.hdr != NULL && g_ring_pid != getpid()) {
-        /* a parent's ring and pipe (forked while not tracing): not ours to read */
+        /* a parent's ring and socket pair (forked while not tracing): not ours to read */
         hh_ring_unmap(&g_ring);
-        close(g_pipe_rd);
+        close(g_drain_rd);
         close(g_notify_fd);
         g_notify_fd = -1;
     }
@@ -303,16 +305,17 @@ static int hh_setup_standalone(void) {
             hh_ring_failed("map", error);
             return -1;
         }
-        int p[2];
-        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0) {
+        int p[2]; /* the drain's wake-ups: p[1] -> p[0] (see hh_wake) */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p) != 0) {
             error = errno;
-            heaphook_log_error("heaptrack: cannot create the drain thread's pipe: %s; not tracing.",
-                               hh_error_text(error));
+            heaphook_log_error(
+                "heaptrack: cannot create the drain thread's socket pair: %s; not tracing.",
+                hh_error_text(error));
             hh_ring_unmap(&g_ring);
             errno = error;
             return -1;
         }
-        g_pipe_rd = hh_high_fd(p[0]);
+        g_drain_rd = hh_high_fd(p[0]);
         g_notify_fd = hh_high_fd(p[1]);
         g_ring_pid = getpid();
     } else {
@@ -636,13 +639,13 @@ static void *hh_drain_main(void *arg) {
     hh_leaks_tracer_thread();
     char sink[256];
     while (!atomic_load(&g_drain_stop)) {
-        struct pollfd p = {g_pipe_rd, POLLIN, 0};
+        struct pollfd p = {g_drain_rd, POLLIN, 0};
         if (poll(&p, 1, 100) > 0 && (p.revents & (POLLNVAL | POLLERR))) {
-            /* the program closed our pipe (some daemons close every fd): poll on a timer */
+            /* the program closed our socket (some daemons close every fd): poll on a timer */
             struct timespec ts = {0, 50 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
-        while (read(g_pipe_rd, sink, sizeof sink) > 0) {
+        while (read(g_drain_rd, sink, sizeof sink) > 0) {
         }
         hh_drain_pass(false);
     }
@@ -719,7 +722,7 @@ static void hh_fork_child(void) {
     hh_ring_unmap(&g_ring); /* the parent's: shared memory, not ours to write any more */
     g_leak_cursor = 0;      /* the position of the first record in the child's own ring */
     if (g_mode == HH_MODE_STANDALONE) {
-        close(g_pipe_rd);
+        close(g_drain_rd);
         close(g_notify_fd);
         if (g_writer != NULL) hh_writer_abandon(g_writer);
         g_writer = NULL;

@@ -376,6 +376,20 @@ static void stacks(long n) {
     say("{}\n");
 }
 
+/* A daemon's start-up: closes descriptors 3..last (the tracer's own among them, as a program
+ * that does not know about it would), then allocates enough to wake the tracer's reader many
+ * times. The tracer must never raise a signal in it. */
+static void close_fds(int last) {
+    for (int fd = 3; fd <= last; fd++) close(fd);
+    char *blocks[64] = {0};
+    for (long i = 0; i < 400000; i++) {
+        free(blocks[i & 63]);
+        blocks[i & 63] = malloc(16 + (size_t)(i % 512));
+    }
+    for (int i = 0; i < 64; i++) free(blocks[i]);
+    say("closed and allocated\n");
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "counts";
     if (strcmp(mode, "counts") == 0) {
@@ -425,6 +439,8 @@ int main(int argc, char **argv) {
         _exit(7);
     } else if (strcmp(mode, "outlive") == 0) {
         outlive(argc, argv);
+    } else if (strcmp(mode, "close_fds") == 0) {
+        close_fds(argc > 2 ? atoi(argv[2]) : 1023);
     } else if (strcmp(mode, "churn") == 0) {
         churn(argc > 2 ? atol(argv[2]) : 1000000);
     } else {
