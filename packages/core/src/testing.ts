@@ -200,3 +200,11 @@ export {
   type SecureProbeOptions,
   type SecureProbeResult,
 } from './secure-probe.js';
+
+export {
+  runSanitized,
+  sanitizedProgramMissing,
+  sanitizerOptions,
+  sanitizerReport,
+  type SanitizedRun,
+} from './sanitizers.js';

@@ -1,21 +1,12 @@
 // The preload library against the conformance suite and the scenarios of tlsf_probe:
 // checking mode, growth, statistics, alignment, in-place realloc, threads, fork, ENOMEM,
-// configuration errors. Plus the TLSF core's own unit test.
+// configuration errors. (The TLSF core's own unit test is in test/unit.)
 import { describe, expect, it } from 'vitest';
 
 import { built, loggedAdditions, run, stoppedRun } from './helpers/run.js';
 
 const probe = (args: string[], env: Record<string, string> = {}) =>
   run(built('tlsf_probe'), args, { tlsf: true, env });
-
-describe('TLSF core unit test', () => {
-  it('passes', () => {
-    const r = run(built('tlsf_unit'), []);
-    expect(r.stderr).toBe('');
-    expect(r.stdout).toMatch(/^\d+ passed, 0 failed$/m);
-    expect(r.status).toBe(0);
-  });
-});
 
 describe('conformance suite', () => {
   const variants: Record<string, Record<string, string>> = {

@@ -1126,20 +1126,28 @@ static int ucm_hook_madvise(void *addr, size_t length, int advice) {
 /* Exported under the C library's names and as heaphook_ucm_*, as aliases: the addresses this
  * file takes are the local functions, not whatever the process binds "mmap" to. */
 #define UCM_ALIAS(name, hook) EXPORT __typeof__(hook) name __attribute__((alias(#hook)))
-UCM_ALIAS(mmap, ucm_hook_mmap);
-UCM_ALIAS(mmap64, ucm_hook_mmap);
+/* The C library's names. A test program that links this file under a sanitizer defines
+ * HEAPHOOK_UCM_NO_LIBC_NAMES (test/sanitize): the sanitizer's runtime maps its own memory
+ * through mmap before anything here is ready, so there only the heaphook_ucm_* names exist. */
+#ifndef HEAPHOOK_UCM_NO_LIBC_NAMES
+#define UCM_LIBC_ALIAS(name, hook) UCM_ALIAS(name, hook)
+#else
+#define UCM_LIBC_ALIAS(name, hook) _Static_assert(1, "no " #name)
+#endif
+UCM_LIBC_ALIAS(mmap, ucm_hook_mmap);
+UCM_LIBC_ALIAS(mmap64, ucm_hook_mmap);
 UCM_ALIAS(heaphook_ucm_mmap, ucm_hook_mmap);
-UCM_ALIAS(munmap, ucm_hook_munmap);
+UCM_LIBC_ALIAS(munmap, ucm_hook_munmap);
 UCM_ALIAS(heaphook_ucm_munmap, ucm_hook_munmap);
-UCM_ALIAS(shmat, ucm_hook_shmat);
+UCM_LIBC_ALIAS(shmat, ucm_hook_shmat);
 UCM_ALIAS(heaphook_ucm_shmat, ucm_hook_shmat);
-UCM_ALIAS(shmdt, ucm_hook_shmdt);
+UCM_LIBC_ALIAS(shmdt, ucm_hook_shmdt);
 UCM_ALIAS(heaphook_ucm_shmdt, ucm_hook_shmdt);
-UCM_ALIAS(sbrk, ucm_hook_sbrk);
+UCM_LIBC_ALIAS(sbrk, ucm_hook_sbrk);
 UCM_ALIAS(heaphook_ucm_sbrk, ucm_hook_sbrk);
-UCM_ALIAS(brk, ucm_hook_brk);
+UCM_LIBC_ALIAS(brk, ucm_hook_brk);
 UCM_ALIAS(heaphook_ucm_brk, ucm_hook_brk);
-UCM_ALIAS(madvise, ucm_hook_madvise);
+UCM_LIBC_ALIAS(madvise, ucm_hook_madvise);
 UCM_ALIAS(heaphook_ucm_madvise, ucm_hook_madvise);
 /* mremap is variadic: new_address only with MREMAP_FIXED. */
 static void *ucm_hook_mremap(void *old, size_t old_size, size_t new_size, int flags, ...) {
@@ -1152,7 +1160,7 @@ static void *ucm_hook_mremap(void *old, size_t old_size, size_t new_size, int fl
     }
     return ucm_mremap_impl(old, old_size, new_size, flags, new_address);
 }
-UCM_ALIAS(mremap, ucm_hook_mremap);
+UCM_LIBC_ALIAS(mremap, ucm_hook_mremap);
 UCM_ALIAS(heaphook_ucm_mremap, ucm_hook_mremap);
 
 /* ---- Installation ------------------------------------------------------------------------- */

@@ -1,6 +1,6 @@
 /**
- * The ring buffer's reader, unit by unit (test/native/ring_unit.c, linked with native/track/ring.c
- * alone): reservation order, a record not yet published holds back the ones after it, a crashed
+ * Unit tier: the ring buffer's reader, case by case (test/native/ring_unit.c, linked with
+ * native/track/ring.c alone): reservation order, a record not yet published holds back the ones after it, a crashed
  * writer's unpublished record is skipped, and the prefetcher runs ahead of the reader by at
  * most HH_RING_LOOKAHEAD records without ever being shown an unpublished record.
  */
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { release } from './helpers.js';
+import { release } from '../helpers.js';
 
 describe('ring buffer reader (unit)', () => {
   it('passes every case of ring_unit', () => {

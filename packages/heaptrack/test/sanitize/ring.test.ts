@@ -1,0 +1,35 @@
+/**
+ * Sanitizer tier: the ring buffer (native/track/ring.c) built with sanitizers
+ * (cmake/sanitize.cmake). Its unit test under AddressSanitizer + UndefinedBehaviorSanitizer,
+ * and ring_stress (4 writers reserving and committing while one reader drains, as the traced
+ * threads and the drain thread do) under ThreadSanitizer. Any report fails the test.
+ */
+import { join } from 'node:path';
+
+import { runSanitized, sanitizedProgramMissing } from '@heaphook/core/testing';
+import { describe, expect, it } from 'vitest';
+
+const release = join(import.meta.dirname, '..', '..', 'build', 'Release');
+const unit = join(release, 'hh_test_ring_unit_asan');
+const stress = join(release, 'hh_test_ring_stress_tsan');
+
+describe('ring buffer under sanitizers', () => {
+  it.skipIf(sanitizedProgramMissing(unit))('unit test: no ASan/UBSan report', () => {
+    const run = runSanitized(unit);
+    expect(run.report).toBe('');
+    expect(run.stderr).toBe('');
+    expect(run.status).toBe(0);
+    expect(run.stdout.trim().split('\n')).toHaveLength(4);
+  });
+
+  it.skipIf(sanitizedProgramMissing(stress))(
+    '4 writers and a reader: no ThreadSanitizer report, every record once and in order',
+    () => {
+      const run = runSanitized(stress, ['4', '20000']);
+      expect(run.report).toBe('');
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout).toBe('ring_stress: 4 writers, 80000 records\n');
+    },
+  );
+});
