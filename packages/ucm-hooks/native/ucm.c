@@ -199,79 +199,21 @@ UCM_INLINE int ucm_kind_event(int kind) {
 
 /* ---- Readers and writers --------------------------------------------------------------------
  *
- * The hooks (readers) run on every mapping call of every thread; handlers are set and unset
- * (writers) rarely. A reader must not take a lock (a thread forking while it holds one leaves
- * the child a lock nobody releases) and should not pay an atomic read-modify-write per call; a
- * writer must be able to tell when no reader can still be calling a handler it removed, because
- * once heaphook_ucm_unset_event_handler returns the callback is never called again.
- *
- * Two tables alternate (ucm_tables); ucm_current points to the one readers use. A writer, under
- * ucm_writer_lock, builds the new table in the other one, publishes it (a sequentially
- * consistent store of ucm_current), and then waits out a grace period: until every reader that
- * may have loaded the old pointer has finished. Only then does it return (so a removed handler
- * is never called afterwards) and only then may the old table be overwritten by the next writer.
- *
- * A reader marks itself active in a slot that belongs to its thread (ucm_readers, one cache
- * line each): `seq` is even outside and odd inside a read-side section. Entering is a plain
- * store of seq + 1, a compiler barrier, then the load of ucm_current; leaving is a release store
- * of seq + 1 after the reader's last use of the table. Only the owning thread writes its seq, so
- * no read-modify-write is needed. The grace period: after publishing, the writer executes
- * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), then reads every slot's seq, and for each odd one
- * waits until it changes (a change means that section ended; it does not wait for the thread to
- * be outside forever, so a thread mapping back to back cannot starve the writer).
- *
- * Why that is enough (the ordering argument): the reader's store of the odd seq and its load of
- * ucm_current may be reordered by the CPU (a store can wait in the store buffer while a later
- * load executes). membarrier makes every thread of the process that is running execute a full
- * memory barrier before it returns, and a thread that is not running passes through the
- * scheduler's barriers. Take the point where that barrier happens on a reader's thread. If the
- * reader's load of ucm_current comes before that point in its program order, so does its store
- * of the odd seq, which the barrier therefore makes visible before membarrier returns: the
- * writer, reading seq after membarrier, sees it odd and waits. If the load comes after that
- * point, it comes after the writer's publication (membarrier begins with a full barrier on the
- * writer's side too), so the reader sees the new table, which no longer holds the handler. On
- * leaving, the release store orders all of the section's loads and calls before the even seq,
- * and the writer reads seq with acquire. When membarrier is not available (old kernels,
- * seccomp), ucm_reader_fence is set and readers execute a sequentially consistent fence between
- * the store and the load instead, the classic store-fence-load pairing with the writer's fence.
- * It starts set, and is cleared only once registration succeeded, so a reader never skips the
- * fence while a writer could not use membarrier.
- *
- * Slots are claimed on a thread's first dispatched call, without allocating: a scan for a free
- * slot (owner 0) and a compare-and-swap of the owner to the thread id. A pthread key's
- * destructor frees the slot when the thread exits; the value is set only when the key is one of
- * glibc's 32 keys whose storage is inside the thread descriptor (pthread_setspecific would
- * calloc for the others). A slot whose owner died without freeing it (that key unusable, or a
- * hook called after the destructor ran) is taken over when no slot is free and tgkill(owner, 0)
- * says ESRCH. When all UCM_READERS slots are busy a thread uses the fallback: two shared
- * counters with an epoch (SRCU's scheme), entered with an atomic increment of the counter of the
- * current epoch; the writer flips the epoch and waits for the previous counter to drain, twice,
- * so counters that new readers keep entering do not starve it. Such a thread retries claiming a
- * slot every 4096 dispatched calls.
- *
- * A section holds handler calls only, never the real system call: a hook enters one before the
- * call (VM_UNMAPPED, handlers with priority < 0) and one after it (handlers with priority >= 0,
- * VM_MAPPED), each only when it has something to run. So a writer never waits for a system call,
- * or for a thread preempted inside one: with threads mapping back to back, a section spanning
- * the call made the 2000-cycle add/remove test take 40 s on the loaded 2-core machine it was
- * written on, against 0.05 s now. The two sections of one call may see different tables when a
- * writer ran in between; each is consistent. Whether to enter at all is decided from
- * ucm_active_events (the union of the handlers' masks) and ucm_before_events / ucm_after_events
- * (the same split by priority), read relaxed outside the section: a hint that may miss a handler
- * being added concurrently (whose set_event_handler has not returned), never one whose registration
- * happened before the call.
- *
- * Fork: the hooks take no lock. Before fork (pthread_atfork) the writer's mutex is taken, so no
- * writer is halfway through in the child, and ucm_current is set to NULL followed by a grace
- * period: a reader that finds NULL leaves and waits until the fork is over, and those inside
- * handlers are waited for, so no other thread is inside a handler when the process forks (the
- * child does not inherit a handler's own lock held by a thread it does not have; the tests'
- * recording handler takes a mutex). The forking thread itself dispatches nothing meanwhile and
- * never waits. In the child every slot but the forking thread's is freed (those threads do not
- * exist there), the fallback counters are cleared, and ucm_current is restored. A handler
- * must not set or unset handlers, or fork: a writer waits for readers, and a reader that is
- * waiting for the writer's mutex is one it would wait for forever (libucm forbids it too). A
- * thread never enters twice: the per-thread depth turns hooks inside handlers into plain calls.
+ * Contract (the argument, and why it suffices: docs/readers-and-writers.md):
+ * - Readers (the hooks) take no lock and make no atomic read-modify-write: a thread marks itself
+ *   inside a read-side section in a slot of its own (ucm_readers: seq odd inside, even outside;
+ *   a plain store in, a release store out), then loads ucm_current. Past UCM_READERS threads, a
+ *   thread uses two shared counters with an epoch (SRCU's fallback).
+ * - Writers (set/unset, under ucm_writer_lock) build the other of the two tables, publish it
+ *   with a sequentially consistent store of ucm_current, then wait out a grace period
+ *   (membarrier, or readers' fences where membarrier is unavailable: ucm_reader_fence) until no
+ *   reader can still use the old table. Only then do they return: a removed handler is never
+ *   called afterwards, and the old table may be rebuilt.
+ * - A section holds handler calls only, never the real system call.
+ * - Fork: the writer's mutex is taken and ucm_current set to NULL (readers wait) until the fork
+ *   is over; the child frees the slots of threads it does not have.
+ * - A handler must not set or unset handlers, or fork; a thread never enters twice (its
+ *   reader state's depth).
  */
 
 #define UCM_READERS 256
