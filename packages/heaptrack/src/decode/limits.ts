@@ -20,7 +20,7 @@ export const MAX_BLOCK_STORED = MAX_BLOCK_PAYLOAD + 16 * 1024;
 /**
  * The largest thread index a THREAD record may declare (FORMAT.md). The writer numbers at most
  * 16,383 threads per log (HH_THREADS_CAP); readers keep tables by index, so a corrupt index of
- * millions would cost them hundreds of MB. native/scan.c has the same limit.
+ * millions would cost them hundreds of MB. native/analyze/scan.c has the same limit.
  */
 export const MAX_THREAD_INDEX = 65535;
 

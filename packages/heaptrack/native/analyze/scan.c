@@ -5,7 +5,7 @@
  * (FORMAT.md, "Addresses"); the report's aggregates (heap series, histograms, sites, live
  * blocks); the replay of one event (the port of ReportBuilder.apply); the block loop.
  */
-#include "scan.h"
+#include "analyze/scan.h"
 
 #include <assert.h>
 #include <math.h>

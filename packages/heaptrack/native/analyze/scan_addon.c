@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scan.h"
+#include "analyze/scan.h"
 
 #define CHECK(call)                                                         \
     do {                                                                    \
