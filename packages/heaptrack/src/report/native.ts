@@ -10,7 +10,8 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { DecodeState, STREAM_NAMES } from '../decode/engine.js';
+import { DecodeState } from '../decode/engine.js';
+import { STREAM_NAMES } from '../decode/format.generated.js';
 import {
   blockStreams,
   decodeRecord,
