@@ -7,8 +7,8 @@ include(${CMAKE_CURRENT_LIST_DIR}/../../core/cmake/sanitizers.cmake)
 heaphook_add_sanitized_program(hh_test_ring_unit_asan asan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/ring_unit.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
-  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track)
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native)
 heaphook_add_sanitized_program(hh_test_ring_stress_tsan tsan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/ring_stress.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
-  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track)
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native)

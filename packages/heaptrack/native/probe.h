@@ -1,6 +1,7 @@
 /*
  * probe.h — the rule shared by the tracer's open-addressing tables with linear probing and
- * backward-shift deletion (leaks.c's live-block table, scan.c's tables of the report pass).
+ * backward-shift deletion (leaks.c's live-block table, the tables of the report pass in
+ * analyze/scan.c).
  */
 #ifndef HH_PROBE_H
 #define HH_PROBE_H

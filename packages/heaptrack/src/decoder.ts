@@ -17,15 +17,43 @@ import {
   Cursor,
   decodeBlockEvents,
   DecodeState,
-  OP_FREE,
-  OP_REALLOC_DONE,
-  PF_SAMPLING,
-  PF_TIMING,
   splitStreams,
-  STREAM_NAMES,
   type Streams,
 } from './decode/engine.js';
-import { MAX_BLOCK_PAYLOAD, MAX_BLOCK_STORED, MAX_THREAD_INDEX } from './decode/limits.js';
+import {
+  BLOCK_DEFLATED,
+  BLOCK_HEADER_SIZE,
+  BLOCK_LENGTH,
+  BLOCK_ZSTD,
+  END_REASON_NAMES,
+  FILE_HEADER_SIZE,
+  FORMAT_VERSION,
+  FORMAT_VERSION_MIN,
+  LEAK_TRIGGER_NAMES,
+  LOG_MAGIC,
+  MAX_BLOCK_PAYLOAD,
+  MAX_BLOCK_STORED,
+  MAX_THREAD_INDEX,
+  OP_FREE,
+  OP_REALLOC_DONE,
+  PF_DROP,
+  PF_FORK_CHILD,
+  PF_FREE_STACKS,
+  PF_SAMPLING,
+  PF_STACKS,
+  PF_TIMING,
+  PF_VM,
+  STREAM_NAMES,
+  TAG_END,
+  TAG_LEAK,
+  TAG_LEAK_CHECK,
+  TAG_MODULE,
+  TAG_NODE,
+  TAG_PROCESS,
+  TAG_THREAD,
+  TAG_VM_MAPPED,
+  TAG_VM_UNMAPPED,
+} from './decode/format.generated.js';
 import { ZstdStreamGuard } from './decode/zstdguard.js';
 import { zstdProgram, ZstdPipe } from './decode/zstdpipe.js';
 import { openLogFile } from './input.js';
@@ -40,36 +68,12 @@ import {
 
 export type { EventBatch, EventColumns } from './decode/columns.js';
 
-export const MAGIC = 'HHEAPLOG';
-/** The version this decoder writes about; it reads every version up to it. */
-export const FORMAT_VERSION = 2;
-const FILE_HEADER_SIZE = 16;
-const BLOCK_HEADER_SIZE = 8;
 /** Logs smaller than this go through fzstd (DecodeOptions.zstd 'auto'): in a fresh process
  * fzstd took 5 ms on a 641-byte log where starting the zstd program took 13 ms, but 22 ms on a
  * 55 KB log against the program's 12 ms (its code warms up). */
 export const ZSTD_PROGRAM_MIN_BYTES = 16 * 1024;
-const BLOCK_DEFLATED = 0x80000000;
-const BLOCK_ZSTD = 0x40000000;
-const BLOCK_LENGTH = 0x3fffffff;
 /** Stored bytes read ahead of the block being decoded. */
 const LOOKAHEAD = 1024 * 1024;
-
-const TAG_PROCESS = 0x01;
-const TAG_MODULE = 0x02;
-const TAG_THREAD = 0x03;
-const TAG_NODE = 0x04;
-const TAG_END = 0x05;
-const TAG_LEAK = 0x06;
-const TAG_LEAK_CHECK = 0x07;
-const TAG_VM_MAPPED = 0x08;
-const TAG_VM_UNMAPPED = 0x09;
-
-const PF_STACKS = 1;
-const PF_DROP = 8;
-const PF_FREE_STACKS = 16;
-const PF_FORK_CHILD = 32;
-const PF_VM = 64;
 
 /** The message of a block that decompresses to more than it may. */
 function moreThan(limit: number): string {
@@ -179,10 +183,9 @@ export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
       const dropped = c.varint();
       const time = c.varint() * s.unit;
       const events = c.varint();
-      const reasons: EndRecord['reason'][] = ['exit', 'lost', 'collector', 'detach'];
       out.push({
         type: 'end',
-        reason: reasons[reasonCode] ?? 'unknown',
+        reason: END_REASON_NAMES[reasonCode] ?? 'unknown',
         dropped,
         time,
         events,
@@ -227,8 +230,7 @@ export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
       const reachableBlocks = c.varint();
       const reachableBytes = c.varint();
       const durationNs = c.varint();
-      const triggers = ['exit', 'signal', 'api'] as const;
-      const trigger = triggers[triggerCode];
+      const trigger = LEAK_TRIGGER_NAMES[triggerCode];
       if (trigger === undefined) throw new RangeError(`unknown leak check trigger ${triggerCode}`);
       out.push({
         type: 'leak_check',
@@ -354,15 +356,19 @@ export async function* readLogPayloads(
         `not a heaplog: ${pending.length} bytes, shorter than the ${FILE_HEADER_SIZE}-byte header`,
       );
     }
-    if (pending.subarray(0, 8).toString('latin1') !== MAGIC) {
-      throw new LogFormatError(path, 0, `not a heaplog (the file does not begin with ${MAGIC})`);
-    }
-    const version = pending.readUInt8(8);
-    if (version < 1 || version > FORMAT_VERSION) {
+    if (pending.subarray(0, LOG_MAGIC.length).toString('latin1') !== LOG_MAGIC) {
       throw new LogFormatError(
         path,
-        8,
-        `heaplog format version ${version} is not supported (this decoder reads versions 1 to ${FORMAT_VERSION}); update @heaphook/heaptrack`,
+        0,
+        `not a heaplog (the file does not begin with ${LOG_MAGIC})`,
+      );
+    }
+    const version = pending.readUInt8(LOG_MAGIC.length);
+    if (version < FORMAT_VERSION_MIN || version > FORMAT_VERSION) {
+      throw new LogFormatError(
+        path,
+        LOG_MAGIC.length,
+        `heaplog format version ${version} is not supported (this decoder reads versions ${FORMAT_VERSION_MIN} to ${FORMAT_VERSION}); update @heaphook/heaptrack`,
       );
     }
     consume(FILE_HEADER_SIZE);

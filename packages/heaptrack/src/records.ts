@@ -1,19 +1,9 @@
 /** The records of a heaplog, as the decoder yields them (FORMAT.md describes the bytes). */
 
-/** Allocation-family functions, in the order of their operation codes. */
-export const OPS = [
-  'malloc',
-  'calloc',
-  'realloc',
-  'reallocarray',
-  'free',
-  'posix_memalign',
-  'memalign',
-  'aligned_alloc',
-  'valloc',
-  'pvalloc',
-  'realloc_done',
-] as const;
+import { OP_NAMES } from './decode/format.generated.js';
+
+/** Allocation-family functions, in the order of their operation codes (enum hh_op of heaplog.h). */
+export const OPS = OP_NAMES;
 export type Op = (typeof OPS)[number];
 
 export interface ProcessRecord {

@@ -25,19 +25,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "format/heaplog.h"
 #include "track/ring.h"
 #include "track/trace.h"
 #include "track/writer.h"
-
-typedef struct hh_hello {
-    uint32_t magic;
-    uint32_t version;
-    uint32_t pid, ppid;
-    uint32_t flags;
-    uint32_t pad;
-    uint64_t capacity;
-} hh_hello;
-#define HH_HELLO_MAGIC 0x31434848u
 
 typedef struct client {
     int fd;
@@ -192,7 +183,7 @@ static void accept_client(int listener) {
         close(fd);
         return;
     }
-    char status = 'R';
+    char status = HH_HELLO_READY;
     struct iovec iov = {&status, 1};
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -318,8 +309,8 @@ int main(int argc, char **argv) {
                 ssize_t n = read(c->fd, buf, sizeof buf);
                 if (n > 0) {
                     for (ssize_t b = 0; b < n; b++) {
-                        if (buf[b] == 'F') pending_forks++;
-                        if (buf[b] == 'X') c->saw_exit = true;
+                        if (buf[b] == HH_MSG_FORK) pending_forks++;
+                        if (buf[b] == HH_MSG_EXIT) c->saw_exit = true;
                     }
                     continue;
                 }

@@ -58,8 +58,6 @@ static int g_signal;      /* HEAPHOOK_LEAK_SIGNAL, 0 = none */
 static int g_stop_signal; /* HEAPHOOK_LEAK_STOP_SIGNAL */
 static long g_stop_timeout_ms;
 
-enum { HH_TRIGGER_EXIT = 0, HH_TRIGGER_SIGNAL = 1, HH_TRIGGER_API = 2 };
-
 static void *hh_map(size_t bytes) {
     void *m = hh_sys_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

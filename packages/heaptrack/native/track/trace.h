@@ -1,7 +1,8 @@
 /*
  * trace.h — what the tracer's files share: the records that travel through the ring buffer
  * from the traced process to the log writer (the in-process drain thread or the collector),
- * the operation codes, and small helpers. The folders are described in native/README.md.
+ * and small helpers; the operation codes and flags they carry are the log format's (heaplog.h). The
+ * folders are described in native/README.md.
  */
 #ifndef HH_TRACE_H
 #define HH_TRACE_H
@@ -13,6 +14,8 @@
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "format/heaplog.h" /* the operation codes (enum hh_op), codecs and process flags */
 
 #define HH_EXPORT __attribute__((visibility("default")))
 #define HH_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -56,21 +59,6 @@ static inline void hh_prefetch(const void *p) {
 #endif
 }
 
-/* Operation codes, shared with the log format (FORMAT.md, "Events"). */
-enum hh_op {
-    HH_OP_MALLOC = 0,
-    HH_OP_CALLOC = 1,
-    HH_OP_REALLOC = 2,
-    HH_OP_REALLOCARRAY = 3,
-    HH_OP_FREE = 4,
-    HH_OP_POSIX_MEMALIGN = 5,
-    HH_OP_MEMALIGN = 6,
-    HH_OP_ALIGNED_ALLOC = 7,
-    HH_OP_VALLOC = 8,
-    HH_OP_PVALLOC = 9,
-    HH_OP_REALLOC_DONE = 10,
-};
-
 /* Ring record types (the type byte of a record header; 0 means "reserved, not yet written"). */
 enum hh_rec_type {
     HH_REC_RESERVED = 0,
@@ -84,21 +72,9 @@ enum hh_rec_type {
     HH_REC_VM = 8,         /* memory mapped or unmapped (vm.c) */
 };
 
-/* Codecs of the log's blocks (HEAPHOOK_COMPRESS). */
-enum { HH_CODEC_NONE = 0, HH_CODEC_DEFLATE = 1, HH_CODEC_ZSTD = 2 };
-
 /* Flags of an event record. */
 #define HH_EV_SPLIT 1u /* realloc moved the block: the new one counts from the REALLOC_DONE */
 #define HH_EV_EXTRA 2u /* an hh_rec_event_extra follows the record */
-
-/* Process flags (PROCESS record and the log's PROCESS record). */
-#define HH_PF_STACKS 1u
-#define HH_PF_TIMING 2u
-#define HH_PF_SAMPLING 4u
-#define HH_PF_DROP 8u
-#define HH_PF_FREE_STACKS 16u
-#define HH_PF_FORK_CHILD 32u
-#define HH_PF_VM 64u /* VM_MAPPED / VM_UNMAPPED recorded (vm.c) */
 
 /* Every record begins with a 64-bit header word: bits 0-23 length in bytes (a multiple of 8,
  * header included), 24-31 type, 32-63 the low 32 bits of (ring position / 8). */

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "format/heaplog.h"
 #include "heaphook/config.h"
 #include "heaphook/log.h"
 #include "leaks/leaks.h"
@@ -196,7 +197,7 @@ static void hh_collector_send(const char *bytes, size_t len) {
 static void hh_wake(void *arg) {
     (void)arg;
     if (g_mode == HH_MODE_COLLECTOR) {
-        hh_collector_send("w", 1);
+        hh_collector_send(&(char){HH_MSG_WAKE}, 1);
         return;
     }
     if (g_notify_fd < 0) return;
@@ -204,7 +205,8 @@ static void hh_wake(void *arg) {
      * descriptor it does not know) makes this fail with EPIPE, never raise SIGPIPE; the drain
      * then polls on a timer. */
     int saved = errno;
-    ssize_t r = send(g_notify_fd, "w", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    char byte = HH_MSG_WAKE;
+    ssize_t r = send(g_notify_fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)r;
     errno = saved;
 }
@@ -345,17 +347,6 @@ static int hh_setup_standalone(void) {
     return 0;
 }
 
-/* The handshake message a client sends (collector.c reads the same layout). */
-typedef struct hh_hello {
-    uint32_t magic; /* 'HHC1' */
-    uint32_t version;
-    uint32_t pid, ppid;
-    uint32_t flags;
-    uint32_t pad;
-    uint64_t capacity;
-} hh_hello;
-#define HH_HELLO_MAGIC 0x31434848u
-
 /* The collector cannot be used: says why (once, see hh_ring_failed). */
 static int hh_collector_failed(const char *what, int error) {
     heaphook_log_error(
@@ -383,7 +374,7 @@ static int hh_setup_collector(void) {
         return hh_collector_failed("cannot reach", error);
     }
     hh_hello hello = {HH_HELLO_MAGIC,
-                      1,
+                      HH_HELLO_VERSION,
                       (uint32_t)getpid(),
                       (uint32_t)getppid(),
                       g_fork_child ? HH_PF_FORK_CHILD : 0u,
@@ -410,7 +401,7 @@ static int hh_setup_collector(void) {
         got = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
     } while (got < 0 && errno == EINTR);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    if (got != 1 || status != 'R' || c == NULL || c->cmsg_type != SCM_RIGHTS) {
+    if (got != 1 || status != HH_HELLO_READY || c == NULL || c->cmsg_type != SCM_RIGHTS) {
         int error = got < 0 ? errno : EPROTO;
         close(s);
         return hh_collector_failed("got no ring buffer from", error);
@@ -695,7 +686,8 @@ static void hh_fork_prepare(void) {
     hh_busy++;
     hh_leaks_fork_prepare();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_COLLECTOR)
-        hh_collector_send("F", 1); /* a child is coming: the collector waits for it */
+        hh_collector_send(&(char){HH_MSG_FORK},
+                          1); /* a child is coming: the collector waits for it */
     t_fork_traced = atomic_load(&hh_state) == HH_STATE_ACTIVE;
     if (t_fork_traced) hh_stacks_fork_prepare();
 }
@@ -904,7 +896,7 @@ __attribute__((destructor(101))) static void hh_tracer_dtor(void) {
     }
     if (g_mode == HH_MODE_COLLECTOR) {
         /* The collector reads until the connection closes: keep recording until then. */
-        hh_collector_send("Xw", 2);
+        hh_collector_send((char[]){HH_MSG_EXIT, HH_MSG_WAKE}, 2);
         hh_busy--;
         return;
     }

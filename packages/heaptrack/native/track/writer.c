@@ -16,44 +16,21 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "format/heaplog.h"
 #include "trace.h"
 
+/* A block's records are stored column by column, one stream per kind of field (enum hh_stream),
+ * so that the compressor sees like next to like (FORMAT.md, "Blocks"). A block is written once
+ * it holds HH_BLOCK_TARGET bytes, or when a stream could not take the next record. */
 #define HH_BLOCK_TARGET (128u * 1024u)
 #define HH_STREAM_CAP (HH_BLOCK_TARGET + 64u * 1024u)
-
-/* A block's records are stored column by column, one stream per kind of field, so that the
- * compressor sees like next to like (FORMAT.md, "Blocks"). */
-enum { HH_S_TAG, HH_S_TIME, HH_S_STACK, HH_S_NUM, HH_S_ADDR, HH_S_DECL, HH_STREAMS };
-#define HH_BLOCK_CAP (HH_STREAMS * HH_STREAM_CAP + 64u)
+/* The payload buffer: the streams and their table. Its size is the format's limit. */
+#define HH_BLOCK_CAP (HH_STREAM_COUNT * HH_STREAM_CAP + 64u)
+_Static_assert(HH_BLOCK_CAP == HH_MAX_BLOCK_PAYLOAD, "the format's limit is this writer's buffer");
 #define HH_THREADS_CAP 16384u /* distinct thread ids per log (a power of two) */
-#define HH_FORMAT_VERSION 2u
-#define HH_BLOCK_DEFLATED 0x80000000u /* block length flag: the payload is raw deflate */
-#define HH_BLOCK_ZSTD 0x40000000u     /* block length flag: the payload is a zstd frame */
+_Static_assert(HH_THREADS_CAP - 1 <= HH_MAX_THREAD_INDEX, "thread indices stay in the format");
 #define HH_DEFLATE_LEVEL 6
 #define HH_ZSTD_LEVEL 1
-
-/* Log tags (FORMAT.md). */
-enum {
-    HH_TAG_PROCESS = 0x01,
-    HH_TAG_MODULE = 0x02,
-    HH_TAG_THREAD = 0x03,
-    HH_TAG_NODE = 0x04,
-    HH_TAG_END = 0x05,
-    HH_TAG_LEAK = 0x06,
-    HH_TAG_LEAK_CHECK = 0x07,
-    HH_TAG_VM_MAPPED = 0x08,
-    HH_TAG_VM_UNMAPPED = 0x09,
-    HH_TAG_EVENT = 0x80,
-    HH_EVT_THREAD = 0x10,
-    HH_EVT_STACK = 0x20,
-    HH_EVT_SPLIT = 0x40,
-};
-
-#define HH_RECENT 64 /* a power of two: a ring */
-
-#define HH_CLASSES 64 /* size classes predicted (requests up to 1008 bytes) */
-#define HH_CLASS_DEPTH 16
-#define HH_NO_CLASS 0xff
 
 typedef struct hh_live {
     uint64_t ptr; /* 0 = empty */
@@ -109,10 +86,10 @@ struct hh_writer {
     uint64_t bump_addr, bump_bytes; /* the last new block: the next may follow it directly */
     uint64_t prev_ref;              /* ordinal of the block named by the last reference */
     uint32_t len;                   /* bytes in all streams */
-    uint32_t slen[HH_STREAMS];
-    uint8_t sbuf[HH_STREAMS][HH_STREAM_CAP];
+    uint32_t slen[HH_STREAM_COUNT];
+    uint8_t sbuf[HH_STREAM_COUNT][HH_STREAM_CAP];
     uint8_t buf[HH_BLOCK_CAP]; /* the block payload, assembled at flush */
-    uint8_t zbuf[HH_BLOCK_CAP + 16384];
+    uint8_t zbuf[HH_MAX_BLOCK_STORED];
     hh_thread_slot threads[HH_THREADS_CAP];
 };
 
@@ -171,8 +148,8 @@ static void hh_put_bytes(hh_writer *w, int s, const void *p, uint32_t n) {
 /* The payload of a block: the number of streams, their lengths, then the streams. */
 static uint32_t hh_assemble(hh_writer *w) {
     uint32_t n = 0;
-    w->buf[n++] = HH_STREAMS;
-    for (int s = 0; s < HH_STREAMS; s++) {
+    w->buf[n++] = HH_STREAM_COUNT;
+    for (int s = 0; s < HH_STREAM_COUNT; s++) {
         uint64_t v = w->slen[s];
         while (v >= 0x80) {
             w->buf[n++] = (uint8_t)(v | 0x80);
@@ -180,7 +157,7 @@ static uint32_t hh_assemble(hh_writer *w) {
         }
         w->buf[n++] = (uint8_t)v;
     }
-    for (int s = 0; s < HH_STREAMS; s++) {
+    for (int s = 0; s < HH_STREAM_COUNT; s++) {
         memcpy(w->buf + n, w->sbuf[s], w->slen[s]);
         n += w->slen[s];
     }
@@ -415,9 +392,9 @@ static hh_thread_slot *hh_thread_lookup(hh_writer *w, uint32_t tid) {
             s->tid = tid;
             s->index = ++w->threads_used;
             s->block = 0;
-            hh_put_u8(w, HH_S_TAG, HH_TAG_THREAD);
-            hh_put_var(w, HH_S_DECL, s->index);
-            hh_put_var(w, HH_S_DECL, tid);
+            hh_put_u8(w, HH_STREAM_TAG, HH_TAG_THREAD);
+            hh_put_var(w, HH_STREAM_DECL, s->index);
+            hh_put_var(w, HH_STREAM_DECL, tid);
             return s;
         }
     }
@@ -483,38 +460,38 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     w->compress = p->compress <= HH_CODEC_ZSTD ? (int)p->compress : HH_CODEC_DEFLATE;
     w->have_process = true;
     w->prev_time = 0;
-    hh_put_u8(w, HH_S_TAG, HH_TAG_PROCESS);
-    hh_put_var(w, HH_S_DECL, p->pid);
-    hh_put_var(w, HH_S_DECL, p->ppid);
-    hh_put_var(w, HH_S_DECL, p->mono_start);
-    hh_put_var(w, HH_S_DECL, p->real_start);
-    hh_put_var(w, HH_S_DECL, p->flags);
-    hh_put_var(w, HH_S_DECL, p->stack_depth);
-    hh_put_var(w, HH_S_DECL, p->sample_bytes);
-    hh_put_var(w, HH_S_DECL, w->unit);
-    hh_put_bytes(w, HH_S_DECL, HH_TRACE_VERSION, sizeof HH_TRACE_VERSION - 1);
-    hh_put_bytes(w, HH_S_DECL, strings, exe_len);
-    hh_put_bytes(w, HH_S_DECL, strings + exe_len, cmd_len);
+    hh_put_u8(w, HH_STREAM_TAG, HH_TAG_PROCESS);
+    hh_put_var(w, HH_STREAM_DECL, p->pid);
+    hh_put_var(w, HH_STREAM_DECL, p->ppid);
+    hh_put_var(w, HH_STREAM_DECL, p->mono_start);
+    hh_put_var(w, HH_STREAM_DECL, p->real_start);
+    hh_put_var(w, HH_STREAM_DECL, p->flags);
+    hh_put_var(w, HH_STREAM_DECL, p->stack_depth);
+    hh_put_var(w, HH_STREAM_DECL, p->sample_bytes);
+    hh_put_var(w, HH_STREAM_DECL, w->unit);
+    hh_put_bytes(w, HH_STREAM_DECL, HH_TRACE_VERSION, sizeof HH_TRACE_VERSION - 1);
+    hh_put_bytes(w, HH_STREAM_DECL, strings, exe_len);
+    hh_put_bytes(w, HH_STREAM_DECL, strings + exe_len, cmd_len);
 }
 
 static void hh_encode_module(hh_writer *w, const hh_rec_module *m) {
     const uint8_t *bytes = (const uint8_t *)(m + 1);
     hh_room(w, 64 + m->build_id_len + m->path_len);
-    hh_put_u8(w, HH_S_TAG, HH_TAG_MODULE);
-    hh_put_var(w, HH_S_DECL, m->base);
-    hh_put_var(w, HH_S_DECL, m->lo);
-    hh_put_var(w, HH_S_DECL, m->hi);
-    hh_put_bytes(w, HH_S_DECL, bytes, m->build_id_len);
-    hh_put_bytes(w, HH_S_DECL, bytes + m->build_id_len, m->path_len);
+    hh_put_u8(w, HH_STREAM_TAG, HH_TAG_MODULE);
+    hh_put_var(w, HH_STREAM_DECL, m->base);
+    hh_put_var(w, HH_STREAM_DECL, m->lo);
+    hh_put_var(w, HH_STREAM_DECL, m->hi);
+    hh_put_bytes(w, HH_STREAM_DECL, bytes, m->build_id_len);
+    hh_put_bytes(w, HH_STREAM_DECL, bytes + m->build_id_len, m->path_len);
 }
 
 static void hh_encode_node(hh_writer *w, const hh_rec_node *n) {
     hh_room(w, 32);
-    hh_put_u8(w, HH_S_TAG, HH_TAG_NODE);
+    hh_put_u8(w, HH_STREAM_TAG, HH_TAG_NODE);
     /* ids mostly follow one another, and a new node's parent is mostly the node before */
-    hh_put_svar(w, HH_S_DECL, (int64_t)n->id - (int64_t)w->prev_node - 1);
-    hh_put_var(w, HH_S_DECL, n->id - n->parent);
-    hh_put_svar(w, HH_S_DECL, (int64_t)(n->pc - w->prev_pc));
+    hh_put_svar(w, HH_STREAM_DECL, (int64_t)n->id - (int64_t)w->prev_node - 1);
+    hh_put_var(w, HH_STREAM_DECL, n->id - n->parent);
+    hh_put_svar(w, HH_STREAM_DECL, (int64_t)(n->pc - w->prev_pc));
     w->prev_pc = n->pc;
     w->prev_node = n->id;
 }
@@ -588,13 +565,15 @@ static void hh_live_erase(hh_writer *w, hh_live *slot) {
     w->live[i].ptr = 0;
 }
 
-/* The size class of a request, as glibc's chunk sizes go; HH_NO_CLASS above 1008 bytes. */
+/* The size class of a request, as glibc's chunk sizes go (heaplog.h); HH_NO_CLASS above
+ * HH_CLASS_MAX_BYTES. */
 static unsigned hh_class_of(uint64_t bytes) {
-    return bytes <= 1008 ? (unsigned)((bytes + 8 + 15) >> 4) : HH_NO_CLASS;
+    return bytes <= HH_CLASS_MAX_BYTES
+               ? (unsigned)((bytes + HH_CHUNK_HEADER + (HH_CHUNK_ALIGN - 1)) / HH_CHUNK_ALIGN)
+               : HH_NO_CLASS;
 }
 
 #define HH_CLASS_MASK (HH_CLASS_DEPTH - 1)
-_Static_assert((HH_CLASS_DEPTH & HH_CLASS_MASK) == 0, "class lists are rings: a power of two");
 
 /* Entry k of class cls's list (0 = freed last). */
 static inline uint64_t *hh_class_entry(hh_writer *w, unsigned cls, unsigned k) {
@@ -621,7 +600,7 @@ static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
 
 static void hh_put_explicit(hh_writer *w, uint64_t ptr) {
     int64_t d = (int64_t)(ptr - w->prev_addr);
-    hh_put_var(w, HH_S_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
+    hh_put_var(w, HH_STREAM_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
 }
 
 /* A block that ends here (free, realloc's old block); remove says whether it really ends. */
@@ -630,7 +609,7 @@ static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
     unsigned cls = HH_NO_CLASS;
     if (slot != NULL) {
         int64_t d = (int64_t)slot->ordinal - (int64_t)w->prev_ref - 1;
-        hh_put_var(w, HH_S_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
+        hh_put_var(w, HH_STREAM_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
         w->prev_ref = slot->ordinal;
         cls = slot->cls;
         if (remove) hh_live_erase(w, slot);
@@ -642,10 +621,11 @@ static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
 }
 
 /* The address right after the last new block, as glibc carves fresh chunks from the top of
- * its heap: chunk = max(32, (bytes + 8 + 15) & ~15). */
+ * its heap: chunk = max(32, (bytes + 8 + 15) & ~15) (heaplog.h, HH_CHUNK_*). */
 static uint64_t hh_bump_guess(const hh_writer *w) {
-    uint64_t chunk = (w->bump_bytes + 8 + 15) & ~(uint64_t)15;
-    return w->bump_addr + (chunk < 32 ? 32 : chunk);
+    uint64_t chunk =
+        (w->bump_bytes + HH_CHUNK_HEADER + (HH_CHUNK_ALIGN - 1)) & ~(uint64_t)(HH_CHUNK_ALIGN - 1);
+    return w->bump_addr + (chunk < HH_CHUNK_MIN ? HH_CHUNK_MIN : chunk);
 }
 
 /* A block that begins here; class_bytes picks its size class (UINT64_MAX: none), request is
@@ -664,10 +644,10 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
         }
     }
     if (k >= 0) {
-        hh_put_var(w, HH_S_ADDR, (uint64_t)k << 2);
+        hh_put_var(w, HH_STREAM_ADDR, (uint64_t)k << 2);
         hh_class_remove(w, cls, (unsigned)k); /* handed out again: no longer a free block */
     } else if (ptr != 0 && w->bump_addr != 0 && ptr == hh_bump_guess(w)) {
-        hh_put_var(w, HH_S_ADDR, 2);
+        hh_put_var(w, HH_STREAM_ADDR, 2);
     } else {
         for (int i = 0; i < HH_RECENT && ptr != 0; i++) {
             if (w->recent[(w->recent_head - 1 - (uint32_t)i) & (HH_RECENT - 1)] == ptr) {
@@ -676,7 +656,7 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
             }
         }
         if (k >= 0) {
-            hh_put_var(w, HH_S_ADDR, ((uint64_t)(k + 1) << 2) | 2);
+            hh_put_var(w, HH_STREAM_ADDR, ((uint64_t)(k + 1) << 2) | 2);
         } else {
             hh_put_explicit(w, ptr);
         }
@@ -696,7 +676,7 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         (e->flags & HH_EV_EXTRA) ? (const hh_rec_event_extra *)(e + 1) : &hh_no_extra;
     hh_room(w, 128);
     hh_thread_slot *t = hh_thread(w, e->tid);
-    uint8_t tag = HH_TAG_EVENT | (e->op & 0x0f);
+    uint8_t tag = HH_TAG_EVENT | (e->op & HH_EVT_OP_MASK);
     if (t->index != w->prev_thread) tag |= HH_EVT_THREAD;
     uint32_t prev_stack = t->block == w->block_no ? t->stack : 0;
     /* frees carry a stack only with HEAPHOOK_FREE_STACKS; realloc_done never */
@@ -704,15 +684,15 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         e->op != HH_OP_REALLOC_DONE && (e->op != HH_OP_FREE || (w->flags & HH_PF_FREE_STACKS));
     if (carries_stack && e->stack != prev_stack) tag |= HH_EVT_STACK;
     if (e->flags & HH_EV_SPLIT) tag |= HH_EVT_SPLIT;
-    hh_put_u8(w, HH_S_TAG, tag);
+    hh_put_u8(w, HH_STREAM_TAG, tag);
     uint64_t ticks = hh_event_ns(w, e->time, false) / w->unit;
-    hh_put_svar(w, HH_S_TIME, (int64_t)(ticks - w->prev_time));
+    hh_put_svar(w, HH_STREAM_TIME, (int64_t)(ticks - w->prev_time));
     w->prev_time = ticks;
     if (tag & HH_EVT_THREAD) {
-        hh_put_var(w, HH_S_STACK, t->index);
+        hh_put_var(w, HH_STREAM_STACK, t->index);
         w->prev_thread = t->index;
     }
-    if (tag & HH_EVT_STACK) hh_put_var(w, HH_S_STACK, e->stack);
+    if (tag & HH_EVT_STACK) hh_put_var(w, HH_STREAM_STACK, e->stack);
     if (carries_stack) {
         t->stack = e->stack;
         t->block = w->block_no;
@@ -721,13 +701,13 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         case HH_OP_MALLOC:
         case HH_OP_VALLOC:
         case HH_OP_PVALLOC:
-            hh_put_var(w, HH_S_NUM, e->size);
+            hh_put_var(w, HH_STREAM_NUM, e->size);
             hh_put_new(w, e->addr, e->size, e->size);
             break;
         case HH_OP_CALLOC: {
             uint64_t bytes = hh_event_bytes(e);
-            hh_put_var(w, HH_S_NUM, x->count);
-            hh_put_var(w, HH_S_NUM, e->size);
+            hh_put_var(w, HH_STREAM_NUM, x->count);
+            hh_put_var(w, HH_STREAM_NUM, e->size);
             hh_put_new(w, e->addr, bytes, bytes);
             break;
         }
@@ -736,8 +716,8 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
             uint64_t bytes = hh_event_bytes(e);
             /* a failed realloc leaves the old block; realloc(p, 0) that returns NULL frees it */
             bool failed = e->addr == 0 && bytes != 0;
-            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_S_NUM, x->count);
-            hh_put_var(w, HH_S_NUM, e->size);
+            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_STREAM_NUM, x->count);
+            hh_put_var(w, HH_STREAM_NUM, e->size);
             hh_put_ref(w, x->old, !failed);
             hh_put_new(w, e->addr, bytes, bytes);
             break;
@@ -748,16 +728,18 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         case HH_OP_POSIX_MEMALIGN:
         case HH_OP_MEMALIGN:
         case HH_OP_ALIGNED_ALLOC:
-            hh_put_var(w, HH_S_NUM, x->align);
-            hh_put_var(w, HH_S_NUM, e->size);
+            hh_put_var(w, HH_STREAM_NUM, x->align);
+            hh_put_var(w, HH_STREAM_NUM, e->size);
             hh_put_new(w, e->addr, UINT64_MAX, e->size);
             break;
         default:
             break;
     }
     if (e->op != HH_OP_REALLOC_DONE) {
-        if (w->flags & HH_PF_TIMING) hh_put_var(w, HH_S_NUM, hh_event_ns(w, x->duration, true));
-        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE) hh_put_var(w, HH_S_NUM, x->weight);
+        if (w->flags & HH_PF_TIMING)
+            hh_put_var(w, HH_STREAM_NUM, hh_event_ns(w, x->duration, true));
+        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE)
+            hh_put_var(w, HH_STREAM_NUM, x->weight);
         w->events++;
     }
 }
@@ -765,36 +747,36 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
 /* Leak checks (leaks.c): declarations, in the decl stream. */
 static void hh_encode_leak(hh_writer *w, const hh_rec_leak *r) {
     hh_room(w, 64);
-    hh_put_u8(w, HH_S_TAG, HH_TAG_LEAK);
-    hh_put_var(w, HH_S_DECL, r->check);
-    hh_put_var(w, HH_S_DECL, r->ptr);
-    hh_put_var(w, HH_S_DECL, r->size);
+    hh_put_u8(w, HH_STREAM_TAG, HH_TAG_LEAK);
+    hh_put_var(w, HH_STREAM_DECL, r->check);
+    hh_put_var(w, HH_STREAM_DECL, r->ptr);
+    hh_put_var(w, HH_STREAM_DECL, r->size);
 }
 
 static void hh_encode_leak_check(hh_writer *w, const hh_rec_leak_check *r) {
     hh_room(w, 128);
-    hh_put_u8(w, HH_S_TAG, HH_TAG_LEAK_CHECK);
-    hh_put_var(w, HH_S_DECL, r->check);
-    hh_put_var(w, HH_S_DECL, hh_event_ns(w, r->time, false));
-    hh_put_var(w, HH_S_DECL, r->trigger);
-    hh_put_var(w, HH_S_DECL, r->live);
-    hh_put_var(w, HH_S_DECL, r->leaked);
-    hh_put_var(w, HH_S_DECL, r->leaked_bytes);
-    hh_put_var(w, HH_S_DECL, r->reachable);
-    hh_put_var(w, HH_S_DECL, r->reachable_bytes);
-    hh_put_var(w, HH_S_DECL, r->duration_ns);
+    hh_put_u8(w, HH_STREAM_TAG, HH_TAG_LEAK_CHECK);
+    hh_put_var(w, HH_STREAM_DECL, r->check);
+    hh_put_var(w, HH_STREAM_DECL, hh_event_ns(w, r->time, false));
+    hh_put_var(w, HH_STREAM_DECL, r->trigger);
+    hh_put_var(w, HH_STREAM_DECL, r->live);
+    hh_put_var(w, HH_STREAM_DECL, r->leaked);
+    hh_put_var(w, HH_STREAM_DECL, r->leaked_bytes);
+    hh_put_var(w, HH_STREAM_DECL, r->reachable);
+    hh_put_var(w, HH_STREAM_DECL, r->reachable_bytes);
+    hh_put_var(w, HH_STREAM_DECL, r->duration_ns);
 }
 
 /* Mapped-memory events (vm.c): rare, so stored whole in the decl stream. */
 static void hh_encode_vm(hh_writer *w, const hh_rec_vm *r) {
     hh_room(w, 96);
     hh_thread_slot *t = hh_thread(w, r->tid);
-    hh_put_u8(w, HH_S_TAG, r->mapped ? HH_TAG_VM_MAPPED : HH_TAG_VM_UNMAPPED);
-    hh_put_var(w, HH_S_DECL, hh_event_ns(w, r->time, false) / w->unit);
-    hh_put_var(w, HH_S_DECL, t->index);
-    hh_put_var(w, HH_S_DECL, r->stack);
-    hh_put_var(w, HH_S_DECL, r->addr);
-    hh_put_var(w, HH_S_DECL, r->size);
+    hh_put_u8(w, HH_STREAM_TAG, r->mapped ? HH_TAG_VM_MAPPED : HH_TAG_VM_UNMAPPED);
+    hh_put_var(w, HH_STREAM_DECL, hh_event_ns(w, r->time, false) / w->unit);
+    hh_put_var(w, HH_STREAM_DECL, t->index);
+    hh_put_var(w, HH_STREAM_DECL, r->stack);
+    hh_put_var(w, HH_STREAM_DECL, r->addr);
+    hh_put_var(w, HH_STREAM_DECL, r->size);
 }
 
 /* The live table's slot of an address the record names, brought into the cache before
@@ -912,8 +894,9 @@ static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size
     }
     w->fd = fd;
     hh_block_reset(w);
-    static const uint8_t header[16] = {'H', 'H', 'E', 'A', 'P', 'L', 'O', 'G', HH_FORMAT_VERSION,
-                                       0,   0,   0,   0,   0,   0,   0};
+    uint8_t header[HH_FILE_HEADER_SIZE] = {0}; /* the magic, the version, reserved bytes */
+    memcpy(header, HH_LOG_MAGIC, sizeof HH_LOG_MAGIC - 1);
+    header[sizeof HH_LOG_MAGIC - 1] = HH_FORMAT_VERSION;
     hh_write_fully(fd, header, sizeof header);
     if (path_out != NULL && path_cap > 0) {
         size_t n = strlen(path);
@@ -929,12 +912,12 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     hh_room(w, 64);
-    hh_put_u8(w, HH_S_TAG, HH_TAG_END);
-    hh_put_var(w, HH_S_DECL, reason);
-    hh_put_var(w, HH_S_DECL, dropped);
+    hh_put_u8(w, HH_STREAM_TAG, HH_TAG_END);
+    hh_put_var(w, HH_STREAM_DECL, reason);
+    hh_put_var(w, HH_STREAM_DECL, dropped);
     /* unit is 0 when the process never sent its PROCESS record (it failed to start) */
-    hh_put_var(w, HH_S_DECL, w->unit != 0 && now > w->start ? (now - w->start) / w->unit : 0);
-    hh_put_var(w, HH_S_DECL, w->events);
+    hh_put_var(w, HH_STREAM_DECL, w->unit != 0 && now > w->start ? (now - w->start) / w->unit : 0);
+    hh_put_var(w, HH_STREAM_DECL, w->events);
     hh_writer_flush(w);
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);

@@ -9,17 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "format/heaplog.h" /* the END record's reasons (enum hh_end_reason) */
 #include "ring.h"
 
 typedef struct hh_writer hh_writer;
-
-/* End reasons (END record). */
-enum hh_end_reason {
-    HH_END_EXIT = 0,      /* the process ran its exit path (library destructor) */
-    HH_END_LOST = 1,      /* the connection closed without an exit: crash, _exit, exec */
-    HH_END_COLLECTOR = 2, /* the collector stopped first (interrupted) */
-    HH_END_DETACH = 3,    /* heaphook_heaptrack_detach: the process goes on untraced */
-};
 
 /* Opens dir/heaplog.<pid>.log (or heaplog.<pid>.<n>.log when taken) and writes the file
  * header. path_out (may be NULL) receives the path. Returns NULL (errno set) on failure. */

@@ -5,7 +5,32 @@
  * other non-event record) are handed back to the caller, which decodes them from the streams.
  */
 import type { EventColumns } from './columns.js';
-import { MAX_THREAD_INDEX } from './limits.js';
+import {
+  CHUNK_ALIGN,
+  CHUNK_HEADER,
+  CHUNK_MIN,
+  CLASS_DEPTH,
+  CLASS_MAX_BYTES,
+  CLASSES,
+  EVT_OP_MASK,
+  EVT_SPLIT,
+  EVT_STACK,
+  EVT_THREAD,
+  MAX_EXACT,
+  MAX_THREAD_INDEX,
+  MAX_VARINT_BYTES,
+  NO_CLASS,
+  OP_FREE,
+  OP_REALLOC_DONE,
+  ORDINAL_RING,
+  PF_FREE_STACKS,
+  PF_SAMPLING,
+  PF_TIMING,
+  RECENT,
+  STREAM_COUNT,
+  STREAM_NAMES,
+  TAG_EVENT,
+} from './format.generated.js';
 import { NumberTable } from './table.js';
 
 /** A read position in one stream of a block's payload (absolute offsets into `buf`). */
@@ -53,12 +78,11 @@ export interface Streams {
   addr: Cursor;
   decl: Cursor;
 }
-export const STREAM_NAMES = ['tag', 'time', 'stack', 'num', 'addr', 'decl'] as const;
 
 export function splitStreams(payload: Buffer): Streams {
   const head = new Cursor(payload, 0, payload.length);
   const n = head.varint();
-  if (n !== STREAM_NAMES.length) throw new RangeError(`block of ${n} streams (expected 6)`);
+  if (n !== STREAM_COUNT) throw new RangeError(`block of ${n} streams (expected ${STREAM_COUNT})`);
   const lengths = STREAM_NAMES.map(() => head.varint());
   let at = head.pos;
   const out: Partial<Streams> = {};
@@ -78,7 +102,7 @@ let rp = 0;
 function varintSlow(b: Uint8Array, p: number, end: number): number {
   let result = 0;
   let mul = 1;
-  for (let i = 0; i < 10; i++) {
+  for (let i = 0; i < MAX_VARINT_BYTES; i++) {
     if (p >= end) throw new RangeError('record runs past the end of its block');
     const x = b[p++]!;
     result += (x & 0x7f) * mul;
@@ -108,13 +132,6 @@ function varint(b: Uint8Array, p: number, end: number): number {
   return varintSlow(b, p, end);
 }
 
-/**
- * FORMAT.md: values of the time, stack and addr streams, and the addresses they code, stay below
- * 2^53 (a double holds them exactly; addresses are not negative either); others are damage. (The num stream may hold more: a
- * failed malloc(SIZE_MAX) logs its size.)
- */
-const MAX_EXACT = Number.MAX_SAFE_INTEGER;
-
 /** A varint of the time, stack or addr stream (see MAX_EXACT). */
 function varint53(b: Uint8Array, p: number, end: number): number {
   const v = varint(b, p, end);
@@ -133,22 +150,10 @@ export function unzigzag(z: number): number {
   return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
 }
 
-export const RECENT = 64;
-const RING = 1 << 16;
+const RING = ORDINAL_RING;
 const RING_MASK = RING - 1;
-export const CLASSES = 64;
-export const CLASS_DEPTH = 16;
-export const NO_CLASS = 0xff;
+/** The request given for aligned calls: larger than any with a size class. */
 const NO_CLASS_BYTES = Number.MAX_SAFE_INTEGER;
-
-export const OP_FREE = 4;
-export const OP_REALLOC_DONE = 10;
-const EVT_THREAD = 0x10;
-const EVT_STACK = 0x20;
-const EVT_SPLIT = 0x40;
-export const PF_TIMING = 2;
-export const PF_SAMPLING = 4;
-export const PF_FREE_STACKS = 16;
 
 /**
  * Decoder state: the delta state restarts at each block (startBlock), the declarations and
@@ -224,7 +229,9 @@ function forgetOrdinal(s: DecodeState, ordinal: number): void {
 
 /** The size class of a request (as the writer computes it). */
 function classOf(bytes: number): number {
-  return bytes <= 1008 ? Math.floor((bytes + 8 + 15) / 16) : NO_CLASS;
+  return bytes <= CLASS_MAX_BYTES
+    ? Math.floor((bytes + CHUNK_HEADER + (CHUNK_ALIGN - 1)) / CHUNK_ALIGN)
+    : NO_CLASS;
 }
 
 /** The block named by an `old` reference `v`; updates the previous reference and address. */
@@ -276,8 +283,9 @@ function newBlock(s: DecodeState, v: number, classBytes: number, request: number
     ptr = found;
   } else if (v === 2) {
     if (s.bumpAddr === 0) throw new RangeError('reference to the block after none');
-    const chunk = Math.floor((s.bumpBytes + 8 + 15) / 16) * 16;
-    ptr = address(s.bumpAddr + Math.max(32, chunk));
+    const chunk =
+      Math.floor((s.bumpBytes + CHUNK_HEADER + (CHUNK_ALIGN - 1)) / CHUNK_ALIGN) * CHUNK_ALIGN;
+    ptr = address(s.bumpAddr + Math.max(CHUNK_MIN, chunk));
   } else {
     const k = (v - 2) / 4 - 1;
     const found = k < RECENT ? s.recent[(s.recentHead - 1 - k) & (RECENT - 1)]! : 0;
@@ -358,7 +366,7 @@ export function decodeBlockEvents(
   try {
     while (tp < tEnd) {
       const tag = b[tp]!;
-      if ((tag & 0x80) === 0) {
+      if ((tag & TAG_EVENT) === 0) {
         cs.tag.pos = tp;
         cs.time.pos = timeP;
         cs.stack.pos = stP;
@@ -382,7 +390,7 @@ export function decodeBlockEvents(
         continue;
       }
       tp++;
-      const op = tag & 0x0f;
+      const op = tag & EVT_OP_MASK;
       if (op > OP_REALLOC_DONE) throw new RangeError(`unknown operation ${op}`);
       time += unzigzag(varint53(b, timeP, timeEnd)) * unit;
       timeP = rp;

@@ -5,7 +5,7 @@
  * (fzstd up to 2 GiB, and it copies the whole window per block), and a reserved block type or
  * an oversized block. Bytes may arrive split anywhere; the state carries over.
  */
-import { MAX_ZSTD_WINDOW } from './limits.js';
+import { MAX_ZSTD_WINDOW } from './format.generated.js';
 
 const FRAME_MAGIC = 0xfd2fb528;
 const SKIPPABLE_MASK = 0xfffffff0;

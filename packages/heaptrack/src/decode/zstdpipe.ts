@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 
-import { MAX_BLOCK_PAYLOAD, MAX_ZSTD_WINDOW } from './limits.js';
+import { MAX_BLOCK_PAYLOAD, MAX_ZSTD_WINDOW } from './format.generated.js';
 
 /**
  * Decompressed bytes held before zstd's output is paused: more than any block (a read never

@@ -16,6 +16,13 @@ import {
   type ProcessRecord,
   type StackNodeRecord,
 } from '../records.js';
+import {
+  OP_CALLOC,
+  OP_FREE,
+  OP_REALLOC,
+  OP_REALLOC_DONE,
+  OP_REALLOCARRAY,
+} from '../decode/format.generated.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import { LiveTable } from './live.js';
 import { leakVerdict, type LeakCheck, type LeakedBlock, type LeakVerdict } from './leaks.js';
@@ -23,11 +30,6 @@ import { HeapSeries, type SeriesPoint } from './series.js';
 import { MappedMemory, type MappedMemorySummary } from '../vmmap.js';
 
 const OP_CODE = new Map<Op, number>(OPS.map((op, i) => [op, i]));
-const OP_CALLOC = OPS.indexOf('calloc');
-const OP_REALLOC = OPS.indexOf('realloc');
-const OP_REALLOCARRAY = OPS.indexOf('reallocarray');
-const OP_FREE = OPS.indexOf('free');
-const OP_REALLOC_DONE = OPS.indexOf('realloc_done');
 /** The heap series' buckets start 0.1 ms wide (the default time resolution) and widen as needed. */
 export const SERIES_INITIAL_WIDTH_NS = 100_000;
 /** Points of the heap-over-time series unless asked otherwise. */

@@ -1,6 +1,6 @@
 /**
- * The report's pass over a log in C (heaplog_addon.node, native/scan.h): the blocks are read,
- * checked and decompressed here (readLogPayloads) and the declarations decoded here
+ * The report's pass over a log in C (heaplog_addon.node, native/analyze/scan.h): the blocks are
+ * read, checked and decompressed here (readLogPayloads) and the declarations decoded here
  * (decodeRecord), while the events of each block are decoded and replayed into the report's
  * figures by the addon, with no JavaScript per event. ReportBuilder.apply stays the reference:
  * a test runs both passes over the same logs and compares the models.
@@ -10,7 +10,8 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { DecodeState, STREAM_NAMES } from '../decode/engine.js';
+import { DecodeState } from '../decode/engine.js';
+import { STREAM_NAMES } from '../decode/format.generated.js';
 import {
   blockStreams,
   decodeRecord,

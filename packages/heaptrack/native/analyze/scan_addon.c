@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "scan.h"
+#include "analyze/scan.h"
 
 #define CHECK(call)                                                         \
     do {                                                                    \
@@ -26,7 +26,7 @@
     } while (0)
 
 #define TOTALS_SCALARS 11
-#define TOTALS_FIELDS (HH_OPS + TOTALS_SCALARS + 2 * HH_SIZE_BUCKETS)
+#define TOTALS_FIELDS (HH_OP_COUNT + TOTALS_SCALARS + 2 * HH_SIZE_BUCKETS)
 
 static void finalize(napi_env env, void *data, void *hint) {
     (void)env;
@@ -119,22 +119,22 @@ static napi_value run(napi_env env, napi_callback_info info) {
         type != napi_uint8_array ||
         napi_get_typedarray_info(env, argv[1], &type, &posLength, &posData, &ab, &offset) !=
             napi_ok ||
-        type != napi_float64_array || posLength != 2 * HH_STREAMS) {
+        type != napi_float64_array || posLength != 2 * HH_STREAM_COUNT) {
         napi_throw_type_error(env, NULL, "run(payload: Uint8Array, pos: Float64Array(12))");
         return NULL;
     }
     double *p = posData;
-    size_t pos[HH_STREAMS], end[HH_STREAMS];
-    for (int i = 0; i < HH_STREAMS; i++) {
+    size_t pos[HH_STREAM_COUNT], end[HH_STREAM_COUNT];
+    for (int i = 0; i < HH_STREAM_COUNT; i++) {
         pos[i] = (size_t)p[i];
-        end[i] = (size_t)p[HH_STREAMS + i];
+        end[i] = (size_t)p[HH_STREAM_COUNT + i];
         if (pos[i] > end[i] || end[i] > length) {
             napi_throw_range_error(env, NULL, "run: stream bounds outside the payload");
             return NULL;
         }
     }
     int status = hh_scan_run(s, data, pos, end);
-    for (int i = 0; i < HH_STREAMS; i++) p[i] = (double)pos[i];
+    for (int i = 0; i < HH_STREAM_COUNT; i++) p[i] = (double)pos[i];
     return js_number(env, status);
 }
 
@@ -200,7 +200,7 @@ static napi_value result(napi_env env, napi_callback_info info) {
     hh_scan_get_totals(s, &t);
     double totals[TOTALS_FIELDS], *o = totals;
     memcpy(o, t.calls, sizeof t.calls);
-    o += HH_OPS;
+    o += HH_OP_COUNT;
     /* In the order src/report/native.ts reads them. */
     const double scalars[TOTALS_SCALARS] = {t.events,           t.allocated_bytes, t.live_bytes,
                                             t.peak_bytes,       t.peak_time,       t.peak_blocks,
@@ -214,8 +214,8 @@ static napi_value result(napi_env env, napi_callback_info info) {
     if (!set(env, out, "totals", typed_copy(env, napi_float64_array, totals, TOTALS_FIELDS, 8)))
         return NULL;
 
-    CHECK(napi_create_array_with_length(env, HH_OPS, &latency));
-    for (int op = 0; op < HH_OPS; op++) {
+    CHECK(napi_create_array_with_length(env, HH_OP_COUNT, &latency));
+    for (int op = 0; op < HH_OP_COUNT; op++) {
         hh_scan_latency l;
         hh_scan_get_latency(s, op, &l);
         napi_value h = none;

@@ -5,7 +5,7 @@
  * (FORMAT.md, "Addresses"); the report's aggregates (heap series, histograms, sites, live
  * blocks); the replay of one event (the port of ReportBuilder.apply); the block loop.
  */
-#include "scan.h"
+#include "analyze/scan.h"
 
 #include <assert.h>
 #include <math.h>
@@ -16,15 +16,9 @@
 
 #include "probe.h"
 
-/* ---- Tunables and format constants ------------------------------------------------------ */
+/* ---- Tunables (the format's constants are format/heaplog.h's) ---------------------------- */
 
-#define RECENT 64               /* FORMAT.md: the 64 addresses freed last */
-#define CLASSES 64              /* size classes 1..63 (0 unused) */
-#define CLASS_DEPTH 16          /* the 16 addresses of a class freed last */
-#define NO_CLASS 0xffu          /* requests over 1008 bytes and aligned calls */
-#define MAX_THREAD_INDEX 65535u /* FORMAT.md THREAD (src/decode/limits.ts) */
-#define ORDINAL_RING (1u << 16) /* live ordinals kept in a direct-mapped ring, older in a table */
-#define ORDINAL_MASK (ORDINAL_RING - 1)
+#define ORDINAL_MASK (HH_ORDINAL_RING - 1)
 #define TABLE_MIN 1024u
 /* Prefetching (see lookahead): the ring entries of the frees 32-48 events ahead (the lookahead
  * runs in strides of 16), the records of those LOOKAHEAD_NEAR events ahead. */
@@ -33,20 +27,13 @@
 #define LOOKAHEAD_STRIDE 16u
 #define LOOKAHEAD_NEAR 12u
 
-#define EVT_THREAD 0x10
-#define EVT_STACK 0x20
-#define EVT_SPLIT 0x40
-#define PF_TIMING 2u
-#define PF_SAMPLING 4u
-#define PF_FREE_STACKS 16u
-
 #define NONE UINT64_MAX /* "no value" in the tables */
 #define HH_SCAN_LIKELY(x) __builtin_expect(!!(x), 1)
-/* FORMAT.md: values of the time, stack and addr streams and the addresses they code stay below
- * 2^53, where a double (the TypeScript decoder's number) is exact, and addresses are not
+/* HH_MAX_EXACT: values of the time, stack and addr streams and the addresses they code stay
+ * below 2^53, where a double (the TypeScript decoder's number) is exact, and addresses are not
  * negative; others are damage. */
-#define MAX_EXACT 9007199254740991.0
-#define MAX_EXACT_INT 9007199254740991LL
+#define MAX_EXACT ((double)HH_MAX_EXACT)
+#define MAX_EXACT_INT ((int64_t)HH_MAX_EXACT)
 
 /* ---- Open addressing, shared by both tables below ---------------------------------------- */
 
@@ -268,7 +255,7 @@ static uint32_t store_new_rec(block_store *b, uint64_t addr) {
         }
         r = b->rec_count++;
     }
-    b->recs[r] = (block_rec){.addr = addr, .site = NO_SITE, .cls = NO_CLASS};
+    b->recs[r] = (block_rec){.addr = addr, .site = NO_SITE, .cls = HH_NO_CLASS};
     return r;
 }
 
@@ -347,19 +334,19 @@ struct hh_scan {
     uint64_t ordinal;
     block_store blocks;    /* both sides' blocks */
     uint32_t last_touched; /* the record the decoder touched last (see touched_rec) */
-    uint32_t *ring_rec;    /* ordinal -> record + 1 (0: none) for the last ORDINAL_RING ordinals */
-    u64_table old_rec;     /* ordinal -> record for older ones the decoder holds */
-    uint64_t recent[RECENT];
+    uint32_t *ring_rec; /* ordinal -> record + 1 (0: none) for the last HH_ORDINAL_RING ordinals */
+    u64_table old_rec;  /* ordinal -> record for older ones the decoder holds */
+    uint64_t recent[HH_RECENT];
     unsigned recent_head;
-    uint64_t classes[CLASSES * CLASS_DEPTH];
+    uint64_t classes[HH_CLASSES * HH_CLASS_DEPTH];
     uint64_t bump_addr;
     double bump_bytes;
     int64_t prev_ref;
 
     /* The report's aggregates */
-    double calls[HH_OPS];
+    double calls[HH_OP_COUNT];
     double events, last_time;
-    latency_hist *latency[HH_OPS];
+    latency_hist *latency[HH_OP_COUNT];
     size_t live_blocks;   /* blocks the report holds live */
     u64_table site_index; /* stack + 1 -> site index */
     site *sites;
@@ -403,7 +390,7 @@ hh_scan *hh_scan_new(uint32_t points, double width_ns) {
     s->smin = calloc(points, sizeof(double));
     s->smax = calloc(points, sizeof(double));
     s->slast = calloc(points, sizeof(double));
-    s->ring_rec = calloc(ORDINAL_RING, sizeof(uint32_t));
+    s->ring_rec = calloc(HH_ORDINAL_RING, sizeof(uint32_t));
     s->last_touched = NO_REC;
     bool ok = s->present && s->smin && s->smax && s->slast && s->ring_rec;
     ok = ok && table_init(&s->tid_index, 16) && store_init(&s->blocks);
@@ -427,7 +414,7 @@ void hh_scan_free(hh_scan *s) {
     store_free(&s->blocks);
     free(s->ring_rec);
     free(s->old_rec.slots);
-    for (int i = 0; i < HH_OPS; i++) free(s->latency[i]);
+    for (int i = 0; i < HH_OP_COUNT; i++) free(s->latency[i]);
     free(s->site_index.slots);
     free(s->sites);
     free(s->present);
@@ -456,7 +443,7 @@ static bool grow_array(void **array, size_t *cap, size_t need, size_t size) {
 }
 
 int hh_scan_set_thread(hh_scan *s, uint64_t index, double tid) {
-    if (index > MAX_THREAD_INDEX) return -1; /* as the TypeScript decoder: a corrupt index */
+    if (index > HH_MAX_THREAD_INDEX) return -1; /* as the TypeScript decoder: a corrupt index */
     if (index >= s->threads) {
         size_t cap = s->threads, cap2 = s->threads, cap3 = s->threads;
         if (!grow_array((void **)&s->thread_tid, &cap, index, sizeof(double)) ||
@@ -524,20 +511,22 @@ static inline int64_t unzigzag(uint64_t z) {
 
 /* (Conversions truncate: for the non-negative values here that is floor, without a libm call.) */
 static inline unsigned class_of(double bytes) {
-    return bytes >= 0 && bytes <= 1008 ? (unsigned)((bytes + 8 + 15) / 16) : NO_CLASS;
+    return bytes >= 0 && bytes <= HH_CLASS_MAX_BYTES
+               ? (unsigned)((bytes + HH_CHUNK_HEADER + (HH_CHUNK_ALIGN - 1)) / HH_CHUNK_ALIGN)
+               : HH_NO_CLASS;
 }
 
 /* The record of live block `ordinal`, or NO_REC when none. */
 static inline uint32_t rec_of(const hh_scan *s, int64_t ordinal) {
     if (ordinal < 1 || (uint64_t)ordinal > s->ordinal) return NO_REC;
-    if ((uint64_t)ordinal + ORDINAL_RING > s->ordinal)
+    if ((uint64_t)ordinal + HH_ORDINAL_RING > s->ordinal)
         return s->ring_rec[ordinal & ORDINAL_MASK] - 1; /* 0 - 1 = NO_REC */
     uint64_t r = table_get(&s->old_rec, (uint64_t)ordinal);
     return r == NONE ? NO_REC : (uint32_t)r;
 }
 
 static void forget_ordinal(hh_scan *s, uint64_t ordinal) {
-    if (ordinal + ORDINAL_RING > s->ordinal)
+    if (ordinal + HH_ORDINAL_RING > s->ordinal)
         s->ring_rec[ordinal & ORDINAL_MASK] = 0;
     else
         table_delete(&s->old_rec, ordinal);
@@ -547,7 +536,7 @@ static void forget_ordinal(hh_scan *s, uint64_t ordinal) {
  * and joins the free lists. */
 static void end_block(hh_scan *s, uint64_t ptr, uint32_t r) {
     if (r == NO_REC) r = store_find(&s->blocks, ptr);
-    unsigned cls = NO_CLASS;
+    unsigned cls = HH_NO_CLASS;
     if (r != NO_REC) {
         s->last_touched = r;
         block_rec *e = &s->blocks.recs[r];
@@ -559,10 +548,10 @@ static void end_block(hh_scan *s, uint64_t ptr, uint32_t r) {
         }
     }
     s->recent[s->recent_head] = ptr;
-    s->recent_head = (s->recent_head + 1) & (RECENT - 1);
-    if (cls < CLASSES) {
-        uint64_t *c = &s->classes[cls * CLASS_DEPTH];
-        memmove(c + 1, c, (CLASS_DEPTH - 1) * sizeof *c);
+    s->recent_head = (s->recent_head + 1) & (HH_RECENT - 1);
+    if (cls < HH_CLASSES) {
+        uint64_t *c = &s->classes[cls * HH_CLASS_DEPTH];
+        memmove(c + 1, c, (HH_CLASS_DEPTH - 1) * sizeof *c);
         c[0] = ptr;
     }
     /* Allocators hand a freed address out again soon, and the block that gets it looks it up in
@@ -604,47 +593,49 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
     unsigned cls = class_of(class_bytes);
     uint64_t ptr;
     /* Where ptr is in its class list when coded from it (entries before it are checked for a
-     * duplicate); CLASS_DEPTH: not coded from it, so search all of it. */
-    unsigned at = CLASS_DEPTH;
+     * duplicate); HH_CLASS_DEPTH: not coded from it, so search all of it. */
+    unsigned at = HH_CLASS_DEPTH;
     if (v & 1) {
         int64_t a = (int64_t)s->addr + unzigzag((v - 1) >> 1);
         if (a < 0 || a > MAX_EXACT_INT) FAIL("address out of range");
         ptr = (uint64_t)a;
     } else if ((v & 3) == 0) {
         uint64_t k = v / 4;
-        ptr = cls < CLASSES && k < CLASS_DEPTH ? s->classes[cls * CLASS_DEPTH + k] : 0;
+        ptr = cls < HH_CLASSES && k < HH_CLASS_DEPTH ? s->classes[cls * HH_CLASS_DEPTH + k] : 0;
         if (ptr == 0)
             FAIL("reference to unknown free %llu of size class %u", (unsigned long long)k, cls);
         at = (unsigned)k; /* mostly 0: the chunk freed last */
     } else if (v == 2) {
         if (s->bump_addr == 0) FAIL("reference to the block after none");
-        double chunk = floor((s->bump_bytes + 8 + 15) / 16) * 16;
-        double next = (double)s->bump_addr + fmax(32, chunk);
+        double chunk =
+            floor((s->bump_bytes + HH_CHUNK_HEADER + (HH_CHUNK_ALIGN - 1)) / HH_CHUNK_ALIGN) *
+            HH_CHUNK_ALIGN;
+        double next = (double)s->bump_addr + fmax(HH_CHUNK_MIN, chunk);
         if (!(next >= 0 && next <= MAX_EXACT)) FAIL("address out of range");
         ptr = (uint64_t)next;
     } else {
         uint64_t k = (v - 2) / 4 - 1;
-        ptr = k < RECENT ? s->recent[(s->recent_head - 1 - k) & (RECENT - 1)] : 0;
+        ptr = k < HH_RECENT ? s->recent[(s->recent_head - 1 - k) & (HH_RECENT - 1)] : 0;
         if (ptr == 0) FAIL("reference to unknown recent free %llu", (unsigned long long)k);
     }
     if (ptr != 0) {
-        if (cls < CLASSES) {
+        if (cls < HH_CLASSES) {
             /* The address leaves its class list: its first entry there (the coded one, unless an
              * earlier entry holds the same address too). */
-            uint64_t *c = &s->classes[cls * CLASS_DEPTH];
+            uint64_t *c = &s->classes[cls * HH_CLASS_DEPTH];
             unsigned i = 0;
             while (i < at && c[i] != ptr) i++;
-            if (i < CLASS_DEPTH) {
-                memmove(c + i, c + i + 1, (CLASS_DEPTH - 1 - i) * sizeof *c);
-                c[CLASS_DEPTH - 1] = 0;
+            if (i < HH_CLASS_DEPTH) {
+                memmove(c + i, c + i + 1, (HH_CLASS_DEPTH - 1 - i) * sizeof *c);
+                c[HH_CLASS_DEPTH - 1] = 0;
             }
         }
         uint64_t ordinal = ++s->ordinal;
-        /* The ring slot of the new ordinal held the one ORDINAL_RING before: keep it if live. */
+        /* The ring slot of the new ordinal held the one HH_ORDINAL_RING before: keep it if live. */
         uint64_t slot = ordinal & ORDINAL_MASK;
         uint32_t evicted = s->ring_rec[slot];
         bool ok = true;
-        if (evicted != 0) table_set(&s->old_rec, ordinal - ORDINAL_RING, evicted - 1, &ok);
+        if (evicted != 0) table_set(&s->old_rec, ordinal - HH_ORDINAL_RING, evicted - 1, &ok);
         uint32_t r = ok ? store_insert(&s->blocks, ptr) : NO_REC;
         if (r == NO_REC) {
             s->out_of_memory = true;
@@ -966,7 +957,7 @@ static inline const char *varint_exact(const uint8_t *b, size_t *p, size_t end, 
     size_t i = *p;
     uint64_t result = 0;
     bool overflow = false; /* bits past the 64th: far out of range */
-    for (unsigned shift = 0; shift < 70; shift += 7) {
+    for (unsigned shift = 0; shift < 7 * HH_MAX_VARINT_BYTES; shift += 7) {
         if (i >= end) return "record runs past the end of its block";
         uint8_t byte = b[i++];
         uint64_t x = byte & 0x7f;
@@ -994,7 +985,7 @@ static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, do
     }
     size_t i = *p;
     double result = 0, mul = 1;
-    for (int k = 0; k < 10; k++) {
+    for (int k = 0; k < HH_MAX_VARINT_BYTES; k++) {
         if (i >= end) return "record runs past the end of its block";
         uint8_t x = b[i++];
         double term = (double)(x & 0x7f) * mul; /* two roundings, as in JavaScript (no FMA) */
@@ -1035,7 +1026,7 @@ static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, do
  * changes nothing but the cache: it stops at anything unusual (a record that is not an event,
  * damage), and the events' own decoding checks everything as before.
  */
-static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH_STREAMS]) {
+static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH_STREAM_COUNT]) {
     uint64_t n = s->la_events, goal = s->block_events + LOOKAHEAD_FAR;
     if (n + LOOKAHEAD_STRIDE <= goal && !s->la_stopped) {
         size_t t = s->la_tag, a = s->la_addr;
@@ -1043,8 +1034,8 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
         const size_t tag_end = end[HH_STREAM_TAG], addr_end = end[HH_STREAM_ADDR];
         do {
             uint8_t tag = t < tag_end ? buf[t] : 0;
-            int op = tag & 0x0f;
-            if ((tag & 0x80) == 0 || op > HH_OP_REALLOC_DONE) {
+            int op = tag & HH_EVT_OP_MASK;
+            if ((tag & HH_TAG_EVENT) == 0 || op > HH_OP_REALLOC_DONE) {
                 s->la_stopped = true;
                 break;
             }
@@ -1079,15 +1070,15 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
     uint64_t near = s->block_events + LOOKAHEAD_NEAR;
     if (near < n) {
         uint64_t ordinal = s->la_ordinal[near & (LOOKAHEAD - 1)];
-        if (ordinal != 0 && ordinal + ORDINAL_RING > s->ordinal && ordinal <= s->ordinal) {
+        if (ordinal != 0 && ordinal + HH_ORDINAL_RING > s->ordinal && ordinal <= s->ordinal) {
             uint32_t r = s->ring_rec[ordinal & ORDINAL_MASK];
             if (r != 0 && r - 1 < s->blocks.rec_count) __builtin_prefetch(&s->blocks.recs[r - 1]);
         }
     }
 }
 
-int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
-                const size_t end[HH_STREAMS]) {
+int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
+                const size_t end[HH_STREAM_COUNT]) {
     s->error[0] = '\0';
     if (s->la_tag == SIZE_MAX || s->la_tag < pos[HH_STREAM_TAG]) {
         /* (Re)start the lookahead where the events are: a block's start, or after a record. */
@@ -1100,9 +1091,9 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
     while (pos[HH_STREAM_TAG] < end[HH_STREAM_TAG]) {
         lookahead(s, buf, end);
         uint8_t tag = buf[pos[HH_STREAM_TAG]];
-        if ((tag & 0x80) == 0) return HH_SCAN_RECORD;
+        if ((tag & HH_TAG_EVENT) == 0) return HH_SCAN_RECORD;
         pos[HH_STREAM_TAG]++;
-        int op = tag & 0x0f;
+        int op = tag & HH_EVT_OP_MASK;
         if (op > HH_OP_REALLOC_DONE) {
             snprintf(s->error, sizeof s->error, "unknown operation %d", op);
             return HH_SCAN_ERROR;
@@ -1110,7 +1101,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
         uint64_t v, w;
         READ(HH_STREAM_TIME, v);
         s->time += (double)unzigzag(v) * s->unit;
-        if (tag & EVT_THREAD) {
+        if (tag & HH_EVT_THREAD) {
             READ(HH_STREAM_STACK, s->thread);
             s->thread_checked = false;
         }
@@ -1125,9 +1116,9 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
             s->thread_checked = true;
         }
         bool carries_stack =
-            op != HH_OP_REALLOC_DONE && (op != HH_OP_FREE || (s->flags & PF_FREE_STACKS) != 0);
+            op != HH_OP_REALLOC_DONE && (op != HH_OP_FREE || (s->flags & HH_PF_FREE_STACKS) != 0);
         double stack = carries_stack ? s->thread_stack[thread] : 0;
-        if (tag & EVT_STACK) {
+        if (tag & HH_EVT_STACK) {
             READ(HH_STREAM_STACK, v);
             stack = (double)v;
         }
@@ -1186,11 +1177,11 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
         }
         double duration = NAN, weight = NAN;
         if (op != HH_OP_REALLOC_DONE) {
-            if (s->flags & PF_TIMING) READ_NUM(duration);
-            if ((s->flags & PF_SAMPLING) && op != HH_OP_FREE) READ_NUM(weight);
+            if (s->flags & HH_PF_TIMING) READ_NUM(duration);
+            if ((s->flags & HH_PF_SAMPLING) && op != HH_OP_FREE) READ_NUM(weight);
         }
         if (!replay(s, op, s->time, s->thread_state[thread], stack, (double)ptr, (double)old_ptr,
-                    size, count, duration, weight, (tag & EVT_SPLIT) != 0)) {
+                    size, count, duration, weight, (tag & HH_EVT_SPLIT) != 0)) {
             s->out_of_memory = true;
             snprintf(s->error, sizeof s->error, "out of memory");
             return HH_SCAN_NO_MEMORY;
@@ -1230,7 +1221,7 @@ void hh_scan_get_totals(const hh_scan *s, hh_scan_totals *o) {
 }
 
 void hh_scan_get_latency(const hh_scan *s, int op, hh_scan_latency *o) {
-    const latency_hist *h = op >= 0 && op < HH_OPS ? s->latency[op] : NULL;
+    const latency_hist *h = op >= 0 && op < HH_OP_COUNT ? s->latency[op] : NULL;
     *o = h == NULL ? (hh_scan_latency){0}
                    : (hh_scan_latency){
                          .counts = h->counts, .count = h->count, .max = h->max, .sum = h->sum};

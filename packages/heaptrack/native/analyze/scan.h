@@ -18,18 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct hh_scan hh_scan;
+#include "format/heaplog.h" /* the streams (enum hh_stream) and operations (enum hh_op) */
 
-/* The streams of a block, in FORMAT.md's order. */
-enum {
-    HH_STREAM_TAG,
-    HH_STREAM_TIME,
-    HH_STREAM_STACK,
-    HH_STREAM_NUM,
-    HH_STREAM_ADDR,
-    HH_STREAM_DECL,
-    HH_STREAMS
-};
+typedef struct hh_scan hh_scan;
 
 /* hh_scan_run's results. */
 enum {
@@ -38,22 +29,6 @@ enum {
         1,             /* the next record is not an event: the caller decodes it, then runs again */
     HH_SCAN_ERROR = 2, /* the block is damaged here: hh_scan_error() says how */
     HH_SCAN_NO_MEMORY = 3,
-};
-
-/* Operation codes (the index of the function in src/records.ts's OPS). */
-enum {
-    HH_OP_MALLOC,
-    HH_OP_CALLOC,
-    HH_OP_REALLOC,
-    HH_OP_REALLOCARRAY,
-    HH_OP_FREE,
-    HH_OP_POSIX_MEMALIGN,
-    HH_OP_MEMALIGN,
-    HH_OP_ALIGNED_ALLOC,
-    HH_OP_VALLOC,
-    HH_OP_PVALLOC,
-    HH_OP_REALLOC_DONE,
-    HH_OPS
 };
 
 #define HH_SIZE_BUCKETS 65 /* bucket 0: size 0; bucket k: [2^(k-1), 2^k) */
@@ -76,8 +51,8 @@ void hh_scan_start_block(hh_scan *s);
  * the end of the tag stream or the first record that is not an event; pos[] is left after the
  * last event taken. On HH_SCAN_ERROR the events before the damage have been replayed.
  */
-int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAMS],
-                const size_t end[HH_STREAMS]);
+int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
+                const size_t end[HH_STREAM_COUNT]);
 const char *hh_scan_error(const hh_scan *s);
 /* Events replayed in the current block (realloc_done included), and in the whole log. */
 uint64_t hh_scan_block_events(const hh_scan *s);
@@ -88,7 +63,7 @@ int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *sta
 
 /* The aggregates, read when the log is done. */
 typedef struct hh_scan_totals {
-    double calls[HH_OPS];
+    double calls[HH_OP_COUNT];
     double events; /* realloc_done not counted */
     double allocated_bytes, live_bytes, peak_bytes, peak_time;
     double peak_blocks, peak_blocks_time, last_time; /* live blocks: hh_scan_live_count */

@@ -1,0 +1,231 @@
+#!/usr/bin/env node
+/**
+ * Writes src/decode/format.generated.ts from native/format/heaplog.h, the single source of the
+ * heaplog format, so that the TypeScript decoder cannot build against other constants than the
+ * C encoder's. Run by `npm run build` before tsc.
+ *
+ *   node scripts/gen-format.mjs            writes the file (only when its text changes)
+ *   node scripts/gen-format.mjs --stdout   prints it instead (test/format.test.ts)
+ *
+ * It reads only the forms heaplog.h's opening comment lists and fails on any other line, so a
+ * definition it cannot read stops the build instead of going missing:
+ *   #define HH_NAME <value>   an integer expression of literals and earlier HH_ names, a "string"
+ *                             or a 'c' character
+ *   enum [hh_name] { HH_NAME = <value>, ... };
+ * plus comments, the include guard, #include lines, typedef structs and _Static_assert (C only).
+ * Each HH_NAME becomes `export const NAME`; the comment above a definition or after it on its
+ * line becomes its doc comment; a named enum whose members are 0, 1, 2, ... also gives
+ * `<NAME>_NAMES`, its members' names in lower case without their common prefix.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const packageDir = join(dirname(fileURLToPath(import.meta.url)), '..');
+const HEADER = 'native/format/heaplog.h';
+const OUTPUT = 'src/decode/format.generated.ts';
+
+/** Evaluates an integer expression of the header (BigInt, so << and / are C's on these values). */
+function evaluate(expr, values, where) {
+  const js = expr.replace(/0[xX][0-9a-fA-F]+[uUlL]*|\d+[uUlL]*|HH_\w+|[^\s]/g, (token) => {
+    if (/^\d|^0[xX]/.test(token)) return `${BigInt(token.replace(/[uUlL]+$/, ''))}n`;
+    if (token.startsWith('HH_')) {
+      const v = values.get(token);
+      if (typeof v !== 'bigint')
+        throw new Error(`${where}: ${token} is not an integer defined above`);
+      return `(${v}n)`;
+    }
+    if ('+-*/<>|&~()'.includes(token)) return token;
+    throw new Error(`${where}: '${token}' is not part of an integer expression`);
+  });
+  return new Function(`return (${js});`)();
+}
+
+/** A value of a #define or an enum member: bigint, or string for "..." and '.' */
+function parseValue(text, values, where) {
+  const t = text.trim();
+  if (/^"[^"\\]*"$/.test(t)) return t.slice(1, -1);
+  if (/^'[^'\\]'$/.test(t)) return t.slice(1, -1);
+  return evaluate(t, values, where);
+}
+
+function splitComment(line) {
+  const m = /^(.*?)\s*\/\*(.*?)\*\/\s*$/.exec(line);
+  return m ? { code: m[1], comment: m[2].trim() } : { code: line, comment: undefined };
+}
+
+/** Parses heaplog.h into definitions in header order. */
+export function parseHeader(text) {
+  const lines = text.split('\n');
+  const values = new Map();
+  const defs = []; // { name, value, expr, doc }
+  const enums = []; // { name, members: [name...] }
+  let doc; // the comment just above the current line
+  const add = (name, valueText, comment, where) => {
+    if (!/^HH_[A-Z0-9_]+$/.test(name)) throw new Error(`${where}: ${name} is not an HH_ name`);
+    if (values.has(name)) throw new Error(`${where}: ${name} defined twice`);
+    const value = parseValue(valueText, values, where);
+    if (typeof value === 'bigint' && (value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER)))
+      throw new Error(`${where}: ${name} = ${value} is not exact as a JavaScript number`);
+    values.set(name, value);
+    const docs = [doc, comment].filter((d) => d !== undefined);
+    defs.push({ name, value, expr: valueText.trim(), doc: docs.join('\n') });
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const where = `${HEADER}:${i + 1}`;
+    const line = lines[i];
+    const trimmed = line.trim();
+    if (trimmed === '') {
+      doc = undefined;
+      continue;
+    }
+    if (trimmed.startsWith('/*')) {
+      const body = [];
+      for (let j = i; ; j++) {
+        if (j >= lines.length) throw new Error(`${where}: unterminated comment`);
+        body.push(lines[j]);
+        if (lines[j].includes('*/')) {
+          i = j;
+          break;
+        }
+      }
+      const after = body
+        .at(-1)
+        .slice(body.at(-1).indexOf('*/') + 2)
+        .trim();
+      if (after !== '') throw new Error(`${where}: code after a comment`);
+      const text = body
+        .join('\n')
+        .replace(/^\s*\/\*+|\*\/\s*$/g, '')
+        .split('\n')
+        .map((l) => l.replace(/^\s*\* ?/, '').trimEnd())
+        .join('\n')
+        .trim();
+      // A banner (---- title ----) documents a section, not the definition below it.
+      doc = /^-+ .* -+$/.test(text) ? undefined : doc ? `${doc}\n${text}` : text;
+      continue;
+    }
+    if (/^#(ifndef|endif)\b|^#define HH_HEAPLOG_H$|^#include </.test(trimmed)) continue;
+    const define = /^#define (HH_\w+) (.+)$/.exec(splitComment(trimmed).code);
+    if (define) {
+      add(define[1], define[2], splitComment(trimmed).comment, where);
+      doc = undefined;
+      continue;
+    }
+    const open = /^enum (?:(hh_\w+) )?\{(.*)$/.exec(trimmed);
+    if (open) {
+      // Members up to the closing "};", one or several to a line.
+      let body = open[2];
+      const comments = new Map(); // member -> its trailing comment
+      let j = i;
+      while (!body.includes('}')) {
+        j++;
+        if (j >= lines.length) throw new Error(`${where}: unterminated enum`);
+        const { code, comment } = splitComment(lines[j]);
+        const member = /^\s*(HH_\w+)/.exec(code);
+        if (member && comment) comments.set(member[1], comment);
+        body += `\n${code}`;
+      }
+      if (!/\}\s*;\s*$/.test(body)) throw new Error(`${where}: enum does not end with "};"`);
+      const enumDoc = doc;
+      const members = [];
+      for (const item of body.slice(0, body.indexOf('}')).split(',')) {
+        if (item.trim() === '') continue;
+        const m = /^\s*(HH_\w+)\s*=\s*([^]+?)\s*$/.exec(item);
+        if (!m) throw new Error(`${where}: enum member without a value: ${item.trim()}`);
+        doc = undefined;
+        add(m[1], m[2], comments.get(m[1]), `${HEADER}:${i + 1}`);
+        members.push(m[1]);
+      }
+      // The enum's own comment introduces its members (a line comment before the first).
+      if (enumDoc !== undefined && members.length > 0)
+        defs[defs.length - members.length].section = enumDoc;
+      if (open[1]) enums.push({ name: open[1], members });
+      i = j;
+      doc = undefined;
+      continue;
+    }
+    if (/^typedef struct \w+ \{$/.test(trimmed)) {
+      while (!/^\}.*;$/.test(lines[i].trim()))
+        if (++i >= lines.length) throw new Error(`${where}: unterminated struct`);
+      doc = undefined;
+      continue;
+    }
+    if (trimmed.startsWith('_Static_assert(')) {
+      while (!lines[i].trim().endsWith(');'))
+        if (++i >= lines.length) throw new Error(`${where}: unterminated _Static_assert`);
+      doc = undefined;
+      continue;
+    }
+    throw new Error(
+      `${where}: cannot read this line (see the forms scripts/gen-format.mjs reads): ${trimmed}`,
+    );
+  }
+  return { defs, enums, values };
+}
+
+function docComment(doc) {
+  if (!doc) return '';
+  const lines = doc.split('\n');
+  if (lines.length === 1 && lines[0].length <= 92) return `/** ${lines[0]} */\n`;
+  return `/**\n${lines.map((l) => (l ? ` * ${l}` : ' *')).join('\n')}\n */\n`;
+}
+
+function literal(def) {
+  if (typeof def.value === 'string') return `'${def.value}'`;
+  const hex = /^0[xX]([0-9a-fA-F]+)[uUlL]*$/.exec(def.expr);
+  return hex ? `0x${hex[1].toLowerCase()}` : `${def.value}`;
+}
+
+/** The text of format.generated.ts for the header's text. */
+export function generate(text) {
+  const { defs, enums, values } = parseHeader(text);
+  let out =
+    `// Generated by scripts/gen-format.mjs from ${HEADER}, the single source of the\n` +
+    `// heaplog format, when the package builds. Do not edit: change the header and build.\n`;
+  for (const def of defs) {
+    let doc = def.doc;
+    if (typeof def.value === 'bigint' && !/^(0[xX][0-9a-fA-F]+|\d+)[uUlL]*$/.test(def.expr))
+      doc = `${doc ? `${doc}\n` : ''}C: ${def.expr}`;
+    const section = def.section
+      ? def.section.replace(/^/gm, '// ').replace(/ +$/gm, '') + '\n'
+      : '';
+    out += `\n${section}${docComment(doc)}export const ${def.name.slice(3)} = ${literal(def)};\n`;
+  }
+  for (const { name, members } of enums) {
+    if (!members.every((m, k) => values.get(m) === BigInt(k))) continue;
+    let prefix = members.reduce((p, m) => {
+      while (!m.startsWith(p)) p = p.slice(0, -1);
+      return p;
+    });
+    prefix = prefix.slice(0, prefix.lastIndexOf('_') + 1);
+    const names = members.map((m) => `  '${m.slice(prefix.length).toLowerCase()}',\n`).join('');
+    const constName = `${name.slice(3).toUpperCase()}_NAMES`;
+    out += `\n/** The members of enum ${name}, by value: ${prefix}* in lower case. */\n`;
+    out += `export const ${constName} = [\n${names}] as const;\n`;
+  }
+  return out;
+}
+
+const isMain = process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1];
+if (isMain) {
+  let text;
+  try {
+    text = generate(readFileSync(join(packageDir, HEADER), 'utf8'));
+  } catch (error) {
+    console.error(`gen-format: ${error.message}`);
+    process.exit(1);
+  }
+  if (process.argv.includes('--stdout')) {
+    process.stdout.write(text);
+  } else {
+    const path = join(packageDir, OUTPUT);
+    let old;
+    try {
+      old = readFileSync(path, 'utf8');
+    } catch {
+      old = undefined;
+    }
+    if (old !== text) writeFileSync(path, text);
+  }
+}
