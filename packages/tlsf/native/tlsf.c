@@ -86,6 +86,17 @@ _Static_assert((HEAD_SIZE_MASK & HEAD_ALIGN_MASK) == 0, "head fields overlap");
 _Static_assert((HEAD_ALIGN_MASK & HEAD_OWNER_MASK) == 0, "head fields overlap");
 _Static_assert((HEAD_OWNER_MASK & HEAD_TAG_MASK) == 0, "head fields overlap");
 
+/* TLSF_HEAD_KEY (default 1): the top 12 bits of a head (owner id, tag) are stored XORed with
+ * the top 12 bits of the block's address times an odd constant (block_key), so that one
+ * multiply and one xor give both the owner id and a tag that is zero when it matches: a
+ * check that reads the head's owner (the backend's free) then tests the tag for nothing.
+ * With 0 the owner id is stored as is and only the tag is the address's hash (the backend
+ * built without its check on every free). */
+#ifndef TLSF_HEAD_KEY
+#define TLSF_HEAD_KEY 1
+#endif
+#define HEAD_KEY_MASK (TLSF_HEAD_KEY ? (HEAD_OWNER_MASK | HEAD_TAG_MASK) : HEAD_TAG_MASK)
+
 /* Overhead of a used block: its head. */
 #define BLOCK_OVERHEAD sizeof(size_t)
 /* Payload offset from the block_t pointer. */
@@ -148,8 +159,19 @@ static inline size_t align_up(size_t x, size_t align) {
 /*
  * Block helpers.
  */
+/* The block's address times a 64-bit odd constant; its top bits hash every address bit
+ * (blocks are 16-byte aligned: bits 52..63 of the product are bits 48..59 of (address / 16) *
+ * constant). The key XORed over a head's top bits (HEAD_KEY_MASK) and its tag (the top 4). */
+#define BLOCK_KEY_MUL 0x9E3779B97F4A7C15ull
+static inline size_t block_key(const block_t *b) {
+    return ((uintptr_t)b * BLOCK_KEY_MUL) & HEAD_KEY_MASK;
+}
 static inline size_t block_tag(const block_t *b) {
-    return (((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull) & HEAD_TAG_MASK;
+    return ((uintptr_t)b * BLOCK_KEY_MUL) & HEAD_TAG_MASK;
+}
+/* The owner id bits of a head read at b (still shifted). */
+static inline size_t head_owner_bits(const block_t *b, size_t head) {
+    return (head ^ block_key(b)) & HEAD_OWNER_MASK;
 }
 static inline size_t block_size(const block_t *b) {
     return b->head & HEAD_SIZE_MASK;
@@ -183,7 +205,7 @@ static inline void block_set_align_log(block_t *b, unsigned log2) {
 }
 /* Writes a fresh head: size, flags, the allocator's owner id and the address tag. */
 static inline void block_init(const tlsf_t *t, block_t *b, size_t size, size_t flags) {
-    b->head = size | flags | t->owner_bits | block_tag(b);
+    b->head = size | flags | (t->owner_bits ^ block_key(b));
 }
 
 static inline block_t *block_from_ptr(const void *ptr) {
@@ -640,7 +662,8 @@ size_t tlsf_block_size(const void *ptr) {
 }
 
 unsigned tlsf_block_owner(const void *ptr) {
-    return (unsigned)((block_from_ptr(ptr)->head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+    const block_t *b = block_from_ptr(ptr);
+    return (unsigned)(head_owner_bits(b, b->head) >> HEAD_OWNER_SHIFT);
 }
 
 size_t tlsf_block_align(const void *ptr) {
@@ -713,7 +736,7 @@ static inline int block_used_sane(const block_t *b, size_t head, uintptr_t area_
     if (size < BLOCK_SIZE_MIN || size > area_hi - (uintptr_t)b - 2 * sizeof(size_t)) return 0;
     const block_t *next = block_at(b, size);
     const size_t nhead = next->head;
-    return !(((nhead ^ block_tag(next)) & HEAD_TAG_MASK) | ((nhead ^ head) & HEAD_OWNER_MASK) |
+    return !(((nhead ^ block_key(next) ^ head ^ block_key(b)) & (HEAD_TAG_MASK | HEAD_OWNER_MASK)) |
              (nhead & (HEAD_PREV_FREE | HEAD_FIRST)));
 }
 
@@ -766,7 +789,7 @@ static int head_plausible(const tlsf_t *t, const tlsf_pool *pool, const block_t 
     if (at < lo || at > end || (at & (ALIGN_SIZE - 1))) return 0;
     const size_t head = b->head;
     if ((head & HEAD_TAG_MASK) != block_tag(b)) return 0;
-    if ((head & HEAD_OWNER_MASK) != t->owner_bits) return 0;
+    if (head_owner_bits(b, head) != t->owner_bits) return 0;
     if ((head & HEAD_CLEAN) && !(head & HEAD_FREE)) return 0;
     const size_t size = head & HEAD_SIZE_MASK;
     if (at == end) return size == 0 && !(head & HEAD_FREE);
