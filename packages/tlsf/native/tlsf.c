@@ -86,16 +86,20 @@ _Static_assert((HEAD_SIZE_MASK & HEAD_ALIGN_MASK) == 0, "head fields overlap");
 _Static_assert((HEAD_ALIGN_MASK & HEAD_OWNER_MASK) == 0, "head fields overlap");
 _Static_assert((HEAD_OWNER_MASK & HEAD_TAG_MASK) == 0, "head fields overlap");
 
-/* TLSF_HEAD_KEY (default 1): the top 12 bits of a head (owner id, tag) are stored XORed with
- * the top 12 bits of the block's address times an odd constant (block_key), so that one
- * multiply and one xor give both the owner id and a tag that is zero when it matches: a
- * check that reads the head's owner (the backend's free) then tests the tag for nothing.
- * With 0 the owner id is stored as is and only the tag is the address's hash (the backend
- * built without its check on every free). */
+/* The top 12 bits of a head: its owner id (8 bits) and a 4-bit tag.
+ * TLSF_HEAD_KEY 0 (default): the owner id as is, the tag a hash of the block's address.
+ * TLSF_HEAD_KEY 1 (the backend with its check on every free): the owner id and a zero tag,
+ * XORed with tlsf_head_key, 12 bits the program sets once before any heap is created (the
+ * backend draws them at random, the tag never 0). One xor then gives the owner id and a tag
+ * that is zero when it matches (a check that reads the owner tests the tag for nothing), and
+ * a used block's successor must have the very same top 12 bits (one xor more). */
 #ifndef TLSF_HEAD_KEY
-#define TLSF_HEAD_KEY 1
+#define TLSF_HEAD_KEY 0
 #endif
-#define HEAD_KEY_MASK (TLSF_HEAD_KEY ? (HEAD_OWNER_MASK | HEAD_TAG_MASK) : HEAD_TAG_MASK)
+#define HEAD_KEY_MASK (HEAD_OWNER_MASK | HEAD_TAG_MASK)
+#if TLSF_HEAD_KEY
+static size_t tlsf_head_key = (size_t)0x5a5 << HEAD_OWNER_SHIFT;
+#endif
 
 /* Overhead of a used block: its head. */
 #define BLOCK_OVERHEAD sizeof(size_t)
@@ -159,15 +163,19 @@ static inline size_t align_up(size_t x, size_t align) {
 /*
  * Block helpers.
  */
-/* The block's address times a 64-bit odd constant; its top bits hash every address bit
- * (blocks are 16-byte aligned: bits 52..63 of the product are bits 48..59 of (address / 16) *
- * constant). The key XORed over a head's top bits (HEAD_KEY_MASK) and its tag (the top 4). */
-#define BLOCK_KEY_MUL 0x9E3779B97F4A7C15ull
+/* What is XORed over the top 12 bits of the head at b (HEAD_KEY_MASK), and its tag part:
+ * tlsf_head_key, or the top 4 bits of the address times an odd constant (blocks are 16-byte
+ * aligned: bits 56..59 of (address / 16) * constant, which every address bit mixes into). */
 static inline size_t block_key(const block_t *b) {
-    return ((uintptr_t)b * BLOCK_KEY_MUL) & HEAD_KEY_MASK;
+#if TLSF_HEAD_KEY
+    (void)b;
+    return tlsf_head_key;
+#else
+    return ((uintptr_t)b * 0x9E3779B97F4A7C15ull) & HEAD_TAG_MASK;
+#endif
 }
 static inline size_t block_tag(const block_t *b) {
-    return ((uintptr_t)b * BLOCK_KEY_MUL) & HEAD_TAG_MASK;
+    return block_key(b) & HEAD_TAG_MASK;
 }
 /* The owner id bits of a head read at b (still shifted). */
 static inline size_t head_owner_bits(const block_t *b, size_t head) {
@@ -736,7 +744,7 @@ static inline int block_used_sane(const block_t *b, size_t head, uintptr_t area_
     if (size < BLOCK_SIZE_MIN || size > area_hi - (uintptr_t)b - 2 * sizeof(size_t)) return 0;
     const block_t *next = block_at(b, size);
     const size_t nhead = next->head;
-    return !(((nhead ^ block_key(next) ^ head ^ block_key(b)) & (HEAD_TAG_MASK | HEAD_OWNER_MASK)) |
+    return !(((nhead ^ block_key(next) ^ head ^ block_key(b)) & HEAD_KEY_MASK) |
              (nhead & (HEAD_PREV_FREE | HEAD_FIRST)));
 }
 

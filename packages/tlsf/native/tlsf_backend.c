@@ -39,6 +39,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 
 #include "heaphook/backend.h"
@@ -50,7 +51,7 @@
 #ifndef TLSF_FREE_CHECK
 #define TLSF_FREE_CHECK 1
 #endif
-/* Heads keyed by their address (tlsf.c): what makes the check's tag test free. */
+/* Heads keyed by a per-process key (tlsf.c): what makes the check's tag test free. */
 #define TLSF_HEAD_KEY TLSF_FREE_CHECK
 /* The TLSF core is compiled into this file so that its O(1) paths inline into the hooks. */
 #include "tlsf.c"
@@ -405,8 +406,12 @@ static inline void check_prev(const void *ptr) {
 #if TLSF_FREE_CHECK
     const block_t *b = block_from_ptr(ptr);
     if (LIKELY(!(b->head & HEAD_PREV_FREE))) return;
-    uintptr_t lo, hi;
-    if (!areas_find((uintptr_t)ptr, &lo, &hi)) misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
+    /* The area's start: the thread's last area's when it holds ptr, else looked up. */
+    const thread_heap *h = t_heap;
+    const area_cache *a = h ? &h->area : &t_area;
+    uintptr_t lo = a->from - FIRST_PAYLOAD, hi;
+    if ((uintptr_t)ptr - a->from >= a->span && !areas_find((uintptr_t)ptr, &lo, &hi))
+        misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
     if (UNLIKELY(!block_prev_sane(b, lo))) misuse(ptr, "free", TLSF_ERR_PREV_HEADER, ptr);
 #else
     (void)ptr;
@@ -707,39 +712,52 @@ static void tlsf_backend_dealloc(void *ptr) {
     if (LIKELY(h != NULL)) {
         block_t *b = block_from_ptr(ptr);
         const size_t head = b->head;
+        void **p = (void **)ptr;
 #if TLSF_FREE_CHECK
         if (UNLIKELY(rotr4((uintptr_t)ptr - h->area.from) >= h->area.fast)) goto checked;
-        /* The head with its address's key taken off: the owner id in bits 52..59 and, when
-         * the tag is the address's, zero above (else the owner test below fails). */
-        const size_t x = head ^ ((uintptr_t)b * BLOCK_KEY_MUL);
-        const unsigned owner = (unsigned)(x >> HEAD_OWNER_SHIFT);
+        /* The owner id read with the key taken off (tlsf.c): larger than any heap's id (the
+         * owner test below fails) unless the tag matches. */
+        const unsigned owner = (unsigned)((head ^ tlsf_head_key) >> HEAD_OWNER_SHIFT);
+        if (LIKELY(!(head & CACHE_NOT_CACHED) &&
+                   owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed))) {
+            /* CACHE_NOT_CACHED passed: the size is below 1 KiB, the successor's head inside
+             * the area. Its tag and owner: the very same top 12 bits as ours (its flags are
+             * left to the full check: they add 2 bits to the 12 a damaged head must match by
+             * chance). */
+            const size_t size = head & (CACHE_CLASSES * 16 - ALIGN_SIZE);
+            const size_t nhead = block_at(b, size)->head;
+            if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
+            const unsigned cls = (unsigned)(size >> 4);
+            if (LIKELY(h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
+                p[0] = h->cache_head[cls];
+                p[1] = (void *)cache_key;
+                h->cache_head[cls] = p;
+                h->cache_count[cls]++;
+                return;
+            }
+            /* Checked but not cached (its class is full, or it may be cached already: the
+             * cache's own double-free test follows); a size of 0 or 16 (classes 0 and 1, kept
+             * full) is no block. */
+            if (LIKELY(cls >= CACHE_CLASS_MIN)) {
+                heap_dealloc(h, ptr);
+                return;
+            }
+        }
+    checked:
+        heap_dealloc_checked(h, ptr);
+        return;
 #else
-        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
-#endif
-        void **p = (void **)ptr;
         const unsigned cls = (unsigned)((head & HEAD_SIZE_MASK) >> 4);
+        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         if (LIKELY(!(head & CACHE_NOT_CACHED) &&
                    owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
                    h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
-#if TLSF_FREE_CHECK
-            /* CACHE_NOT_CACHED passed: the size is below 1 KiB */
-            const block_t *next = block_at(b, head & (CACHE_CLASSES * 16 - ALIGN_SIZE));
-            const size_t nhead = next->head;
-            /* its tag and owner against ours (x's top bits are our owner id) */
-            if (UNLIKELY(((nhead ^ ((uintptr_t)next * BLOCK_KEY_MUL) ^ x) >> HEAD_OWNER_SHIFT) |
-                         (nhead & (HEAD_PREV_FREE | HEAD_FIRST))))
-                goto checked;
-#endif
             p[0] = h->cache_head[cls];
             p[1] = (void *)cache_key;
             h->cache_head[cls] = p;
             h->cache_count[cls]++;
             return;
         }
-#if TLSF_FREE_CHECK
-    checked:
-        heap_dealloc_checked(h, ptr);
-        return;
 #endif
     }
     heap_dealloc(h, ptr);
@@ -1007,6 +1025,16 @@ static int tlsf_backend_init(void) {
     cfg.release = heaphook_env_bool("HEAPHOOK_TLSF_RELEASE", NULL, true) && !cfg.prefault &&
                   !cfg.mlock && !cfg.check;
     cache_key = ((uintptr_t)&cache_key * 0x9E3779B97F4A7C15ull) | 1;
+#if TLSF_HEAD_KEY
+    /* The heads' key (tlsf.c): 12 bits from the kernel's random bytes for this process
+     * (AT_RANDOM), the tag part never 0, so that a zero word is never a head. Set before any
+     * heap exists, never changed (a forked child keeps it with its heads). */
+    const unsigned char *random = (const unsigned char *)getauxval(AT_RANDOM);
+    uint64_t bits = (uintptr_t)&cache_key * 0xD6E8FEB86659FD93ull;
+    if (random) memcpy(&bits, random + 8, sizeof bits);
+    tlsf_head_key = (size_t)bits & HEAD_KEY_MASK;
+    if (!(tlsf_head_key & HEAD_TAG_MASK)) tlsf_head_key |= (size_t)1 << HEAD_TAG_SHIFT;
+#endif
 
     if (tlsf_control_size() > sizeof shared_control) {
         heaphook_log_error("tlsf: control structure larger than its static buffer");
