@@ -90,9 +90,10 @@ _Static_assert((HEAD_OWNER_MASK & HEAD_TAG_MASK) == 0, "head fields overlap");
  * TLSF_HEAD_KEY 0 (default): the owner id as is, the tag a hash of the block's address.
  * TLSF_HEAD_KEY 1 (the backend with its check on every free): the owner id and a zero tag,
  * XORed with tlsf_head_key, 12 bits the program sets once before any heap is created (the
- * backend draws them at random, the tag never 0). One xor then gives the owner id and a tag
- * that is zero when it matches (a check that reads the owner tests the tag for nothing), and
- * a used block's successor must have the very same top 12 bits (one xor more). */
+ * backend draws them at random at start-up, with a tag of 8..14). One xor then gives the
+ * owner id and a tag that is zero when it matches (a check that reads the owner tests the
+ * tag for nothing), and a used block's successor must have the very same top 12 bits (one
+ * xor more). */
 #ifndef TLSF_HEAD_KEY
 #define TLSF_HEAD_KEY 0
 #endif

@@ -1026,14 +1026,17 @@ static int tlsf_backend_init(void) {
                   !cfg.mlock && !cfg.check;
     cache_key = ((uintptr_t)&cache_key * 0x9E3779B97F4A7C15ull) | 1;
 #if TLSF_HEAD_KEY
-    /* The heads' key (tlsf.c): 12 bits from the kernel's random bytes for this process
-     * (AT_RANDOM), the tag part never 0, so that a zero word is never a head. Set before any
-     * heap exists, never changed (a forked child keeps it with its heads). */
+    /* The heads' key (tlsf.c), nibbles t, m, t from the top: t is 8..14 and m any (drawn from
+     * the kernel's random bytes for this process, AT_RANDOM), so that the top 12 bits of a
+     * head (the key XOR the owner id) are never those of what programs usually store or
+     * overrun a block with: a top nibble below 8 (zero, small numbers, user-space pointers,
+     * ASCII text) or 15 (small negative numbers); a repeated byte only for owner ids that are
+     * multiples of 16. Set before any heap exists, never changed (a forked child keeps it). */
     const unsigned char *random = (const unsigned char *)getauxval(AT_RANDOM);
     uint64_t bits = (uintptr_t)&cache_key * 0xD6E8FEB86659FD93ull;
     if (random) memcpy(&bits, random + 8, sizeof bits);
-    tlsf_head_key = (size_t)bits & HEAD_KEY_MASK;
-    if (!(tlsf_head_key & HEAD_TAG_MASK)) tlsf_head_key |= (size_t)1 << HEAD_TAG_SHIFT;
+    const size_t top = 8 + (size_t)(bits % 7), middle = (size_t)(bits >> 8) & 0xf;
+    tlsf_head_key = ((top << 8) | (middle << 4) | top) << HEAD_OWNER_SHIFT;
 #endif
 
     if (tlsf_control_size() > sizeof shared_control) {
