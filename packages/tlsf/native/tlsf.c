@@ -180,7 +180,12 @@ static inline size_t block_tag(const block_t *b) {
 }
 /* The owner id bits of a head read at b (still shifted). */
 static inline size_t head_owner_bits(const block_t *b, size_t head) {
+#if TLSF_HEAD_KEY
     return (head ^ block_key(b)) & HEAD_OWNER_MASK;
+#else
+    (void)b;
+    return head & HEAD_OWNER_MASK;
+#endif
 }
 static inline size_t block_size(const block_t *b) {
     return b->head & HEAD_SIZE_MASK;
