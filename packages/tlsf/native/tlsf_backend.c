@@ -331,7 +331,7 @@ static void check_pointer_locked(const void *ptr, const char *call) {
  * Checks on every call (TLSF_FREE_CHECK): free, realloc and malloc_usable_size check their
  * pointer before anything else, as glibc's "free(): invalid pointer" does, and stop the
  * program with one line naming the call. Is the pointer inside an area of the pool (the
- * thread's last area: two compares; else a binary search of the area list)? Is the word
+ * thread's last area: one compare; else a binary search of the area list)? Is the word
  * before it a used block's head, its tag, size and successor's head consistent, the
  * predecessor's boundary tag sound when the head says it is free (tlsf_check_used)? A few
  * words read, no lock: blocks of any thread's heap pass. The checking mode
@@ -700,13 +700,14 @@ static void heap_dealloc_checked(thread_heap *h, void *ptr);
  *
  * The check on every free (see "Checks on every call") is folded into the same tests: one
  * compare puts the pointer, 16-byte aligned, in h's last area at least a KiB before its end;
- * the head's tag is cleared by one xor with the address's, so that a wrong tag makes the owner
- * id read from it larger than any heap's (the owner test fails); CACHE_NOT_CACHED rejects a
- * free or clean head and bounds the size below 1 KiB (so the successor's head lies inside the
- * area), and the classes below the smallest block (0 and 1) are kept full, so a size of 0 or
- * 16 is not cached either. Then the successor's head: its tag, the same owner (one xor and
- * one shift for both), no previous-free or first-of-pool bit. Whatever fails goes to
- * heap_dealloc_checked, which checks in full and names the misuse. */
+ * the owner id is read with the heads' key taken off (one xor), so that a wrong tag makes it
+ * larger than any heap's (the owner test fails); CACHE_NOT_CACHED rejects a free or clean
+ * head and bounds the size below 1 KiB (so the successor's head lies inside the area), and the
+ * classes below the smallest block (0 and 1) are kept full, so a size of 0 or 16 is not cached
+ * either. Then the successor's head: the same top 12 bits, its tag and owner (one xor and one
+ * shift). Whatever fails goes to heap_dealloc_checked, which checks in full (the successor's
+ * flags too) and names the misuse; a checked free that the cache cannot take goes to
+ * heap_dealloc. */
 static void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL)) {
