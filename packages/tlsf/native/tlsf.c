@@ -86,6 +86,22 @@ _Static_assert((HEAD_SIZE_MASK & HEAD_ALIGN_MASK) == 0, "head fields overlap");
 _Static_assert((HEAD_ALIGN_MASK & HEAD_OWNER_MASK) == 0, "head fields overlap");
 _Static_assert((HEAD_OWNER_MASK & HEAD_TAG_MASK) == 0, "head fields overlap");
 
+/* The top 12 bits of a head: its owner id (8 bits) and a 4-bit tag.
+ * TLSF_HEAD_KEY 0 (default): the owner id as is, the tag a hash of the block's address.
+ * TLSF_HEAD_KEY 1 (the backend with its check on every free): the owner id and a zero tag,
+ * XORed with tlsf_head_key, 12 bits the program sets once before any heap is created (the
+ * backend draws them at random at start-up, with a tag of 8..14). One xor then gives the
+ * owner id and a tag that is zero when it matches (a check that reads the owner tests the
+ * tag for nothing), and a used block's successor must have the very same top 12 bits (one
+ * xor more). */
+#ifndef TLSF_HEAD_KEY
+#define TLSF_HEAD_KEY 0
+#endif
+#define HEAD_KEY_MASK (HEAD_OWNER_MASK | HEAD_TAG_MASK)
+#if TLSF_HEAD_KEY
+static size_t tlsf_head_key = (size_t)0x5a5 << HEAD_OWNER_SHIFT;
+#endif
+
 /* Overhead of a used block: its head. */
 #define BLOCK_OVERHEAD sizeof(size_t)
 /* Payload offset from the block_t pointer. */
@@ -148,8 +164,28 @@ static inline size_t align_up(size_t x, size_t align) {
 /*
  * Block helpers.
  */
+/* What is XORed over the top 12 bits of the head at b (HEAD_KEY_MASK), and its tag part:
+ * tlsf_head_key, or the top 4 bits of the address times an odd constant (blocks are 16-byte
+ * aligned: bits 56..59 of (address / 16) * constant, which every address bit mixes into). */
+static inline size_t block_key(const block_t *b) {
+#if TLSF_HEAD_KEY
+    (void)b;
+    return tlsf_head_key;
+#else
+    return ((uintptr_t)b * 0x9E3779B97F4A7C15ull) & HEAD_TAG_MASK;
+#endif
+}
 static inline size_t block_tag(const block_t *b) {
-    return (((uintptr_t)b >> 4) * 0x9E3779B97F4A7C15ull) & HEAD_TAG_MASK;
+    return block_key(b) & HEAD_TAG_MASK;
+}
+/* The owner id bits of a head read at b (still shifted). */
+static inline size_t head_owner_bits(const block_t *b, size_t head) {
+#if TLSF_HEAD_KEY
+    return (head ^ block_key(b)) & HEAD_OWNER_MASK;
+#else
+    (void)b;
+    return head & HEAD_OWNER_MASK;
+#endif
 }
 static inline size_t block_size(const block_t *b) {
     return b->head & HEAD_SIZE_MASK;
@@ -183,7 +219,7 @@ static inline void block_set_align_log(block_t *b, unsigned log2) {
 }
 /* Writes a fresh head: size, flags, the allocator's owner id and the address tag. */
 static inline void block_init(const tlsf_t *t, block_t *b, size_t size, size_t flags) {
-    b->head = size | flags | t->owner_bits | block_tag(b);
+    b->head = size | flags | (t->owner_bits ^ block_key(b));
 }
 
 static inline block_t *block_from_ptr(const void *ptr) {
@@ -640,7 +676,8 @@ size_t tlsf_block_size(const void *ptr) {
 }
 
 unsigned tlsf_block_owner(const void *ptr) {
-    return (unsigned)((block_from_ptr(ptr)->head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+    const block_t *b = block_from_ptr(ptr);
+    return (unsigned)(head_owner_bits(b, b->head) >> HEAD_OWNER_SHIFT);
 }
 
 size_t tlsf_block_align(const void *ptr) {
@@ -713,7 +750,7 @@ static inline int block_used_sane(const block_t *b, size_t head, uintptr_t area_
     if (size < BLOCK_SIZE_MIN || size > area_hi - (uintptr_t)b - 2 * sizeof(size_t)) return 0;
     const block_t *next = block_at(b, size);
     const size_t nhead = next->head;
-    return !(((nhead ^ block_tag(next)) & HEAD_TAG_MASK) | ((nhead ^ head) & HEAD_OWNER_MASK) |
+    return !(((nhead ^ block_key(next) ^ head ^ block_key(b)) & HEAD_KEY_MASK) |
              (nhead & (HEAD_PREV_FREE | HEAD_FIRST)));
 }
 
@@ -766,7 +803,7 @@ static int head_plausible(const tlsf_t *t, const tlsf_pool *pool, const block_t 
     if (at < lo || at > end || (at & (ALIGN_SIZE - 1))) return 0;
     const size_t head = b->head;
     if ((head & HEAD_TAG_MASK) != block_tag(b)) return 0;
-    if ((head & HEAD_OWNER_MASK) != t->owner_bits) return 0;
+    if (head_owner_bits(b, head) != t->owner_bits) return 0;
     if ((head & HEAD_CLEAN) && !(head & HEAD_FREE)) return 0;
     const size_t size = head & HEAD_SIZE_MASK;
     if (at == end) return size == 0 && !(head & HEAD_FREE);

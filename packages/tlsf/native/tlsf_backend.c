@@ -39,12 +39,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/resource.h>
 
 #include "heaphook/backend.h"
 #include "heaphook/config.h"
 #include "heaphook/log.h"
 #include "heaphook/os.h"
+/* The check on every free, realloc and malloc_usable_size (see "Checks on every call" below);
+ * -DTLSF_FREE_CHECK=0 builds the library without it, to measure what it costs. */
+#ifndef TLSF_FREE_CHECK
+#define TLSF_FREE_CHECK 1
+#endif
+/* Heads keyed by a per-process key (tlsf.c): what makes the check's tag test free. */
+#define TLSF_HEAD_KEY TLSF_FREE_CHECK
 /* The TLSF core is compiled into this file so that its O(1) paths inline into the hooks. */
 #include "tlsf.c"
 #include "tlsf_grow.h"
@@ -63,16 +71,16 @@
 #define CACHE_CLASSES 64 /* footprints 32 .. 1008 bytes, one class per 16 bytes */
 #define CACHE_DEPTH_DEFAULT 8
 #define CACHE_DEPTH_MAX 64
+/* The first class a block can have (the smallest block is 32 bytes). Classes below it have
+ * their count kept at CACHE_FULL, so that the leaf free path never caches a head whose size
+ * says 0 or 16 (the check on every free relies on it). */
+#define CACHE_CLASS_MIN (BLOCK_SIZE_MIN / 16)
+#define CACHE_FULL 0xff
 #define CONTROL_BYTES 12288 /* >= tlsf_control_size(), checked at init */
 #define RELEASE_FRACTION 8  /* a heap below 1/8 of its high-water mark gives pages back */
 #define RELEASE_MIN ((size_t)64 << 10) /* ... when they come to 64 KiB or more at once */
 #define AREA_MIN ((size_t)4096)        /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
 
-/* The check on every free, realloc and malloc_usable_size (see "Checks on every call" below);
- * -DTLSF_FREE_CHECK=0 builds the library without it, to measure what it costs. */
-#ifndef TLSF_FREE_CHECK
-#define TLSF_FREE_CHECK 1
-#endif
 #define AREAS_STATIC 64 /* areas listed in .bss; more move the list to a mapping */
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -88,6 +96,16 @@ static inline void cpu_relax(void) {
 
 enum { HEAP_FREE = 0, HEAP_OWNED = 1, HEAP_DEAD = 2 };
 
+/* The area a thread last freed into, for the check on every free (its owner only): from = the
+ * area's start + FIRST_PAYLOAD, span = its end - from (0: none yet), fast = (span less the
+ * last KiB) / 16: a payload p with rotr(p - from, 4) < fast is 16-byte aligned, inside the
+ * area, and has at least a cached block's largest footprint mapped after it (one compare). */
+typedef struct area_cache {
+    uintptr_t from;
+    uintptr_t span;
+    uintptr_t fast;
+} area_cache;
+
 typedef struct thread_heap {
     tlsf_t *tlsf;
     void *pending; /* blocks taken from `remote`, freed a few at a time (owner only) */
@@ -95,10 +113,7 @@ typedef struct thread_heap {
     _Atomic int state;
     size_t chunk_bytes; /* bytes borrowed from the shared heap */
     size_t peak;        /* high-water mark of used bytes, for returning memory (owner only) */
-    /* The area this heap's thread last freed into, for the check on every free (owner only):
-     * area_from = its start + FIRST_PAYLOAD, area_span = its end - area_from (0: none yet). */
-    uintptr_t area_from;
-    uintptr_t area_span;
+    area_cache area;    /* the area this heap's thread last freed into (owner only) */
     /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
      * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint.
      * Indexed by footprint / 16 (classes 0 and 1 stay empty: the smallest block is 32 bytes). */
@@ -140,9 +155,8 @@ static pthread_key_t heap_key;
 static bool mlock_warned;
 
 static __thread thread_heap *t_heap __attribute__((tls_model("initial-exec")));
-/* The area this thread last freed into, when it has no heap (encoded as thread_heap's). */
-static __thread uintptr_t t_area_from __attribute__((tls_model("initial-exec"), unused));
-static __thread uintptr_t t_area_span __attribute__((tls_model("initial-exec"), unused));
+/* The area this thread last freed into, when it has no heap. */
+static __thread area_cache t_area __attribute__((tls_model("initial-exec"), unused));
 /* Set when this thread must not (or cannot) get a heap: it uses the shared heap. */
 static __thread bool t_no_heap __attribute__((tls_model("initial-exec")));
 
@@ -317,7 +331,7 @@ static void check_pointer_locked(const void *ptr, const char *call) {
  * Checks on every call (TLSF_FREE_CHECK): free, realloc and malloc_usable_size check their
  * pointer before anything else, as glibc's "free(): invalid pointer" does, and stop the
  * program with one line naming the call. Is the pointer inside an area of the pool (the
- * thread's last area: two compares; else a binary search of the area list)? Is the word
+ * thread's last area: one compare; else a binary search of the area list)? Is the word
  * before it a used block's head, its tag, size and successor's head consistent, the
  * predecessor's boundary tag sound when the head says it is free (tlsf_check_used)? A few
  * words read, no lock: blocks of any thread's heap pass. The checking mode
@@ -364,15 +378,22 @@ static inline bool pointer_sane(const void *ptr, size_t head, uintptr_t from, ui
            block_used_sane(block_from_ptr(ptr), head, from + span);
 }
 
-/* The pointer's area is not the one remembered in *from, *span: look it up, remember it,
- * check. */
-static __attribute__((noinline)) void check_slow(const void *ptr, const char *call, uintptr_t *from,
-                                                 uintptr_t *span) {
+/* The largest footprint the thread cache keeps, plus one: a payload at least this far below its
+ * area's end has a cached block's successor head inside the area. */
+#define AREA_FAST_MARGIN ((uintptr_t)CACHE_CLASSES * 16)
+
+static inline uintptr_t rotr4(uintptr_t x) {
+    return (x >> 4) | (x << (sizeof(uintptr_t) * 8 - 4));
+}
+
+/* The pointer's area is not the one remembered in *a: look it up, remember it, check. */
+static __attribute__((noinline)) void check_slow(const void *ptr, const char *call, area_cache *a) {
     uintptr_t lo, hi;
     const void *where = ptr;
     if (!areas_find((uintptr_t)ptr, &lo, &hi)) misuse(ptr, call, TLSF_ERR_FOREIGN, ptr);
-    *from = lo + FIRST_PAYLOAD;
-    *span = hi - lo - FIRST_PAYLOAD;
+    a->from = lo + FIRST_PAYLOAD;
+    a->span = hi - lo - FIRST_PAYLOAD;
+    a->fast = a->span > AREA_FAST_MARGIN ? (a->span - AREA_FAST_MARGIN) >> 4 : 0;
     const tlsf_error e = tlsf_check_used(ptr, lo, hi, &where);
     /* The predecessor may be changing under its owner (another thread, or the shared heap
      * under its lock): its boundary tag is checked where the block is merged (check_prev). */
@@ -385,8 +406,12 @@ static inline void check_prev(const void *ptr) {
 #if TLSF_FREE_CHECK
     const block_t *b = block_from_ptr(ptr);
     if (LIKELY(!(b->head & HEAD_PREV_FREE))) return;
-    uintptr_t lo, hi;
-    if (!areas_find((uintptr_t)ptr, &lo, &hi)) misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
+    /* The area's start: the thread's last area's when it holds ptr, else looked up. */
+    const thread_heap *h = t_heap;
+    const area_cache *a = h ? &h->area : &t_area;
+    uintptr_t lo = a->from - FIRST_PAYLOAD, hi;
+    if ((uintptr_t)ptr - a->from >= a->span && !areas_find((uintptr_t)ptr, &lo, &hi))
+        misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
     if (UNLIKELY(!block_prev_sane(b, lo))) misuse(ptr, "free", TLSF_ERR_PREV_HEADER, ptr);
 #else
     (void)ptr;
@@ -397,9 +422,9 @@ static inline void check_prev(const void *ptr) {
 static inline void check_pointer(const void *ptr, const char *call) {
 #if TLSF_FREE_CHECK
     thread_heap *h = t_heap;
-    uintptr_t *from = h ? &h->area_from : &t_area_from, *span = h ? &h->area_span : &t_area_span;
-    if (LIKELY(pointer_sane(ptr, block_from_ptr(ptr)->head, *from, *span))) return;
-    check_slow(ptr, call, from, span);
+    area_cache *a = h ? &h->area : &t_area;
+    if (LIKELY(pointer_sane(ptr, block_from_ptr(ptr)->head, a->from, a->span))) return;
+    check_slow(ptr, call, a);
 #else
     (void)ptr;
     (void)call;
@@ -436,6 +461,7 @@ static thread_heap *heap_adopt(void) {
         if (mem) {
             memset(mem, 0, sizeof(thread_heap));
             h = (thread_heap *)mem;
+            for (unsigned cls = 0; cls < CACHE_CLASS_MIN; cls++) h->cache_count[cls] = CACHE_FULL;
             h->id = count + 1;
             h->tlsf = tlsf_create(h->control, h->id);
             heaps[h->id] = h;
@@ -467,11 +493,14 @@ static inline unsigned cache_class(size_t size) {
 }
 
 /* Head bits of a block the leaf free path does not cache: free, aligned, footprint >= 1 KiB. */
-#define CACHE_NOT_CACHED \
-    (HEAD_FREE | HEAD_ALIGN_MASK | (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
+#define CACHE_NOT_CACHED                        \
+    (HEAD_FREE | HEAD_CLEAN | HEAD_ALIGN_MASK | \
+     (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
+
+_Static_assert(CACHE_DEPTH_MAX < CACHE_FULL, "a full class must stay full");
 
 static inline bool cache_empty(const thread_heap *h) {
-    for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
+    for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++)
         if (h->cache_count[cls]) return false;
     return true;
 }
@@ -479,7 +508,7 @@ static inline bool cache_empty(const thread_heap *h) {
 /* Frees every cached block: h's own into its TLSF heap, other heaps' blocks to their owners'
  * remote stacks (at most CACHE_CLASSES * cache_depth blocks). */
 static void cache_flush(thread_heap *h) {
-    for (unsigned cls = 0; cls < CACHE_CLASSES; cls++) {
+    for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++) {
         void **p;
         while ((p = (void **)h->cache_head[cls])) {
             h->cache_head[cls] = p[0];
@@ -665,22 +694,62 @@ static void heap_dealloc(thread_heap *h, void *ptr);
 static void heap_dealloc_checked(thread_heap *h, void *ptr);
 
 /* The common case, a push on the cache, is a leaf: a block of footprint < 1 KiB, not aligned,
- * not free, not marked as cached, of a valid thread heap (this one's or another's), with room
- * in its class. Everything else (including the double-free checks) goes to heap_dealloc. */
+ * not free (nor clean), not marked as cached, of a valid thread heap (this one's or another's),
+ * with room in its class. Everything else (including the double-free checks) goes to
+ * heap_dealloc.
+ *
+ * The check on every free (see "Checks on every call") is folded into the same tests: one
+ * compare puts the pointer, 16-byte aligned, in h's last area at least a KiB before its end;
+ * the owner id is read with the heads' key taken off (one xor), so that a wrong tag makes it
+ * larger than any heap's (the owner test fails); CACHE_NOT_CACHED rejects a free or clean
+ * head and bounds the size below 1 KiB (so the successor's head lies inside the area), and the
+ * classes below the smallest block (0 and 1) are kept full, so a size of 0 or 16 is not cached
+ * either. Then the successor's head: the same top 12 bits, its tag and owner (one xor and one
+ * shift). Whatever fails goes to heap_dealloc_checked, which checks in full (the successor's
+ * flags too) and names the misuse; a checked free that the cache cannot take goes to
+ * heap_dealloc. */
 static void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL)) {
-        const size_t head = block_from_ptr(ptr)->head;
-#if TLSF_FREE_CHECK
-        /* The check on every free (see "Checks on every call"), against h's last area. */
-        if (UNLIKELY(!pointer_sane(ptr, head, h->area_from, h->area_span))) {
-            heap_dealloc_checked(h, ptr);
-            return;
-        }
-#endif
-        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+        block_t *b = block_from_ptr(ptr);
+        const size_t head = b->head;
         void **p = (void **)ptr;
+#if TLSF_FREE_CHECK
+        if (UNLIKELY(rotr4((uintptr_t)ptr - h->area.from) >= h->area.fast)) goto checked;
+        /* The owner id read with the key taken off (tlsf.c): larger than any heap's id (the
+         * owner test below fails) unless the tag matches. */
+        const unsigned owner = (unsigned)((head ^ tlsf_head_key) >> HEAD_OWNER_SHIFT);
+        if (LIKELY(!(head & CACHE_NOT_CACHED) &&
+                   owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed))) {
+            /* CACHE_NOT_CACHED passed: the size is below 1 KiB, the successor's head inside
+             * the area. Its tag and owner: the very same top 12 bits as ours (its flags are
+             * left to the full check: they add 2 bits to the 12 a damaged head must match by
+             * chance). */
+            const size_t size = head & (CACHE_CLASSES * 16 - ALIGN_SIZE);
+            const size_t nhead = block_at(b, size)->head;
+            if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
+            const unsigned cls = (unsigned)(size >> 4);
+            if (LIKELY(h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
+                p[0] = h->cache_head[cls];
+                p[1] = (void *)cache_key;
+                h->cache_head[cls] = p;
+                h->cache_count[cls]++;
+                return;
+            }
+            /* Checked but not cached (its class is full, or it may be cached already: the
+             * cache's own double-free test follows); a size of 0 or 16 (classes 0 and 1, kept
+             * full) is no block. */
+            if (LIKELY(cls >= CACHE_CLASS_MIN)) {
+                heap_dealloc(h, ptr);
+                return;
+            }
+        }
+    checked:
+        heap_dealloc_checked(h, ptr);
+        return;
+#else
         const unsigned cls = (unsigned)((head & HEAD_SIZE_MASK) >> 4);
+        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         if (LIKELY(!(head & CACHE_NOT_CACHED) &&
                    owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
                    h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
@@ -690,13 +759,15 @@ static void tlsf_backend_dealloc(void *ptr) {
             h->cache_count[cls]++;
             return;
         }
+#endif
     }
     heap_dealloc(h, ptr);
 }
 
-/* A free whose pointer is not in h's last area (or fails the fast check): the full check. */
+/* A free the leaf path did not cache: the full check (which names any misuse), then the free. */
 static __attribute__((noinline, unused)) void heap_dealloc_checked(thread_heap *h, void *ptr) {
-    check_slow(ptr, "free", &h->area_from, &h->area_span);
+    if (UNLIKELY(!pointer_sane(ptr, block_from_ptr(ptr)->head, h->area.from, h->area.span)))
+        check_slow(ptr, "free", &h->area);
     heap_dealloc(h, ptr);
 }
 
@@ -704,7 +775,8 @@ static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
     if (UNLIKELY(h == NULL)) check_pointer(ptr, "free");
     if (LIKELY(h != NULL)) {
         const size_t head = block_from_ptr(ptr)->head;
-        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+        const unsigned owner =
+            (unsigned)(head_owner_bits(block_from_ptr(ptr), head) >> HEAD_OWNER_SHIFT);
         if (LIKELY(owner == h->id)) {
             if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->peak, ptr, head);
             return;
@@ -854,10 +926,10 @@ static void collect(tlsf_totals *out) {
         free_blocks += h.free_blocks;
         /* Cached blocks are free for the program, used for TLSF. */
         size_t cached_blocks = 0;
-        for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
+        for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++)
             cached_blocks += heaps[id]->cache_count[cls];
         size_t cached_bytes = 0;
-        for (unsigned cls = 0; cls < CACHE_CLASSES; cls++)
+        for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++)
             cached_bytes += (size_t)heaps[id]->cache_count[cls] * cls * 16;
         used -= cached_bytes;
         free += cached_bytes;
@@ -954,6 +1026,19 @@ static int tlsf_backend_init(void) {
     cfg.release = heaphook_env_bool("HEAPHOOK_TLSF_RELEASE", NULL, true) && !cfg.prefault &&
                   !cfg.mlock && !cfg.check;
     cache_key = ((uintptr_t)&cache_key * 0x9E3779B97F4A7C15ull) | 1;
+#if TLSF_HEAD_KEY
+    /* The heads' key (tlsf.c), nibbles t, m, t from the top: t is 8..14 and m any (drawn from
+     * the kernel's random bytes for this process, AT_RANDOM), so that the top 12 bits of a
+     * head (the key XOR the owner id) are never those of what programs usually store or
+     * overrun a block with: a top nibble below 8 (zero, small numbers, user-space pointers,
+     * ASCII text) or 15 (small negative numbers); a repeated byte only for owner ids that are
+     * multiples of 16. Set before any heap exists, never changed (a forked child keeps it). */
+    const unsigned char *random = (const unsigned char *)getauxval(AT_RANDOM);
+    uint64_t bits = (uintptr_t)&cache_key * 0xD6E8FEB86659FD93ull;
+    if (random) memcpy(&bits, random + 8, sizeof bits);
+    const size_t top = 8 + (size_t)(bits % 7), middle = (size_t)(bits >> 8) & 0xf;
+    tlsf_head_key = ((top << 8) | (middle << 4) | top) << HEAD_OWNER_SHIFT;
+#endif
 
     if (tlsf_control_size() > sizeof shared_control) {
         heaphook_log_error("tlsf: control structure larger than its static buffer");

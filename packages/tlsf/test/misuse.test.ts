@@ -42,6 +42,17 @@ describe.each(Object.entries(heaps))('bad pointers are stopped (%s)', (_name, en
   });
 });
 
+// The heads' top 12 bits (a per-process random key XOR the owner id) never look like zeros, text,
+// small or negative numbers or a repeated byte (for owner ids that are not multiples of 16): an
+// overrun made of those is named whatever key the run drew.
+describe.each(Object.entries(heaps))('overruns of any common content are named (%s)', (_n, env) => {
+  it.each(['00', '78', 'ab', 'ff'])('overrun with the byte 0x%s', (byte) => {
+    const r = misuse(['overrun', byte], env);
+    const { address, line } = stoppedRun(r);
+    expect(line).toContain(`tlsf: free(${address}): heap corruption after the block at ${address}`);
+  });
+});
+
 describe('correct programs still pass', () => {
   const variants: Record<string, Record<string, string>> = {
     ...heaps,

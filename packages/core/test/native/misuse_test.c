@@ -5,8 +5,9 @@
  * call really happens.
  *
  *   heaphook_misuse_test stack | global | interior | double | double-large | double-huge |
- *                        overrun
+ *                        overrun [byte]
  *       prints the pointer it is about to pass to free, then frees it: must be stopped
+ *       (overrun: writes 16 bytes past a block's usable size, with byte, hex, default 41)
  *   heaphook_misuse_test realloc-stack | usable-interior
  *       the same through realloc and malloc_usable_size
  *   heaphook_misuse_test cross-thread     blocks allocated by threads, freed by others: prints "ok"
@@ -23,6 +24,7 @@
 #include <sys/resource.h>
 
 static char global_buffer[256] __attribute__((aligned(16)));
+static int overrun_byte = 0x41;
 
 /* Prints p and flushes (the program is about to be stopped). */
 static void show(const void *p) {
@@ -76,7 +78,7 @@ static int bad_free(const char *kind) {
         printf("b %p\n", (void *)b);
         fflush(stdout);
         /* Runs 16 bytes over a's usable end: over the next block's head. */
-        memset(a, 0x41, malloc_usable_size(a) + 16);
+        memset(a, overrun_byte, malloc_usable_size(a) + 16);
         free(a);
     } else if (!strcmp(kind, "realloc-stack")) {
         char local[64] __attribute__((aligned(16)));
@@ -165,5 +167,6 @@ int main(int argc, char **argv) {
     const char *s = argc > 1 ? argv[1] : "";
     if (!strcmp(s, "cross-thread")) return cross_thread();
     if (!strcmp(s, "grow-fail")) return grow_fail();
+    if (argc > 2) overrun_byte = (int)strtol(argv[2], NULL, 16);
     return bad_free(s);
 }
