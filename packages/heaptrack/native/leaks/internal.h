@@ -4,6 +4,7 @@
  * with -fvisibility=hidden) and hh_-prefixed. One file per concept (native/README.md):
  *
  *   table.c  the live-block table: address -> size, type, root flag
+ *   types.c  the precise API's types and roots
  *   leaks.c  the public check API, the signal thread, configuration, who keeps the table,
  *            fork and exit
  *
@@ -62,5 +63,30 @@ void hh_table_unlock(void);
  * out, shard after shard (not sorted); returns how many were copied. */
 uint64_t hh_table_live(void);
 uint64_t hh_table_copy(hh_entry *out, uint64_t cap);
+
+/* ---- types.c: types and roots of the precise API ----------------------------------------- */
+
+typedef struct hh_type {
+    char name[64];
+    uint64_t size;
+    uint32_t first, nptr; /* its pointer words (byte offsets): hh_type_ptr_words(t)[0 .. nptr) */
+} hh_type;
+
+/* The registered type of an entry's meta, or NULL (untyped, or an id never registered). */
+const hh_type *hh_type_of(uint64_t meta);
+/* The byte offsets of t's pointer words in one object, t->nptr of them. */
+const uint32_t *hh_type_ptr_words(const hh_type *t);
+/* True once the precise API registered a type (its arrays exist; the table is the hooks'). */
+bool hh_types_in_use(void);
+/* Calls scan for every registered root object, with its type's size. No lock: the caller holds
+ * the check lock, as every reader of the roots does (a root added meanwhile may be missed). */
+void hh_roots_scan(void (*scan)(uintptr_t base, uint64_t bytes, const hh_type *t));
+
+/* ---- the check (mark.c) --------------------------------------------------------------------- */
+
+/* The table goes from the drain thread to the hooks, for good (the precise API's calls read and
+ * change it as the program sees it): stops the world like a check, applies every published
+ * record, then switches hh_leaks_on to HH_LEAKS_SYNC. Nothing when not deferred. */
+void hh_leaks_go_sync(void);
 
 #endif /* HH_LEAKS_INTERNAL_H */

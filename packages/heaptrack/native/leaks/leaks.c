@@ -60,134 +60,6 @@ static long g_stop_timeout_ms;
 
 enum { HH_TRIGGER_EXIT = 0, HH_TRIGGER_SIGNAL = 1, HH_TRIGGER_API = 2 };
 
-/* ---- 2. Types and roots (precise API) ---------------------------------------------------- */
-
-#define HH_MAX_TYPES 4096u
-#define HH_MAX_PTR_WORDS (1u << 20)
-#define HH_MAX_ROOTS 16384u
-
-typedef struct hh_type {
-    char name[64];
-    uint64_t size;
-    uint32_t first, nptr; /* pointer words: g_ptr_words[first .. first + nptr) (byte offsets) */
-} hh_type;
-
-typedef struct hh_root {
-    uintptr_t addr;
-    int type;
-} hh_root;
-
-static _Atomic int g_types_lock;
-static hh_type *g_types; /* index = type id; 0 unused */
-static uint32_t g_ntypes = 1;
-static uint32_t *g_ptr_words;
-static uint32_t g_nptr_words;
-static hh_root *g_roots;
-static uint32_t g_nroots;
-
-static void hh_copy_name(char *dst, size_t cap, const char *src) {
-    size_t n = src == NULL ? 0 : strlen(src);
-    if (n >= cap) n = cap - 1;
-    if (n > 0) memcpy(dst, src, n);
-    dst[n] = '\0';
-}
-
-static void hh_leaks_go_sync(void);
-
-HH_EXPORT int heaphook_type_register(const char *name, size_t size, const heaphook_field *fields,
-                                     size_t nfields) {
-    if (size == 0 || (nfields > 0 && fields == NULL)) return -1;
-    hh_leaks_go_sync(); /* typed blocks and roots live in the table: the hooks keep it */
-    for (size_t i = 0; i < nfields; i++) {
-        if (fields[i].offset + fields[i].size > size) return -1;
-    }
-    hh_spin_lock(&g_types_lock);
-    int id = -1;
-    if (g_types == NULL) {
-        g_types = hh_map(HH_MAX_TYPES * sizeof *g_types);
-        g_ptr_words = hh_map(HH_MAX_PTR_WORDS * sizeof *g_ptr_words);
-        g_roots = hh_map(HH_MAX_ROOTS * sizeof *g_roots);
-    }
-    if (g_types != NULL && g_ptr_words != NULL && g_roots != NULL && g_ntypes < HH_MAX_TYPES) {
-        uint32_t words = 0;
-        for (size_t i = 0; i < nfields; i++) {
-            if (fields[i].is_pointer) words += (uint32_t)(fields[i].size / sizeof(void *));
-        }
-        if (g_nptr_words + words <= HH_MAX_PTR_WORDS) {
-            hh_type *t = &g_types[g_ntypes];
-            hh_copy_name(t->name, sizeof t->name, name);
-            t->size = size;
-            t->first = g_nptr_words;
-            for (size_t i = 0; i < nfields; i++) {
-                if (!fields[i].is_pointer) continue;
-                for (size_t k = 0; k + sizeof(void *) <= fields[i].size; k += sizeof(void *)) {
-                    g_ptr_words[g_nptr_words++] = (uint32_t)(fields[i].offset + k);
-                }
-            }
-            t->nptr = g_nptr_words - t->first;
-            id = (int)g_ntypes++;
-        }
-    }
-    hh_spin_unlock(&g_types_lock);
-    if (id > 0) atomic_store(&hh_leaks_on, 1);
-    return id;
-}
-
-static const hh_type *hh_type_of(uint64_t meta) {
-    uint32_t t = (uint32_t)(meta >> HH_META_TYPE_SHIFT);
-    return t != 0 && t < g_ntypes ? &g_types[t] : NULL;
-}
-
-HH_EXPORT int heaphook_set_type(void *block, int type) {
-    if (block == NULL || type < 0 || (uint32_t)type >= g_ntypes) return -1;
-    return hh_table_modify(block, type, -1) ? 0 : -1;
-}
-
-HH_EXPORT void *heaphook_alloc_typed(int type, size_t count) {
-    if (type <= 0 || (uint32_t)type >= g_ntypes || count == 0) return NULL;
-    size_t size = g_types[type].size, total;
-    if (__builtin_mul_overflow(count, size, &total)) return NULL;
-    void *p = calloc(count, size);
-    if (p == NULL) return NULL;
-    if (!hh_table_modify(p, type, -1)) { /* not tracked by the hooks (tracer not active) */
-        hh_leaks_insert(p, total);
-        hh_table_modify(p, type, -1);
-    }
-    return p;
-}
-
-HH_EXPORT int heaphook_root_add(const void *object, int type) {
-    if (object == NULL || type <= 0 || (uint32_t)type >= g_ntypes) return -1;
-    int rc = -1;
-    hh_spin_lock(&g_types_lock);
-    if (g_nroots < HH_MAX_ROOTS) {
-        g_roots[g_nroots].addr = (uintptr_t)object;
-        g_roots[g_nroots].type = type;
-        g_nroots++;
-        rc = 0;
-    }
-    hh_spin_unlock(&g_types_lock);
-    return rc;
-}
-
-HH_EXPORT int heaphook_root_remove(const void *object) {
-    hh_spin_lock(&g_types_lock);
-    for (uint32_t i = 0; i < g_nroots; i++) {
-        if (g_roots[i].addr == (uintptr_t)object) {
-            g_roots[i] = g_roots[--g_nroots];
-            break;
-        }
-    }
-    hh_spin_unlock(&g_types_lock);
-    return 0;
-}
-
-HH_EXPORT int heaphook_root_mark(void *block, int is_root) {
-    if (block == NULL) return -1;
-    hh_leaks_go_sync();
-    return hh_table_modify(block, -1, is_root ? 1 : 0) ? 0 : -1;
-}
-
 /* ---- 3. Stopping the world --------------------------------------------------------------- */
 
 #define HH_MAX_THREADS 8192u
@@ -809,9 +681,10 @@ static void hh_scan_words(uintptr_t lo, uintptr_t hi) {
 
 /* An object of a known type: its pointer fields only, for each element. */
 static void hh_scan_typed(uintptr_t base, uint64_t bytes, const hh_type *t) {
+    const uint32_t *words = hh_type_ptr_words(t);
     for (uint64_t at = 0; at + t->size <= bytes; at += t->size) {
         for (uint32_t k = 0; k < t->nptr; k++) {
-            hh_consider(*(const uintptr_t *)(base + at + g_ptr_words[t->first + k]));
+            hh_consider(*(const uintptr_t *)(base + at + words[k]));
         }
     }
 }
@@ -870,10 +743,7 @@ static void hh_scan_thread(uintptr_t sp, uintptr_t tp) {
 }
 
 static void hh_mark_registered_roots(void) {
-    for (uint32_t i = 0; i < g_nroots; i++) {
-        const hh_type *t = &g_types[g_roots[i].type];
-        hh_scan_typed(g_roots[i].addr, t->size, t);
-    }
+    hh_roots_scan(hh_scan_typed);
     for (uint64_t i = 0; i < g_ck.n; i++) {
         if ((g_ck.blocks[i].meta & HH_META_ROOT) && !g_ck.marks[i]) {
             g_ck.marks[i] = 1;
@@ -928,7 +798,7 @@ static void hh_catch_up(void) {
 /* The table goes back to the hooks, for good (the precise API's calls need it as the program
  * sees it). With the world stopped outside the hooks, every record is published and applied,
  * and no thread is between its hook's decision and its record. */
-static void hh_leaks_go_sync(void) {
+void hh_leaks_go_sync(void) {
     if (atomic_load(&hh_leaks_on) != HH_LEAKS_DEFERRED) return;
     hh_busy++;
     hh_spin_lock(&g_check_lock);
@@ -947,7 +817,7 @@ static void hh_leaks_go_sync(void) {
 void hh_leaks_defer(void) {
     int on = atomic_load(&hh_leaks_on);
     if (on == HH_LEAKS_OFF) return;
-    if (g_auto && g_types == NULL && hh_tracer_leaks_can_defer()) {
+    if (g_auto && !hh_types_in_use() && hh_tracer_leaks_can_defer()) {
         /* From the next record the drain thread reads (after a re-attach, not from a discarded
          * one). Records the hooks have applied already are applied again, in ring order: the
          * same table (an address's last call decides). */
@@ -1009,7 +879,7 @@ static long hh_check(int trigger, bool precise, uintptr_t stack_from) {
         }
         if (stack_from != 0) hh_scan_thread(stack_from, hh_thread_pointer());
     }
-    if (g_types != NULL) hh_mark_registered_roots();
+    if (hh_types_in_use()) hh_mark_registered_roots();
     /* the verdicts */
     hh_rec_leak_check totals;
     memset(&totals, 0, sizeof totals);
