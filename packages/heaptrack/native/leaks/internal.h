@@ -5,6 +5,7 @@
  *
  *   table.c  the live-block table: address -> size, type, root flag
  *   types.c  the precise API's types and roots
+ *   stop.c   stopping the world
  *   leaks.c  the public check API, the signal thread, configuration, who keeps the table,
  *            fork and exit
  *
@@ -17,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "leaks.h"
 #include "track/trace.h"
@@ -81,6 +83,77 @@ bool hh_types_in_use(void);
 /* Calls scan for every registered root object, with its type's size. No lock: the caller holds
  * the check lock, as every reader of the roots does (a root added meanwhile may be missed). */
 void hh_roots_scan(void (*scan)(uintptr_t base, uint64_t bytes, const hh_type *t));
+
+/* ---- stop.c: stopping the world ----------------------------------------------------------- */
+
+#define HH_MAX_REGS 64u
+
+/* A thread's slot during a stop. Only the state moves it on:
+ *   SIGNALLED    sent the stop signal, not stopped yet;
+ *   STOPPED      waiting in the handler: sp, tp and regs are its interrupted context;
+ *   RESUMED      was stopped, has left the handler;
+ *   NOT_STOPPED  exited, could not be signalled, or out of time (its tid then in sp): not
+ *                scanned;
+ *   IN_KERNEL    blocks the signal but sleeps in a system call: sp from /proc, no tp, no regs;
+ *   IN_HOOK      deferred mode, was inside a hook: stops (STOPPED) when it leaves it. */
+enum {
+    HH_STOP_SIGNALLED = 0,
+    HH_STOP_STOPPED = 1,
+    HH_STOP_RESUMED = 2,
+    HH_STOP_NOT_STOPPED = 3,
+    HH_STOP_IN_KERNEL = 4,
+    HH_STOP_IN_HOOK = 5,
+};
+
+typedef struct hh_stopped {
+    _Atomic uint32_t tid;
+    _Atomic int state; /* HH_STOP_* */
+    uintptr_t sp, tp;
+    uint32_t nregs;
+    uint64_t regs[HH_MAX_REGS];
+} hh_stopped;
+
+/* The stop signal (a real-time one) and how long to wait for a thread that neither stops nor
+ * sleeps in the kernel (HEAPHOOK_LEAK_STOP_*); called once the configuration is read. */
+void hh_stop_configure(int signal, long timeout_ms);
+
+/* Stops every other thread but the tracer's (hh_leaks_tracer_thread); threads not stopped after
+ * the timeout are left running (NOT_STOPPED). With in_hook_grace_ns > 0, gives up and returns
+ * false when after that long the only threads not stopped are inside a hook (the world is then
+ * still to be resumed). Allocates nothing; the caller holds the check lock. */
+bool hh_stop_world(uint64_t in_hook_grace_ns);
+/* Deferred mode: stops the world with no thread inside a hook, resuming and retrying while a
+ * thread stays in one (see stop.c); the last attempt is hh_stop_world(0). */
+void hh_stop_world_outside_hooks(void);
+/* Lets every stopped thread go and waits (at most 2 s) until each has left the handler. */
+void hh_resume_world(void);
+/* Between a stop and its resume: the slots of the threads signalled, *n of them (NULL and 0
+ * when no slot memory could be mapped). Scan those STOPPED or IN_KERNEL. */
+const hh_stopped *hh_stopped_threads(uint32_t *n);
+/* Fork child: forgets the parent's tracer threads and any stop in progress. */
+void hh_stop_fork_child(void);
+
+/* The calling thread's thread pointer (glibc: its TCB, with static TLS below it). */
+static inline uintptr_t hh_thread_pointer(void) {
+#if defined(__x86_64__)
+    uintptr_t tp;
+    __asm__ volatile("mov %%fs:0, %0" : "=r"(tp));
+    return tp;
+#else
+    return (uintptr_t)__builtin_thread_pointer();
+#endif
+}
+
+static inline uint64_t hh_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static inline void hh_pause_us(long us) {
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
 
 /* ---- the check (mark.c) --------------------------------------------------------------------- */
 
