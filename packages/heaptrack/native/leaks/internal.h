@@ -6,6 +6,7 @@
  *   table.c  the live-block table: address -> size, type, root flag
  *   types.c  the precise API's types and roots
  *   stop.c   stopping the world
+ *   mark.c   the check: snapshot, mark from the roots, verdicts and their records
  *   leaks.c  the public check API, the signal thread, configuration, who keeps the table,
  *            fork and exit
  *
@@ -155,7 +156,26 @@ static inline void hh_pause_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-/* ---- the check (mark.c) --------------------------------------------------------------------- */
+/* ---- mark.c: the check ------------------------------------------------------------------- */
+
+/* What ran a check (the LEAK_CHECK record's trigger field, FORMAT.md). */
+enum { HH_TRIGGER_EXIT = 0, HH_TRIGGER_SIGNAL = 1, HH_TRIGGER_API = 2 };
+
+/* Runs one check and logs its verdicts; returns the number of leaked blocks, or -1 (no memory
+ * for the check). precise: only typed blocks, from the registered roots, with no stop of the
+ * world. stack_from: the calling thread's stack from that address up is a root (0: the caller
+ * is a tracer thread, whose stack is not). Takes the check lock; any thread but a stopped one. */
+long hh_check(int trigger, bool precise, uintptr_t stack_from);
+/* The size of the main thread's static TLS (_dl_get_tls_static_info), scanned below its thread
+ * pointer; 4096 until configured. */
+void hh_check_configure(size_t static_tls);
+/* The leaked blocks of the last check, *n of them; valid until the next check. */
+const hh_entry *hh_check_result(uint64_t *n);
+/* The check lock, for fork: taken first (before tracer.h's cursor lock and the table's). */
+void hh_check_lock(void);
+void hh_check_unlock(void);
+/* Fork child: checks count from 1 again and the parent's result is forgotten. */
+void hh_check_fork_child(void);
 
 /* The table goes from the drain thread to the hooks, for good (the precise API's calls read and
  * change it as the program sees it): stops the world like a check, applies every published
