@@ -76,6 +76,7 @@ static bool hh_shard_room(hh_shard *s) {
     if (s->e != NULL) hh_sys_munmap(s->e, s->cap * sizeof *s->e);
     s->e = e;
     s->cap = cap;
+    HH_LEAKS_ASSERT((cap & (cap - 1)) == 0 && (s->live + 1) * 2 <= cap);
     return true;
 }
 
@@ -90,6 +91,7 @@ static void hh_put(uint64_t a, uint64_t meta) {
     }
     uint64_t mask = s->cap - 1, i = hh_slot_of(h, a, s->cap);
     for (unsigned probes = 1;; i = (i + 1) & mask, probes++) {
+        HH_LEAKS_ASSERT(probes <= s->cap); /* hh_shard_room left an empty slot */
         uint64_t v = s->e[i].addr;
         if (v == a) {
             s->e[i].meta = meta; /* released without us seeing it, and handed out again */
@@ -113,6 +115,7 @@ static void hh_put(uint64_t a, uint64_t meta) {
  * probe run move into the hole where they may, so the run stays unbroken, lookups stop at the
  * first empty slot and no tombstone is ever needed. */
 static void hh_shard_erase(hh_shard *s, uint64_t i) {
+    HH_LEAKS_ASSERT(s->e[i].addr != 0);
     const uint64_t mask = s->cap - 1;
     for (uint64_t j = i;;) {
         j = (j + 1) & mask;
@@ -151,6 +154,7 @@ uint64_t hh_leaks_remove(void *p) {
     if (e != NULL) {
         meta = e->meta;
         hh_shard_erase(s, (uint64_t)(e - s->e));
+        HH_LEAKS_ASSERT(s->live > 0);
         s->live--;
     }
     hh_spin_unlock(&s->lock);
@@ -240,9 +244,13 @@ uint64_t hh_table_copy(hh_entry *out, uint64_t cap) {
     uint64_t k = 0;
     for (unsigned i = 0; i < HH_SHARDS; i++) {
         hh_shard *s = &g_shards[i];
+        const uint64_t before = k;
         for (uint64_t j = 0; s->e != NULL && j < s->cap && k < cap; j++) {
             if (s->e[j].addr != 0) out[k++] = s->e[j];
         }
+        /* every occupied slot is counted in live (unless out was full) */
+        HH_LEAKS_ASSERT(k == cap || k - before == s->live);
+        (void)before;
     }
     return k;
 }
