@@ -79,10 +79,12 @@ typedef struct hh_type {
 const hh_type *hh_type_of(uint64_t meta);
 /* The byte offsets of t's pointer words in one object, t->nptr of them. */
 const uint32_t *hh_type_ptr_words(const hh_type *t);
-/* True once the precise API registered a type (its arrays exist; the table is the hooks'). */
+/* True from the first heaphook_type_register with valid arguments on: the type arrays are
+ * mapped, and the hooks keep the table (hh_leaks_go_sync ran). */
 bool hh_types_in_use(void);
-/* Calls scan for every registered root object, with its type's size. No lock: the caller holds
- * the check lock, as every reader of the roots does (a root added meanwhile may be missed). */
+/* Calls scan for every registered root object, with its type's size. Called by the check under
+ * the check lock only, not the types' lock (as before the split): a root added or removed by
+ * another thread meanwhile may be missed. */
 void hh_roots_scan(void (*scan)(uintptr_t base, uint64_t bytes, const hh_type *t));
 
 /* ---- stop.c: stopping the world ----------------------------------------------------------- */
