@@ -1,6 +1,6 @@
 /**
  * `heaphook-bench leakscan`: the cost of the leak check at exit for heaps of 1e5 and 1e6 live
- * blocks, heaphook's tracer (conservative stop-the-world scan, packages/heaptrack/native/leaks/leaks.c)
+ * blocks, heaphook's tracer (conservative stop-the-world scan, packages/heaptrack/native/leaks/mark.c)
  * next to LeakSanitizer on the same program (native/leakscan/leakscan.c: 90 % of the blocks
  * reachable, 10 % leaked), built with each compiler the machine has: clang's -fsanitize=leak
  * (Debian clang and libclang-rt-14-dev) and gcc's (Debian liblsan0).

@@ -1,6 +1,6 @@
 /*
  * probe.h — the rule shared by the tracer's open-addressing tables with linear probing and
- * backward-shift deletion (leaks.c's live-block table, the tables of the report pass in
+ * backward-shift deletion (leaks/table.c's live-block table, the tables of the report pass in
  * analyze/scan.c).
  */
 #ifndef HH_PROBE_H

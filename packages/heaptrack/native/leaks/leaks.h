@@ -1,6 +1,6 @@
 /*
- * leaks.h — the live-block table and the leak checks (leaks.c), as the hooks and the tracer's
- * life cycle see them. The public API is include/heaphook/leaks.h.
+ * leaks.h — the live-block table and the leak checks (the files of leaks/, internal.h), as the
+ * hooks and the tracer's life cycle see them. The public API is include/heaphook/leaks.h.
  */
 #ifndef HH_LEAKS_H
 #define HH_LEAKS_H

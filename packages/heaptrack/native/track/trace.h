@@ -67,7 +67,7 @@ enum hh_rec_type {
     HH_REC_NODE = 3,
     HH_REC_EVENT = 4,
     HH_REC_EXIT = 5,
-    HH_REC_LEAK = 6,       /* a block a leak check found unreachable (leaks.c) */
+    HH_REC_LEAK = 6,       /* a block a leak check found unreachable (leaks/mark.c) */
     HH_REC_LEAK_CHECK = 7, /* the end of a leak check: its totals */
     HH_REC_VM = 8,         /* memory mapped or unmapped (vm.c) */
 };

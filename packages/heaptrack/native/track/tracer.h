@@ -65,11 +65,11 @@ uint64_t hh_now(void);
 uint32_t hh_tid(void);
 
 /*
- * The leak table kept from the ring (leaks.c, "deferred" mode; standalone only). The drain
+ * The leak table kept from the ring (leaks/table.c, "deferred" mode; standalone only). The drain
  * thread applies every event record to the table as it reads the record; a leak check, which
  * has stopped the program's threads, applies what the drain has not reached yet itself. The
  * cursor is the ring position of the next record to apply; the lock makes every record applied
- * once and in ring order. Lock order: leaks.c's check lock, then this lock, then the table's
+ * once and in ring order. Lock order: mark.c's check lock, then this lock, then the table's
  * shard locks (the drain thread holds its drain lock around all of them).
  */
 bool hh_tracer_leaks_can_defer(void); /* standalone, a drain thread, lossless, not sampling */

@@ -744,7 +744,7 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
     }
 }
 
-/* Leak checks (leaks.c): declarations, in the decl stream. */
+/* Leak checks (leaks/mark.c): declarations, in the decl stream. */
 static void hh_encode_leak(hh_writer *w, const hh_rec_leak *r) {
     hh_room(w, 64);
     hh_put_u8(w, HH_STREAM_TAG, HH_TAG_LEAK);
