@@ -176,19 +176,27 @@ describe("require('@heaphook/heaptrack').attach() / detach() in node", () => {
       `
       const { Worker } = require('node:worker_threads');
       const { attach, detach } = require('@heaphook/heaptrack');
+      // The workers allocate on a timer all along (attach and detach race with them), and
+      // each attached window also waits for one batch from each worker, so that their
+      // allocations are in every log however slowly a loaded machine schedules them.
       const code = 'const { parentPort } = require("node:worker_threads"); let n = 0;' +
-        'const t = setInterval(() => { for (let i = 0; i < 200; i++) n += Buffer.alloc(8192 + i, 1).length; }, 1);' +
-        'parentPort.on("message", () => { clearInterval(t); parentPort.postMessage(n); });';
+        'const batch = () => { for (let i = 0; i < 200; i++) n += Buffer.alloc(8192 + i, 1).length; };' +
+        'const t = setInterval(batch, 1);' +
+        'parentPort.on("message", (m) => { if (m === "batch") { batch(); parentPort.postMessage("done"); return; }' +
+        ' clearInterval(t); parentPort.postMessage(n); });';
       const workers = [0, 1].map(() => new Worker(code, { eval: true }));
+      const ask = (w, m) => new Promise((r) => { w.once('message', r); w.postMessage(m); });
       const logs = [];
       (async () => {
+        await Promise.all(workers.map((w) => ask(w, 'batch'))); // both running
         for (let c = 0; c < 5; c++) {
           logs.push(attach({ outputDir: 'logs' }).path);
+          await Promise.all(workers.map((w) => ask(w, 'batch')));
           await new Promise((r) => setTimeout(r, 30));
           detach();
           await new Promise((r) => setTimeout(r, 10));
         }
-        const totals = await Promise.all(workers.map((w) => new Promise((r) => { w.once('message', r); w.postMessage('stop'); })));
+        const totals = await Promise.all(workers.map((w) => ask(w, 'stop')));
         await Promise.all(workers.map((w) => w.terminate()));
         console.log(JSON.stringify({ logs, totals }));
       })();
