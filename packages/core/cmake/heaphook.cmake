@@ -11,7 +11,7 @@
 #   heaphook_add_backend_test(mine)                         # -> heaphook_conformance_mine
 #
 # Functions:
-#   heaphook_add_backend(<name> [C_API] <sources>... [EXPORTS <symbol>...])
+#   heaphook_add_backend(<name> [C_API] [CXX_STDLIB] <sources>... [EXPORTS <symbol>...])
 #       Shared library target heaphook_<name>, file libheaphook_<name>.so in
 #       HEAPHOOK_OUTPUT_DIR. The heaphook core is compiled into it (targets heaphook_*_objects,
 #       built once per project), so the library is self-contained. Without C_API the sources
@@ -22,6 +22,11 @@
 #       heaphook/core.h are exported), -z now, and no libstdc++. EXPORTS adds symbols of the
 #       backend's own API to the version script; define them with HEAPHOOK_EXPORT
 #       (heaphook/backend.h), since everything else is compiled hidden.
+#       CXX_STDLIB: the backend may use the whole C++ standard library (containers, std::mutex,
+#       exceptions, RTTI, thread-safe statics): the library is linked with libstdc++ (NEEDED),
+#       and the backend is initialised after the library's static constructors (libstdc++'s
+#       and the loader's earlier allocations are served by the bootstrap arena). tier4's
+#       build_library() (heaphook_tier4.cmake) builds this way.
 #   heaphook_add_backend_test(<name> [<sources>...])
 #       Executable heaphook_conformance_<name> in HEAPHOOK_OUTPUT_DIR: the conformance suite
 #       (test/native/conformance.c, built with -fno-builtin) linked against libheaphook_<name>.so
@@ -153,7 +158,7 @@ if(NOT TARGET heaphook_core_objects)
 endif()
 
 function(heaphook_add_backend name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API" "" "EXPORTS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API;CXX_STDLIB" "" "EXPORTS")
   set(sources ${ARG_UNPARSED_ARGUMENTS})
   if(NOT sources)
     message(FATAL_ERROR "heaphook_add_backend(${name}): no sources")
@@ -169,9 +174,16 @@ function(heaphook_add_backend name)
   endif()
   target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_support_objects
                                            heaphook_reloc_objects)
-  target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
-  target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions}
-                                               HEAPHOOK_BACKEND_NAME="${name}")
+  set(flags ${_heaphook_preload_flags})
+  set(linker_language C)
+  if(ARG_CXX_STDLIB)
+    list(FILTER flags EXCLUDE REGEX "fno-exceptions|fno-rtti|fno-threadsafe-statics")
+    set(linker_language CXX)
+  endif()
+  target_compile_options(${target} PRIVATE ${flags})
+  target_compile_definitions(
+    ${target} PRIVATE ${_heaphook_preload_definitions} HEAPHOOK_BACKEND_NAME="${name}"
+                      $<$<BOOL:${ARG_CXX_STDLIB}>:HEAPHOOK_CXX_STDLIB=1>)
   # The core's version script, plus the backend's own EXPORTS when it has any (written only
   # when its content changes, so that configuring again does not relink).
   set(version_script ${HEAPHOOK_VERSION_SCRIPT})
@@ -183,12 +195,13 @@ function(heaphook_add_backend name)
     file(WRITE ${version_script}.new "${map}")
     configure_file(${version_script}.new ${version_script} COPYONLY)
   endif()
-  # --as-needed drops the libstdc++ CMake adds for mixed C/C++ targets: nothing references it.
+  # --as-needed drops the libstdc++ CMake adds for mixed C/C++ targets: nothing references it
+  # (unless CXX_STDLIB, where the C++ driver links it and the backend uses it).
   target_link_options(${target} PRIVATE "-Wl,--version-script=${version_script}"
                       -Wl,--no-undefined -Wl,--as-needed -Wl,-z,now -Wl,-z,relro)
   set_target_properties(
     ${target}
-    PROPERTIES LINKER_LANGUAGE C
+    PROPERTIES LINKER_LANGUAGE ${linker_language}
                C_STANDARD 11
                C_EXTENSIONS ON
                CXX_STANDARD 17
