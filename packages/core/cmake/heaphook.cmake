@@ -11,8 +11,10 @@
 #   heaphook_add_backend_test(mine)                         # -> heaphook_conformance_mine
 #
 # Functions:
-#   heaphook_add_backend(<name> [C_API] [CXX_STDLIB] <sources>... [EXPORTS <symbol>...])
-#       Shared library target heaphook_<name>, file libheaphook_<name>.so in
+#   heaphook_add_backend(<name> [C_API] [CXX_STDLIB] [TARGET <target>] <sources>...
+#                        [EXPORTS <symbol>...])
+#       Shared library target heaphook_<name> (or <target>: then the file is lib<target>.so,
+#       as tier4's build_library names it), file libheaphook_<name>.so in
 #       HEAPHOOK_OUTPUT_DIR. The heaphook core is compiled into it (targets heaphook_*_objects,
 #       built once per project), so the library is self-contained. Without C_API the sources
 #       define a heaphook::GlobalAllocator and the core's C++ adapter is added; with C_API they
@@ -117,6 +119,10 @@ set(_heaphook_preload_flags
     $<$<COMPILE_LANGUAGE:CXX>:-fno-rtti>
     $<$<COMPILE_LANGUAGE:CXX>:-fno-threadsafe-statics>
     $<$<COMPILE_LANGUAGE:CXX>:-fvisibility-inlines-hidden>)
+# The same for a backend that uses the C++ standard library (CXX_STDLIB, tier4's functions).
+set(_heaphook_preload_flags_cxx_stdlib ${_heaphook_preload_flags})
+list(FILTER _heaphook_preload_flags_cxx_stdlib EXCLUDE REGEX
+     "fno-exceptions|fno-rtti|fno-threadsafe-statics")
 set(_heaphook_preload_definitions _GNU_SOURCE $<$<BOOL:${HEAPHOOK_DEBUG}>:HEAPHOOK_DEBUG=1>)
 
 # The core, compiled once per project and only when a target uses it (EXCLUDE_FROM_ALL): object
@@ -158,12 +164,16 @@ if(NOT TARGET heaphook_core_objects)
 endif()
 
 function(heaphook_add_backend name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API;CXX_STDLIB" "" "EXPORTS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API;CXX_STDLIB" "TARGET" "EXPORTS")
   set(sources ${ARG_UNPARSED_ARGUMENTS})
   if(NOT sources)
     message(FATAL_ERROR "heaphook_add_backend(${name}): no sources")
   endif()
   set(target heaphook_${name})
+  if(ARG_TARGET)
+    set(target ${ARG_TARGET})
+  endif()
+  set_property(GLOBAL PROPERTY HEAPHOOK_BACKEND_TARGET_${name} ${target})
   add_library(${target} SHARED ${sources})
   if(NOT ARG_C_API)
     if(NOT CMAKE_CXX_COMPILER)
@@ -177,7 +187,7 @@ function(heaphook_add_backend name)
   set(flags ${_heaphook_preload_flags})
   set(linker_language C)
   if(ARG_CXX_STDLIB)
-    list(FILTER flags EXCLUDE REGEX "fno-exceptions|fno-rtti|fno-threadsafe-statics")
+    set(flags ${_heaphook_preload_flags_cxx_stdlib})
     set(linker_language CXX)
   endif()
   target_compile_options(${target} PRIVATE ${flags})
@@ -211,8 +221,8 @@ function(heaphook_add_backend name)
 endfunction()
 
 function(heaphook_add_backend_test name)
-  set(backend heaphook_${name})
-  if(NOT TARGET ${backend})
+  get_property(backend GLOBAL PROPERTY HEAPHOOK_BACKEND_TARGET_${name})
+  if(NOT backend OR NOT TARGET ${backend})
     message(FATAL_ERROR "heaphook_add_backend_test(${name}): call heaphook_add_backend(${name} ...) first")
   endif()
   set(target heaphook_conformance_${name})
@@ -234,3 +244,6 @@ function(heaphook_add_backend_test name)
     add_test(NAME ${target} COMMAND ${target} ${name})
   endif()
 endfunction()
+
+# tier4/heaphook's build_library() and test_library(), over the functions above.
+include(${CMAKE_CURRENT_LIST_DIR}/heaphook_tier4.cmake)
