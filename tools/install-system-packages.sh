@@ -9,13 +9,17 @@
 #   HTML report headless), poppler-utils (pdftotext reads the PDF chart), golang-go (`go tool
 #   pprof` opens the report's profile); zstd (the heaplog decoder pipes zstd blocks through it:
 #   much faster than the fzstd fallback); the sanitizer tier's runtimes (libasan8 libubsan1
-#   libtsan2: gcc 12's AddressSanitizer, UndefinedBehaviorSanitizer and ThreadSanitizer).
+#   libtsan2: gcc 12's AddressSanitizer, UndefinedBehaviorSanitizer and ThreadSanitizer); the
+#   ament_cmake package ros/heaphook and its test (packages/core/test/ament.test.ts: colcon
+#   build / colcon test of a ROS 2-style workspace): colcon python3-colcon-cmake
+#   python3-colcon-ros ament-cmake, and googletest (Debian's GoogleTest sources, which
+#   test_library() builds its test programs with).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
 packages=(liblsan0 clang libclang-rt-14-dev libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
   zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils golang-go zstd
-  libasan8 libubsan1 libtsan2)
+  libasan8 libubsan1 libtsan2 colcon python3-colcon-cmake python3-colcon-ros ament-cmake googletest)
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then sudo="sudo"; else

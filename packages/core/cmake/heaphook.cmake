@@ -11,8 +11,10 @@
 #   heaphook_add_backend_test(mine)                         # -> heaphook_conformance_mine
 #
 # Functions:
-#   heaphook_add_backend(<name> [C_API] <sources>... [EXPORTS <symbol>...])
-#       Shared library target heaphook_<name>, file libheaphook_<name>.so in
+#   heaphook_add_backend(<name> [C_API] [CXX_STDLIB] [TARGET <target>] <sources>...
+#                        [EXPORTS <symbol>...])
+#       Shared library target heaphook_<name> (or <target>: then the file is lib<target>.so,
+#       as tier4's build_library names it), file libheaphook_<name>.so in
 #       HEAPHOOK_OUTPUT_DIR. The heaphook core is compiled into it (targets heaphook_*_objects,
 #       built once per project), so the library is self-contained. Without C_API the sources
 #       define a heaphook::GlobalAllocator and the core's C++ adapter is added; with C_API they
@@ -22,6 +24,11 @@
 #       heaphook/core.h are exported), -z now, and no libstdc++. EXPORTS adds symbols of the
 #       backend's own API to the version script; define them with HEAPHOOK_EXPORT
 #       (heaphook/backend.h), since everything else is compiled hidden.
+#       CXX_STDLIB: the backend may use the whole C++ standard library (containers, std::mutex,
+#       exceptions, RTTI, thread-safe statics): the library is linked with libstdc++ (NEEDED),
+#       and the backend is initialised after the library's static constructors (libstdc++'s
+#       and the loader's earlier allocations are served by the bootstrap arena). tier4's
+#       build_library() (heaphook_tier4.cmake) builds this way.
 #   heaphook_add_backend_test(<name> [<sources>...])
 #       Executable heaphook_conformance_<name> in HEAPHOOK_OUTPUT_DIR: the conformance suite
 #       (test/native/conformance.c, built with -fno-builtin) linked against libheaphook_<name>.so
@@ -112,6 +119,10 @@ set(_heaphook_preload_flags
     $<$<COMPILE_LANGUAGE:CXX>:-fno-rtti>
     $<$<COMPILE_LANGUAGE:CXX>:-fno-threadsafe-statics>
     $<$<COMPILE_LANGUAGE:CXX>:-fvisibility-inlines-hidden>)
+# The same for a backend that uses the C++ standard library (CXX_STDLIB, tier4's functions).
+set(_heaphook_preload_flags_cxx_stdlib ${_heaphook_preload_flags})
+list(FILTER _heaphook_preload_flags_cxx_stdlib EXCLUDE REGEX
+     "fno-exceptions|fno-rtti|fno-threadsafe-statics")
 set(_heaphook_preload_definitions _GNU_SOURCE $<$<BOOL:${HEAPHOOK_DEBUG}>:HEAPHOOK_DEBUG=1>)
 
 # The core, compiled once per project and only when a target uses it (EXCLUDE_FROM_ALL): object
@@ -153,12 +164,16 @@ if(NOT TARGET heaphook_core_objects)
 endif()
 
 function(heaphook_add_backend name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API" "" "EXPORTS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API;CXX_STDLIB" "TARGET" "EXPORTS")
   set(sources ${ARG_UNPARSED_ARGUMENTS})
   if(NOT sources)
     message(FATAL_ERROR "heaphook_add_backend(${name}): no sources")
   endif()
   set(target heaphook_${name})
+  if(ARG_TARGET)
+    set(target ${ARG_TARGET})
+  endif()
+  set_property(GLOBAL PROPERTY HEAPHOOK_BACKEND_TARGET_${name} ${target})
   add_library(${target} SHARED ${sources})
   if(NOT ARG_C_API)
     if(NOT CMAKE_CXX_COMPILER)
@@ -169,9 +184,16 @@ function(heaphook_add_backend name)
   endif()
   target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_support_objects
                                            heaphook_reloc_objects)
-  target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
-  target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions}
-                                               HEAPHOOK_BACKEND_NAME="${name}")
+  set(flags ${_heaphook_preload_flags})
+  set(linker_language C)
+  if(ARG_CXX_STDLIB)
+    set(flags ${_heaphook_preload_flags_cxx_stdlib})
+    set(linker_language CXX)
+  endif()
+  target_compile_options(${target} PRIVATE ${flags})
+  target_compile_definitions(
+    ${target} PRIVATE ${_heaphook_preload_definitions} HEAPHOOK_BACKEND_NAME="${name}"
+                      $<$<BOOL:${ARG_CXX_STDLIB}>:HEAPHOOK_CXX_STDLIB=1>)
   # The core's version script, plus the backend's own EXPORTS when it has any (written only
   # when its content changes, so that configuring again does not relink).
   set(version_script ${HEAPHOOK_VERSION_SCRIPT})
@@ -183,12 +205,13 @@ function(heaphook_add_backend name)
     file(WRITE ${version_script}.new "${map}")
     configure_file(${version_script}.new ${version_script} COPYONLY)
   endif()
-  # --as-needed drops the libstdc++ CMake adds for mixed C/C++ targets: nothing references it.
+  # --as-needed drops the libstdc++ CMake adds for mixed C/C++ targets: nothing references it
+  # (unless CXX_STDLIB, where the C++ driver links it and the backend uses it).
   target_link_options(${target} PRIVATE "-Wl,--version-script=${version_script}"
                       -Wl,--no-undefined -Wl,--as-needed -Wl,-z,now -Wl,-z,relro)
   set_target_properties(
     ${target}
-    PROPERTIES LINKER_LANGUAGE C
+    PROPERTIES LINKER_LANGUAGE ${linker_language}
                C_STANDARD 11
                C_EXTENSIONS ON
                CXX_STANDARD 17
@@ -198,8 +221,8 @@ function(heaphook_add_backend name)
 endfunction()
 
 function(heaphook_add_backend_test name)
-  set(backend heaphook_${name})
-  if(NOT TARGET ${backend})
+  get_property(backend GLOBAL PROPERTY HEAPHOOK_BACKEND_TARGET_${name})
+  if(NOT backend OR NOT TARGET ${backend})
     message(FATAL_ERROR "heaphook_add_backend_test(${name}): call heaphook_add_backend(${name} ...) first")
   endif()
   set(target heaphook_conformance_${name})
@@ -221,3 +244,6 @@ function(heaphook_add_backend_test name)
     add_test(NAME ${target} COMMAND ${target} ${name})
   endif()
 endfunction()
+
+# tier4/heaphook's build_library() and test_library(), over the functions above.
+include(${CMAKE_CURRENT_LIST_DIR}/heaphook_tier4.cmake)

@@ -66,11 +66,19 @@ _Atomic int hh_backend_state = HH_STATE_UNINIT;
 /* pthread_self() of the thread running the initialisation (0 when none). */
 static _Atomic unsigned long hh_initialising_thread = 0;
 
-static void hh_backend_initialise(void) {
+/* Returns false when the backend's init answered HEAPHOOK_INIT_LATER: the state is UNINIT
+ * again and the caller uses the bootstrap arena. */
+static bool hh_backend_initialise(void) {
     atomic_store_explicit(&hh_initialising_thread, (unsigned long)pthread_self(),
                           memory_order_relaxed);
     hh_backend_load();
-    if (hh_backend.init != NULL && hh_backend.init() != 0) {
+    int result = hh_backend.init != NULL ? hh_backend.init() : 0;
+    if (result == HEAPHOOK_INIT_LATER) {
+        atomic_store_explicit(&hh_initialising_thread, 0, memory_order_relaxed);
+        atomic_store_explicit(&hh_backend_state, HH_STATE_UNINIT, memory_order_release);
+        return false;
+    }
+    if (result != 0) {
         heaphook_fatal("backend %s refused to initialise", hh_backend.name);
     }
     atomic_store_explicit(&hh_initialising_thread, 0, memory_order_relaxed);
@@ -78,6 +86,7 @@ static void hh_backend_initialise(void) {
     heaphook_log_debug("backend %s ready (heaphook %s; bootstrap arena used %zu of %zu bytes)",
                        hh_backend.name, HEAPHOOK_VERSION, hh_bootstrap_used_bytes(),
                        hh_bootstrap_capacity());
+    return true;
 }
 
 HH_NOINLINE bool hh_backend_make_ready(void) {
@@ -89,8 +98,7 @@ HH_NOINLINE bool hh_backend_make_ready(void) {
             if (atomic_compare_exchange_strong_explicit(&hh_backend_state, &expected,
                                                         HH_STATE_INITIALISING, memory_order_acq_rel,
                                                         memory_order_acquire)) {
-                hh_backend_initialise();
-                return true;
+                return hh_backend_initialise();
             }
             continue;
         }

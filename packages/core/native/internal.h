@@ -89,7 +89,8 @@ extern _Atomic int hh_backend_state;
 
 /* Makes the backend ready if it is not. Returns true when the caller may use hh_backend, and
  * false when the caller is the thread initialising the backend (a recursive call from
- * heaphook_backend_get(), init() or what they call): it must use the bootstrap arena. Other
+ * heaphook_backend_get(), init() or what they call) or when init() answered
+ * HEAPHOOK_INIT_LATER: it must use the bootstrap arena. Other
  * threads wait for the initialisation to finish. */
 bool hh_backend_make_ready(void);
 

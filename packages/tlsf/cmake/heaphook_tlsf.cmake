@@ -11,6 +11,12 @@
 #                           ADDITIONAL_MEMPOOL_SIZE doubled until a request fits)
 #   heaphook::tlsf_backend  the backend's C table, heaphook_backend_get() (heaphook/backend.h);
 #                           links heaphook::tlsf_grow and the core's heaphook::support
+#   heaphook::tlsf2 (also tlsf::tlsf, the ROS tlsf package's target name)
+#                           the TLSF 2.x API (include/tlsf/tlsf.h: init_memory_pool,
+#                           add_new_area, tlsf_malloc(size), tlsf_free ...) over heaphook's TLSF,
+#                           for tier4-style allocators (native/tlsf2_compat.c; heaphook's own
+#                           TLSF is compiled into it, native/tlsf2_impl.c, with its colliding
+#                           names renamed)
 # Variables:
 #   HEAPHOOK_TLSF_DIR       set by this module: the @heaphook/tlsf package directory.
 include_guard(GLOBAL)
@@ -34,4 +40,15 @@ if(NOT TARGET heaphook_tlsf_grow)
   _heaphook_tlsf_library(heaphook_tlsf_backend tlsf_backend
                          ${HEAPHOOK_TLSF_DIR}/native/tlsf_backend.c)
   target_link_libraries(heaphook_tlsf_backend PUBLIC heaphook::tlsf_grow heaphook::support)
+endif()
+
+if(NOT TARGET heaphook_tlsf2)
+  _heaphook_tlsf_library(heaphook_tlsf2 tlsf2 ${HEAPHOOK_TLSF_DIR}/native/tlsf2_compat.c
+                         ${HEAPHOOK_TLSF_DIR}/native/tlsf2_impl.c)
+  target_include_directories(heaphook_tlsf2 PUBLIC ${HEAPHOOK_TLSF_DIR}/include
+                             PRIVATE ${HEAPHOOK_TLSF_DIR}/native)
+  target_link_libraries(heaphook_tlsf2 PUBLIC Threads::Threads)
+  if(NOT TARGET tlsf::tlsf)
+    add_library(tlsf::tlsf ALIAS heaphook_tlsf2)
+  endif()
 endif()

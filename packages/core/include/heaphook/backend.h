@@ -51,6 +51,10 @@ extern "C" {
 #define HEAPHOOK_LARGE_STORAGE
 #endif
 
+/* What init returns when the backend cannot be initialised yet (the C++ adapter of a
+ * CXX_STDLIB backend, until the library's own static constructors have run). */
+#define HEAPHOOK_INIT_LATER 1
+
 /* The alignment of every block returned for align == 1: alignof(max_align_t) on x86-64. */
 #define HEAPHOOK_DEFAULT_ALIGNMENT 16
 
@@ -74,8 +78,9 @@ typedef struct heaphook_backend {
     /* Short name, as in libheaphook_<name>.so; shown in logs. */
     const char *name;
     /* Called once, before the first alloc, with the core's bootstrap arena serving any malloc
-     * it makes. Returns 0, or -1 to refuse (the core then stops the program with a message).
-     * Default: nothing. */
+     * it makes. Returns 0, or -1 to refuse (the core then stops the program with a message),
+     * or HEAPHOOK_INIT_LATER: not yet (the arena serves the call, and the next malloc-family
+     * call asks again). Default: nothing. */
     int (*init)(void);
     void *(*alloc)(size_t size, size_t align);
     void (*dealloc)(void *ptr);

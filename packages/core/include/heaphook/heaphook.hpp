@@ -15,11 +15,25 @@
 // alignment expected) or a power of two multiple of sizeof(void*); ptr non-null and owned.
 // Preload libraries are compiled without exceptions, RTTI or thread-safe statics, and are
 // linked without libstdc++: keep to the language core (no iostreams, no std containers that
-// allocate through operator new from inside the hooks).
+// allocate through operator new from inside the hooks). heaphook_add_backend(<name>
+// CXX_STDLIB ...) (and tier4's build_library) links libstdc++ and allows all of C++ instead.
+//
+// Like tier4/heaphook's header, this one declares what backends written against it call
+// without including anything else: write, getpid, STDERR_FILENO (unistd.h), memset, memcpy,
+// strlen (string.h) and the stdio functions (cstdio, for code outside the hooks, such as an
+// exit report).
 #ifndef HEAPHOOK_HEAPHOOK_HPP
 #define HEAPHOOK_HEAPHOOK_HPP
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include <stddef.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include "heaphook/backend.h"
 
@@ -84,5 +98,14 @@ class GlobalAllocator {
 };
 
 }  // namespace heaphook
+
+// tier4/heaphook compiles its tracing into GlobalAllocator when TRACE is defined; here tracing
+// is a backend of its own (heaptrack: LD_PRELOAD="libheaphook_heaptrack.so <your library>"), and
+// the constant only keeps code that tests it compiling.
+#ifdef TRACE
+static constexpr bool HeapTraceEnabled = true;
+#else
+static constexpr bool HeapTraceEnabled = false;
+#endif
 
 #endif  // HEAPHOOK_HEAPHOOK_HPP
