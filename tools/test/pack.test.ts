@@ -6,6 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import {
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
@@ -88,6 +89,7 @@ describe('npm pack', () => {
     expect(tlsf).toEqual(
       expect.arrayContaining([
         'package/build/Release/libheaphook_tlsf.so',
+        'package/build/Release/libpreloaded_tlsf.so',
         'package/build/Release/tlsf_addon.node',
         'package/dist/index.js',
         'package/native/tlsf.c',
@@ -97,6 +99,7 @@ describe('npm pack', () => {
     expect(heaptrack).toEqual(
       expect.arrayContaining([
         'package/build/Release/libheaphook_heaptrack.so',
+        'package/build/Release/libpreloaded_heaptrack.so',
         'package/build/Release/heaphook-heaptrack-collector',
         'package/dist/commands.js',
       ]),
@@ -186,10 +189,33 @@ describe('npm i <all tarballs> in an empty folder', () => {
       ['aix-plugin', '@heaphook/aix-plugin'],
       ['example', '@heaphook/core'],
       ['heaptrack', '@heaphook/heaptrack'],
+      ['preloaded_heaptrack', '@heaphook/heaptrack'],
+      ['preloaded_tlsf', '@heaphook/tlsf'],
       ['tlsf', '@heaphook/tlsf'],
       ['ucm-hooks', '@heaphook/ucm-hooks'],
     ]);
     expect(r.stdout).toContain(join(installed('tlsf'), 'build/Release/libheaphook_tlsf.so'));
+  });
+
+  it("tier4's names: heaphook path preloaded_tlsf / preloaded_heaptrack give regular files, the same bytes as heaphook's, and python3 runs on them", () => {
+    for (const [pkg, name, real] of [
+      ['tlsf', 'preloaded_tlsf', 'libheaphook_tlsf.so'],
+      ['heaptrack', 'preloaded_heaptrack', 'libheaphook_heaptrack.so'],
+    ] as const) {
+      const r = inApp('npx', ['heaphook', 'path', name]);
+      const expected = join(installed(pkg), `build/Release/lib${name}.so`);
+      expect(r.stdout).toBe(`${expected}\n`);
+      expect(lstatSync(expected).isFile()).toBe(true); // not a link: npm pack keeps no links
+      expect(
+        readFileSync(expected).equals(readFileSync(join(installed(pkg), 'build/Release', real))),
+      ).toBe(true);
+    }
+    const python = runProgram('python3', ['-c', 'print(6 * 7)'], {
+      preload: join(installed('tlsf'), 'build/Release/libpreloaded_tlsf.so'),
+      env: { INITIAL_MEMPOOL_SIZE: '50000000', ADDITIONAL_MEMPOOL_SIZE: '20000000' },
+    });
+    expect(python.stderr).toBe('');
+    expect(python.stdout).toBe('42\n');
   });
 
   it("npx heaphook run -b tlsf -- python3 -c 'print(sum(range(10)))' prints 45", () => {

@@ -3,8 +3,8 @@
  *
  * glibc's mallinfo2 fields are mapped from heaphook_stats like this:
  *
- *   arena    = pool_bytes           ordblks  = free_blocks      smblks, usmblks, fsmblks = 0
- *   hblks    = mmapped_blocks       hblkhd   = mmapped_bytes
+ *   arena    = pool_bytes           ordblks  = free_blocks      smblks, fsmblks = 0
+ *   hblks    = mmapped_blocks       hblkhd   = mmapped_bytes    usmblks = peak_used_bytes
  *   uordblks = used_bytes           fordblks = free_bytes       keepcost = largest_free_block
  *
  * mallinfo (int fields) saturates at INT_MAX rather than wrapping. malloc_stats writes to the
@@ -40,6 +40,7 @@ HH_EXPORT struct mallinfo2 mallinfo2(void) {
     info.ordblks = stats.free_blocks;
     info.hblks = stats.mmapped_blocks;
     info.hblkhd = stats.mmapped_bytes;
+    info.usmblks = stats.peak_used_bytes; /* glibc's old meaning: the peak of bytes in use */
     info.uordblks = stats.used_bytes;
     info.fordblks = stats.free_bytes;
     info.keepcost = stats.largest_free_block;
@@ -61,6 +62,7 @@ HH_EXPORT struct mallinfo mallinfo(void) {
     info.ordblks = hh_saturate(wide.ordblks);
     info.hblks = hh_saturate(wide.hblks);
     info.hblkhd = hh_saturate(wide.hblkhd);
+    info.usmblks = hh_saturate(wide.usmblks);
     info.uordblks = hh_saturate(wide.uordblks);
     info.fordblks = hh_saturate(wide.fordblks);
     info.keepcost = hh_saturate(wide.keepcost);
@@ -83,6 +85,8 @@ static void hh_print_stats(int fd) {
         {"mmapped bytes", offsetof(heaphook_stats, mmapped_bytes)},
         {"mmapped blocks", offsetof(heaphook_stats, mmapped_blocks)},
         {"pool growths", offsetof(heaphook_stats, growth_count)},
+        {"peak used bytes", offsetof(heaphook_stats, peak_used_bytes)},
+        {"largest request", offsetof(heaphook_stats, largest_request)},
     };
     char text[1024];
     size_t len = heaphook_formatf(text, sizeof text, "heaphook malloc_stats: backend %s\n",

@@ -33,7 +33,9 @@
  * heap under the mutex, and every free/realloc/malloc_usable_size validates its pointer first
  * (tlsf_validate), stopping the program with one line on a bad one.
  */
+#include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -41,6 +43,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "heaphook/backend.h"
 #include "heaphook/config.h"
@@ -134,7 +137,12 @@ static struct {
     bool thread_heaps;
     unsigned cache_depth;
     bool release; /* frees may give pages back to the system */
+    int on_grow;  /* ON_GROW_*: what a growth after start-up does (HEAPHOOK_TLSF_ON_GROW) */
+    bool stats;   /* count bytes in use, their peak and the largest request (HEAPHOOK_TLSF_STATS) */
+    bool tier4;   /* HEAPHOOK_TLSF_COMPAT=tier4: tier4/heaphook's defaults */
 } cfg;
+
+enum { ON_GROW_IGNORE = 0, ON_GROW_WARN = 1, ON_GROW_ABORT = 2 };
 
 /* Marks a block in a thread cache (its second word), to catch a double free cheaply. */
 static uintptr_t cache_key;
@@ -267,7 +275,9 @@ static void *area_map(void *ctx, size_t bytes) {
         heaphook_os_unmap(mem, len);
         return NULL;
     }
-    if (cfg.prefault || cfg.mlock) heaphook_os_prefault(mem, len);
+    /* tier4 compatibility touches the first pool only, as tier4's memset of it did. */
+    if (cfg.prefault || cfg.mlock || (cfg.tier4 && shared.total == 0 && cfg.initial != 0))
+        heaphook_os_prefault(mem, len);
     if (cfg.mlock && heaphook_os_lock(mem, len) != 0 && !mlock_warned) {
         mlock_warned = true;
         heaphook_log_warn(
@@ -290,17 +300,80 @@ static int area_probe(void *ctx, size_t bytes) {
     return 1;
 }
 
+/* A growth of this thread's call, reported (HEAPHOOK_TLSF_ON_GROW) when the shared lock is
+ * given back: the stack is walked and the line written with no lock of ours held. */
+static __thread struct {
+    size_t added, total, count, areas;
+} t_grew __attribute__((tls_model("initial-exec")));
+
 static void area_grew(void *ctx, size_t added, size_t total, size_t count) {
     (void)ctx;
-    heaphook_log_info("tlsf: pool grew by %zu bytes to %zu bytes (growth %zu)", added, total,
-                      count);
+    /* tier4/heaphook said every growth on stderr: with its defaults, so does this (warn). */
+    heaphook_log(cfg.tier4 ? HEAPHOOK_LOG_WARN : HEAPHOOK_LOG_INFO,
+                 "tlsf: pool grew by %zu bytes to %zu bytes (growth %zu)", added, total, count);
+    if (cfg.on_grow == ON_GROW_IGNORE) return;
+    t_grew.added += added;
+    t_grew.total = total;
+    t_grew.count = count;
+    t_grew.areas++;
 }
+
+static __attribute__((noinline, cold)) void grow_report(void);
+static bool stats_wanted(void);
 
 static inline void shared_lock_take(void) {
     pthread_mutex_lock(&shared_lock);
 }
 static inline void shared_lock_give(void) {
     pthread_mutex_unlock(&shared_lock);
+    if (UNLIKELY(t_grew.areas)) grow_report();
+}
+
+/*
+ * HEAPHOOK_TLSF_ON_GROW: a growth after start-up (any area added to the pool beyond the first,
+ * INITIAL_MEMPOOL_SIZE) is named with the call's stack, once per call that grew the pool.
+ * The stack comes from glibc's backtrace() (libgcc's unwinder over .eh_frame, so it needs no
+ * frame pointers), warmed up at start-up (its first call loads libgcc_s, which allocates);
+ * frames are named with dladdr (module + offset, and the symbol when the module exports it).
+ * Frames inside this library are left out. No lock of ours is held here.
+ */
+#define GROW_FRAMES 24
+static void grow_report(void) {
+    const size_t added = t_grew.added, total = t_grew.total, count = t_grew.count;
+    const size_t areas_added = t_grew.areas;
+    t_grew.added = t_grew.total = t_grew.count = t_grew.areas = 0;
+    void *frames[GROW_FRAMES];
+    const int n = backtrace(frames, GROW_FRAMES);
+    char line[900];
+    size_t len = heaphook_formatf(
+        line, sizeof line,
+        "tlsf: the pool grew after start-up by %zu bytes (%zu area(s)) to %zu bytes (growth %zu, "
+        "HEAPHOOK_TLSF_ON_GROW=%s); stack:",
+        added, areas_added, total, count, cfg.on_grow == ON_GROW_ABORT ? "abort" : "warn");
+    Dl_info self;
+    const void *self_base = dladdr((void *)grow_report, &self) ? self.dli_fbase : NULL;
+    for (int i = 0; i < n && len < sizeof line - 1; i++) {
+        Dl_info info;
+        /* A return address: look up the call instruction, just before it. */
+        const uintptr_t pc = (uintptr_t)frames[i];
+        if (!dladdr((void *)(pc - 1), &info) || !info.dli_fname) {
+            len += heaphook_formatf(line + len, sizeof line - len, " 0x%lx", (unsigned long)pc);
+            continue;
+        }
+        if (info.dli_fbase == self_base) continue;
+        const char *module = strrchr(info.dli_fname, '/');
+        module = module ? module + 1 : info.dli_fname;
+        if (*module == '\0') module = "?";
+        const unsigned long off = (unsigned long)(pc - (uintptr_t)info.dli_fbase);
+        if (info.dli_sname)
+            len += heaphook_formatf(line + len, sizeof line - len, " %s+0x%lx (%s+0x%lx)",
+                                    info.dli_sname, (unsigned long)(pc - (uintptr_t)info.dli_saddr),
+                                    module, off);
+        else
+            len += heaphook_formatf(line + len, sizeof line - len, " %s+0x%lx", module, off);
+    }
+    if (cfg.on_grow == ON_GROW_ABORT) heaphook_fatal("%s", line);
+    heaphook_log_warn("%s", line);
 }
 
 /* The shared heap; shared_lock held. */
@@ -874,6 +947,53 @@ static void *tlsf_backend_realloc(void *ptr, size_t size) {
 }
 
 /*
+ * HEAPHOOK_TLSF_STATS=1: the entry points below wrap those above (the table is chosen before
+ * init, so without the variable nothing is counted and nothing costs). Bytes in use are the
+ * usable sizes of the blocks the program holds (malloc_usable_size); one atomic add per call,
+ * and a compare-and-swap when a new peak or a new largest request is reached.
+ */
+static _Atomic size_t stat_in_use, stat_peak, stat_largest;
+
+static inline void stat_raise(_Atomic size_t *mark, size_t value) {
+    size_t seen = atomic_load_explicit(mark, memory_order_relaxed);
+    while (value > seen && !atomic_compare_exchange_weak_explicit(
+                               mark, &seen, value, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+static void *stats_alloc(size_t size, size_t align) {
+    void *p = tlsf_backend_alloc(size, align);
+    stat_raise(&stat_largest, size);
+    if (p) {
+        const size_t now =
+            atomic_fetch_add_explicit(&stat_in_use, tlsf_block_size(p), memory_order_relaxed) +
+            tlsf_block_size(p);
+        stat_raise(&stat_peak, now);
+    }
+    return p;
+}
+
+static void stats_dealloc(void *ptr) {
+    check_pointer(ptr, "free"); /* before its head is read for the size */
+    atomic_fetch_sub_explicit(&stat_in_use, tlsf_block_size(ptr), memory_order_relaxed);
+    tlsf_backend_dealloc(ptr);
+}
+
+static void *stats_realloc(void *ptr, size_t size) {
+    check_pointer(ptr, "realloc");
+    const size_t old = tlsf_block_size(ptr);
+    void *q = tlsf_backend_realloc(ptr, size);
+    stat_raise(&stat_largest, size);
+    if (q) {
+        const size_t now = atomic_fetch_add_explicit(&stat_in_use, tlsf_block_size(q) - old,
+                                                     memory_order_relaxed) +
+                           (tlsf_block_size(q) - old);
+        stat_raise(&stat_peak, now);
+    }
+    return q;
+}
+
+/*
  * Fork: the shared lock is the only lock. A thread heap that belonged to another thread may
  * have been half-way through an operation at the fork: the child never touches it again
  * (its blocks freed in the child are pushed on its remote stack and stay there).
@@ -944,6 +1064,8 @@ static void collect(tlsf_totals *out) {
     out->s.free_bytes = free;
     out->s.free_blocks = free_blocks;
     out->s.largest_free_block = g.largest_free;
+    out->s.peak_used_bytes = atomic_load_explicit(&stat_peak, memory_order_relaxed);
+    out->s.largest_request = atomic_load_explicit(&stat_largest, memory_order_relaxed);
 }
 
 static int tlsf_backend_get_stats(heaphook_stats *out) {
@@ -978,6 +1100,9 @@ static void tlsf_backend_print_stats(int fd) {
                "  options:      INITIAL_MEMPOOL_SIZE=%zu ADDITIONAL_MEMPOOL_SIZE=%zu "
                "prefault=%d mlock=%d check=%d thread_heaps=%d",
                cfg.initial, cfg.additional, cfg.prefault, cfg.mlock, cfg.check, cfg.thread_heaps);
+    if (cfg.stats)
+        print_line(fd, "  counted:      peak in use %zu bytes, largest request %zu bytes",
+                   t.s.peak_used_bytes, t.s.largest_request);
 }
 
 /*
@@ -1017,14 +1142,25 @@ static int tlsf_backend_init(void) {
                              "a size of at least 4096 bytes", "100M");
     area_size_possible("INITIAL_MEMPOOL_SIZE", cfg.initial);
     area_size_possible("ADDITIONAL_MEMPOOL_SIZE", cfg.additional);
+    /* HEAPHOOK_TLSF_COMPAT=tier4: tier4/heaphook's libpreloaded_tlsf.so where it differs by
+     * choice: one heap under one mutex (no thread heaps, so no thread cache), the first pool
+     * touched at start-up (tier4 memsets it; additions are not touched), no pages given back,
+     * every growth said at warn level. The variables below still override these defaults. */
+    static const char *const compat_names[] = {"none", "tier4"};
+    cfg.tier4 = heaphook_env_choice("HEAPHOOK_TLSF_COMPAT", NULL, compat_names, 2, 0) == 1;
     cfg.prefault = heaphook_env_bool("HEAPHOOK_TLSF_PREFAULT", NULL, false);
     cfg.mlock = heaphook_env_bool("HEAPHOOK_TLSF_MLOCK", NULL, false);
     cfg.check = heaphook_env_bool("HEAPHOOK_TLSF_CHECK", NULL, false);
-    cfg.thread_heaps = heaphook_env_bool("HEAPHOOK_TLSF_THREAD_HEAPS", NULL, true) && !cfg.check;
+    cfg.thread_heaps =
+        heaphook_env_bool("HEAPHOOK_TLSF_THREAD_HEAPS", NULL, !cfg.tier4) && !cfg.check;
     cfg.cache_depth = (unsigned)heaphook_env_long("HEAPHOOK_TLSF_CACHE", NULL, CACHE_DEPTH_DEFAULT,
                                                   0, CACHE_DEPTH_MAX);
-    cfg.release = heaphook_env_bool("HEAPHOOK_TLSF_RELEASE", NULL, true) && !cfg.prefault &&
+    cfg.release = heaphook_env_bool("HEAPHOOK_TLSF_RELEASE", NULL, !cfg.tier4) && !cfg.prefault &&
                   !cfg.mlock && !cfg.check;
+    /* HEAPHOOK_TLSF_ON_GROW and HEAPHOOK_TLSF_STATS: see grow_report and stats_alloc. */
+    static const char *const on_grow_names[] = {"ignore", "warn", "abort"};
+    cfg.on_grow = heaphook_env_choice("HEAPHOOK_TLSF_ON_GROW", NULL, on_grow_names, 3, 0);
+    cfg.stats = stats_wanted();
     cache_key = ((uintptr_t)&cache_key * 0x9E3779B97F4A7C15ull) | 1;
 #if TLSF_HEAD_KEY
     /* The heads' key (tlsf.c), nibbles t, m, t from the top: t is 8..14 and m any (drawn from
@@ -1059,12 +1195,38 @@ static int tlsf_backend_init(void) {
         cfg.thread_heaps = false;
     heaphook_log_debug(
         "tlsf: pool of %zu bytes, additions of %zu; prefault=%d mlock=%d check=%d "
-        "thread_heaps=%d",
-        cfg.initial, cfg.additional, cfg.prefault, cfg.mlock, cfg.check, cfg.thread_heaps);
+        "thread_heaps=%d compat=%s on_grow=%s stats=%d",
+        cfg.initial, cfg.additional, cfg.prefault, cfg.mlock, cfg.check, cfg.thread_heaps,
+        cfg.tier4 ? "tier4" : "none", on_grow_names[cfg.on_grow], cfg.stats);
     return 0;
 }
 
-static const heaphook_backend tlsf_backend = {
+/* After the core's constructor (101: the backend is ready): the unwinder's first call loads
+ * libgcc_s, which allocates; done here, where no lock of ours is held, so that a growth
+ * report later allocates nothing. */
+__attribute__((constructor(102))) static void tlsf_backend_warm_up(void) {
+    if (cfg.on_grow == ON_GROW_IGNORE) return;
+    void *frames[4];
+    (void)backtrace(frames, 4);
+}
+
+/* HEAPHOOK_TLSF_STATS=1: one block of lines on the report fd at exit (the fd the core opened at
+ * start-up: a program may have closed stderr by then). */
+__attribute__((destructor)) static void tlsf_backend_exit_stats(void) {
+    if (!cfg.stats) return;
+    tlsf_totals t;
+    collect(&t);
+    const int fd = heaphook_report_fd();
+    print_line(fd,
+               "heaphook tlsf[%d] stats at exit: pool %zu bytes in %zu area(s), grew %zu time(s)",
+               (int)getpid(), t.s.pool_bytes, t.areas, t.s.growth_count);
+    print_line(fd, "  peak in use:     %zu bytes", t.s.peak_used_bytes);
+    print_line(fd, "  largest request: %zu bytes", t.s.largest_request);
+    print_line(fd, "  in use at exit:  %zu bytes",
+               atomic_load_explicit(&stat_in_use, memory_order_relaxed));
+}
+
+static heaphook_backend tlsf_backend = {
     .name = "tlsf",
     .init = tlsf_backend_init,
     .alloc = tlsf_backend_alloc,
@@ -1078,6 +1240,17 @@ static const heaphook_backend tlsf_backend = {
     .print_stats = tlsf_backend_print_stats,
 };
 
+/* HEAPHOOK_TLSF_STATS, read before init (the reader allocates nothing): the core copies the
+ * table once, before init, so the table itself decides whether calls are counted. */
+static bool stats_wanted(void) {
+    return heaphook_env_bool("HEAPHOOK_TLSF_STATS", NULL, false);
+}
+
 const heaphook_backend *heaphook_backend_get(void) {
+    if (stats_wanted()) {
+        tlsf_backend.alloc = stats_alloc;
+        tlsf_backend.dealloc = stats_dealloc;
+        tlsf_backend.realloc = stats_realloc;
+    }
     return &tlsf_backend;
 }

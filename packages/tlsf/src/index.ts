@@ -53,6 +53,13 @@ export interface TlsfOptions {
   readonly release?: boolean;
   /** HEAPHOOK_LOG_LEVEL: 'info' shows every pool growth. */
   readonly logLevel?: 'error' | 'warn' | 'info' | 'debug' | 'trace';
+  /** HEAPHOOK_TLSF_ON_GROW: a growth beyond the first pool is named with its stack ('warn') or
+   * stops the program ('abort'); default 'ignore'. */
+  readonly onGrow?: 'ignore' | 'warn' | 'abort';
+  /** HEAPHOOK_TLSF_STATS: count bytes in use, their peak and the largest request; print them at exit. */
+  readonly stats?: boolean;
+  /** HEAPHOOK_TLSF_COMPAT: 'tier4' for tier4/heaphook's defaults (one heap, one mutex ...). */
+  readonly compat?: 'none' | 'tier4';
 }
 
 const ENV = 'env(options)';
@@ -84,6 +91,7 @@ export function env(options: TlsfOptions = {}): Record<string, string> {
     check: 'HEAPHOOK_TLSF_CHECK',
     threadHeaps: 'HEAPHOOK_TLSF_THREAD_HEAPS',
     release: 'HEAPHOOK_TLSF_RELEASE',
+    stats: 'HEAPHOOK_TLSF_STATS',
   } as const;
   for (const [key, variable] of Object.entries(flags) as [keyof typeof flags, string][]) {
     if (o[key] !== undefined) out[variable] = flag(`options.${key}`, o[key]);
@@ -94,10 +102,18 @@ export function env(options: TlsfOptions = {}): Record<string, string> {
   if (o.logLevel !== undefined) {
     out.HEAPHOOK_LOG_LEVEL = checkChoice(ENV, 'options.logLevel', o.logLevel, logLevels);
   }
+  if (o.onGrow !== undefined) {
+    out.HEAPHOOK_TLSF_ON_GROW = checkChoice(ENV, 'options.onGrow', o.onGrow, onGrowChoices);
+  }
+  if (o.compat !== undefined) {
+    out.HEAPHOOK_TLSF_COMPAT = checkChoice(ENV, 'options.compat', o.compat, compatChoices);
+  }
   return out;
 }
 
 const logLevels = ['error', 'warn', 'info', 'debug', 'trace'] as const;
+const onGrowChoices = ['ignore', 'warn', 'abort'] as const;
+const compatChoices = ['none', 'tier4'] as const;
 
 /** Figures of an in-process heap. Byte counts are block footprints (heads included). */
 export interface TlsfHeapStats {

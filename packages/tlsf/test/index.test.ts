@@ -22,7 +22,10 @@ describe('@heaphook/tlsf', () => {
     const pkg = JSON.parse(readFileSync(`${packageDir}/package.json`, 'utf8')) as {
       heaphook: { backends: Record<string, string> };
     };
-    expect(pkg.heaphook.backends).toEqual({ tlsf: 'build/Release/libheaphook_tlsf.so' });
+    expect(pkg.heaphook.backends).toEqual({
+      tlsf: 'build/Release/libheaphook_tlsf.so',
+      preloaded_tlsf: 'build/Release/libpreloaded_tlsf.so', // tier4/heaphook's name
+    });
     const info = findBackend('tlsf', { from: packageDir });
     expect(info.libraryPath).toBe(libraryPath());
     expect(info.built).toBe(true);
@@ -42,6 +45,9 @@ describe('@heaphook/tlsf', () => {
         cache: 0,
         release: false,
         logLevel: 'info',
+        onGrow: 'abort',
+        stats: true,
+        compat: 'tier4',
       }),
     ).toEqual({
       INITIAL_MEMPOOL_SIZE: '64M',
@@ -53,8 +59,12 @@ describe('@heaphook/tlsf', () => {
       HEAPHOOK_TLSF_CACHE: '0',
       HEAPHOOK_TLSF_RELEASE: '0',
       HEAPHOOK_LOG_LEVEL: 'info',
+      HEAPHOOK_TLSF_ON_GROW: 'abort',
+      HEAPHOOK_TLSF_STATS: '1',
+      HEAPHOOK_TLSF_COMPAT: 'tier4',
     });
     expect(() => env({ initialPoolSize: -1 })).toThrow(RangeError);
+    expect(() => env({ onGrow: 'sometimes' as 'warn' })).toThrow();
     expect(() => env({ cache: 65 })).toThrow(RangeError);
   });
 

@@ -70,6 +70,8 @@ typedef struct heaphook_stats {
     size_t mmapped_bytes;      /* bytes in blocks mapped individually (outside the pool) */
     size_t mmapped_blocks;     /* number of such blocks */
     size_t growth_count;       /* how many times the pool grew after start-up */
+    size_t peak_used_bytes;    /* high-water mark of used_bytes, when the backend counts it */
+    size_t largest_request;    /* the largest size asked for, when the backend counts it */
 } heaphook_stats;
 
 /* The backend's entry points. Required: name, alloc, dealloc, get_block_size.
