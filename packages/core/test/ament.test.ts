@@ -11,6 +11,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  realpathSync,
   rmSync,
   symlinkSync,
   writeFileSync,
@@ -116,6 +117,13 @@ describe.skipIf(missing !== null)('the ament_cmake package in a colcon workspace
     const lib = join(workspace, 'install/heaphook/lib');
     expect(existsSync(join(lib, 'libheaphook_tlsf.so'))).toBe(true);
     expect(existsSync(join(lib, 'libheaphook_heaptrack.so'))).toBe(true);
+    // tier4/heaphook's names for the same libraries
+    expect(realpathSync(join(lib, 'libpreloaded_tlsf.so'))).toBe(
+      realpathSync(join(lib, 'libheaphook_tlsf.so')),
+    );
+    expect(realpathSync(join(lib, 'libpreloaded_heaptrack.so'))).toBe(
+      realpathSync(join(lib, 'libheaphook_heaptrack.so')),
+    );
     expect(
       existsSync(
         join(workspace, 'install/heaphook/share/heaphook/core/cmake/heaphook_tier4.cmake'),
@@ -163,9 +171,10 @@ describe.skipIf(missing !== null)('the ament_cmake package in a colcon workspace
     expect(result.status).toBe(0);
   });
 
-  it('the TLSF library installed by the package runs python3', () => {
+  it("the TLSF library installed by the package runs python3 under tier4's name and variables", () => {
     const result = run('python3', ['-c', 'print(len(str(list(range(10**5)))))'], {
-      preload: join(workspace, 'install/heaphook/lib/libheaphook_tlsf.so'),
+      preload: join(workspace, 'install/heaphook/lib/libpreloaded_tlsf.so'),
+      env: { INITIAL_MEMPOOL_SIZE: '50000000', ADDITIONAL_MEMPOOL_SIZE: '50000000' },
     });
     expect(result.stdout).toBe('688890\n');
     expect(result.status).toBe(0);
