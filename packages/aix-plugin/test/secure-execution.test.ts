@@ -4,12 +4,17 @@
 // neither HEAPHOOK_AIX_EMUL_REPORT nor HEAPHOOK_LOG_FILE is written.
 import { describe, expect, it } from 'vitest';
 
-import { runSecureProbe, secureProbeUnavailable, secureRunProblems } from '@heaphook/core/testing';
+import {
+  runSecureProbe,
+  secureProbeUnavailable,
+  secureRunProblems,
+  skipOutsideCI,
+} from '@heaphook/core/testing';
 import { archives, emulation, release, requireBuilt } from './helpers/run.js';
 
 const unavailable = secureProbeUnavailable();
 
-describe.skipIf(unavailable !== undefined)('secure execution', () => {
+describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
   requireBuilt();
   const env = ({ dir }: { dir: string }) => ({
     MALLOCTYPE: `user:${archives.bump}`,

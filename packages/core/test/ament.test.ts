@@ -22,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { skipOutsideCI } from '../src/testing.js';
 import { run } from './helpers/native.js';
 
 const amentPackage = fileURLToPath(new URL('../../../ros/heaphook', import.meta.url));
@@ -111,7 +112,7 @@ afterAll(() => {
   if (workspace) rmSync(workspace, { recursive: true, force: true });
 });
 
-describe.skipIf(missing !== null)('the ament_cmake package in a colcon workspace', () => {
+describe.skipIf(skipOutsideCI(missing))('the ament_cmake package in a colcon workspace', () => {
   it('colcon build installs the libraries, the CMake module, and a user package builds with it', () => {
     colcon(['build']);
     const lib = join(workspace, 'install/heaphook/lib');

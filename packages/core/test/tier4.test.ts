@@ -6,7 +6,7 @@ import { existsSync, rmSync } from 'node:fs';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { prepareProgramDir, realPrograms } from '../src/testing.js';
+import { prepareProgramDir, realPrograms, skipOutsideCI } from '../src/testing.js';
 import { built, releaseDir, run } from './helpers/native.js';
 
 const python = realPrograms.find((program) => program.name === 'python3')!;
@@ -91,26 +91,29 @@ describe.each(allocators)('tier4-style allocator $name (build_library)', ({ name
 
 // test_library() builds a GoogleTest program when googletest is installed (Debian: googletest).
 const gtestBuilt = existsSync(`${releaseDir}test_tier4_tlsf`);
-describe.skipIf(!gtestBuilt)('test_library (GoogleTest, the allocator linked in)', () => {
-  it(
-    'test_tier4_tlsf: the GlobalAllocator tests and the whole conformance suite pass',
-    () => {
-      const result = run(built('test_tier4_tlsf'), [], {
-        env: quiet,
-        timeoutMs: SUITE_TIMEOUT_MS - 10_000,
-      });
-      expect(result.stdout).toMatch(/^\[ {2}PASSED {2}\] 4 tests\.$/m);
-      expect(result.stdout).toContain('backend test_tier4_tlsf: 12 groups');
-      expect(result.status).toBe(0);
-    },
-    SUITE_TIMEOUT_MS,
-  );
+describe.skipIf(skipOutsideCI(!gtestBuilt))(
+  'test_library (GoogleTest, the allocator linked in)',
+  () => {
+    it(
+      'test_tier4_tlsf: the GlobalAllocator tests and the whole conformance suite pass',
+      () => {
+        const result = run(built('test_tier4_tlsf'), [], {
+          env: quiet,
+          timeoutMs: SUITE_TIMEOUT_MS - 10_000,
+        });
+        expect(result.stdout).toMatch(/^\[ {2}PASSED {2}\] 4 tests\.$/m);
+        expect(result.stdout).toContain('backend test_tier4_tlsf: 12 groups');
+        expect(result.status).toBe(0);
+      },
+      SUITE_TIMEOUT_MS,
+    );
 
-  it('test_tier4_original_allocator: the GlobalAllocator tests pass', () => {
-    const result = run(built('test_tier4_original_allocator'), [
-      '--gtest_filter=GlobalAllocator.*',
-    ]);
-    expect(result.stdout).toMatch(/^\[ {2}PASSED {2}\] 3 tests\.$/m);
-    expect(result.status).toBe(0);
-  });
-});
+    it('test_tier4_original_allocator: the GlobalAllocator tests pass', () => {
+      const result = run(built('test_tier4_original_allocator'), [
+        '--gtest_filter=GlobalAllocator.*',
+      ]);
+      expect(result.stdout).toMatch(/^\[ {2}PASSED {2}\] 3 tests\.$/m);
+      expect(result.status).toBe(0);
+    });
+  },
+);

@@ -22,12 +22,11 @@ const formatMd = readFileSync(join(packageDir, 'FORMAT.md'), 'utf8');
 const formatText = formatMd.replace(/\s+/g, ' ');
 const generatedPath = join(packageDir, 'src/decode/format.generated.ts');
 
-const constants = Object.entries(format).filter(
+const entries: [string, unknown][] = Object.entries(format);
+const constants = entries.filter(
   (e): e is [string, number | string] => typeof e[1] === 'number' || typeof e[1] === 'string',
 );
-const nameLists = Object.entries(format).filter((e): e is [string, readonly string[]] =>
-  Array.isArray(e[1]),
-);
+const nameLists = entries.filter((e): e is [string, readonly string[]] => Array.isArray(e[1]));
 
 /** The names heaplog.h defines (#define HH_X value, enum members HH_X = value). */
 function headerNames(source: string): string[] {

@@ -5,12 +5,17 @@
 // let whoever set the environment write files with its privileges.
 import { describe, expect, it } from 'vitest';
 
-import { runSecureProbe, secureProbeUnavailable, secureRunProblems } from '@heaphook/core/testing';
+import {
+  runSecureProbe,
+  secureProbeUnavailable,
+  secureRunProblems,
+  skipOutsideCI,
+} from '@heaphook/core/testing';
 import { scratch, tracer, traced, workload } from './helpers.js';
 
 const unavailable = secureProbeUnavailable();
 
-describe.skipIf(unavailable !== undefined)('secure execution', () => {
+describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
   const standalone = ({ dir }: { dir: string }) => ({
     HEAPHOOK_LOG_DIR: dir,
     HEAPHOOK_LOG_FILE: `${dir}/heaphook.log`,

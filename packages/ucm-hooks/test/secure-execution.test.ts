@@ -10,12 +10,13 @@ import {
   runSecureProbe,
   secureProbeUnavailable,
   secureRunProblems,
+  skipOutsideCI,
 } from '@heaphook/core/testing';
 
 const library = fileURLToPath(new URL('../build/Release/libheaphook_ucm.so', import.meta.url));
 const unavailable = secureProbeUnavailable();
 
-describe.skipIf(unavailable !== undefined)('secure execution', () => {
+describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
   const env = ({ dir }: { dir: string }) => ({
     HEAPHOOK_LOG_FILE: `${dir}/heaphook.log`,
     HEAPHOOK_LOG_LEVEL: 'debug',

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 
-import { runSanitized, sanitizedProgramMissing } from '@heaphook/core/testing';
+import { runSanitized, sanitizedProgramMissing, skipOutsideCI } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 const release = join(import.meta.dirname, '..', '..', 'build', 'Release');
@@ -14,7 +14,7 @@ const unit = join(release, 'hh_test_ring_unit_asan');
 const stress = join(release, 'hh_test_ring_stress_tsan');
 
 describe('ring buffer under sanitizers', () => {
-  it.skipIf(sanitizedProgramMissing(unit))('unit test: no ASan/UBSan report', () => {
+  it.skipIf(skipOutsideCI(sanitizedProgramMissing(unit)))('unit test: no ASan/UBSan report', () => {
     const run = runSanitized(unit);
     expect(run.report).toBe('');
     expect(run.stderr).toBe('');
@@ -22,7 +22,7 @@ describe('ring buffer under sanitizers', () => {
     expect(run.stdout.trim().split('\n')).toHaveLength(4);
   });
 
-  it.skipIf(sanitizedProgramMissing(stress))(
+  it.skipIf(skipOutsideCI(sanitizedProgramMissing(stress)))(
     '4 writers and a reader: no ThreadSanitizer report, every record once and in order',
     () => {
       const run = runSanitized(stress, ['4', '20000']);

@@ -8,7 +8,7 @@
  */
 import { join } from 'node:path';
 
-import { runSanitized, sanitizedProgramMissing } from '@heaphook/core/testing';
+import { runSanitized, sanitizedProgramMissing, skipOutsideCI } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 const program = join(
@@ -21,7 +21,7 @@ const program = join(
 );
 
 describe('handler dispatch under ThreadSanitizer', () => {
-  it.skipIf(sanitizedProgramMissing(program))(
+  it.skipIf(skipOutsideCI(sanitizedProgramMissing(program)))(
     'handlers set and unset while threads fire events: no race, no call after unset',
     () => {
       const run = runSanitized(program, ['3', '300']);
