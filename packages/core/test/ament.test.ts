@@ -180,4 +180,25 @@ describe.skipIf(skipOutsideCI(missing))('the ament_cmake package in a colcon wor
     expect(result.stdout).toBe('688890\n');
     expect(result.status).toBe(0);
   });
+
+  it("the same launch line runs node: tier4's name, its two variables, the pool serving", () => {
+    const result = run(
+      process.execPath,
+      [
+        '-e',
+        "const m = new Map(); for (let i = 0; i < 100000; i++) m.set('k' + i, [i]); console.log(m.size, JSON.stringify([...m]).length)",
+      ],
+      {
+        preload: join(workspace, 'install/heaphook/lib/libpreloaded_tlsf.so'),
+        env: {
+          INITIAL_MEMPOOL_SIZE: '50000000',
+          ADDITIONAL_MEMPOOL_SIZE: '50000000',
+          HEAPHOOK_LOG_LEVEL: 'debug',
+        },
+      },
+    );
+    expect(result.stdout).toBe('100000 1877781\n');
+    expect(result.stderr).toMatch(/debug: backend tlsf ready/);
+    expect(result.status).toBe(0);
+  });
 });
