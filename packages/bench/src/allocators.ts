@@ -27,6 +27,8 @@ export interface BackendLike {
   readonly libraryPath: string;
   readonly built: boolean;
   readonly nxProject?: string;
+  /** Another name of a backend (@heaphook/core's BackendInfo.aliasOf): not measured twice. */
+  readonly aliasOf?: string;
 }
 
 export interface SystemAllocatorDef {
@@ -263,7 +265,8 @@ export function discoverAllocators(opts: DiscoverOptions): Discovered {
     },
   ];
   const byName = new Map<string, BackendLike>();
-  for (const b of [...opts.backends].sort((x, y) => x.name.localeCompare(y.name))) {
+  const measured = opts.backends.filter((b) => b.aliasOf === undefined);
+  for (const b of measured.sort((x, y) => x.name.localeCompare(y.name))) {
     byName.set(b.name, b);
     if (TRACER_BACKENDS.has(b.name) || HOST_BACKENDS.has(b.name)) continue;
     allocators.push({

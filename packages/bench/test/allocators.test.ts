@@ -83,6 +83,27 @@ describe('discoverAllocators: the skip path', () => {
     ]);
   });
 
+  it("measures each library once: another name of a backend (tier4's preloaded_tlsf) is no column", () => {
+    const d = discoverAllocators({
+      backends: [
+        ...backends,
+        {
+          name: 'preloaded_tlsf',
+          packageName: '@heaphook/tlsf',
+          libraryPath: '/ws/tlsf/libpreloaded_tlsf.so',
+          built: true,
+          aliasOf: 'tlsf',
+        },
+      ],
+      exists: () => false,
+      which: () => null,
+      debianVersion: noDeb,
+    });
+    const names = [...d.allocators, ...d.tracers].map((a) => a.name);
+    expect(names).toContain('tlsf');
+    expect(names).not.toContain('preloaded_tlsf');
+  });
+
   it('lists every workspace backend, says how to build one that is not built, and adds tlsf-rt', () => {
     const d = discoverAllocators({
       backends: [backends[0]!, { ...backends[1]!, built: false }],

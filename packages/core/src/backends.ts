@@ -26,11 +26,16 @@ export interface BackendInfo {
   readonly built: boolean;
   /** The nx project that builds it (the package's `nx.name`, else its unscoped name). */
   readonly nxProject: string;
+  /** Set when this name is another name of a backend of the same package: the same library
+   * under another file name (tier4/heaphook's `preloaded_tlsf` for `tlsf`). */
+  readonly aliasOf?: string;
 }
 
 /** The `heaphook` field of a package.json. */
 export interface HeaphookManifest {
   readonly backends?: Readonly<Record<string, string>>;
+  /** Backends of `backends` that are another name of one of them: { alias: backend }. */
+  readonly aliases?: Readonly<Record<string, string>>;
   /** Modules (relative paths) exporting `register(program)` to add CLI subcommands. */
   readonly commands?: readonly string[];
 }
@@ -141,6 +146,9 @@ export function listBackends(options: DiscoveryOptions = {}): BackendInfo[] {
         libraryPath: path,
         built: existsSync(path),
         nxProject: record.nxProject,
+        ...(record.heaphook.aliases?.[name] !== undefined
+          ? { aliasOf: record.heaphook.aliases[name] }
+          : {}),
       });
     }
   }

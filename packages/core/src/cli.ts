@@ -42,7 +42,8 @@ export function buildProgram(): Command {
       }
       const width = Math.max(...backends.map((b) => b.name.length));
       for (const b of backends) {
-        const state = b.built ? '' : `   (not built: npx nx build ${b.nxProject})`;
+        const alias = b.aliasOf === undefined ? '' : `   (another name for ${b.aliasOf})`;
+        const state = b.built ? alias : `   (not built: npx nx build ${b.nxProject})`;
         process.stdout.write(
           `${b.name.padEnd(width)}  ${b.packageName}  ${b.libraryPath}${state}\n`,
         );

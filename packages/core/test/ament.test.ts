@@ -186,7 +186,7 @@ describe.skipIf(skipOutsideCI(missing))('the ament_cmake package in a colcon wor
       process.execPath,
       [
         '-e',
-        "const m = new Map(); for (let i = 0; i < 100000; i++) m.set('k' + i, [i]); console.log(m.size, JSON.stringify([...m]).length)",
+        "const m = new Map(); for (let i = 0; i < 100000; i++) m.set('k' + i, [i]); console.log(`${m.size} ${JSON.stringify([...m]).length}`)",
       ],
       {
         preload: join(workspace, 'install/heaphook/lib/libpreloaded_tlsf.so'),

@@ -54,6 +54,24 @@ describe('backend discovery', () => {
     expect(() => libraryPath('fancy', { from: project.root })).toThrow(/npx nx build fancy-alloc/);
   });
 
+  it("marks another name of a package's backend as its alias (tier4's names), path and all", () => {
+    const pkgDir = join(project.root, 'node_modules', '@acme', 'fancy-alloc');
+    writeFileSync(
+      join(pkgDir, 'package.json'),
+      JSON.stringify({
+        name: '@acme/fancy-alloc',
+        heaphook: {
+          backends: { fancy: 'lib/libheaphook_fancy.so', old_fancy: 'lib/libold_fancy.so' },
+          aliases: { old_fancy: 'fancy' },
+        },
+      }),
+    );
+    const byName = new Map(listBackends({ from: project.root }).map((b) => [b.name, b]));
+    expect(byName.get('fancy')?.aliasOf).toBeUndefined();
+    expect(byName.get('old_fancy')?.aliasOf).toBe('fancy');
+    expect(byName.get('old_fancy')?.libraryPath).toBe(join(pkgDir, 'lib', 'libold_fancy.so'));
+  });
+
   it('gives the absolute library path once the library exists', () => {
     writeFileSync(project.libPath, '');
     expect(libraryPath('fancy', { from: project.root })).toBe(project.libPath);
