@@ -2,22 +2,7 @@
 // glibc (to check the suite itself), and with wrong expectations (to check that it bites).
 import { describe, expect, it } from 'vitest';
 
-import { backendLibrary, built, run } from './helpers/native.js';
-
-const GROUPS = [
-  'backend',
-  'sizes',
-  'calloc',
-  'realloc',
-  'reallocarray',
-  'alignment',
-  'invalid-alignment',
-  'exhaustion',
-  'statistics',
-  'churn',
-  'threads',
-  'fork',
-];
+import { backendLibrary, built, CONFORMANCE_GROUPS as GROUPS, run } from './helpers/native.js';
 
 // The suite's malloc_stats call writes a report on stderr; keep the output short.
 const quiet = { HEAPHOOK_CONFORMANCE_QUIET: '1' };

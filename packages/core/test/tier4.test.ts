@@ -7,7 +7,7 @@ import { existsSync, rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { prepareProgramDir, realPrograms, skipOutsideCI } from '../src/testing.js';
-import { built, releaseDir, run } from './helpers/native.js';
+import { built, CONFORMANCE_GROUPS, releaseDir, run } from './helpers/native.js';
 
 const python = realPrograms.find((program) => program.name === 'python3')!;
 const quiet = { HEAPHOOK_CONFORMANCE_QUIET: '1' };
@@ -37,19 +37,12 @@ const allocators = [
     name: 'tier4_backtrace',
     groups: ['backend', 'sizes', 'calloc', 'realloc', 'alignment', 'threads', 'fork'],
   },
-  // Never reuses memory: the churn, thread and fork groups would map gigabytes.
+  // Never reuses memory: the exhaustion, churn, thread and fork groups would map gigabytes.
   {
     name: 'tier4_my_allocator',
-    groups: [
-      'backend',
-      'sizes',
-      'calloc',
-      'realloc',
-      'reallocarray',
-      'alignment',
-      'invalid-alignment',
-      'statistics',
-    ],
+    groups: CONFORMANCE_GROUPS.filter(
+      (group) => !['exhaustion', 'churn', 'threads', 'fork'].includes(group),
+    ),
   },
 ];
 
