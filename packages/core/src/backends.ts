@@ -29,6 +29,9 @@ export interface BackendInfo {
   /** Set when this name is another name of a backend of the same package: the same library
    * under another file name (tier4/heaphook's `preloaded_tlsf` for `tlsf`). */
   readonly aliasOf?: string;
+  /** Set when the library is not a heap backend for Linux programs but a stand-in for another
+   * system's loader, run on Linux to test a port (the AIX plug-in's emulation): what it emulates. */
+  readonly emulates?: string;
 }
 
 /** The `heaphook` field of a package.json. */
@@ -36,6 +39,8 @@ export interface HeaphookManifest {
   readonly backends?: Readonly<Record<string, string>>;
   /** Backends of `backends` that are another name of one of them: { alias: backend }. */
   readonly aliases?: Readonly<Record<string, string>>;
+  /** Backends of `backends` that emulate another system's loading on Linux: { name: what }. */
+  readonly emulates?: Readonly<Record<string, string>>;
   /** Modules (relative paths) exporting `register(program)` to add CLI subcommands. */
   readonly commands?: readonly string[];
 }
@@ -148,6 +153,9 @@ export function listBackends(options: DiscoveryOptions = {}): BackendInfo[] {
         nxProject: record.nxProject,
         ...(record.heaphook.aliases?.[name] !== undefined
           ? { aliasOf: record.heaphook.aliases[name] }
+          : {}),
+        ...(record.heaphook.emulates?.[name] !== undefined
+          ? { emulates: record.heaphook.emulates[name] }
           : {}),
       });
     }

@@ -3,15 +3,17 @@
  * (record, report, recommend ...) by naming modules in their package.json's
  * `heaphook.commands`; each module exports `register(program: Command): void`.
  */
-import { pathToFileURL } from 'node:url';
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
-import { Command, CommanderError } from 'commander';
+import { Command, CommanderError, Help, type Option } from 'commander';
 
 import { findHeaphookPackages, libraryPath, listBackends } from './backends.js';
 import { collectList, parseEnvAssignment } from './cli-options.js';
 import { formatChecks, runDoctor } from './doctor.js';
 import { describeFileSystemError, EXIT_USAGE, HeaphookError } from './errors.js';
+import { formatBackendList } from './list-format.js';
 import { exitStatusOf, spawnWith } from './preload.js';
 
 /** A module contributing subcommands. */
@@ -19,10 +21,39 @@ export interface CommandModule {
   register(program: Command): void;
 }
 
+/** The version of @heaphook/core (the CLI's package), from its package.json. */
+function coreVersion(): string {
+  const packageJson = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'package.json');
+  return (JSON.parse(readFileSync(packageJson, 'utf8')) as { version: string }).version;
+}
+
+const plainHelp = new Help();
+
+/**
+ * An option's help text, without the "(default: [])" or "(default: {})" that commander appends
+ * for the empty starting value of a repeatable option: it says nothing to the reader. Set on
+ * the root program before any subcommand is added, so contributed commands inherit it.
+ */
+function optionDescriptionWithoutEmptyDefault(option: Option): string {
+  const value: unknown = option.defaultValue;
+  const empty =
+    (Array.isArray(value) && value.length === 0) ||
+    (typeof value === 'object' &&
+      value !== null &&
+      !Array.isArray(value) &&
+      Object.keys(value).length === 0);
+  if (!empty) return plainHelp.optionDescription(option);
+  const shown = Object.create(option) as Option;
+  shown.defaultValue = undefined;
+  return plainHelp.optionDescription(shown);
+}
+
 export function buildProgram(): Command {
   const program = new Command('heaphook')
     .description('Replace or observe the heap of any Linux program without recompiling it.')
     .enablePositionalOptions()
+    .version(`heaphook ${coreVersion()}`, '-V, --version', 'print the version and exit')
+    .configureHelp({ optionDescription: optionDescriptionWithoutEmptyDefault })
     .showHelpAfterError()
     .exitOverride();
 
@@ -36,18 +67,7 @@ export function buildProgram(): Command {
         process.stdout.write(`${JSON.stringify(backends, null, 2)}\n`);
         return;
       }
-      if (backends.length === 0) {
-        process.stdout.write('no backends installed (try: npm i @heaphook/tlsf)\n');
-        return;
-      }
-      const width = Math.max(...backends.map((b) => b.name.length));
-      for (const b of backends) {
-        const alias = b.aliasOf === undefined ? '' : `   (another name for ${b.aliasOf})`;
-        const state = b.built ? alias : `   (not built: npx nx build ${b.nxProject})`;
-        process.stdout.write(
-          `${b.name.padEnd(width)}  ${b.packageName}  ${b.libraryPath}${state}\n`,
-        );
-      }
+      process.stdout.write(formatBackendList(backends));
     });
 
   program

@@ -22,6 +22,7 @@ import { release, tmpdir } from 'node:os';
 import { delimiter, isAbsolute, join } from 'node:path';
 
 import { listBackends, type BackendInfo, type DiscoveryOptions } from './backends.js';
+import { describeSymbols, readElfSymbols } from './elf-symbols.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -146,28 +147,106 @@ export function checkMemlock(
     try {
       text = readFileSync('/proc/self/limits', 'utf8');
     } catch {
-      return { name: 'memlock limit', status: 'ok', detail: '/proc/self/limits not readable' };
+      return {
+        name: 'memlock limit',
+        status: 'warn',
+        detail: '/proc/self/limits not readable',
+        fix: 'check `ulimit -l` by hand if you set HEAPHOOK_TLSF_MLOCK=1',
+      };
     }
   }
   const line = text.split('\n').find((l) => l.startsWith('Max locked memory'));
   const soft = line?.slice('Max locked memory'.length).trim().split(/\s+/)[0];
-  if (soft === undefined) return { name: 'memlock limit', status: 'ok', detail: 'unknown' };
+  if (soft === undefined)
+    return {
+      name: 'memlock limit',
+      status: 'warn',
+      detail: 'no "Max locked memory" line in /proc/self/limits',
+      fix: 'check `ulimit -l` by hand if you set HEAPHOOK_TLSF_MLOCK=1',
+    };
   if (soft === 'unlimited') return { name: 'memlock limit', status: 'ok', detail: 'unlimited' };
   const limit = Number(soft);
   const pool = Number(env.INITIAL_MEMPOOL_SIZE ?? TLSF_DEFAULT_POOL);
   const detail = `${limit} bytes may be locked`;
   if (!Number.isFinite(pool) || limit >= pool)
     return { name: 'memlock limit', status: 'ok', detail };
-  const wanted = env.HEAPHOOK_TLSF_MLOCK === '1';
+  if (env.HEAPHOOK_TLSF_MLOCK !== '1')
+    return {
+      name: 'memlock limit',
+      status: 'ok',
+      detail: `${detail} (HEAPHOOK_TLSF_MLOCK is not set; setting it would need ${pool} bytes)`,
+    };
   return {
     name: 'memlock limit',
-    status: wanted ? 'fail' : 'ok',
+    status: 'fail',
     detail: `${detail}: HEAPHOOK_TLSF_MLOCK=1 cannot lock a ${pool}-byte pool`,
-    ...(wanted
-      ? {
-          fix: 'raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf) or unset HEAPHOOK_TLSF_MLOCK',
-        }
-      : {}),
+    fix: 'raise it (ulimit -l unlimited, or memlock in /etc/security/limits.conf) or unset HEAPHOOK_TLSF_MLOCK',
+  };
+}
+
+// ---- Symbols: can a report name the frames? ----------------------------------------------
+
+/** The C library this process runs on, from its own mappings. */
+function mappedLibc(mapsText?: string): string | undefined {
+  let text = mapsText;
+  if (text === undefined) {
+    try {
+      text = readFileSync('/proc/self/maps', 'utf8');
+    } catch {
+      return undefined;
+    }
+  }
+  const line = text.split('\n').find((l) => /\/libc(-[\d.]+)?\.so(\.\d+)*$/.test(l));
+  return line?.slice(line.indexOf('/'));
+}
+
+/**
+ * addr2line (binutils), which `heaphook report` names functions, files and lines with, and what
+ * it can say about frames inside the C library (every program's allocations pass through it).
+ */
+export function checkSymbolizer(addr2line = 'addr2line'): DoctorCheck {
+  const probe = spawnSync(addr2line, ['--version'], { encoding: 'utf8' });
+  if (probe.error !== undefined || probe.status !== 0) {
+    return {
+      name: 'symbolizer',
+      status: 'warn',
+      detail: `${addr2line} not found: reports show addresses and exported names only`,
+      fix: 'install binutils (apt-get install binutils)',
+    };
+  }
+  const version = probe.stdout.split('\n')[0]?.trim() ?? addr2line;
+  const libc = mappedLibc();
+  let libcSymbols = '';
+  if (libc !== undefined) {
+    try {
+      const symbols = readElfSymbols(libc);
+      if (symbols !== undefined) libcSymbols = `; libc: ${describeSymbols(symbols)}`;
+    } catch {
+      // unreadable libc: say nothing about it
+    }
+  }
+  return { name: 'symbolizer', status: 'ok', detail: `${version}${libcSymbols}` };
+}
+
+/** For a program the user named: what its report frames can show. */
+export function checkProgramSymbols(program: string): DoctorCheck | undefined {
+  const path = resolveOnPath(program);
+  if (path === undefined) return undefined; // checkProgram says it is missing
+  let symbols;
+  try {
+    symbols = readElfSymbols(path);
+  } catch {
+    return undefined; // unreadable: checkProgram says why
+  }
+  if (symbols === undefined) return undefined; // a script or another format: checkProgram covers it
+  const name = `symbols ${program}`;
+  const detail = describeSymbols(symbols);
+  if (symbols.debugInfo || symbols.debugFile !== undefined) return { name, status: 'ok', detail };
+  return {
+    name,
+    status: 'warn',
+    detail,
+    fix: "install its debug symbols (Debian: the program's -dbgsym or -dbg package) or rebuild it with -g",
   };
 }
 
@@ -361,7 +440,7 @@ export function checkProgram(program: string, depth = 0): DoctorCheck {
 export function runDoctor(options: DoctorOptions = {}): DoctorCheck[] {
   const checks: DoctorCheck[] = [...checkPlatform()];
   if (process.platform !== 'linux') return checks;
-  checks.push(checkGlibc(), checkNode(), checkSystemPreload(), checkMemlock());
+  checks.push(checkGlibc(), checkNode(), checkSystemPreload(), checkMemlock(), checkSymbolizer());
   const backends = listBackends(options);
   if (backends.length === 0) {
     checks.push({
@@ -377,7 +456,13 @@ export function runDoctor(options: DoctorOptions = {}): DoctorCheck[] {
   } finally {
     rmSync(workDir, { recursive: true, force: true });
   }
-  for (const program of options.programs ?? []) checks.push(checkProgram(program));
+  for (const program of options.programs ?? []) {
+    const reach = checkProgram(program);
+    checks.push(reach);
+    // Symbols matter only for a program heaphook can trace.
+    const symbols = reach.status === 'fail' ? undefined : checkProgramSymbols(program);
+    if (symbols !== undefined) checks.push(symbols);
+  }
   return checks;
 }
 

@@ -30,15 +30,47 @@ describe('the heaphook command', () => {
     expect(result.stdout).toMatch(/^\/.*libheaphook_example\.so\n$/);
   });
 
-  it('list shows each backend with its package and library', () => {
+  it('list shows a header, then each backend with its package and library', () => {
     const result = heaphook('list');
     expect(result.status).toBe(0);
+    expect(result.stdout.split('\n')[0]).toMatch(/^BACKEND\s+PACKAGE\s+LIBRARY$/);
     expect(result.stdout).toMatch(/^example\s+@heaphook\/core\s+\/\S+libheaphook_example\.so$/m);
     const json = JSON.parse(heaphook('list', '--json').stdout) as Array<{
       name: string;
       built: boolean;
     }>;
     expect(json.find((b) => b.name === 'example')?.built).toBe(true);
+  });
+
+  it('list puts the AIX emulation apart from the Linux heap backends', () => {
+    const { stdout } = heaphook('list');
+    const [backends = '', emulations = ''] = stdout.split(/\n\nemulations[^\n]*\n/);
+    expect(backends).toMatch(/^tlsf\s/m);
+    expect(backends).not.toMatch(/^aix-plugin\s/m);
+    expect(emulations).toMatch(/^aix-plugin\s+@heaphook\/aix-plugin\s+\/\S+\.so\s+\(emulates AIX/m);
+    const json = JSON.parse(heaphook('list', '--json').stdout) as Array<{
+      name: string;
+      emulates?: string;
+    }>;
+    expect(json.find((b) => b.name === 'aix-plugin')?.emulates).toMatch(/AIX/);
+    expect(json.find((b) => b.name === 'tlsf')?.emulates).toBeUndefined();
+  });
+
+  it('--version prints the version of the CLI package', () => {
+    const result = heaphook('--version');
+    expect(result.status).toBe(0);
+    expect(result.stdout).toMatch(/^heaphook \d+\.\d+\.\d+\n$/);
+  });
+
+  it('no help text shows the empty starting value of a repeatable option', () => {
+    const commands = ['list', 'path', 'run', 'doctor', 'record', 'dump', 'recommend', 'report'];
+    for (const command of commands) {
+      const help = heaphook(command, '--help');
+      expect(help.status, `${command} --help`).toBe(0);
+      expect(help.stdout, `${command} --help`).not.toMatch(/\(default: (\[\]|\{\})\)/);
+    }
+    // The repeatable options are still described.
+    expect(heaphook('run', '--help').stdout).toMatch(/-b, --backend <name>/);
   });
 
   it('ends quietly with status 0 when its reader closes the pipe early (heaphook ... | head)', () => {

@@ -11,6 +11,8 @@ import {
   checkBackend,
   checkMemlock,
   checkProgram,
+  checkProgramSymbols,
+  checkSymbolizer,
   checkSystemPreload,
   type DoctorCheck,
 } from '../src/doctor.js';
@@ -114,12 +116,49 @@ describe('the checks', () => {
   it('the memlock limit fails only when HEAPHOOK_TLSF_MLOCK=1 asks to lock a larger pool', () => {
     const limits =
       'Limit                     Soft Limit           Hard Limit           Units\nMax locked memory         8388608              8388608              bytes\n';
-    expect(checkMemlock({}, limits).status).toBe('ok');
+    const unset = checkMemlock({}, limits);
+    expect(unset.status).toBe('ok');
+    // An ok line does not read as a failure: it says what setting the variable would need.
+    expect(unset.detail).not.toMatch(/cannot/);
+    expect(unset.detail).toMatch(/HEAPHOOK_TLSF_MLOCK is not set/);
+    // A limits file it cannot read is a warning, not an ok.
+    expect(checkMemlock({}, 'Limit  Soft Limit\n').status).toBe('warn');
     expect(
       checkMemlock({ HEAPHOOK_TLSF_MLOCK: '1', INITIAL_MEMPOOL_SIZE: '4000000' }, limits).status,
     ).toBe('ok');
     const fail = checkMemlock({ HEAPHOOK_TLSF_MLOCK: '1' }, limits);
     expect(fail).toMatchObject({ status: 'fail', fix: expect.stringContaining('ulimit -l') });
+  });
+
+  it('names the symbolizer, and warns without it', () => {
+    expect(checkSymbolizer()).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(/addr2line/),
+    });
+    expect(checkSymbolizer('/nonexistent/addr2line')).toMatchObject({
+      status: 'warn',
+      fix: expect.stringContaining('binutils'),
+    });
+  });
+
+  it("says what a named program's frames will show: debug info, symbols only, or stripped", () => {
+    const c = join(dir, 'sym.c');
+    writeFileSync(c, 'int main(void) { return 0; }\n');
+    const withDebug = join(dir, 'sym-g');
+    const stripped = join(dir, 'sym-s');
+    expect(spawnSync('cc', ['-g', '-o', withDebug, c]).status).toBe(0);
+    expect(spawnSync('cc', ['-s', '-o', stripped, c]).status).toBe(0);
+    expect(checkProgramSymbols(withDebug)).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(/debug info/),
+    });
+    expect(checkProgramSymbols(stripped)).toMatchObject({
+      status: 'warn',
+      detail: expect.stringMatching(/stripped/),
+      fix: expect.stringMatching(/-g/),
+    });
+    // Not an ELF file: the program check speaks for it.
+    expect(checkProgramSymbols(c)).toBeUndefined();
   });
 
   it('/etc/ld.so.preload entries are named', () => {
