@@ -17,15 +17,14 @@
  *   3. leak check lock (leaks/mark.c) held by a check, which stops the world (the forking
  *                                     thread too, where it waits: it is resumed) and waits for
  *                                     the threads inside a hook to leave it, some of which may
- *                                     wait for 4: so 3 comes before 4. (The other way round,
- *                                     checks in a row starved the forking thread.)
+ *                                     wait for 4: so 3 comes before 4 (the other way round,
+ *                                     checks in a row starve a forking thread that holds 4)
  *   4. stack trie lock (stacks.c)     held by a hook that creates a stack node while it waits
  *                                     for room in the ring (lossless mode), that is for the
  *                                     drain thread, which takes 5 and 6 for each record: so 4
- *                                     comes before them. (The other way round, the forking
- *                                     thread held 5 and waited for 4 while the hook that held
- *                                     4 waited for the drain, which waited for 5: a deadlock
- *                                     that test/native/fork_stress.c hit in a 64 KiB ring.)
+ *                                     comes before them (the other way round, the forking
+ *                                     thread would hold 5 and wait for 4 while the hook holding
+ *                                     4 waits for the drain, which waits for 5: a deadlock)
  *   5. leak cursor lock (tracer.c)    held by the drain thread and a check around 6
  *   6. leak table's shard locks (leaks/table.c), taken by the hooks one at a time
  *   -  ring and drain (tracer.c)      nothing taken: the ring is lock-free, and the child drops
