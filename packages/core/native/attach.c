@@ -80,6 +80,18 @@ static void *hh_global_symbol(const char *name) {
     return address;
 }
 
+void hh_attach_prefork(void) {
+    pthread_mutex_lock(&hh_attach_lock);
+}
+
+void hh_attach_postfork_parent(void) {
+    pthread_mutex_unlock(&hh_attach_lock);
+}
+
+void hh_attach_postfork_child(void) {
+    pthread_mutex_init(&hh_attach_lock, NULL);
+}
+
 HH_EXPORT int heaphook_attach(void) {
     if (hh_global_symbol("malloc") == (void *)hh_local_malloc) return HEAPHOOK_RELOC_OK;
     pthread_mutex_lock(&hh_attach_lock);

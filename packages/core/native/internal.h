@@ -9,7 +9,7 @@
  *   stats.c      mallinfo2, mallinfo, malloc_stats, malloc_trim, mallopt, heaphook_get_stats
  *   init.c       the backend's life cycle (uninit -> initialising -> ready) and the constructor
  *   bootstrap.c  the static arena serving allocations made before the backend is ready
- *   fork.c       pthread_atfork handlers forwarding to the backend's fork hooks
+ *   fork.c       the library's fork module: its one pthread_atfork and the lock order
  *   config.c     environment parsing (config.h)
  *   log.c        the malloc-safe logger and the report fd (log.h)
  *   os.c         the seam for OS memory calls (os.h)
@@ -57,6 +57,10 @@ bool hh_attach_is_foreign(const void *ptr);
 void hh_attach_free(void *ptr);
 size_t hh_attach_usable_size(void *ptr);
 void *hh_attach_realloc(void *ptr, size_t new_size);
+/* Fork (fork.c's order): the attach lock, held across fork. */
+void hh_attach_prefork(void);
+void hh_attach_postfork_parent(void);
+void hh_attach_postfork_child(void);
 
 /* ---- Requests ---------------------------------------------------------------------------- */
 
@@ -116,7 +120,7 @@ size_t hh_bootstrap_capacity(void);
 
 /* ---- Fork (fork.c) ------------------------------------------------------------------------ */
 
-/* Registers the pthread_atfork handlers (once). */
+/* Registers the library's pthread_atfork handlers (once; the lock order is fork.c's). */
 void hh_fork_register(void);
 
 /* ---- Logging (log.c) ----------------------------------------------------------------------- */

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <link.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -431,17 +432,31 @@ static struct heaphook_reloc_handle *hh_dlopen_patch, *hh_dlclose_patch;
 static void *(*hh_real_dlopen)(const char *, int);
 static int (*hh_real_dlclose)(void *);
 
-static void hh_lock_prepare(void) {
+/* ---- Fork (reloc.h): the patch table's lock is held across fork, by the library's fork module
+ * when it has one (heaphook_reloc_fork_by_caller), else by handlers of the patcher's own. */
+
+static _Atomic bool hh_fork_by_caller;
+
+void heaphook_reloc_prefork(void) HH_RELOC_EXPORT;
+void heaphook_reloc_prefork(void) {
     pthread_mutex_lock(&hh_reloc_lock);
 }
-static void hh_lock_release(void) {
+void heaphook_reloc_postfork_parent(void) HH_RELOC_EXPORT;
+void heaphook_reloc_postfork_parent(void) {
     pthread_mutex_unlock(&hh_reloc_lock);
 }
-static void hh_lock_child(void) {
+void heaphook_reloc_postfork_child(void) HH_RELOC_EXPORT;
+void heaphook_reloc_postfork_child(void) {
     pthread_mutex_init(&hh_reloc_lock, NULL);
 }
+void heaphook_reloc_fork_by_caller(void) HH_RELOC_EXPORT;
+void heaphook_reloc_fork_by_caller(void) {
+    atomic_store(&hh_fork_by_caller, true);
+}
 static void hh_register_atfork(void) {
-    pthread_atfork(hh_lock_prepare, hh_lock_release, hh_lock_child);
+    if (atomic_load(&hh_fork_by_caller)) return;
+    pthread_atfork(heaphook_reloc_prefork, heaphook_reloc_postfork_parent,
+                   heaphook_reloc_postfork_child);
 }
 
 static bool hh_skipped(const struct dl_phdr_info *info) {

@@ -2,7 +2,8 @@
 // patching, no LD_PRELOAD. test/native/attach_test.c checks that allocations reach the backend
 // (also libc's own, e.g. strdup), that glibc's earlier blocks go back to glibc (free, realloc,
 // malloc_usable_size), that threads allocating and freeing across attach and detach keep
-// working, and that after detach the backend's blocks still go back to the backend.
+// working, that after detach the backend's blocks still go back to the backend, and that children
+// forked while another thread detaches and attaches (twenty times) can allocate and exit.
 import { describe, expect, it } from 'vitest';
 
 import { backendLibrary, built, run } from './helpers/native.js';

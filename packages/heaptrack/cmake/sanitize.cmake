@@ -1,5 +1,5 @@
-# The sanitizer tier of heaptrack (test/sanitize, README "Tests"): the ring's unit test under
-# AddressSanitizer + UndefinedBehaviorSanitizer, and the ring under its real concurrency (several
+# The sanitizer tier of heaptrack (test/sanitize, README "Tests"): the ring's and the leak
+# table's unit tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the ring under its real concurrency (several
 # writers, one reader, as the drain thread) under ThreadSanitizer. Included at the end of
 # CMakeLists.txt; the functions are the core's (packages/core/cmake/sanitizers.cmake).
 include(${CMAKE_CURRENT_LIST_DIR}/../../core/cmake/sanitizers.cmake)
@@ -12,3 +12,8 @@ heaphook_add_sanitized_program(hh_test_ring_stress_tsan tsan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/ring_stress.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native)
+heaphook_add_sanitized_program(hh_test_table_unit_asan asan
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/table_unit.c
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${CMAKE_CURRENT_LIST_DIR}/../native/track
+           ${HEAPHOOK_CORE_DIR}/include
+  DEFINITIONS HEAPHOOK_DEBUG=1)

@@ -286,6 +286,40 @@ describe('heaphook_heaptrack_attach / _detach from C', () => {
     expect(childRecords.find((r) => r.type === 'end')).toMatchObject({ reason: 'exit' });
   });
 
+  it('forks again and again while another thread attaches and detaches twenty times: no deadlock, each log exact', async () => {
+    const dir = scratch('attach-forks');
+    const r = spawnSync(join(release, 'hh_test_attach'), [tracer, dir, 'forkattach', '20'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(r.signal, 'the run hung (killed at the timeout)').toBeNull();
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { cycles: number; forks: number; children_ok: number };
+    expect(out.cycles).toBe(20);
+    expect(out.children_ok).toBe(out.forks);
+    const pid = String(r.pid);
+    const own = readdirSync(dir).filter((f) => f.startsWith(`heaplog.${pid}.`));
+    expect(own).toHaveLength(20);
+    for (const log of own) {
+      expect((await recordsOf(join(dir, log))).find((x) => x.type === 'end')).toMatchObject({
+        reason: 'detach',
+      });
+    }
+    // a child forked while attached traces itself: each of its 100 calls exactly once
+    const children = readdirSync(dir).filter((f) => !f.startsWith(`heaplog.${pid}.`));
+    expect(children.length).toBeLessThanOrEqual(out.forks);
+    for (const log of children) {
+      const records = await recordsOf(join(dir, log));
+      const ev = events(records).filter(
+        (e) => e.op === 'malloc' && e.size! >= 100 && e.size! < 200,
+      );
+      expect(ev.map((e) => e.size).sort((a, b) => a! - b!)).toEqual(
+        Array.from({ length: 100 }, (_, i) => 100 + i),
+      );
+      expect(records.find((x) => x.type === 'end')).toMatchObject({ reason: 'exit' });
+    }
+  });
+
   it('a call inside a hook when detach comes (a free held 300 ms) is waited for: the calls after it are in the log', async () => {
     const dir = scratch('attach-inflight');
     const log = join(dir, 'inflight.log');

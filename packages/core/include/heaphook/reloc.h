@@ -19,8 +19,8 @@
  * Not redirected: calls inside the object that defines the function when it binds them
  * locally (-Bsymbolic, hidden or protected symbols, static functions), calls made through
  * pointers obtained before the patch (dlsym results, vtables), and the dynamic loader itself.
- * Thread safety: the process-wide functions take one mutex (made fork-safe); a thread calling
- * the function while it is being patched gets either the old or the new target.
+ * Thread safety: the process-wide functions take one mutex (made fork-safe, see "Fork" below);
+ * a thread calling the function while it is being patched gets either the old or the new target.
  */
 #ifndef HEAPHOOK_RELOC_H
 #define HEAPHOOK_RELOC_H
@@ -87,6 +87,22 @@ int heaphook_reloc_resolve(const char *symbol, void **function);
 int heaphook_reloc_skip(const void *address);
 /* How many GOT entries the active patches have written (for tests and logs). */
 unsigned long heaphook_reloc_patched_entries(void);
+
+/* ---- Fork ------------------------------------------------------------------------------ */
+
+/* The process-wide functions hold one mutex while they patch (and inside the dlopen / dlclose
+ * hooks), and may call dlsym, which may allocate, under it: a fork must not copy it held.
+ * By default the first heaphook_reloc_patch registers pthread_atfork handlers of its own
+ * (prepare takes the mutex, parent releases it, child re-initialises it). A library with a
+ * fork module of its own (one pthread_atfork calling every component's handlers in a
+ * documented lock order) calls heaphook_reloc_fork_by_caller() before its first patch (from
+ * its constructor), and then these three from its handlers: the mutex comes after every lock a
+ * thread holds while it calls heaphook_reloc_patch / _unpatch, and before every lock the
+ * allocator (reached through dlsym's allocations) takes. */
+void heaphook_reloc_fork_by_caller(void);
+void heaphook_reloc_prefork(void);
+void heaphook_reloc_postfork_parent(void);
+void heaphook_reloc_postfork_child(void);
 
 #ifdef __cplusplus
 }

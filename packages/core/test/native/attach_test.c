@@ -4,7 +4,10 @@
  * on allocations reach the backend (its statistics count them), blocks glibc handed out before
  * go back to glibc (free, realloc, malloc_usable_size), threads that allocate and free while
  * the attach and detach happen keep working, and after detach glibc serves again while the
- * backend's blocks still go back to the backend.
+ * backend's blocks still go back to the backend. Last, the main thread forks again and again
+ * while another thread detaches and attaches twenty times (the fork module holds the attach
+ * lock and the GOT patcher's across fork): every child can allocate, free and ask whether it is
+ * attached, and exits 0.
  *
  * Prints "attach: N checks, M failed"; exits with M != 0.
  */
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "heaphook/backend.h"
@@ -51,6 +55,43 @@ static void *churn(void *arg) {
     }
     for (int k = 0; k < 64; ++k) free(kept[k]);
     return NULL;
+}
+
+static int (*g_attach)(void), (*g_detach)(void), (*g_is_attached)(void);
+static volatile int g_cycles_done, g_cycle_failures;
+
+static void *cycle_attach(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 20; ++i) {
+        if (g_detach() != 0) ++g_cycle_failures;
+        usleep(500);
+        if (g_attach() != 0) ++g_cycle_failures;
+        usleep(500);
+    }
+    g_cycles_done = 1;
+    return NULL;
+}
+
+static void fork_while_attaching(void) {
+    pthread_t cycler;
+    pthread_create(&cycler, NULL, cycle_attach, NULL);
+    int forks = 0, children_ok = 0;
+    while (!g_cycles_done) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (int i = 0; i < 100; ++i) free(malloc(100 + (size_t)i));
+            int attached = g_is_attached();
+            exit(attached == 0 || attached == 1 ? 0 : 3);
+        }
+        ++forks;
+        int status = 0;
+        if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0)
+            ++children_ok;
+    }
+    pthread_join(cycler, NULL);
+    CHECK(g_cycle_failures == 0, "%d attach/detach calls failed", g_cycle_failures);
+    CHECK(forks > 0 && children_ok == forks, "%d of %d children exited 0", children_ok, forks);
 }
 
 int main(int argc, char **argv) {
@@ -124,6 +165,11 @@ int main(int argc, char **argv) {
     char *r = malloc(50);
     CHECK(used_blocks() == after_detach, "malloc after the second attach");
     free(r);
+
+    g_attach = attach;
+    g_detach = detach;
+    g_is_attached = is_attached;
+    fork_while_attaching();
     printf("attach: %d checks, %d failed\n", checks, failures);
     return failures != 0;
 }

@@ -286,29 +286,39 @@ __attribute__((noinline)) void hh_leaks_at_exit(void) {
     (void)r;
 }
 
-/* Fork: the check lock, the cursor lock and the table, in that order (tracer.h). Deferred,
- * the child's table is the parent's as the drain thread left it: the child applies the records
- * reserved before the fork that it has not (a thread inside a hook at the fork never publishes
- * its record, in the parent's ring as in a synchronous table). */
+/* Fork, in two steps that the fork module (track/fork.c) puts around the stack trie's lock:
+ * the check lock first, the cursor lock and the table last (tracer.h). Deferred, the child's
+ * table is the parent's as the drain thread left it: the child applies the records reserved
+ * before the fork that it has not (a thread inside a hook at the fork never publishes its
+ * record, in the parent's ring as in a synchronous table). */
 static uint64_t g_fork_mark;
 
-void hh_leaks_fork_prepare(void) {
+void hh_leaks_prefork_check(void) {
     hh_check_lock();
+}
+
+void hh_leaks_prefork_table(void) {
     hh_tracer_leaks_lock();
     g_fork_mark = hh_tracer_ring_mark();
     hh_table_lock();
 }
 
-void hh_leaks_fork_parent(void) {
+void hh_leaks_postfork_parent_table(void) {
     hh_table_unlock();
     hh_tracer_leaks_unlock();
+}
+
+void hh_leaks_postfork_parent_check(void) {
     hh_check_unlock();
 }
 
-void hh_leaks_fork_child(void) {
+void hh_leaks_postfork_child_table(void) {
     hh_table_unlock();
     if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) hh_tracer_leaks_catch_up(g_fork_mark, true);
     hh_tracer_leaks_unlock();
+}
+
+void hh_leaks_postfork_child_check(void) {
     hh_check_unlock();
     hh_stop_fork_child();
     hh_check_fork_child();

@@ -76,8 +76,13 @@ void hh_leaks_at_exit(void);
 /* Starts the HEAPHOOK_LEAK_SIGNAL thread (after start-up, and in a fork child). */
 void hh_leaks_start(void);
 
-void hh_leaks_fork_prepare(void);
-void hh_leaks_fork_parent(void);
-void hh_leaks_fork_child(void);
+/* Fork (track/fork.c's order): the check lock is taken before the stack trie's lock, the
+ * cursor lock and the table's after it; released in the reverse order. */
+void hh_leaks_prefork_check(void);
+void hh_leaks_prefork_table(void);
+void hh_leaks_postfork_parent_table(void);
+void hh_leaks_postfork_parent_check(void);
+void hh_leaks_postfork_child_table(void);
+void hh_leaks_postfork_child_check(void);
 
 #endif /* HH_LEAKS_H */

@@ -25,14 +25,18 @@ static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static heaphook_reloc_handle *g_patches[HH_HOOK_COUNT];
 static bool g_attached;
 
-/* A fork while another thread attaches or detaches: the child gets the lock back (it has one
- * thread). Only a child handler: a prepare handler taking this lock could deadlock against the
- * GOT patcher's own fork handler, whose lock an attaching thread takes while holding this one. */
-static void hh_attach_fork_child(void) {
-    pthread_mutex_init(&g_attach_lock, NULL);
+/* Fork (fork.c's lock order: this lock first, the GOT patcher's after it): a fork waits for an
+ * attach or detach in progress to finish, so the child sees the tracer attached or not. */
+void hh_attach_prefork(void) {
+    pthread_mutex_lock(&g_attach_lock);
 }
-__attribute__((constructor)) static void hh_attach_init(void) {
-    pthread_atfork(NULL, NULL, hh_attach_fork_child);
+
+void hh_attach_postfork_parent(void) {
+    pthread_mutex_unlock(&g_attach_lock);
+}
+
+void hh_attach_postfork_child(void) {
+    pthread_mutex_init(&g_attach_lock, NULL);
 }
 
 static void hh_unpatch_all(void) {

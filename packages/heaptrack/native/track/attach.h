@@ -23,6 +23,11 @@ bool hh_hooks_interposed(void);
  * the functions the GOTs led to before the patch. Call before the first patch is written. */
 void hh_hooks_forward_to(void *const originals[HH_HOOK_COUNT]);
 
+/* attach.c: the attach lock across fork (fork.c). */
+void hh_attach_prefork(void);
+void hh_attach_postfork_parent(void);
+void hh_attach_postfork_child(void);
+
 /* tracer.c: starts a standalone log and its drain thread: where is an existing folder (the
  * log is heaplog.<pid>[.n].log there), else the log file's path; NULL: HEAPHOOK_LOG_DIR or the
  * working directory. After a finish, a new log (stacks and modules declared again) through

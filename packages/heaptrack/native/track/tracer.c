@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "fork.h"
 #include "format/heaplog.h"
 #include "heaphook/config.h"
 #include "heaphook/log.h"
@@ -680,28 +681,31 @@ void hh_tracer_flush_now(void) {
 
 /* ---- 7. Fork, exec, exit ----------------------------------------------------------------- */
 
-/* Whether the fork began while recording is kept by the forking thread (t_fork_traced): the
- * state may change in between (the collector found gone), and the handlers must pair. */
-static void hh_fork_prepare(void) {
+/* The tracer's part of the library's fork module (fork.c, which says the lock order). Whether
+ * the fork began while recording is kept by the forking thread (t_fork_traced): the state may
+ * change in between (the collector found gone), and the handlers must pair. Called with the
+ * attach lock held, so no attach or detach changes the state meanwhile. */
+void hh_tracer_prefork(void) {
     hh_busy++;
-    hh_leaks_fork_prepare();
     if (atomic_load(&hh_state) == HH_STATE_ACTIVE && g_mode == HH_MODE_COLLECTOR)
         hh_collector_send(&(char){HH_MSG_FORK},
                           1); /* a child is coming: the collector waits for it */
     t_fork_traced = atomic_load(&hh_state) == HH_STATE_ACTIVE;
-    if (t_fork_traced) hh_stacks_fork_prepare();
 }
 
-static void hh_fork_parent(void) {
-    hh_leaks_fork_parent();
-    if (t_fork_traced) hh_stacks_fork_parent();
+bool hh_tracer_fork_traced(void) {
+    return t_fork_traced;
+}
+
+void hh_tracer_postfork_parent(void) {
     hh_busy--;
 }
 
-static void hh_fork_child(void) {
+/* Every lock of the library is free again when this runs (fork.c): the parent's ring, writer
+ * and drain lock are dropped, and the child starts a transport, a drain thread and a leak
+ * thread of its own. */
+void hh_tracer_postfork_child(void) {
     t_tid = 0;
-    hh_leaks_fork_child();
-    if (t_fork_traced) hh_stacks_fork_child();
     if (g_mode == HH_MODE_COLLECTOR && atomic_load(&g_gone) && g_notify_fd >= 0) {
         close(g_notify_fd); /* the parent's connection to a collector that is gone */
         g_notify_fd = -1;
@@ -719,7 +723,7 @@ static void hh_fork_child(void) {
         if (g_writer != NULL) hh_writer_abandon(g_writer);
         g_writer = NULL;
         g_drain_started = false;
-        atomic_store(&g_drain_lock, 0);
+        atomic_store(&g_drain_lock, 0); /* the parent's drain thread may have held it */
     } else {
         close(g_notify_fd);
     }
@@ -870,7 +874,7 @@ __attribute__((constructor(101))) static void hh_tracer_ctor(void) {
     /* The report fd is taken and HEAPHOOK_LOG_LEVEL / HEAPHOOK_LOG_FILE are checked now, before
      * main, not at the first line logged (which may come in a forked child, mid-run). */
     (void)heaphook_report_fd();
-    pthread_atfork(hh_fork_prepare, hh_fork_parent, hh_fork_child);
+    hh_fork_register();
     if (!hh_hooks_interposed()) {
         /* dlopen'ed, not preloaded: nothing reaches the hooks until an attach (attach.c) */
         hh_tracer_wait_for_attach();

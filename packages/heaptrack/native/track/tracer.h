@@ -61,6 +61,12 @@ void hh_tracer_flush_now(void);
  * where the tail is lost as after a kill. */
 void hh_tracer_finish_before_exit(void);
 
+/* The tracer's fork handlers (fork.c calls them in its lock order; they take no lock). */
+void hh_tracer_prefork(void);
+bool hh_tracer_fork_traced(void); /* the forking thread's fork began while recording */
+void hh_tracer_postfork_parent(void);
+void hh_tracer_postfork_child(void);
+
 uint64_t hh_now(void);
 uint32_t hh_tid(void);
 

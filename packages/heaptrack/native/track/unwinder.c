@@ -133,6 +133,10 @@ static void hh_rule_insert(hh_rule_slot *t, uintptr_t pc, uint64_t rule) {
     atomic_store_explicit(&hh_rules_lock, 0, memory_order_release);
 }
 
+void hh_unwind_postfork_child(void) {
+    atomic_store_explicit(&hh_rules_lock, 0, memory_order_release);
+}
+
 void hh_unwind_invalidate(void) {
     if (!hh_fast_enabled) return;
     hh_rule_slot *fresh = hh_rules_new_table();

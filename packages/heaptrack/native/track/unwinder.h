@@ -49,6 +49,9 @@ int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max, int *same_outer
 
 /* Forget cached rules (after dlclose: code may be unmapped and other code mapped there). */
 void hh_unwind_invalidate(void);
+/* Fork child (fork.c): the rule cache's insert try-lock, which a thread of the parent may have
+ * held, is free again (an insert cut short leaves a slot that lookups pass over). */
+void hh_unwind_postfork_child(void);
 
 /* Counters for the README's measurements. */
 uint64_t hh_unwind_slow_walks(void);

@@ -12,6 +12,12 @@
  * was reserved before the markers' and is published after them: the detach must wait for it
  * (the reader stops at the first unpublished record), else the markers would be lost.
  * Prints {"inflight":1,"marker":3}.
+ *
+ * Usage: hh_test_attach <lib> <log dir> forkattach <cycles>
+ * While four threads allocate, one thread attaches and detaches `cycles` times and the main
+ * thread forks meanwhile, again and again (a fork waits for an attach or detach in progress:
+ * fork.c's lock order); each child makes malloc(100 + i) for i < 100 and exits. Prints
+ * {"cycles":N,"forks":F,"children_ok":C}.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -73,8 +79,49 @@ static int inflight(int (*attach)(const char *), int (*detach)(void), const char
     return 0;
 }
 
+struct cycler {
+    int (*attach)(const char *);
+    int (*detach)(void);
+    const char *dir;
+    int cycles;
+    atomic_int done, failed;
+};
+
+static void *attach_cycles(void *arg) {
+    struct cycler *c = arg;
+    for (int i = 0; i < c->cycles; i++) {
+        if (c->attach(c->dir) != 0) atomic_store(&c->failed, 1);
+        usleep(2000); /* forks land while attached, and while attaching or detaching */
+        if (c->detach() != 0) atomic_store(&c->failed, 1);
+    }
+    atomic_store(&c->done, 1);
+    return NULL;
+}
+
+static int fork_while_attaching(struct cycler *c) {
+    pthread_t cycling;
+    pthread_create(&cycling, NULL, attach_cycles, c);
+    int forks = 0, ok = 0;
+    while (!atomic_load(&c->done)) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            for (int i = 0; i < 100; i++) free(malloc(100 + (size_t)i));
+            exit(0);
+        }
+        forks++;
+        int status = 0;
+        if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+            WEXITSTATUS(status) == 0)
+            ok++;
+    }
+    pthread_join(cycling, NULL);
+    if (atomic_load(&c->failed)) return 3;
+    printf("{\"cycles\":%d,\"forks\":%d,\"children_ok\":%d}\n", c->cycles, forks, ok);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    if (argc != 4) return 64;
+    if (argc != 4 && !(argc == 5 && strcmp(argv[3], "forkattach") == 0)) return 64;
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) {
         fprintf(stderr, "%s\n", dlerror());
@@ -86,6 +133,13 @@ int main(int argc, char **argv) {
     pthread_t threads[4];
     for (int i = 0; i < 4; i++)
         pthread_create(&threads[i], NULL, churn, (void *)(uintptr_t)(i + 1));
+    if (strcmp(argv[3], "forkattach") == 0) {
+        struct cycler c = {attach, detach, argv[2], atoi(argv[4]), 0, 0};
+        int rc = fork_while_attaching(&c);
+        atomic_store(&stop, 1);
+        for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+        return rc;
+    }
     int cycles = atoi(argv[3]), child = -1;
     for (int c = 0; c < cycles; c++) {
         if (attach(argv[2]) != 0) return 2;

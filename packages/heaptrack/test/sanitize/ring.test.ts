@@ -1,6 +1,7 @@
 /**
- * Sanitizer tier: the ring buffer (native/track/ring.c) built with sanitizers
- * (cmake/sanitize.cmake). Its unit test under AddressSanitizer + UndefinedBehaviorSanitizer,
+ * Sanitizer tier: the ring buffer (native/track/ring.c) and the leak table (native/leaks/table.c)
+ * built with sanitizers (cmake/sanitize.cmake). Their unit tests under AddressSanitizer +
+ * UndefinedBehaviorSanitizer,
  * and ring_stress (4 writers reserving and committing while one reader drains, as the traced
  * threads and the drain thread do) under ThreadSanitizer. Any report fails the test.
  */
@@ -12,6 +13,7 @@ import { describe, expect, it } from 'vitest';
 const release = join(import.meta.dirname, '..', '..', 'build', 'Release');
 const unit = join(release, 'hh_test_ring_unit_asan');
 const stress = join(release, 'hh_test_ring_stress_tsan');
+const table = join(release, 'hh_test_table_unit_asan');
 
 describe('ring buffer under sanitizers', () => {
   it.skipIf(skipOutsideCI(sanitizedProgramMissing(unit)))('unit test: no ASan/UBSan report', () => {
@@ -21,6 +23,17 @@ describe('ring buffer under sanitizers', () => {
     expect(run.status).toBe(0);
     expect(run.stdout.trim().split('\n')).toHaveLength(4);
   });
+
+  it.skipIf(skipOutsideCI(sanitizedProgramMissing(table)))(
+    "the leak table's unit test: no ASan/UBSan report (every case but exhaustion, which caps the address space)",
+    () => {
+      const run = runSanitized(table);
+      expect(run.report).toBe('');
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      expect(run.stdout.trim().split('\n')).toHaveLength(5);
+    },
+  );
 
   it.skipIf(skipOutsideCI(sanitizedProgramMissing(stress)))(
     '4 writers and a reader: no ThreadSanitizer report, every record once and in order',

@@ -1,0 +1,197 @@
+/*
+ * writer_roundtrip.c — one of every record kind of the log format, written by the tracer's own
+ * encoder (native/track/writer.c, linked alone) as the drain thread hands it ring records.
+ *
+ *   hh_test_writer_roundtrip <log path> <codec: 0 none | 1 deflate | 2 zstd>
+ *
+ * Writes a PROCESS (every flag set, so events carry durations, weights and free stacks), a
+ * MODULE, two stack NODEs, an event of every operation (realloc moved and split, so a
+ * REALLOC_DONE follows) on two threads (so two THREADs), VM_MAPPED and VM_UNMAPPED, a LEAK, a
+ * LEAK_CHECK, the ring's EXIT, and the END (reason detach, 7 dropped). Prints on stdout, as one
+ * JSON object, every field of every ring record it handed the writer; test/unit/roundtrip.test.ts
+ * decodes the log with the TypeScript decoder and checks each decoded field against it.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/heaplog.h"
+#include "trace.h"
+#include "writer.h"
+
+static hh_writer *g_w;
+static uint64_t g_pos;
+static const char *g_sep = "";
+
+/* Hands one ring record to the writer, as hh_ring_read does. */
+static void emit(unsigned type, void *record, uint32_t len) {
+    len = (uint32_t)hh_round8(len);
+    *(uint64_t *)record = (uint64_t)len | ((uint64_t)type << 24) | ((g_pos / 8) << 32);
+    hh_writer_record(g_w, g_pos, type, record, len);
+    g_pos += len;
+}
+
+#define MONO_START 5000000000ull
+#define T(ns) (MONO_START + (ns))
+
+static void event(uint64_t buf[16], uint8_t op, uint64_t time, uint32_t tid, uint32_t stack,
+                  uint64_t addr, uint64_t size, uint64_t old, uint64_t count, uint64_t align,
+                  uint64_t weight, uint64_t duration, int split) {
+    memset(buf, 0, 16 * sizeof *buf);
+    hh_rec_event *e = (hh_rec_event *)buf;
+    hh_rec_event_extra *x = (hh_rec_event_extra *)(e + 1);
+    e->time = time;
+    e->tid = tid;
+    e->stack = stack;
+    e->addr = addr;
+    e->size = size;
+    e->op = op;
+    e->flags = HH_EV_EXTRA | (split ? HH_EV_SPLIT : 0);
+    *x = (hh_rec_event_extra){old, count, align, weight, duration};
+    emit(HH_REC_EVENT, e, sizeof *e + sizeof *x);
+    printf(
+        "%s{\"op\":%u,\"time\":%llu,\"tid\":%u,\"stack\":%u,\"addr\":%llu,\"size\":%llu,"
+        "\"old\":%llu,\"count\":%llu,\"align\":%llu,\"weight\":%llu,\"duration\":%llu,"
+        "\"split\":%d}",
+        g_sep, op, (unsigned long long)time, tid, stack, (unsigned long long)addr,
+        (unsigned long long)size, (unsigned long long)old, (unsigned long long)count,
+        (unsigned long long)align, (unsigned long long)weight, (unsigned long long)duration, split);
+    g_sep = ",";
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) return 64;
+    int codec = atoi(argv[2]);
+    hh_writer_prepare(codec);
+    g_w = hh_writer_open_file(argv[1], NULL, 0);
+    if (g_w == NULL) {
+        perror(argv[1]);
+        return 1;
+    }
+    uint64_t buf[64];
+
+    /* PROCESS: exe, then the arguments separated (and ended) by NUL */
+    static const char exe[] = "/usr/bin/roundtrip";
+    static const char cmdline[] = "roundtrip\0--flag\0value with spaces";
+    hh_rec_process *p = (hh_rec_process *)buf;
+    memset(buf, 0, sizeof buf);
+    *p = (hh_rec_process){.pid = 4242,
+                          .ppid = 4241,
+                          .mono_start = MONO_START,
+                          .real_start = 1764000000123456789ull,
+                          .clock = 0,
+                          .flags = HH_PF_STACKS | HH_PF_TIMING | HH_PF_SAMPLING | HH_PF_DROP |
+                                   HH_PF_FREE_STACKS | HH_PF_FORK_CHILD | HH_PF_VM,
+                          .stack_depth = 48,
+                          .sample_bytes = 4096,
+                          .time_unit = 1,
+                          .compress = (uint32_t)codec,
+                          .exe_len = sizeof exe - 1,
+                          .cmdline_len = sizeof cmdline};
+    memcpy(p + 1, exe, sizeof exe - 1);
+    memcpy((char *)(p + 1) + sizeof exe - 1, cmdline, sizeof cmdline);
+    emit(HH_REC_PROCESS, p, sizeof *p + sizeof exe - 1 + sizeof cmdline);
+    printf(
+        "{\"process\":{\"pid\":%u,\"ppid\":%u,\"mono_start\":%llu,\"real_start\":%llu,"
+        "\"flags\":%u,\"stack_depth\":%u,\"sample_bytes\":%llu,\"time_unit\":%u,"
+        "\"version\":\"%s\",\"exe\":\"%s\",\"argv\":[\"roundtrip\",\"--flag\","
+        "\"value with spaces\"]},",
+        p->pid, p->ppid, (unsigned long long)p->mono_start, (unsigned long long)p->real_start,
+        p->flags, p->stack_depth, (unsigned long long)p->sample_bytes, p->time_unit,
+        HH_TRACE_VERSION, exe);
+
+    /* MODULE: a 20-byte build id */
+    static const char path[] = "/usr/lib/libroundtrip.so";
+    hh_rec_module *m = (hh_rec_module *)buf;
+    memset(buf, 0, sizeof buf);
+    *m = (hh_rec_module){.base = 0x7f1234560000ull,
+                         .lo = 0x1000,
+                         .hi = 0x9000,
+                         .build_id_len = 20,
+                         .path_len = sizeof path - 1};
+    uint8_t *bytes = (uint8_t *)(m + 1);
+    printf("\"module\":{\"base\":%llu,\"lo\":%llu,\"hi\":%llu,\"build_id\":\"",
+           (unsigned long long)m->base, (unsigned long long)m->lo, (unsigned long long)m->hi);
+    for (int i = 0; i < 20; i++) {
+        bytes[i] = (uint8_t)(0xa0 + i * 3);
+        printf("%02x", bytes[i]);
+    }
+    memcpy(bytes + 20, path, sizeof path - 1);
+    emit(HH_REC_MODULE, m, sizeof *m + 20 + sizeof path - 1);
+    printf("\",\"path\":\"%s\"},", path);
+
+    /* two NODEs: an outer frame and a frame it called */
+    printf("\"nodes\":[");
+    for (uint32_t id = 1; id <= 2; id++) {
+        hh_rec_node *n = (hh_rec_node *)buf;
+        *n = (hh_rec_node){.id = id, .parent = id - 1, .pc = 0x7f1234561000ull + id * 0x24};
+        emit(HH_REC_NODE, n, sizeof *n);
+        printf("%s{\"id\":%u,\"parent\":%u,\"pc\":%llu}", id == 1 ? "" : ",", n->id, n->parent,
+               (unsigned long long)n->pc);
+    }
+    printf("],\"events\":[");
+
+    /* every operation, on threads 7001 and 7002 */
+    const uint64_t a = 0x5555000010a0ull;
+    event(buf, HH_OP_MALLOC, T(1000), 7001, 2, a, 40, 0, 0, 0, 40, 11, 0);
+    event(buf, HH_OP_CALLOC, T(2000), 7001, 2, a + 0x40, 24, 0, 3, 0, 72, 12, 0);
+    event(buf, HH_OP_REALLOC, T(3000), 7002, 1, a + 0x1000, 4000, a, 0, 0, 4000, 13, 1);
+    event(buf, HH_OP_REALLOC_DONE, T(3100), 7002, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    event(buf, HH_OP_REALLOCARRAY, T(4000), 7001, 1, a + 0x2000, 16, a + 0x40, 5, 0, 80, 14, 0);
+    event(buf, HH_OP_POSIX_MEMALIGN, T(5000), 7001, 2, a + 0x3000, 100, 0, 0, 64, 100, 15, 0);
+    event(buf, HH_OP_MEMALIGN, T(6000), 7002, 2, a + 0x4000, 200, 0, 0, 128, 200, 16, 0);
+    event(buf, HH_OP_ALIGNED_ALLOC, T(7000), 7002, 1, a + 0x5000, 256, 0, 0, 256, 256, 17, 0);
+    event(buf, HH_OP_VALLOC, T(8000), 7001, 1, a + 0x6000, 300, 0, 0, 0, 300, 18, 0);
+    event(buf, HH_OP_PVALLOC, T(9000), 7001, 2, a + 0x8000, 5000, 0, 0, 0, 5000, 19, 0);
+    event(buf, HH_OP_FREE, T(10000), 7002, 2, a + 0x3000, 0, 0, 0, 0, 0, 20, 0);
+    printf("],");
+
+    /* VM_MAPPED and VM_UNMAPPED */
+    printf("\"vm\":[");
+    for (int k = 0; k < 2; k++) {
+        uint32_t mapped = k == 0;
+        hh_rec_vm *v = (hh_rec_vm *)buf;
+        *v = (hh_rec_vm){.time = T(11000 + 1000 * (uint64_t)k),
+                         .tid = 7001,
+                         .stack = 2 - (uint32_t)k,
+                         .mapped = mapped,
+                         .addr = 0x7f0000200000ull,
+                         .size = mapped ? 0x200000 : 0x100000};
+        emit(HH_REC_VM, v, sizeof *v);
+        printf(
+            "%s{\"mapped\":%u,\"time\":%llu,\"tid\":%u,\"stack\":%u,\"addr\":%llu,"
+            "\"size\":%llu}",
+            k == 0 ? "" : ",", mapped, (unsigned long long)v->time, v->tid, v->stack,
+            (unsigned long long)v->addr, (unsigned long long)v->size);
+    }
+    printf("],");
+
+    hh_rec_leak *l = (hh_rec_leak *)buf;
+    *l = (hh_rec_leak){.check = 1, .type = 0, .ptr = a + 0x8000, .size = 5000};
+    emit(HH_REC_LEAK, l, sizeof *l);
+    printf("\"leak\":{\"check\":1,\"ptr\":%llu,\"size\":5000},", (unsigned long long)l->ptr);
+
+    hh_rec_leak_check *c = (hh_rec_leak_check *)buf;
+    *c = (hh_rec_leak_check){.check = 1,
+                             .trigger = HH_TRIGGER_SIGNAL,
+                             .time = T(13000),
+                             .live = 6,
+                             .leaked = 1,
+                             .leaked_bytes = 5000,
+                             .reachable = 5,
+                             .reachable_bytes = 4632,
+                             .duration_ns = 777};
+    emit(HH_REC_LEAK_CHECK, c, sizeof *c);
+    printf(
+        "\"leak_check\":{\"check\":1,\"trigger\":%u,\"time\":%llu,\"live\":6,\"leaked\":1,"
+        "\"leaked_bytes\":5000,\"reachable\":5,\"reachable_bytes\":4632,\"duration_ns\":777},",
+        c->trigger, (unsigned long long)c->time);
+
+    hh_rec_exit *x = (hh_rec_exit *)buf;
+    *x = (hh_rec_exit){.time = T(14000)};
+    emit(HH_REC_EXIT, x, sizeof *x);
+    hh_writer_close(g_w, HH_END_DETACH, 7);
+    printf("\"end\":{\"reason\":%u,\"dropped\":7,\"events\":10}}\n", HH_END_DETACH);
+    return 0;
+}

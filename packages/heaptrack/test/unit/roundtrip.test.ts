@@ -1,0 +1,231 @@
+/**
+ * Unit tier: the log format's round trip. test/native/writer_roundtrip.c hands the tracer's
+ * encoder (native/track/writer.c, linked alone) one of every record kind — an event of every
+ * operation among them — and prints every field it wrote; the TypeScript decoder (src/decode)
+ * must give each field back, with each of the three codecs. Every tag of native/format/heaplog.h
+ * (TAG_* of src/decode/format.generated.ts) and every operation (OP_NAMES) must be among the
+ * records decoded: a new record kind without a round trip here fails.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import * as format from '../../src/decode/format.generated.js';
+import { decodeLog, OPS, type EventRecord, type LogRecord } from '../../src/index.js';
+import { release } from '../helpers.js';
+
+interface Written {
+  process: {
+    pid: number;
+    ppid: number;
+    mono_start: number;
+    real_start: number;
+    flags: number;
+    stack_depth: number;
+    sample_bytes: number;
+    time_unit: number;
+    version: string;
+    exe: string;
+    argv: string[];
+  };
+  module: { base: number; lo: number; hi: number; build_id: string; path: string };
+  nodes: { id: number; parent: number; pc: number }[];
+  events: {
+    op: number;
+    time: number;
+    tid: number;
+    stack: number;
+    addr: number;
+    size: number;
+    old: number;
+    count: number;
+    align: number;
+    weight: number;
+    duration: number;
+    split: number;
+  }[];
+  vm: { mapped: number; time: number; tid: number; stack: number; addr: number; size: number }[];
+  leak: { check: number; ptr: number; size: number };
+  leak_check: {
+    check: number;
+    trigger: number;
+    time: number;
+    live: number;
+    leaked: number;
+    leaked_bytes: number;
+    reachable: number;
+    reachable_bytes: number;
+    duration_ns: number;
+  };
+  end: { reason: number; dropped: number; events: number };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'heaphook-roundtrip-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+async function roundTrip(codec: number): Promise<{ written: Written; records: LogRecord[] }> {
+  const log = join(dir, `codec${codec}.log`);
+  const run = spawnSync(join(release, 'hh_test_writer_roundtrip'), [log, String(codec)], {
+    encoding: 'utf8',
+  });
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  const records: LogRecord[] = [];
+  for await (const r of decodeLog(log)) records.push(r);
+  return { written: JSON.parse(run.stdout) as Written, records };
+}
+
+/** The decoded record kind each tag of heaplog.h becomes. */
+const kindOfTag: Record<string, (r: LogRecord) => boolean> = {
+  TAG_PROCESS: (r) => r.type === 'process',
+  TAG_MODULE: (r) => r.type === 'module',
+  TAG_THREAD: (r) => r.type === 'thread',
+  TAG_NODE: (r) => r.type === 'stack',
+  TAG_END: (r) => r.type === 'end',
+  TAG_LEAK: (r) => r.type === 'leak',
+  TAG_LEAK_CHECK: (r) => r.type === 'leak_check',
+  TAG_VM_MAPPED: (r) => r.type === 'vm' && r.kind === 'mapped',
+  TAG_VM_UNMAPPED: (r) => r.type === 'vm' && r.kind === 'unmapped',
+  TAG_EVENT: (r) => r.type === 'event',
+};
+
+const COUNTED = new Set(['calloc', 'reallocarray']);
+const MOVED_FROM = new Set(['realloc', 'reallocarray']);
+const ALIGNED = new Set(['posix_memalign', 'memalign', 'aligned_alloc']);
+
+/** What the decoder gives for a written event (records.ts's EventRecord, FORMAT.md). */
+function expectedEvent(e: Written['events'][number], start: number): EventRecord {
+  const op = OPS[e.op]!;
+  const marker = op === 'realloc_done'; // its time and thread only
+  return {
+    type: 'event',
+    op,
+    time: e.time - start,
+    tid: e.tid,
+    stack: marker ? 0 : e.stack,
+    ptr: marker ? 0 : e.addr,
+    oldPtr: MOVED_FROM.has(op) ? e.old : 0,
+    size: marker || op === 'free' ? 0 : e.size,
+    count: COUNTED.has(op) ? e.count : 1,
+    align: ALIGNED.has(op) ? e.align : 0,
+    split: e.split !== 0,
+    duration: marker ? undefined : e.duration,
+    weight: marker || op === 'free' ? undefined : e.weight,
+  };
+}
+
+describe('writer → decoder round trip of every record kind (unit)', () => {
+  for (const [codec, name] of [
+    [format.CODEC_NONE, 'stored'],
+    [format.CODEC_DEFLATE, 'deflate'],
+    [format.CODEC_ZSTD, 'zstd'],
+  ] as const) {
+    it(`${name}: every field written is decoded`, async () => {
+      const { written: w, records } = await roundTrip(codec);
+      const of = <T extends LogRecord['type']>(type: T) =>
+        records.filter((r): r is Extract<LogRecord, { type: T }> => r.type === type);
+      const p = w.process;
+      const F = format;
+      expect(of('process')).toEqual([
+        {
+          type: 'process',
+          pid: p.pid,
+          ppid: p.ppid,
+          monotonicStartNs: p.mono_start,
+          startTimeMs: Math.round(p.real_start / 1e6),
+          stacks: (p.flags & F.PF_STACKS) !== 0,
+          timing: (p.flags & F.PF_TIMING) !== 0,
+          sampling: (p.flags & F.PF_SAMPLING) !== 0,
+          dropWhenFull: (p.flags & F.PF_DROP) !== 0,
+          freeStacks: (p.flags & F.PF_FREE_STACKS) !== 0,
+          forkChild: (p.flags & F.PF_FORK_CHILD) !== 0,
+          vmEvents: (p.flags & F.PF_VM) !== 0,
+          stackDepth: p.stack_depth,
+          sampleBytes: p.sample_bytes,
+          timeUnitNs: p.time_unit,
+          tracerVersion: p.version,
+          exe: p.exe,
+          argv: p.argv,
+        },
+      ]);
+      const m = w.module;
+      expect(of('module')).toEqual([
+        {
+          type: 'module',
+          base: m.base,
+          start: m.base + m.lo,
+          end: m.base + m.hi,
+          buildId: m.build_id,
+          path: m.path,
+        },
+      ]);
+      expect(of('stack')).toEqual(w.nodes.map((n) => ({ type: 'stack', ...n })));
+      // one THREAD per thread, numbered from 1 in order of first appearance, before its first event
+      const tids = [...new Set(w.events.map((e) => e.tid))];
+      expect(of('thread')).toEqual(tids.map((tid, i) => ({ type: 'thread', index: i + 1, tid })));
+      expect(of('event')).toEqual(w.events.map((e) => expectedEvent(e, p.mono_start)));
+      expect(of('vm')).toEqual(
+        w.vm.map((v) => ({
+          type: 'vm',
+          kind: v.mapped ? 'mapped' : 'unmapped',
+          time: v.time - p.mono_start,
+          tid: v.tid,
+          stack: v.stack,
+          address: v.addr,
+          size: v.size,
+        })),
+      );
+      expect(of('leak')).toEqual([{ type: 'leak', ...w.leak }]);
+      const c = w.leak_check;
+      const triggers: Record<number, string> = {
+        [F.TRIGGER_EXIT]: 'exit',
+        [F.TRIGGER_SIGNAL]: 'signal',
+        [F.TRIGGER_API]: 'api',
+      };
+      expect(of('leak_check')).toEqual([
+        {
+          type: 'leak_check',
+          check: c.check,
+          time: c.time - p.mono_start,
+          trigger: triggers[c.trigger],
+          liveBlocks: c.live,
+          leakedBlocks: c.leaked,
+          leakedBytes: c.leaked_bytes,
+          reachableBlocks: c.reachable,
+          reachableBytes: c.reachable_bytes,
+          durationNs: c.duration_ns,
+        },
+      ]);
+      const reasons: Record<number, string> = {
+        [F.END_EXIT]: 'exit',
+        [F.END_LOST]: 'lost',
+        [F.END_COLLECTOR]: 'collector',
+        [F.END_DETACH]: 'detach',
+      };
+      const end = of('end');
+      expect(end).toHaveLength(1);
+      // END's time is the writer's clock at close (ns since the PROCESS's start): not written here
+      expect(end[0]).toEqual({
+        type: 'end',
+        reason: reasons[w.end.reason],
+        dropped: w.end.dropped,
+        events: w.end.events,
+        time: end[0]!.time,
+      });
+      expect(records.at(-1)?.type).toBe('end');
+
+      // every tag of heaplog.h, and every operation, made the round trip
+      const tags = Object.keys(format).filter((k) => k.startsWith('TAG_'));
+      expect(
+        tags.filter((t) => kindOfTag[t] === undefined),
+        'tags without a round trip in this test',
+      ).toEqual([]);
+      for (const t of tags)
+        expect(records.some(kindOfTag[t]!), `no ${t} record decoded`).toBe(true);
+      expect(new Set(of('event').map((e) => e.op))).toEqual(new Set(OPS));
+    });
+  }
+});
