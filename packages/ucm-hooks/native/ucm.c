@@ -1135,7 +1135,10 @@ static int ucm_failed;
 /* HEAPHOOK_MEM_MMAP_HOOK_MODE: how the hooks are installed. */
 enum { UCM_HOOK_AUTO, UCM_HOOK_PRELOAD, UCM_HOOK_RELOC, UCM_HOOK_BISTRO };
 static int ucm_hook_mode = UCM_HOOK_AUTO;
-static size_t ucm_alloc_align = 16; /* HEAPHOOK_MEM_ALLOC_ALIGN (heaphook_ucm_alloc_align) */
+/* HEAPHOOK_MEM_ALLOC_ALIGN (libucm's UCX_MEM_ALLOC_ALIGN): checked, and reported as having no
+ * effect when set, since there is no heap of ours to align (see the README). */
+#define UCM_DEFAULT_ALLOC_ALIGN 16
+static size_t ucm_alloc_align = UCM_DEFAULT_ALLOC_ALIGN;
 
 static void ucm_resolve_brk(void) {
     void *s = dlsym(RTLD_NEXT, "sbrk");
@@ -1258,6 +1261,12 @@ static heaphook_ucm_status_t ucm_install(void) {
         }
         if (status == HEAPHOOK_UCM_OK) {
             ucm_log(2, "memory events installed (%s mode)", ucm_mode);
+            if (ucm_alloc_align != UCM_DEFAULT_ALLOC_ALIGN) {
+                ucm_log(1,
+                        "HEAPHOOK_MEM_ALLOC_ALIGN=%zu has no effect: the process keeps its own "
+                        "malloc (libucm applies it to the heap it replaces malloc with)",
+                        ucm_alloc_align);
+            }
             if (ucm_libc_patched && strcmp(ucm_mode, "bistro") != 0) {
                 ucm_log(2,
                         "the C library's mmap, munmap, mremap, madvise, sbrk and brk entries "
@@ -1427,11 +1436,13 @@ __attribute__((constructor)) static void ucm_init(void) {
     static const char *const modes[] = {"auto", "preload", "reloc", "bistro"};
     ucm_hook_mode = heaphook_env_choice("HEAPHOOK_MEM_MMAP_HOOK_MODE", "UCX_MEM_MMAP_HOOK_MODE",
                                         modes, 4, UCM_HOOK_AUTO);
-    ucm_alloc_align = heaphook_env_size("HEAPHOOK_MEM_ALLOC_ALIGN", "UCX_MEM_ALLOC_ALIGN", 16);
+    ucm_alloc_align = heaphook_env_size("HEAPHOOK_MEM_ALLOC_ALIGN", "UCX_MEM_ALLOC_ALIGN",
+                                        UCM_DEFAULT_ALLOC_ALIGN);
     if (ucm_alloc_align == 0 || (ucm_alloc_align & (ucm_alloc_align - 1)) != 0) {
-        char value[32];
-        heaphook_formatf(value, sizeof value, "%zu", ucm_alloc_align);
-        heaphook_config_fail("HEAPHOOK_MEM_ALLOC_ALIGN", value, "a power of two", "64");
+        const char *name = heaphook_env_get("HEAPHOOK_MEM_ALLOC_ALIGN", NULL)
+                               ? "HEAPHOOK_MEM_ALLOC_ALIGN"
+                               : "UCX_MEM_ALLOC_ALIGN";
+        heaphook_config_fail(name, heaphook_env_get(name, NULL), "a power of two", "64");
     }
     ucm_page();
     ucm_resolve_brk();

@@ -72,6 +72,32 @@ describe('the libucm-API event suite against heaphook', () => {
     expect(result.stdout).toMatch(/^not ok 1 - ucm_set_event_handler/m);
   });
 
+  it('HEAPHOOK_MEM_ALLOC_ALIGN: a power of two is accepted and said to have no effect', () => {
+    const result = run(suite, { HEAPHOOK_MEM_ALLOC_ALIGN: '64' });
+    expect(result.stderr).toMatch(
+      /warn: HEAPHOOK_MEM_ALLOC_ALIGN=64 has no effect: the process keeps its own malloc/,
+    );
+    expect(result.stdout).toMatch(/^14 of 14 checks passed$/m);
+    expect(result.status).toBe(0);
+    const unset = run(suite, {});
+    expect(unset.stderr).not.toContain('ALLOC_ALIGN');
+  });
+
+  it('HEAPHOOK_MEM_ALLOC_ALIGN / UCX_MEM_ALLOC_ALIGN: anything else stops the program', () => {
+    for (const [name, value] of [
+      ['HEAPHOOK_MEM_ALLOC_ALIGN', '48'],
+      ['HEAPHOOK_MEM_ALLOC_ALIGN', '0'],
+      ['UCX_MEM_ALLOC_ALIGN', '48'],
+      ['UCX_MEM_ALLOC_ALIGN', 'abc'],
+    ]) {
+      const result = run(suite, { [name]: value });
+      expect(result.status, `${name}=${value}`).toBe(78);
+      expect(result.stdout).toBe('');
+      expect(result.stderr.trim().split('\n')).toHaveLength(1);
+      expect(result.stderr).toContain(`${name}="${value}"`);
+    }
+  });
+
   it('a mode that does not exist stops the program with one line', () => {
     const result = run(suite, { HEAPHOOK_MEM_MMAP_HOOK_MODE: 'valgrind' });
     expect(result.status).toBe(78);
