@@ -1,8 +1,9 @@
 /*
  * bistro.c — code patching of function entries (contract in bistro.h).
  *
- * An entry is patched with a 5-byte `jmp rel32` to a thunk (`jmp *0(%rip)` and the hook's
- * address) in a page mapped within ±2 GiB of the function; the same page holds the trampoline:
+ * An entry is patched with a 5-byte `jmp rel32` to the hook, or, when the hook is farther than
+ * ±2 GiB, to a thunk (`jmp *0(%rip)` and the hook's address) in a page mapped within reach of
+ * the function; that page holds the trampoline too:
  * the whole instructions the jump covers, relocated (rip-relative operands and rel32 branches
  * re-aimed), then an absolute jump back to the first instruction not moved.
  *
@@ -342,7 +343,10 @@ static int bistro_prepare_one(ucm_bistro_patch *pt, uint8_t *slot, char *why, si
     memcpy(out, jmp_abs, 6);
     uint8_t *back = f + moved;
     memcpy(out + 6, &back, 8);
-    intptr_t jump = (intptr_t)slot - (intptr_t)(f + BISTRO_JUMP);
+    /* Straight to the hook when it is within reach (a library mapped near the C library, the
+     * usual case: one jump fewer per call), else through the thunk. */
+    intptr_t direct = (intptr_t)pt->hook - (intptr_t)(f + BISTRO_JUMP);
+    intptr_t jump = x86_fits32(direct) ? direct : (intptr_t)slot - (intptr_t)(f + BISTRO_JUMP);
     if (!x86_fits32(jump)) {
         bistro_why(why, why_size, "%s: trampoline page out of reach", pt->name);
         return -1;

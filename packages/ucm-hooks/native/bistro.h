@@ -45,7 +45,7 @@ typedef struct ucm_bistro_patch {
     void *trampoline; /* the original function, callable */
     size_t moved;     /* bytes of whole instructions relocated into the trampoline */
     uint8_t saved[5]; /* the entry's first 5 bytes before the patch */
-    uint8_t jump[5];  /* the patch: jmp rel32 to the hook's thunk */
+    uint8_t jump[5];  /* the patch: jmp rel32 to the hook (or its thunk) */
     bool prepared, applied;
 } ucm_bistro_patch;
 
