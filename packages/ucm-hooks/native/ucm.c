@@ -122,6 +122,9 @@ UCM_INLINE long ucm_libc(long ret) {
 
 static void *(*ucm_real_sbrk)(intptr_t);
 static int (*ucm_real_brk)(void *);
+/* Once the C library's entries are prepared for patching (ucm_patch_libc), its sbrk and brk may
+ * lead to the hooks: the real ones are then these trampolines, whatever dlsym says. */
+static void *ucm_sbrk_trampoline, *ucm_brk_trampoline;
 
 EXPORT void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                                     off_t offset) {
@@ -1141,6 +1144,11 @@ static int ucm_hook_mode = UCM_HOOK_AUTO;
 static size_t ucm_alloc_align = UCM_DEFAULT_ALLOC_ALIGN;
 
 static void ucm_resolve_brk(void) {
+    if (ucm_sbrk_trampoline != NULL) {
+        ucm_real_sbrk = (void *(*)(intptr_t))ucm_sbrk_trampoline;
+        ucm_real_brk = (int (*)(void *))ucm_brk_trampoline;
+        return;
+    }
     void *s = dlsym(RTLD_NEXT, "sbrk");
     if (s == NULL || s == (void *)ucm_hook_sbrk) s = dlsym(RTLD_DEFAULT, "__sbrk");
     void *b = dlsym(RTLD_NEXT, "brk");
@@ -1194,8 +1202,9 @@ static bool ucm_patch_libc(size_t count) {
         }
         /* From now on glibc's sbrk/brk may lead to the hooks: the real ones are the
          * trampolines (the same code, callable whether or not the entries are patched). */
-        ucm_real_sbrk = (void *(*)(intptr_t))ucm_libc_patches[4].trampoline;
-        ucm_real_brk = (int (*)(void *))ucm_libc_patches[5].trampoline;
+        ucm_sbrk_trampoline = ucm_libc_patches[4].trampoline;
+        ucm_brk_trampoline = ucm_libc_patches[5].trampoline;
+        ucm_resolve_brk();
     }
     if (ucm_bistro_apply(ucm_libc_patches, count, true, why, sizeof why) != 0) {
         ucm_log(0, "code patching refused: %s", why);
@@ -1225,7 +1234,9 @@ static void ucm_patch_gots(void) {
     }
 }
 
+static void ucm_ensure_init(void);
 static heaphook_ucm_status_t ucm_install(void) {
+    ucm_ensure_init();
     if (!ucm_events_enabled) return HEAPHOOK_UCM_ERR_UNSUPPORTED;
     pthread_mutex_lock(&ucm_install_lock);
     heaphook_ucm_status_t status = HEAPHOOK_UCM_OK;
@@ -1383,6 +1394,7 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int prio
                                                             heaphook_ucm_event_callback_t callback,
                                                             void *arg) {
     if (callback == NULL) return HEAPHOOK_UCM_ERR_INVALID_PARAM;
+    ucm_ensure_init();
     if (!ucm_events_enabled) return HEAPHOOK_UCM_ERR_UNSUPPORTED;
     if (!(events & (HEAPHOOK_UCM_EVENT_FLAG_NO_INSTALL | atomic_load(&ucm_external_events)))) {
         heaphook_ucm_status_t status = ucm_install();
@@ -1423,7 +1435,19 @@ EXPORT void heaphook_ucm_unset_event_handler(int events, heaphook_ucm_event_call
     pthread_mutex_unlock(&ucm_writer_lock);
 }
 
+/* Reads the configuration and resolves what the hooks need, once: from this library's
+ * constructor, or earlier, when another library's constructor registers a handler before it
+ * runs (initialisers of preloaded libraries run in reverse order: heaptrack's before ours). */
+static void ucm_init_once(void);
+static pthread_once_t ucm_init_control = PTHREAD_ONCE_INIT;
+static void ucm_ensure_init(void) {
+    pthread_once(&ucm_init_control, ucm_init_once);
+}
 __attribute__((constructor)) static void ucm_init(void) {
+    ucm_ensure_init();
+}
+
+static void ucm_init_once(void) {
     /* Every variable is checked now, before main: the core's HEAPHOOK_LOG_LEVEL and
      * HEAPHOOK_LOG_FILE too (read with the report fd), not at the first line logged. */
     (void)heaphook_report_fd();

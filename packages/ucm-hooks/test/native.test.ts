@@ -121,6 +121,34 @@ describe('self-test', () => {
   });
 });
 
+describe("a handler registered from another library's constructor, before ours ran", () => {
+  // LD_PRELOAD="libheaphook_ucm.so libucm_early_lib.so": the early library's constructor runs
+  // first (as heaptrack's tracer's does under heaphook record) and registers a VM handler.
+  const early = (env: Record<string, string>) => {
+    const result = spawnSync(release + 'ucm_early_test', [], {
+      env: cleanEnv({ LD_PRELOAD: `${lib} ${release}libucm_early_lib.so`, ...env }),
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    if (result.error) throw result.error;
+    return result;
+  };
+
+  it("glibc malloc's mappings and trims raise events, without the hooks recursing", () => {
+    const result = early({});
+    expect(result.status, result.stdout + result.stderr).toBe(0);
+    const [, mapped, unmapped] = /early: mapped (\d+) unmapped (\d+)/.exec(result.stdout) ?? [];
+    expect(Number(mapped)).toBeGreaterThanOrEqual(64 * 1024 * 1024);
+    expect(Number(unmapped)).toBeGreaterThanOrEqual(64 * 1024 * 1024);
+  });
+
+  it('the configuration is read before that first install (HEAPHOOK_MEM_MALLOC_HOOKS=no)', () => {
+    const result = early({ HEAPHOOK_MEM_MALLOC_HOOKS: 'no' });
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('early: mapped 0 unmapped 0');
+  });
+});
+
 describe('configuration', () => {
   it('HEAPHOOK_MEM_EVENTS=no refuses handlers', () => {
     const result = events('preload', 'mmap', { LD_PRELOAD: lib, HEAPHOOK_MEM_EVENTS: 'no' });
