@@ -407,7 +407,6 @@ static struct {
 static _Atomic unsigned stw_count;
 static _Atomic int stw_active;
 static _Atomic int stw_generation; /* futex word: bumped to let stopped threads go */
-static bool stw_handler_set;
 
 static long stw_gettid(void) {
     return syscall(SYS_gettid);
@@ -545,13 +544,14 @@ static int stw_signal_new(int sig, int self, char *why, size_t why_size) {
 /* Stops every other thread (see the file's comment). 0, or -1 with why (all resumed). */
 static int stw_stop(char *why, size_t why_size) {
     int sig = HEAPHOOK_BISTRO_SIGNAL;
-    if (!stw_handler_set) {
-        struct sigaction old;
-        sigaction(sig, NULL, &old);
-        if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL) {
-            bistro_why(why, why_size, "signal %d (SIGRTMAX-3) has a handler of the program's", sig);
-            return -1;
-        }
+    struct sigaction old;
+    sigaction(sig, NULL, &old);
+    bool ours = (old.sa_flags & SA_SIGINFO) && old.sa_sigaction == stw_handler;
+    if (!ours && ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)) {
+        bistro_why(why, why_size, "signal %d (SIGRTMAX-3) has a handler of the program's", sig);
+        return -1;
+    }
+    if (!ours) {
         struct sigaction action;
         memset(&action, 0, sizeof action);
         action.sa_sigaction = stw_handler;
@@ -560,7 +560,6 @@ static int stw_stop(char *why, size_t why_size) {
         /* Stays installed: a signal still pending for a thread that blocked it meanwhile must
          * find this handler (idle outside a stop), not the default action, which kills. */
         sigaction(sig, &action, NULL);
-        stw_handler_set = true;
     }
     int self = (int)stw_gettid();
     atomic_store(&stw_count, 0);

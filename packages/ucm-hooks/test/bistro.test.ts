@@ -47,5 +47,9 @@ describe('code patching (bistro)', () => {
     expect(output).toMatch(/bistro_unknown: unknown instruction at bistro_unknown\+0x0/);
     expect(output).toMatch(/bistro_too_short: the function ends at bistro_too_short\+0x2/);
     expect(output).toContain('ok: a rip-relative entry is relocated (42, hook calls 1)');
+    expect(output).toMatch(
+      /signal in use: signal \d+ \(SIGRTMAX-3\) has a handler of the program's/,
+    );
+    expect(output).toContain("ok: a program's handler of the stop signal makes the patch refused");
   });
 });

@@ -13,6 +13,7 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,6 +297,12 @@ static int refused_as(void *function, const char *name, const char *expect) {
     return status != 0 && strstr(why, name) != NULL && strstr(why, expect) != NULL;
 }
 
+static void program_handler(int sig, siginfo_t *info, void *context) {
+    (void)sig;
+    (void)info;
+    (void)context;
+}
+
 static int rip_hook_calls;
 static ucm_bistro_patch rip_patch;
 static int rip_hook(int x) {
@@ -325,6 +332,20 @@ static int cmd_refuse(void) {
     int after = call(1);
     CHECK(ok && result == 42 && rip_hook_calls == 1 && after == 42,
           "a rip-relative entry is relocated (%d, hook calls %d) %s", result, rip_hook_calls, why);
+    /* A program's own handler of the stop signal is never replaced: the patch is refused. */
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = program_handler;
+    mine.sa_flags = SA_SIGINFO;
+    sigaction(HEAPHOOK_BISTRO_SIGNAL, &mine, NULL);
+    why[0] = '\0';
+    int refused = ucm_bistro_apply(&rip_patch, 1, true, why, sizeof why) != 0;
+    struct sigaction now;
+    sigaction(HEAPHOOK_BISTRO_SIGNAL, NULL, &now);
+    printf("  signal in use: %s\n", why);
+    CHECK(refused && now.sa_sigaction == program_handler &&
+              strstr(why, "handler of the program") != NULL && call(1) == 42,
+          "a program's handler of the stop signal makes the patch refused, and stays");
     return 0;
 }
 
