@@ -6,7 +6,12 @@ import { formatBytes, formatMetric, formatRatio, metricLabel } from './format.js
 import type { Results } from './results.js';
 import { bestAllocators, median } from './stats.js';
 import type { Cell } from './types.js';
-import { UCM_HEAPHOOK_COLUMNS, ucmCostText, type UcmHooksSection } from './ucmhooks.js';
+import {
+  UCM_HEAPHOOK_COLUMNS,
+  ucmCostText,
+  type UcmColumnName,
+  type UcmHooksSection,
+} from './ucmhooks.js';
 
 export interface Table {
   title: string;
@@ -345,17 +350,23 @@ export function tracerTable(r: Results, figure: TracerFigure = 'wall_s'): Table 
   };
 }
 
-/** Memory-event hooks: cost per hooked call of heaphook (preload, relocation) and libucm. */
+/** Memory-event hooks: cost per hooked call of heaphook (preload, relocation, code patching)
+ * and libucm (its default bistro mode, and reloc). */
 export function ucmHooksTable(u: UcmHooksSection | null | undefined): Table | null {
   if (!u || u.status === 'skipped' || u.loops.length === 0) return null;
   const has = (n: string) => u.columns.some((c) => c.name === n && c.status === 'ready');
   const ucm = has('libucm');
+  const ucmReloc = has('libucm-reloc');
+  const heaphook = UCM_HEAPHOOK_COLUMNS.filter(has);
+  const short = (n: string) => n.replace('heaphook-', '');
   const header = [
     'loop',
     'no hooks',
-    'heaphook preload',
-    'heaphook reloc',
-    ...(ucm ? ['libucm', 'preload / libucm', 'reloc / libucm'] : []),
+    ...heaphook.map((n) => `heaphook ${short(n)}`),
+    ...(ucm ? ['libucm bistro'] : []),
+    ...(ucmReloc ? ['libucm reloc'] : []),
+    ...(ucm ? [`${heaphook.map(short).join(' / ')} ÷ libucm bistro`] : []),
+    ...(ucmReloc ? [`${heaphook.map(short).join(' / ')} ÷ libucm reloc`] : []),
     'events per loop (mapped/unmapped/mmap/munmap)',
     'counts',
   ];
@@ -363,22 +374,22 @@ export function ucmHooksTable(u: UcmHooksSection | null | undefined): Table | nu
   const best: boolean[][] = [];
   for (const l of u.loops) {
     const none = l.columns['heaphook-reloc']?.base_ns_per_call.median;
-    const cost = (n: 'heaphook-preload' | 'heaphook-reloc' | 'libucm') => {
+    const cost = (n: UcmColumnName) => {
       const c = l.columns[n];
       if (!c) return { text: 'failed', v: Infinity };
       return { text: ucmCostText(c.cost_ns), v: c.cost_ns ?? Infinity };
     };
-    const p = cost('heaphook-preload');
-    const r = cost('heaphook-reloc');
-    const m = ucm ? cost('libucm') : null;
-    const min = Math.min(p.v, r.v, m?.v ?? Infinity);
+    const measured: UcmColumnName[] = [
+      ...heaphook,
+      ...(ucm ? (['libucm'] as const) : []),
+      ...(ucmReloc ? (['libucm-reloc'] as const) : []),
+    ];
+    const costs = measured.map(cost);
+    const min = Math.min(...costs.map((c) => c.v));
     const ev = (l.columns['heaphook-preload'] ?? l.columns['heaphook-reloc'])?.events ?? {};
     const counts = ['vm_mapped', 'vm_unmapped', 'mmap', 'munmap'].map((k) => ev[k] ?? 0).join('/');
-    const cols = (['heaphook-preload', 'heaphook-reloc', 'libucm'] as const).filter(
-      (n) => n !== 'libucm' || ucm,
-    );
-    const bad = cols.filter((n) => !l.columns[n]?.match);
-    const differ = UCM_HEAPHOOK_COLUMNS.filter((n) => ucm && l.same_counts[n] === false);
+    const bad = measured.filter((n) => !l.columns[n]?.match);
+    const differ = heaphook.filter((n) => ucm && l.same_counts[n] === false);
     const countText =
       bad.length === 0 && differ.length === 0
         ? ucm
@@ -388,23 +399,23 @@ export function ucmHooksTable(u: UcmHooksSection | null | undefined): Table | nu
             ...(bad.length ? [`wrong: ${bad.join(', ')}`] : []),
             ...(differ.length ? [`differ from libucm: ${differ.join(', ')}`] : []),
           ].join('; ');
-    const ratio = (n: 'heaphook-preload' | 'heaphook-reloc') =>
-      l.ratios[n] !== undefined ? formatRatio(l.ratios[n]!) : '–';
+    const ratios = (of: Partial<Record<UcmColumnName, number>> | undefined) =>
+      heaphook.map((n) => (of?.[n] !== undefined ? formatRatio(of[n]!) : '–')).join(' / ');
     rows.push([
       l.name,
       none !== undefined ? `${none.toFixed(0)} ns` : '–',
-      p.text,
-      r.text,
-      ...(m ? [m.text, ratio('heaphook-preload'), ratio('heaphook-reloc')] : []),
+      ...costs.map((c) => c.text),
+      ...(ucm ? [ratios(l.ratios)] : []),
+      ...(ucmReloc ? [ratios(l.ratios_reloc)] : []),
       counts,
       countText,
     ]);
     best.push([
       false,
       false,
-      p.v === min && min < Infinity,
-      r.v === min && min < Infinity,
-      ...(m ? [m.v === min && min < Infinity, false, false] : []),
+      ...costs.map((c) => c.v === min && min < Infinity),
+      ...(ucm ? [false] : []),
+      ...(ucmReloc ? [false] : []),
       false,
       false,
     ]);
@@ -412,12 +423,12 @@ export function ucmHooksTable(u: UcmHooksSection | null | undefined): Table | nu
   return {
     title: `Memory-event hooks: ns per hooked call (median of ${u.runs} interleaved run${u.runs === 1 ? '' : 's'}, each the best of ${u.reps} × ${u.iters} iterations)`,
     notes: [
-      '"no hooks": ns per call of the same system calls made raw (syscall(2), which no hook sees). The other columns: the median per-iteration difference between the loop\'s calls through the hooks (with a counting VM_MAPPED|VM_UNMAPPED|MMAP|MUNMAP handler) and the same calls made raw, interleaved in the same process; median over the runs. ≈0: below the baseline. A ratio of at most 0.5 meets the goal of issue 7.',
-      "The same source (native/ucm_hooks/ucm_cost.c, written against libucm's API) built against heaphook's ucm_compat.h (preloaded; and linked after libc: GOT patching) and against libucm." +
+      '"no hooks": ns per call of the same system calls made raw (syscall(2), which no hook sees). The other columns: the median per-iteration difference between the loop\'s calls through the hooks (with a counting VM_MAPPED|VM_UNMAPPED|MMAP|MUNMAP handler) and the same calls made raw, interleaved in the same process; median over the runs. ≈0: below the baseline. A ratio of at most 0.5 meets the goal of issues 7 and 26.',
+      "The same source (native/ucm_hooks/ucm_cost.c, written against libucm's API) built against heaphook's ucm_compat.h (preloaded; linked after libc: GOT patching; HEAPHOOK_MEM_MMAP_HOOK_MODE=bistro: code patching) and against libucm (its default bistro mode, and UCX_MEM_MMAP_HOOK_MODE=reloc)." +
         (ucm
           ? ''
           : ` libucm: skipped: ${u.columns.find((c) => c.name === 'libucm')?.reason ?? ''}.`),
-      'counts: "exact" when every run counted exactly the events the loop implies, "identical" when heaphook and libucm counted the same.',
+      'counts: "exact" when every run counted exactly the events the loop implies, "identical" when heaphook and libucm (both modes) counted the same.',
     ],
     header,
     rows,
@@ -434,9 +445,9 @@ export function skipLines(r: Results): string[] {
     if (w.status === 'skipped') lines.push(`workload ${w.name}: skipped: ${w.reason ?? ''}`);
   const u = r.ucm_hooks;
   if (u?.status === 'skipped') lines.push(`memory-event hooks: skipped: ${u.reason ?? ''}`);
-  // libucm-off is libucm's baseline run: skipped exactly when libucm is
+  // libucm-off and libucm-reloc run the same program as libucm: skipped exactly when it is
   for (const c of u?.status === 'skipped' ? [] : (u?.columns ?? []))
-    if (c.status === 'skipped' && c.name !== 'libucm-off')
+    if (c.status === 'skipped' && c.name !== 'libucm-off' && c.name !== 'libucm-reloc')
       lines.push(`memory-event hooks ${c.name}: skipped: ${c.reason ?? ''}`);
   return lines;
 }

@@ -4,7 +4,9 @@
  *
  *   heaphook-preload   LD_PRELOAD=libheaphook_ucm.so ucm_cost_heaphook
  *   heaphook-reloc     ucm_cost_heaphook              (libc linked first: GOT patching)
- *   libucm             ucm_cost_libucm                (Debian libucx0)
+ *   heaphook-bistro    HEAPHOOK_MEM_MMAP_HOOK_MODE=bistro ucm_cost_heaphook (code patching)
+ *   libucm             ucm_cost_libucm                (Debian libucx0; its default, bistro)
+ *   libucm-reloc       UCX_MEM_MMAP_HOOK_MODE=reloc ucm_cost_libucm
  *
  *   libucm-off         UCX_MEM_EVENTS=no ucm_cost_libucm --no-hooks: libucm with nothing
  *                      installed (reference only)
@@ -15,7 +17,7 @@
  * repetitions) and cost_ns_per_call, the median per-iteration difference (median over the
  * repetitions), and the hooked event counts checked against what the loop implies. Per column
  * and loop: the cost of the hook = the median over the runs of cost_ns_per_call; ratio =
- * heaphook's cost divided by libucm's. (Reports without cost_ns_per_call, from the earlier
+ * heaphook's cost divided by libucm's, in each of libucm's two modes. (Reports without cost_ns_per_call, from the earlier
  * program, fall back to hooked minus baseline, libucm's baseline being the libucm-off run.)
  */
 import { spawnSync } from 'node:child_process';
@@ -26,10 +28,21 @@ import { nativeProgram, packageDir } from './paths.js';
 import { median, stat } from './stats.js';
 import type { Stat } from './types.js';
 
-export const UCM_COLUMNS = ['heaphook-preload', 'heaphook-reloc', 'libucm', 'libucm-off'] as const;
+export const UCM_COLUMNS = [
+  'heaphook-preload',
+  'heaphook-reloc',
+  'heaphook-bistro',
+  'libucm',
+  'libucm-reloc',
+  'libucm-off',
+] as const;
 export type UcmColumnName = (typeof UCM_COLUMNS)[number];
 /** The columns whose cost is compared with libucm's. */
-export const UCM_HEAPHOOK_COLUMNS = ['heaphook-preload', 'heaphook-reloc'] as const;
+export const UCM_HEAPHOOK_COLUMNS = [
+  'heaphook-preload',
+  'heaphook-reloc',
+  'heaphook-bistro',
+] as const;
 
 export interface UcmColumn {
   name: UcmColumnName;
@@ -98,8 +111,11 @@ export interface UcmLoopSummary {
       }
     >
   >;
-  /** cost_ns of each heaphook column divided by libucm's (absent without libucm). */
+  /** cost_ns of each heaphook column divided by libucm's (its default, bistro mode; absent
+   * without libucm). */
   ratios: Partial<Record<UcmColumnName, number>>;
+  /** The same divided by libucm's in reloc mode (absent in older results). */
+  ratios_reloc?: Partial<Record<UcmColumnName, number>>;
   /** heaphook and libucm counted the same events, per heaphook column. */
   same_counts: Partial<Record<UcmColumnName, boolean>>;
 }
@@ -153,7 +169,15 @@ export function ucmColumns(
   return [
     col('heaphook-preload', hh, [], { LD_PRELOAD: lib }, hhMissing),
     col('heaphook-reloc', hh, [], {}, hhMissing),
+    col('heaphook-bistro', hh, [], { HEAPHOOK_MEM_MMAP_HOOK_MODE: 'bistro' }, hhMissing),
     col('libucm', ucm, [], {}, existsSync(ucm) ? undefined : 'install libucx-dev'),
+    col(
+      'libucm-reloc',
+      ucm,
+      [],
+      { UCX_MEM_MMAP_HOOK_MODE: 'reloc' },
+      existsSync(ucm) ? undefined : 'install libucx-dev',
+    ),
     col(
       'libucm-off',
       ucm,
@@ -192,7 +216,9 @@ export function parseUcmOutput(stdout: string): UcmReport {
 const EXPECTED_MODE: Record<UcmColumnName, string> = {
   'heaphook-preload': 'preload',
   'heaphook-reloc': 'reloc',
+  'heaphook-bistro': 'bistro',
   libucm: 'libucm',
+  'libucm-reloc': 'libucm',
   'libucm-off': 'none',
 };
 
@@ -234,7 +260,14 @@ export function summarizeUcm(
     for (const l of r.reported?.loops ?? []) if (!names.includes(l.name)) names.push(l.name);
   const out: UcmLoopSummary[] = [];
   for (const name of names) {
-    const s: UcmLoopSummary = { name, calls: 0, columns: {}, ratios: {}, same_counts: {} };
+    const s: UcmLoopSummary = {
+      name,
+      calls: 0,
+      columns: {},
+      ratios: {},
+      ratios_reloc: {},
+      same_counts: {},
+    };
     for (const c of columns) {
       if (c.status !== 'ready') continue;
       const runs = raw.filter((r) => r.column === c.name && r.reported);
@@ -276,12 +309,18 @@ export function summarizeUcm(
       };
     }
     const ucm = s.columns.libucm;
+    const ucmReloc = s.columns['libucm-reloc'];
+    const ratio = (cost: number, of: number) => Math.round((Math.max(cost, 0) / of) * 1000) / 1000;
     for (const c of UCM_HEAPHOOK_COLUMNS) {
       const col = s.columns[c];
-      if (!col || !ucm) continue;
-      if (ucm.cost_ns > 0)
-        s.ratios[c] = Math.round((Math.max(col.cost_ns, 0) / ucm.cost_ns) * 1000) / 1000;
-      s.same_counts[c] = JSON.stringify(col.events) === JSON.stringify(ucm.events);
+      if (!col) continue;
+      if (ucmReloc && ucmReloc.cost_ns > 0)
+        s.ratios_reloc![c] = ratio(col.cost_ns, ucmReloc.cost_ns);
+      if (!ucm) continue;
+      if (ucm.cost_ns > 0) s.ratios[c] = ratio(col.cost_ns, ucm.cost_ns);
+      s.same_counts[c] =
+        JSON.stringify(col.events) === JSON.stringify(ucm.events) &&
+        (!ucmReloc || JSON.stringify(col.events) === JSON.stringify(ucmReloc.events));
     }
     out.push(s);
   }

@@ -78,8 +78,10 @@ describe('memory-event hooks: parsing, skips, summary', () => {
     const raw = [
       run('heaphook-preload', 1, line('heaphook', 'preload', 110)),
       run('heaphook-reloc', 2, line('heaphook', 'reloc', 130, 99)),
-      run('libucm', 3, line('libucm', 'libucm', 140, 100, true, 130)),
-      run('libucm-off', 4, line('libucm', 'none', 100, 0, false, 100)),
+      run('heaphook-bistro', 3, line('heaphook', 'bistro', 120)),
+      run('libucm', 4, line('libucm', 'libucm', 140, 100, true, 130)),
+      run('libucm-reloc', 5, line('libucm', 'libucm', 180)),
+      run('libucm-off', 6, line('libucm', 'none', 100, 0, false, 100)),
     ];
     const [l] = summarizeUcm(cols, raw);
     expect(l!.columns['heaphook-preload']!.cost_ns).toBe(10);
@@ -87,6 +89,13 @@ describe('memory-event hooks: parsing, skips, summary', () => {
     expect(l!.columns.libucm!.cost_ns).toBe(40);
     expect(l!.ratios['heaphook-preload']).toBe(0.25);
     expect(l!.ratios['heaphook-reloc']).toBe(0.75);
+    expect(l!.ratios['heaphook-bistro']).toBe(0.5);
+    // and against libucm in reloc mode (cost 80 ns)
+    expect(l!.ratios_reloc).toEqual({
+      'heaphook-preload': 0.125,
+      'heaphook-reloc': 0.375,
+      'heaphook-bistro': 0.25,
+    });
     expect(l!.same_counts['heaphook-preload']).toBe(true);
     expect(l!.same_counts['heaphook-reloc']).toBe(false);
     expect(l!.columns['heaphook-reloc']!.match).toBe(false);
@@ -101,7 +110,9 @@ describe('memory-event hooks: parsing, skips, summary', () => {
       raw,
     })!;
     const text = renderText(t);
-    expect(text).toMatch(/mmap_munmap_4k\s+100 ns\s+10 ns \*\s+30 ns\s+40 ns\s+0\.25×\s+0\.75×/);
+    expect(text).toMatch(
+      /mmap_munmap_4k\s+100 ns\s+10 ns \*\s+30 ns\s+20 ns\s+40 ns\s+80 ns\s+0\.25× \/ 0\.75× \/ 0\.50×\s+0\.13× \/ 0\.38× \/ 0\.25×/,
+    );
     expect(text).toMatch(/wrong: heaphook-reloc; differ from libucm: heaphook-reloc/);
   });
 });

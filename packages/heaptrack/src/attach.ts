@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 
 import { HeaphookError, checkOptions, checkString } from '@heaphook/core';
 
-import { tracerLibraryPath } from './record.js';
+import { memoryEventsLibrary, tracerLibraryPath } from './record.js';
 
 const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -41,7 +41,7 @@ export interface AttachedLog {
 }
 
 interface AttachAddon {
-  open(libraryPath: string): boolean;
+  open(libraryPath: string, ucmLibraryPath?: string): boolean;
   attach(dir: string | undefined): { status: number; errno: number; path: string };
   detach(): { status: number; errno: number; path: string };
 }
@@ -60,7 +60,9 @@ function loadAddon(): AttachAddon {
     );
   }
   const loaded = createRequire(import.meta.url)(path) as AttachAddon;
-  loaded.open(tracerLibraryPath());
+  // ucm-hooks, when installed, so that attach() records mapped memory as heaphook record does
+  // (HEAPHOOK_TRACE_VM=no leaves it out).
+  loaded.open(tracerLibraryPath(), memoryEventsLibrary());
   addon = loaded;
   return loaded;
 }

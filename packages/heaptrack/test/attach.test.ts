@@ -50,6 +50,48 @@ function runNode(
 }
 
 describe("require('@heaphook/heaptrack').attach() / detach() in node", () => {
+  it("records mapped memory from ucm-hooks' events: a 64 MiB Buffer (glibc malloc's own mmap) and a WebAssembly memory", async () => {
+    const dir = scratch('attach-vm');
+    const out = runNode(
+      dir,
+      `
+      const { attach, detach } = require('@heaphook/heaptrack');
+      attach({ outputDir: 'logs' });
+      const big = Buffer.alloc(64 * 1024 * 1024);      // glibc's malloc serves it with mmap
+      big[0] = 1;
+      const memory = new WebAssembly.Memory({ initial: 160 }); // V8 reserves its range
+      const done = detach();
+      const later = Buffer.alloc(48 * 1024 * 1024);    // after: not recorded
+      console.log(JSON.stringify({ done: done.path, sizes: [big.length, memory.buffer.byteLength, later.length] }));
+      `,
+    );
+    const records = await recordsOf(out.done as string);
+    expect(records.find((r) => r.type === 'process')).toMatchObject({ vmEvents: true });
+    const mapped = records.filter((r) => r.type === 'vm' && r.kind === 'mapped');
+    const sizes = mapped.map((r) => (r as { size: number }).size);
+    // the Buffer's chunk: 64 MiB plus glibc's header, rounded to pages
+    expect(sizes).toContain(64 * 1024 * 1024 + 4096);
+    expect(sizes.some((size) => size >= 160 * 65536)).toBe(true);
+    expect(sizes.some((size) => size > 48 * 1024 * 1024 && size < 49 * 1024 * 1024)).toBe(false);
+  });
+
+  it('HEAPHOOK_TRACE_VM=no: attach() records no mapped memory', async () => {
+    const dir = scratch('attach-vm-no');
+    const out = runNode(
+      dir,
+      `
+      const { attach, detach } = require('@heaphook/heaptrack');
+      attach({ outputDir: 'logs' });
+      const big = Buffer.alloc(64 * 1024 * 1024);
+      const done = detach();
+      console.log(JSON.stringify({ done: done.path, size: big.length }));
+      `,
+      { HEAPHOOK_TRACE_VM: 'no' },
+    );
+    const records = await recordsOf(out.done as string);
+    expect(records.filter((r) => r.type === 'vm')).toEqual([]);
+  });
+
   it('traces every Buffer allocated between the two calls and nothing after; the report reads the log', async () => {
     const dir = scratch('attach-buffers');
     const out = runNode(

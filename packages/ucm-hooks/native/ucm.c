@@ -39,6 +39,8 @@
 #include "heaphook/reloc.h"
 #include "heaphook/ucm.h"
 
+#include "bistro.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define UCM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define UCM_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -120,6 +122,9 @@ UCM_INLINE long ucm_libc(long ret) {
 
 static void *(*ucm_real_sbrk)(intptr_t);
 static int (*ucm_real_brk)(void *);
+/* Once the C library's entries are prepared for patching (ucm_patch_libc), its sbrk and brk may
+ * lead to the hooks: the real ones are then these trampolines, whatever dlsym says. */
+static void *ucm_sbrk_trampoline, *ucm_brk_trampoline;
 
 EXPORT void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                                     off_t offset) {
@@ -1127,15 +1132,86 @@ static const struct {
 static pthread_mutex_t ucm_install_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *ucm_mode = "none";
 static bool ucm_events_enabled = true, ucm_reloc_enabled = true, ucm_malloc_hooks = true;
+static bool ucm_libc_patched; /* the C library's entries jump to the hooks (ucm_libc_patches) */
 static int ucm_failed;
 
+/* HEAPHOOK_MEM_MMAP_HOOK_MODE: how the hooks are installed. */
+enum { UCM_HOOK_AUTO, UCM_HOOK_PRELOAD, UCM_HOOK_RELOC, UCM_HOOK_BISTRO };
+static int ucm_hook_mode = UCM_HOOK_AUTO;
+/* HEAPHOOK_MEM_ALLOC_ALIGN (libucm's UCX_MEM_ALLOC_ALIGN): checked, and reported as having no
+ * effect when set, since there is no heap of ours to align (see the README). */
+#define UCM_DEFAULT_ALLOC_ALIGN 16
+static size_t ucm_alloc_align = UCM_DEFAULT_ALLOC_ALIGN;
+
 static void ucm_resolve_brk(void) {
+    if (ucm_sbrk_trampoline != NULL) {
+        ucm_real_sbrk = (void *(*)(intptr_t))ucm_sbrk_trampoline;
+        ucm_real_brk = (int (*)(void *))ucm_brk_trampoline;
+        return;
+    }
     void *s = dlsym(RTLD_NEXT, "sbrk");
     if (s == NULL || s == (void *)ucm_hook_sbrk) s = dlsym(RTLD_DEFAULT, "__sbrk");
     void *b = dlsym(RTLD_NEXT, "brk");
     if (b == NULL || b == (void *)ucm_hook_brk) b = dlsym(RTLD_DEFAULT, "__brk");
     ucm_real_sbrk = (void *(*)(intptr_t))s;
     ucm_real_brk = (int (*)(void *))b;
+}
+
+/* ---- Code patching of the C library's entries (native/bistro.c) ----------------------------
+ *
+ * The first six are the calls glibc's malloc makes to map, unmap and trim its heap, through
+ * its internal names, which reach these same entries and never a GOT: patched in every mode
+ * unless HEAPHOOK_MEM_MALLOC_HOOKS=no. bistro mode patches all eight instead of the GOTs. */
+#define UCM_MALLOC_PATCHES 6
+static ucm_bistro_patch ucm_libc_patches[] = {
+    {.name = "mmap", .hook = (void *)ucm_hook_mmap},
+    {.name = "munmap", .hook = (void *)ucm_hook_munmap},
+    {.name = "mremap", .hook = (void *)ucm_hook_mremap},
+    {.name = "madvise", .hook = (void *)ucm_hook_madvise},
+    {.name = "sbrk", .hook = (void *)ucm_hook_sbrk},
+    {.name = "brk", .hook = (void *)ucm_hook_brk},
+    {.name = "shmat", .hook = (void *)ucm_hook_shmat},
+    {.name = "shmdt", .hook = (void *)ucm_hook_shmdt},
+};
+#define UCM_LIBC_PATCHES (sizeof ucm_libc_patches / sizeof ucm_libc_patches[0])
+
+/* The C library's own definition of name (not an interposed one). */
+static void *ucm_libc_function(const char *name) {
+    void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    if (libc == NULL) return NULL;
+    void *function = dlsym(libc, name);
+    dlclose(libc);
+    return function;
+}
+
+/* Patches the first count entries of ucm_libc_patches. Install lock held. */
+static bool ucm_patch_libc(size_t count) {
+    char why[256];
+    if (!ucm_libc_patches[0].prepared) {
+        for (size_t i = 0; i < UCM_LIBC_PATCHES; ++i) {
+            ucm_libc_patches[i].function = ucm_libc_function(ucm_libc_patches[i].name);
+            if (ucm_libc_patches[i].function == NULL) {
+                ucm_log(0, "code patching: the C library's %s was not found",
+                        ucm_libc_patches[i].name);
+                return false;
+            }
+        }
+        if (ucm_bistro_prepare(ucm_libc_patches, UCM_LIBC_PATCHES, why, sizeof why) != 0) {
+            ucm_log(0, "code patching refused: %s", why);
+            return false;
+        }
+        /* From now on glibc's sbrk/brk may lead to the hooks: the real ones are the
+         * trampolines (the same code, callable whether or not the entries are patched). */
+        ucm_sbrk_trampoline = ucm_libc_patches[4].trampoline;
+        ucm_brk_trampoline = ucm_libc_patches[5].trampoline;
+        ucm_resolve_brk();
+    }
+    if (ucm_bistro_apply(ucm_libc_patches, count, true, why, sizeof why) != 0) {
+        ucm_log(0, "code patching refused: %s", why);
+        return false;
+    }
+    ucm_libc_patched = true;
+    return true;
 }
 
 /* The definition the process's global scope binds symbol to (dlsym(RTLD_DEFAULT) from a
@@ -1147,36 +1223,65 @@ static void *ucm_global_symbol(const char *symbol) {
     return address;
 }
 
+static heaphook_ucm_status_t ucm_install(void);
+static void ucm_patch_gots(void) {
+    heaphook_reloc_skip((void *)ucm_install);
+    for (size_t i = 0; i < UCM_SYMBOL_COUNT; ++i) {
+        int error = heaphook_reloc_patch(ucm_symbols[i].name, ucm_symbols[i].hook, NULL, NULL);
+        if (error != HEAPHOOK_RELOC_OK && error != HEAPHOOK_RELOC_NO_ORIGINAL) {
+            ucm_log(1, "patching %s: %s", ucm_symbols[i].name, heaphook_reloc_strerror(error));
+        }
+    }
+}
+
+static void ucm_ensure_init(void);
 static heaphook_ucm_status_t ucm_install(void) {
+    ucm_ensure_init();
     if (!ucm_events_enabled) return HEAPHOOK_UCM_ERR_UNSUPPORTED;
     pthread_mutex_lock(&ucm_install_lock);
     heaphook_ucm_status_t status = HEAPHOOK_UCM_OK;
     if (strcmp(ucm_mode, "none") == 0) {
-        if (ucm_global_symbol("mmap") == (void *)ucm_hook_mmap) {
+        bool first = ucm_global_symbol("mmap") == (void *)ucm_hook_mmap;
+        if (ucm_hook_mode == UCM_HOOK_BISTRO) {
+            if (ucm_patch_libc(UCM_LIBC_PATCHES)) {
+                ucm_mode = "bistro";
+            } else {
+                status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
+            }
+        } else if (first && ucm_hook_mode != UCM_HOOK_RELOC) {
             ucm_mode = "preload";
+        } else if (ucm_hook_mode == UCM_HOOK_PRELOAD) {
+            ucm_log(0,
+                    "HEAPHOOK_MEM_MMAP_HOOK_MODE=preload but libheaphook_ucm.so is not loaded "
+                    "first: no memory events (LD_PRELOAD it, or use reloc or bistro)");
+            status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         } else if (!ucm_reloc_enabled) {
             ucm_log(0,
                     "not loaded first and HEAPHOOK_MEM_RELOC_HOOKS=no: no memory events "
                     "(preload libheaphook_ucm.so, or allow relocation hooks)");
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         } else {
-            heaphook_reloc_skip((void *)ucm_install);
-            for (size_t i = 0; i < UCM_SYMBOL_COUNT; ++i) {
-                int error =
-                    heaphook_reloc_patch(ucm_symbols[i].name, ucm_symbols[i].hook, NULL, NULL);
-                if (error != HEAPHOOK_RELOC_OK && error != HEAPHOOK_RELOC_NO_ORIGINAL) {
-                    ucm_log(1, "patching %s: %s", ucm_symbols[i].name,
-                            heaphook_reloc_strerror(error));
-                }
-            }
+            ucm_patch_gots();
             ucm_mode = "reloc";
+        }
+        if (status == HEAPHOOK_UCM_OK && ucm_malloc_hooks && !ucm_libc_patched &&
+            !ucm_patch_libc(UCM_MALLOC_PATCHES)) {
+            ucm_log(1,
+                    "glibc malloc's own mappings raise no events (HEAPHOOK_MEM_MALLOC_HOOKS=no "
+                    "silences this)");
         }
         if (status == HEAPHOOK_UCM_OK) {
             ucm_log(2, "memory events installed (%s mode)", ucm_mode);
-            if (ucm_malloc_hooks && dlsym(RTLD_DEFAULT, "heaphook_active_backend") == NULL) {
+            if (ucm_alloc_align != UCM_DEFAULT_ALLOC_ALIGN) {
+                ucm_log(1,
+                        "HEAPHOOK_MEM_ALLOC_ALIGN=%zu has no effect: the process keeps its own "
+                        "malloc (libucm applies it to the heap it replaces malloc with)",
+                        ucm_alloc_align);
+            }
+            if (ucm_libc_patched && strcmp(ucm_mode, "bistro") != 0) {
                 ucm_log(2,
-                        "the heap is glibc's malloc, which maps memory with internal calls: "
-                        "its mappings raise no events (preload a heaphook backend too)");
+                        "the C library's mmap, munmap, mremap, madvise, sbrk and brk entries "
+                        "patched: glibc malloc's own mappings raise events");
             }
         }
     }
@@ -1186,10 +1291,15 @@ static heaphook_ucm_status_t ucm_install(void) {
 
 /* The function the process calls for symbol: in preload mode the global definition; in reloc
  * mode what the main program's GOT entry leads to (so a patch that did not take, or was undone,
- * shows), or our hook when the program has no entry for it. */
+ * shows), or our hook when the program has no entry for it; in bistro mode the C library's
+ * entry (patched). */
 static void *ucm_process_function(size_t index) {
     const char *name = ucm_symbols[index].name;
     if (strcmp(ucm_mode, "preload") == 0) return ucm_global_symbol(name);
+    if (strcmp(ucm_mode, "bistro") == 0) {
+        void *libc = ucm_libc_function(name);
+        return libc != NULL ? libc : ucm_symbols[index].hook;
+    }
     void *current = NULL;
     heaphook_reloc_object *program;
     if (heaphook_reloc_open(&program, NULL) == HEAPHOOK_RELOC_OK) {
@@ -1284,6 +1394,7 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int prio
                                                             heaphook_ucm_event_callback_t callback,
                                                             void *arg) {
     if (callback == NULL) return HEAPHOOK_UCM_ERR_INVALID_PARAM;
+    ucm_ensure_init();
     if (!ucm_events_enabled) return HEAPHOOK_UCM_ERR_UNSUPPORTED;
     if (!(events & (HEAPHOOK_UCM_EVENT_FLAG_NO_INSTALL | atomic_load(&ucm_external_events)))) {
         heaphook_ucm_status_t status = ucm_install();
@@ -1324,7 +1435,19 @@ EXPORT void heaphook_ucm_unset_event_handler(int events, heaphook_ucm_event_call
     pthread_mutex_unlock(&ucm_writer_lock);
 }
 
+/* Reads the configuration and resolves what the hooks need, once: from this library's
+ * constructor, or earlier, when another library's constructor registers a handler before it
+ * runs (initialisers of preloaded libraries run in reverse order: heaptrack's before ours). */
+static void ucm_init_once(void);
+static pthread_once_t ucm_init_control = PTHREAD_ONCE_INIT;
+static void ucm_ensure_init(void) {
+    pthread_once(&ucm_init_control, ucm_init_once);
+}
 __attribute__((constructor)) static void ucm_init(void) {
+    ucm_ensure_init();
+}
+
+static void ucm_init_once(void) {
     /* Every variable is checked now, before main: the core's HEAPHOOK_LOG_LEVEL and
      * HEAPHOOK_LOG_FILE too (read with the report fd), not at the first line logged. */
     (void)heaphook_report_fd();
@@ -1334,6 +1457,17 @@ __attribute__((constructor)) static void ucm_init(void) {
     ucm_events_enabled = heaphook_env_bool("HEAPHOOK_MEM_EVENTS", "UCX_MEM_EVENTS", true);
     ucm_reloc_enabled = heaphook_env_bool("HEAPHOOK_MEM_RELOC_HOOKS", "UCX_MEM_RELOC_HOOKS", true);
     ucm_malloc_hooks = heaphook_env_bool("HEAPHOOK_MEM_MALLOC_HOOKS", "UCX_MEM_MALLOC_HOOKS", true);
+    static const char *const modes[] = {"auto", "preload", "reloc", "bistro"};
+    ucm_hook_mode = heaphook_env_choice("HEAPHOOK_MEM_MMAP_HOOK_MODE", "UCX_MEM_MMAP_HOOK_MODE",
+                                        modes, 4, UCM_HOOK_AUTO);
+    ucm_alloc_align = heaphook_env_size("HEAPHOOK_MEM_ALLOC_ALIGN", "UCX_MEM_ALLOC_ALIGN",
+                                        UCM_DEFAULT_ALLOC_ALIGN);
+    if (ucm_alloc_align == 0 || (ucm_alloc_align & (ucm_alloc_align - 1)) != 0) {
+        const char *name = heaphook_env_get("HEAPHOOK_MEM_ALLOC_ALIGN", NULL)
+                               ? "HEAPHOOK_MEM_ALLOC_ALIGN"
+                               : "UCX_MEM_ALLOC_ALIGN";
+        heaphook_config_fail(name, heaphook_env_get(name, NULL), "a power of two", "64");
+    }
     ucm_page();
     ucm_resolve_brk();
     /* glibc's __curbrk is the break of the initial namespace's C library: used only when this

@@ -61,6 +61,11 @@ const groups = [
 const modes: Array<[string, string, Record<string, string>]> = [
   ['preload', 'preload', { LD_PRELOAD: lib }],
   ['relocation (dlopen into a running program)', `reloc:${lib}`, {}],
+  [
+    'code patching (bistro, dlopen into a running program)',
+    `reloc:${lib}`,
+    { HEAPHOOK_MEM_MMAP_HOOK_MODE: 'bistro' },
+  ],
 ];
 
 for (const [title, mode, env] of modes) {
@@ -69,7 +74,9 @@ for (const [title, mode, env] of modes) {
       it(group, () => {
         const result = events(mode, group, env);
         const output = result.stdout + result.stderr;
-        expect(result.stdout, output).toContain(`mode ${mode === 'preload' ? 'preload' : 'reloc'}`);
+        const installed =
+          env.HEAPHOOK_MEM_MMAP_HOOK_MODE ?? (mode === 'preload' ? 'preload' : 'reloc');
+        expect(result.stdout, output).toContain(`mode ${installed}`);
         expect(result.stdout, output).toMatch(new RegExp(`^ok ${group}$`, 'm'));
         expect(result.stdout, output).toMatch(/: \d+ checks, 0 failed/);
         expect(result.status, output).toBe(0);
@@ -102,13 +109,43 @@ describe('allocator mappings', () => {
 
 describe('self-test', () => {
   it('names the events that do not fire when a hook is not in place', () => {
-    const result = events(`reloc:${lib}`, 'selftest_broken');
+    // The program's GOT entry of mmap is put back; without the malloc hooks nothing else
+    // leads its mmap calls to the hook (with them, the C library's patched entry does).
+    const result = events(`reloc:${lib}`, 'selftest_broken', { HEAPHOOK_MEM_MALLOC_HOOKS: 'no' });
     const output = result.stdout + result.stderr;
     expect(result.stderr).toMatch(
       /error: self-test \(reloc mode\): these events do not fire: MMAP\n/,
     );
     expect(result.stdout, output).toMatch(/selftest_broken: \d+ checks, 0 failed/);
     expect(result.status, output).toBe(0);
+  });
+});
+
+describe("a handler registered from another library's constructor, before ours ran", () => {
+  // LD_PRELOAD="libheaphook_ucm.so libucm_early_lib.so": the early library's constructor runs
+  // first (as heaptrack's tracer's does under heaphook record) and registers a VM handler.
+  const early = (env: Record<string, string>) => {
+    const result = spawnSync(release + 'ucm_early_test', [], {
+      env: cleanEnv({ LD_PRELOAD: `${lib} ${release}libucm_early_lib.so`, ...env }),
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    if (result.error) throw result.error;
+    return result;
+  };
+
+  it("glibc malloc's mappings and trims raise events, without the hooks recursing", () => {
+    const result = early({});
+    expect(result.status, result.stdout + result.stderr).toBe(0);
+    const [, mapped, unmapped] = /early: mapped (\d+) unmapped (\d+)/.exec(result.stdout) ?? [];
+    expect(Number(mapped)).toBeGreaterThanOrEqual(64 * 1024 * 1024);
+    expect(Number(unmapped)).toBeGreaterThanOrEqual(64 * 1024 * 1024);
+  });
+
+  it('the configuration is read before that first install (HEAPHOOK_MEM_MALLOC_HOOKS=no)', () => {
+    const result = early({ HEAPHOOK_MEM_MALLOC_HOOKS: 'no' });
+    expect(result.status).toBe(0);
+    expect(result.stdout).toContain('early: mapped 0 unmapped 0');
   });
 });
 

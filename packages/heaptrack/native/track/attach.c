@@ -20,6 +20,7 @@
 #include "heaphook/reloc.h"
 #include "trace.h"
 #include "tracer.h"
+#include "vm.h"
 
 static pthread_mutex_t g_attach_lock = PTHREAD_MUTEX_INITIALIZER;
 static heaphook_reloc_handle *g_patches[HH_HOOK_COUNT];
@@ -87,6 +88,7 @@ HH_EXPORT int heaphook_heaptrack_attach(const char *log_path_or_dir) {
             goto out;
         }
     }
+    hh_vm_start(); /* mapped memory, when ucm-hooks is loaded (hh_busy still held) */
     hh_busy--;
     g_attached = true;
 out:
@@ -99,6 +101,7 @@ HH_EXPORT int heaphook_heaptrack_detach(void) {
     int rc = HEAPHOOK_HEAPTRACK_NOT_ATTACHED;
     if (g_attached) {
         hh_busy++;
+        hh_vm_stop();
         hh_unpatch_all();
         hh_busy--;
         hh_tracer_attach_finish();

@@ -5,7 +5,8 @@
  * _detach (include/heaphook/heaptrack.h). The library stays loaded for the life of the process:
  * a thread may still be inside one of its hooks after a detach.
  *
- *   open(libraryPath)         -> true, or throws with dlerror()'s text
+ *   open(libraryPath, ucmLibraryPath?) -> true, or throws with dlerror()'s text (ucm-hooks'
+ *                             library, when given, is loaded RTLD_GLOBAL first)
  *   attach(dir | undefined)   -> { status, path }   (status: HEAPHOOK_HEAPTRACK_*)
  *   detach()                  -> { status, path }
  */
@@ -43,12 +44,23 @@ static napi_value result(napi_env env, int status) {
 }
 
 static napi_value open_library(napi_env env, napi_callback_info info) {
-    size_t argc = 1;
-    napi_value argv[1];
+    size_t argc = 2;
+    napi_value argv[2];
     CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
     char path[4096];
     size_t len = 0;
     CHECK(napi_get_value_string_utf8(env, argv[0], path, sizeof path, &len));
+    napi_valuetype second = napi_undefined;
+    if (argc > 1) CHECK(napi_typeof(env, argv[1], &second));
+    if (second == napi_string) {
+        /* ucm-hooks, global, so that the tracer finds its registration function (vm.c) */
+        char ucm[4096];
+        CHECK(napi_get_value_string_utf8(env, argv[1], ucm, sizeof ucm, &len));
+        if (dlopen(ucm, RTLD_NOW | RTLD_GLOBAL) == NULL) {
+            napi_throw_error(env, NULL, dlerror());
+            return NULL;
+        }
+    }
     if (attach_fn == NULL) {
         void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (lib == NULL) {

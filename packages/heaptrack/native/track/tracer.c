@@ -122,7 +122,7 @@ static void hh_read_config(void) {
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
     g_collector = g_attach_mode ? NULL : heaphook_env_get_unless_secure("HEAPHOOK_COLLECTOR", NULL);
-    hh_cfg.vm = !g_attach_mode && hh_vm_configure();
+    hh_cfg.vm = hh_vm_configure(g_attach_mode);
     /* Made absolute now: a fork child opens its log later, maybe after a chdir. */
     const char *dir = heaphook_env_get_unless_secure("HEAPHOOK_LOG_DIR", NULL);
     if (g_attach_dir[0] != '\0') dir = g_attach_dir;

@@ -8,7 +8,10 @@
  * ucm-hooks is found, not linked: dlsym(RTLD_DEFAULT) looks for its registration function, so
  * the tracer has no dependency on it and works the same without it. Preload it first
  * (LD_PRELOAD="libheaphook_ucm.so libheaphook_heaptrack.so", or `heaphook record`, which
- * does this when @heaphook/ucm-hooks is installed) so that its hooks are the process's mmap.
+ * does this when @heaphook/ucm-hooks is installed) so that its hooks are the process's mmap;
+ * attach() loads it RTLD_GLOBAL before attaching (src/attach.ts), and it installs itself by
+ * GOT patching then. Either way glibc malloc's own mappings are events too (ucm-hooks patches
+ * the C library's entries).
  *
  * Which events are the program's: ucm-hooks raises none while a handler runs on the thread,
  * and the tracer's own mappings go straight to the kernel (hh_sys_mmap), so what reaches the
@@ -45,8 +48,11 @@ typedef struct hh_ucm_vm_event {
 
 typedef void (*hh_ucm_callback)(int type, hh_ucm_vm_event *event, void *arg);
 typedef int (*hh_ucm_set_handler_fn)(int events, int priority, hh_ucm_callback cb, void *arg);
+typedef void (*hh_ucm_unset_handler_fn)(int events, hh_ucm_callback cb, void *arg);
 
 static hh_ucm_set_handler_fn g_set_handler;
+static hh_ucm_unset_handler_fn g_unset_handler;
+static bool g_registered;
 
 /* A failed dl lookup (ours, or ucm-hooks' while it installs) leaves an error message that glibc
  * malloc'ed here, untraced, and frees at the program's next dl call, traced: a free of a block
@@ -61,12 +67,18 @@ static void hh_vm_forget_dl_error(void) {
 
 enum { HH_VM_AUTO = 0, HH_VM_YES = 1, HH_VM_NO = 2 };
 
-bool hh_vm_configure(void) {
+bool hh_vm_configure(bool attaching) {
     static const char *const choices[] = {"auto", "yes", "no"};
     int choice = heaphook_env_choice("HEAPHOOK_TRACE_VM", NULL, choices, 3, HH_VM_AUTO);
     if (choice == HH_VM_NO) return false;
     g_set_handler = (hh_ucm_set_handler_fn)dlsym(RTLD_DEFAULT, "heaphook_ucm_set_event_handler");
-    if (g_set_handler == NULL && choice == HH_VM_YES) {
+    g_unset_handler =
+        (hh_ucm_unset_handler_fn)dlsym(RTLD_DEFAULT, "heaphook_ucm_unset_event_handler");
+    if (g_set_handler == NULL && choice == HH_VM_YES && attaching) {
+        heaphook_log(HEAPHOOK_LOG_WARN,
+                     "heaptrack: HEAPHOOK_TRACE_VM=yes but ucm-hooks is not "
+                     "loaded: attach() records no mapped memory");
+    } else if (g_set_handler == NULL && choice == HH_VM_YES) {
         heaphook_config_fail("HEAPHOOK_TRACE_VM", "yes",
                              "auto or no: yes needs libheaphook_ucm.so loaded, first in LD_PRELOAD",
                              "LD_PRELOAD=\"libheaphook_ucm.so libheaphook_heaptrack.so\"");
@@ -108,10 +120,17 @@ void hh_vm_start(void) {
     int status = g_set_handler(HH_UCM_EVENT_VM_MAPPED | HH_UCM_EVENT_VM_UNMAPPED, HH_VM_PRIORITY,
                                hh_vm_event, NULL);
     hh_vm_forget_dl_error();
+    g_registered = status == HH_UCM_OK;
     if (status != HH_UCM_OK) {
         heaphook_log(HEAPHOOK_LOG_WARN,
                      "heaptrack: ucm-hooks refused the VM event handler (status %d): mapped "
                      "memory is not recorded",
                      status);
     }
+}
+
+void hh_vm_stop(void) {
+    if (!g_registered || g_unset_handler == NULL) return;
+    g_unset_handler(HH_UCM_EVENT_VM_MAPPED | HH_UCM_EVENT_VM_UNMAPPED, hh_vm_event, NULL);
+    g_registered = false;
 }

@@ -9,8 +9,10 @@
  *   4. mremap the kept range to 5 MiB (may move)            1 unmapped (3 MiB), 1 mapped (5 MiB)
  *   5. munmap its last MiB                                  1 unmapped
  *   6. madvise(MADV_DONTNEED) its first MiB                 1 unmapped: 3 MiB mapped at the end
- * and a few mallocs and frees, which must not raise VM events of their own (glibc maps through
- * internal calls, and the tracer's own mappings never go through the hooks).
+ * and a few mallocs and frees, small enough that glibc's malloc maps nothing for them (its own
+ * mappings do raise events: ucm-hooks patches the C library's entries), and the tracer's own
+ * mappings never go through the hooks. The thread runs on a stack carved from the kept range,
+ * so that glibc maps no stack for it (and madvises none at its exit): those would be events too.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -60,8 +62,12 @@ int main(int argc, char **argv) {
     map_and_unmap();
     char *kept = map_kept();
     pthread_t t;
-    pthread_create(&t, NULL, mapping_thread, NULL);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstack(&attr, kept + 2 * MIB, MIB); /* the kept range's last MiB */
+    pthread_create(&t, &attr, mapping_thread, NULL);
     pthread_join(t, NULL);
+    pthread_attr_destroy(&attr);
     kept = mremap(kept, 3 * MIB, 5 * MIB, MREMAP_MAYMOVE);
     if (kept == MAP_FAILED) {
         perror("mremap");

@@ -577,6 +577,11 @@ static void test_add_remove(void) {
     stop = 0;
     pthread_create(&t[0], NULL, map_thread, NULL);
     pthread_create(&t[1], NULL, map_thread, NULL);
+    /* The mapping threads reach the handler at least once (on a loaded machine they may get no
+     * CPU inside the short windows of the churn below, which would leave "never called"). */
+    set_handler(UCM_EVENT_VM_MAPPED | UCM_EVENT_MMAP, 0, churn_handler, NULL);
+    while (churn_calls == 0) usleep(100);
+    unset_handler(UCM_EVENT_VM_MAPPED | UCM_EVENT_MMAP, churn_handler, NULL);
     for (int i = 0; i < 2000; ++i) {
         set_handler(UCM_EVENT_VM_MAPPED | UCM_EVENT_MMAP, i % 7 - 3, churn_handler, NULL);
         if (i % 100 == 0) usleep(100);
