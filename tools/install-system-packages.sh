@@ -13,13 +13,23 @@
 #   ament_cmake package ros/heaphook and its test (packages/core/test/ament.test.ts: colcon
 #   build / colcon test of a ROS 2-style workspace): colcon python3-colcon-cmake
 #   python3-colcon-ros ament-cmake, and googletest (Debian's GoogleTest sources, which
-#   test_library() builds its test programs with).
+#   test_library() builds its test programs with); the arm64 tier (npm run build-arm64, the
+#   test/arm64.test.ts files): Debian's cross toolchain (gcc-aarch64-linux-gnu
+#   g++-aarch64-linux-gnu) and user-mode emulation (qemu-user), plus arm64 packages through
+#   multiarch: libc6:arm64 (the loader qemu runs the programs with), zlib1g-dev:arm64 (heaptrack
+#   links zlib), libpython3.11-minimal:arm64 and libexpat1:arm64 (the standard library and a
+#   dependency of Debian's arm64 python3, whose interpreter is unpacked to /opt/heaphook-arm64:
+#   its package cannot be installed beside the x86-64 one).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
 packages=(liblsan0 clang libclang-rt-14-dev libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
   zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils golang-go zstd
-  libasan8 libubsan1 libtsan2 colcon python3-colcon-cmake python3-colcon-ros ament-cmake googletest)
+  libasan8 libubsan1 libtsan2 colcon python3-colcon-cmake python3-colcon-ros ament-cmake googletest
+  gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user)
+arm64_packages=(libc6:arm64 zlib1g-dev:arm64 libpython3.11-minimal:arm64 libexpat1:arm64)
+arm64_python=python3.11-minimal:arm64
+arm64_root=/opt/heaphook-arm64
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then sudo="sudo"; else
@@ -28,6 +38,20 @@ if [ "$(id -u)" -ne 0 ]; then
   fi
 fi
 export DEBIAN_FRONTEND=noninteractive
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $sudo dpkg --add-architecture arm64
+fi
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
-echo "installed: ${packages[*]}"
+$sudo apt-get install -y -qq --no-install-recommends "${packages[@]}" "${arm64_packages[@]}" >/dev/null
+if [ ! -x "$arm64_root/usr/bin/python3.11" ]; then
+  download=$(mktemp -d)
+  chmod 777 "$download" # apt downloads as its own user (_apt)
+  if ! (cd "$download" && apt-get download -qq "$arm64_python"); then
+    echo "install-system-packages: cannot download $arm64_python (is arm64 in the apt sources?)" >&2
+    exit 1
+  fi
+  $sudo mkdir -p "$arm64_root"
+  $sudo dpkg-deb -x "$download"/python3.11-minimal_*_arm64.deb "$arm64_root"
+  rm -rf "$download"
+fi
+echo "installed: ${packages[*]} ${arm64_packages[*]}; $arm64_python unpacked to $arm64_root"

@@ -202,6 +202,20 @@ export {
 } from './secure-probe.js';
 
 export {
+  AARCH64_LOADER,
+  AARCH64_PYTHON,
+  aarch64ConformanceProblems,
+  aarch64EmulationMissing,
+  CONFORMANCE_GROUPS,
+  EMULATED_CONFORMANCE_ENV,
+  EMULATED_CONFORMANCE_GROUPS,
+  isAarch64Elf,
+  arm64BuildMissing,
+  arm64ReleaseDir,
+  runAarch64,
+} from './emulation.js';
+
+export {
   runSanitized,
   sanitizedProgramMissing,
   sanitizerOptions,

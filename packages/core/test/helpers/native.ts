@@ -40,18 +40,4 @@ export function lines(text: string): string[] {
   return text.split('\n').filter((line, index, all) => line !== '' || index < all.length - 1);
 }
 
-/** The conformance suite's groups (test/native/conformance.c), in the order it runs them. */
-export const CONFORMANCE_GROUPS = [
-  'backend',
-  'sizes',
-  'calloc',
-  'realloc',
-  'reallocarray',
-  'alignment',
-  'invalid-alignment',
-  'exhaustion',
-  'statistics',
-  'churn',
-  'threads',
-  'fork',
-];
+export { CONFORMANCE_GROUPS } from '../../src/testing.js';

@@ -14,6 +14,11 @@
  * reasons; the last line is a summary; the exit status is 0 only when every check passed.
  * A group that hangs (a deadlock across fork, say) is stopped by an alarm and reported.
  *
+ * HEAPHOOK_CONFORMANCE_SLOWDOWN=<n> (1..1000, default 1) says the machine runs the suite about n
+ * times slower than a native one (under user-mode emulation, qemu-aarch64: n = 10): the loops
+ * of churn, threads and fork do 1/n of their iterations and the deadlock alarms wait n times
+ * longer, so a slow machine is not taken for a deadlock and the run stays within minutes.
+ *
  * Built with -fno-builtin: otherwise the compiler removes malloc/free pairs and folds the
  * very calls under test.
  */
@@ -50,8 +55,9 @@
 #define DEFAULT_ALIGNMENT HEAPHOOK_DEFAULT_ALIGNMENT
 /* A request no allocator can serve: half the address space. */
 #define IMPOSSIBLE_SIZE (SIZE_MAX / 2)
-#define GROUP_TIMEOUT_SECONDS 120
-#define CHILD_TIMEOUT_SECONDS 20
+#define GROUP_TIMEOUT_SECONDS 120 /* times the slowdown */
+#define CHILD_TIMEOUT_SECONDS 20  /* times the slowdown */
+#define MAX_SLOWDOWN 1000
 #define THREAD_COUNT 8
 #define THREAD_ITERATIONS 20000
 #define MAILBOX_CAPACITY 256
@@ -75,6 +81,9 @@ static const size_t test_sizes[] = {
 /* ---- Checks and reporting -------------------------------------------------------------------- */
 
 static const char *expected_backend;
+/* HEAPHOOK_CONFORMANCE_SLOWDOWN: divides the loops' iterations, multiplies the alarms. */
+static unsigned slowdown = 1;
+#define SCALED_ITERATIONS(count) ((count) / (int)slowdown)
 static bool against_glibc; /* expected_backend is "glibc": no heaphook in the process */
 static const char *current_group = "";
 static atomic_ulong group_checks, group_failures, total_checks, total_failures;
@@ -104,9 +113,9 @@ static void on_timeout(int signal_number) {
     (void)signal_number;
     char line[256];
     int len = snprintf(line, sizeof line,
-                       "FAIL %s: still running after %d s (a deadlock?)\n"
+                       "FAIL %s: still running after %u s (a deadlock?)\n"
                        "heaphook conformance: backend %s: stopped by timeout\n",
-                       current_group, GROUP_TIMEOUT_SECONDS, expected_backend);
+                       current_group, GROUP_TIMEOUT_SECONDS * slowdown, expected_backend);
     if (write(STDOUT_FILENO, line, (size_t)len) < 0) _exit(3);
     _exit(3);
 }
@@ -128,7 +137,7 @@ static void run_group(const char *name, void (*group)(void)) {
     current_group = name;
     atomic_store(&group_checks, 0);
     atomic_store(&group_failures, 0);
-    alarm(GROUP_TIMEOUT_SECONDS);
+    alarm(GROUP_TIMEOUT_SECONDS * slowdown);
     group();
     alarm(0);
     unsigned long checks = atomic_load(&group_checks), failures = atomic_load(&group_failures);
@@ -594,7 +603,7 @@ static void group_churn(void) {
     } slots[CHURN_SLOTS];
     rng r = {0x9e3779b97f4a7c15ULL};
     unsigned long corrupted = 0;
-    for (int op = 0; op < CHURN_OPERATIONS; op++) {
+    for (int op = 0; op < SCALED_ITERATIONS(CHURN_OPERATIONS); op++) {
         size_t i = rng_next(&r) % CHURN_SLOTS;
         if (slots[i].ptr != NULL) {
             if (verify(slots[i].ptr, slots[i].size, (uintptr_t)&slots[i]) != slots[i].size) {
@@ -694,7 +703,7 @@ static void *thread_worker(void *arg) {
     size_t self = (size_t)(uintptr_t)arg;
     rng r = {0x12345678ULL + self * 7919};
     mailbox *next = &mailboxes[(self + 1) % THREAD_COUNT];
-    for (int i = 0; i < THREAD_ITERATIONS; i++) {
+    for (int i = 0; i < SCALED_ITERATIONS(THREAD_ITERATIONS); i++) {
         size_t size = random_size(&r) % (256 * KiB);
         unsigned char *ptr = rng_next(&r) % 8 == 0 ? aligned_alloc(64, size) : malloc(size);
         CHECK(ptr != NULL, "thread %zu: allocation of %zu returned NULL", self, size);
@@ -782,11 +791,11 @@ static void group_fork(void) {
         CHECK(pthread_create(&threads[i], NULL, fork_background, (void *)(uintptr_t)i) == 0,
               "pthread_create");
     }
-    for (int i = 0; i < FORK_COUNT; i++) {
+    for (int i = 0; i < SCALED_ITERATIONS(FORK_COUNT); i++) {
         void *parent_block = malloc(1000); /* allocations right around the fork */
         pid_t pid = fork();
         if (pid == 0) {
-            alarm(CHILD_TIMEOUT_SECONDS); /* a deadlocked child dies by SIGALRM */
+            alarm(CHILD_TIMEOUT_SECONDS * slowdown); /* a deadlocked child dies by SIGALRM */
             _exit(child_work(i));
         }
         free(parent_block);
@@ -825,6 +834,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     against_glibc = strcmp(expected_backend, "glibc") == 0;
+    const char *slowdown_text = getenv("HEAPHOOK_CONFORMANCE_SLOWDOWN");
+    if (slowdown_text != NULL) {
+        char *end = NULL;
+        unsigned long value = strtoul(slowdown_text, &end, 10);
+        if (end == slowdown_text || *end != '\0' || value < 1 || value > MAX_SLOWDOWN) {
+            fprintf(stderr,
+                    "HEAPHOOK_CONFORMANCE_SLOWDOWN=%s: expected a whole number from 1 to %d "
+                    "(e.g. HEAPHOOK_CONFORMANCE_SLOWDOWN=10 under qemu-aarch64)\n",
+                    slowdown_text, MAX_SLOWDOWN);
+            return 2;
+        }
+        slowdown = (unsigned)value;
+    }
     if (argc > 2) {
         selected_groups = argv + 2;
         selected_group_count = argc - 2;
