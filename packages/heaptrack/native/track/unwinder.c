@@ -916,6 +916,7 @@ int hh_unwind_from(const hh_regs *regs, uintptr_t *pcs, int max, int *same_outer
 
 void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast) {
     (void)use_fast;
+    hh_fast_enabled = false; /* the cached CFI walker is x86-64 code */
     hh_skip_lo = skip_lo;
     hh_skip_hi = skip_hi;
     uintptr_t scratch[4];
@@ -923,5 +924,8 @@ void hh_unwind_init(uintptr_t skip_lo, uintptr_t skip_hi, bool use_fast) {
 }
 
 void hh_unwind_invalidate(void) {}
+
+/* No rule cache, so no lock for a forked child to reset. */
+void hh_unwind_postfork_child(void) {}
 
 #endif
