@@ -33,11 +33,12 @@ export {
 export * from './records.js';
 export {
   framesOf,
-  HeapReplay,
   summarize,
+  type LeakCheckSummary,
   type LeakSite,
   type LiveBlock,
   type Summary,
+  type SummaryOptions,
 } from './summary.js';
 export { readBuildId } from './elf.js';
 export { MappedMemory, RangeSet, type MappedMemorySummary, type MappingSite } from './vmmap.js';
