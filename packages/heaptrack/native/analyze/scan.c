@@ -301,6 +301,62 @@ static uint32_t store_insert(block_store *b, uint64_t addr) {
     }
 }
 
+/* ---- Old ordinals: blocks the decoder holds that the ordinal ring no longer names ---------- */
+
+/*
+ * The ring evicts ordinals in increasing order, so they are appended here sorted and found by
+ * binary search (frees of blocks that old are the rarer ones). An ended block leaves a tombstone
+ * (rec NO_REC); the array is compacted once half of it is tombstones. 12 bytes a block, where a
+ * hash table at most half full took 32 or more: a log of a few KB can hold millions of them.
+ */
+typedef struct __attribute__((packed)) old_entry {
+    uint64_t ordinal;
+    uint32_t rec; /* NO_REC: the block ended */
+} old_entry;
+
+typedef struct old_ordinals {
+    old_entry *entries;
+    size_t count, cap, ended;
+} old_ordinals;
+
+static bool old_append(old_ordinals *o, uint64_t ordinal, uint32_t rec) {
+    assert(o->count == 0 || o->entries[o->count - 1].ordinal < ordinal);
+    if (o->count == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 1024;
+        old_entry *entries = realloc(o->entries, cap * sizeof *entries);
+        if (entries == NULL) return false;
+        o->entries = entries;
+        o->cap = cap;
+    }
+    o->entries[o->count++] = (old_entry){.ordinal = ordinal, .rec = rec};
+    return true;
+}
+
+/* The entry of ordinal (a tombstone included), or NULL. */
+static old_entry *old_find(const old_ordinals *o, uint64_t ordinal) {
+    size_t lo = 0, hi = o->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->entries[mid].ordinal < ordinal)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < o->count && o->entries[lo].ordinal == ordinal ? &o->entries[lo] : NULL;
+}
+
+static void old_forget(old_ordinals *o, uint64_t ordinal) {
+    old_entry *e = old_find(o, ordinal);
+    if (e == NULL || e->rec == NO_REC) return;
+    e->rec = NO_REC;
+    if (++o->ended * 2 <= o->count) return;
+    size_t n = 0;
+    for (size_t i = 0; i < o->count; i++)
+        if (o->entries[i].rec != NO_REC) o->entries[n++] = o->entries[i];
+    o->count = n;
+    o->ended = 0;
+}
+
 /* ---- Scanner state ------------------------------------------------------------------------ */
 
 typedef struct latency_hist {
@@ -373,7 +429,7 @@ struct hh_scan {
     block_store blocks;    /* both sides' blocks */
     uint32_t last_touched; /* the record the decoder touched last (see touched_rec) */
     uint32_t *ring_rec; /* ordinal -> record + 1 (0: none) for the last HH_ORDINAL_RING ordinals */
-    u64_table old_rec;  /* ordinal -> record for older ones the decoder holds */
+    old_ordinals old_rec; /* ordinal -> record for older ones the decoder holds */
     uint64_t recent[HH_RECENT];
     unsigned recent_head;
     uint64_t classes[HH_CLASSES * HH_CLASS_DEPTH];
@@ -435,7 +491,6 @@ hh_scan *hh_scan_new(uint32_t points, double width_ns) {
     s->last_touched = NO_REC;
     bool ok = s->present && s->smin && s->smax && s->slast && s->ring_rec;
     ok = ok && table_init(&s->tid_index, 16) && store_init(&s->blocks);
-    ok = ok && table_init(&s->old_rec, 16);
     ok = ok && table_init(&s->site_index, 1024);
     if (!ok) {
         hh_scan_free(s);
@@ -454,7 +509,7 @@ void hh_scan_free(hh_scan *s) {
     free(s->tid_index.slots);
     store_free(&s->blocks);
     free(s->ring_rec);
-    free(s->old_rec.slots);
+    free(s->old_rec.entries);
     for (int i = 0; i < HH_OP_COUNT; i++) free(s->latency[i]);
     free(s->site_index.slots);
     free(s->sites);
@@ -576,15 +631,15 @@ static inline uint32_t rec_of(const hh_scan *s, int64_t ordinal) {
     if (ordinal < 1 || (uint64_t)ordinal > s->ordinal) return NO_REC;
     if ((uint64_t)ordinal + HH_ORDINAL_RING > s->ordinal)
         return s->ring_rec[ordinal & ORDINAL_MASK] - 1; /* 0 - 1 = NO_REC */
-    uint64_t r = table_get(&s->old_rec, (uint64_t)ordinal);
-    return r == NONE ? NO_REC : (uint32_t)r;
+    const old_entry *e = old_find(&s->old_rec, (uint64_t)ordinal);
+    return e == NULL ? NO_REC : e->rec;
 }
 
 static void forget_ordinal(hh_scan *s, uint64_t ordinal) {
     if (ordinal + HH_ORDINAL_RING > s->ordinal)
         s->ring_rec[ordinal & ORDINAL_MASK] = 0;
     else
-        table_delete(&s->old_rec, ordinal);
+        old_forget(&s->old_rec, ordinal);
 }
 
 /* The block at `ptr` ends (its record r, or NO_REC when not known yet): it leaves the live set
@@ -698,7 +753,7 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
         uint64_t slot = ordinal & ORDINAL_MASK;
         uint32_t evicted = s->ring_rec[slot];
         bool ok = true;
-        if (evicted != 0) table_set(&s->old_rec, ordinal - HH_ORDINAL_RING, evicted - 1, &ok);
+        if (evicted != 0) ok = old_append(&s->old_rec, ordinal - HH_ORDINAL_RING, evicted - 1);
         uint32_t r = ok ? store_insert(&s->blocks, ptr) : NO_REC;
         if (r == NO_REC) return over_limit_or_oom(s);
         s->ring_rec[slot] = r + 1;

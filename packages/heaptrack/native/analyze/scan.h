@@ -36,8 +36,9 @@ enum {
     HH_SCAN_LIMIT = 4, /* more blocks live than the limit: hh_scan_error() names it */
 };
 
-/* Blocks live at once, unless hh_scan_set_block_limit says otherwise: ~100 bytes each. */
-#define HH_SCAN_DEFAULT_BLOCK_LIMIT (1u << 23)
+/* Blocks live at once, unless hh_scan_set_block_limit says otherwise (~100 bytes each: about
+ * 0.4 GB at this limit). */
+#define HH_SCAN_DEFAULT_BLOCK_LIMIT (1u << 22)
 
 #define HH_SIZE_BUCKETS 65 /* bucket 0: size 0; bucket k: [2^(k-1), 2^k) */
 #define HH_LATENCY_SUB 16  /* sub-buckets per power of two */

@@ -11,6 +11,8 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { HeaphookError } from '@heaphook/core';
+
 import {
   blockStreams,
   decodeRecord,
@@ -141,19 +143,20 @@ export function siteRows(sites: Float64Array): SiteRow[] {
 }
 
 /**
- * Blocks live at once that a replay holds at most unless told otherwise (~100 bytes each in C):
- * a crafted log of a few KB can declare millions. HEAPHOOK_MAX_LIVE_BLOCKS sets another limit.
+ * The replay holds at most so many blocks live at once (scan.h, HH_SCAN_DEFAULT_BLOCK_LIMIT,
+ * ~100 bytes each): a crafted log of a few KB can declare millions. This variable sets another
+ * limit.
  */
-export const DEFAULT_BLOCK_LIMIT = 1 << 23;
 const BLOCK_LIMIT_VARIABLE = 'HEAPHOOK_MAX_LIVE_BLOCKS';
 
-function blockLimit(): number {
+/** HEAPHOOK_MAX_LIVE_BLOCKS, or undefined when not set. */
+function blockLimit(): number | undefined {
   const text = process.env[BLOCK_LIMIT_VARIABLE];
-  if (text === undefined || text === '') return DEFAULT_BLOCK_LIMIT;
+  if (text === undefined || text === '') return undefined;
   const n = Number(text);
   if (!Number.isInteger(n) || n < 1 || n > 0xffff_fffe) {
-    throw new Error(
-      `${BLOCK_LIMIT_VARIABLE}=${text}: give a whole number of blocks from 1 to 4294967294, e.g. ${BLOCK_LIMIT_VARIABLE}=${2 * DEFAULT_BLOCK_LIMIT}`,
+    throw new HeaphookError(
+      `${BLOCK_LIMIT_VARIABLE}=${text}: give a whole number of blocks from 1 to 4294967294, e.g. ${BLOCK_LIMIT_VARIABLE}=16777216`,
     );
   }
   return n;
@@ -189,7 +192,8 @@ export function heaplogAddon(): HeaplogAddon {
 /** A new scanner: a heap series of `points` buckets `widthNs` wide to begin with. */
 export function newScanner(points: number, widthNs: number): Scanner {
   const scanner = new (heaplogAddon().Scanner)(points, widthNs);
-  scanner.setBlockLimit(blockLimit());
+  const limit = blockLimit();
+  if (limit !== undefined) scanner.setBlockLimit(limit);
   return scanner;
 }
 
