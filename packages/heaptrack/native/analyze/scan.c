@@ -1,9 +1,11 @@
 /*
- * scan.c — the report's pass over a heaplog in C (scan.h says what and why).
+ * scan.c — the one replay of a heaplog, in C (scan.h says what and why).
  *
- * Read top-down: tunables; the hash table every lookup uses; the decoder's address state
- * (FORMAT.md, "Addresses"); the report's aggregates (heap series, histograms, sites, live
- * blocks); the replay of one event (the port of ReportBuilder.apply); the block loop.
+ * Read top-down: tunables; the hash table every lookup uses; the blocks (records, address
+ * index) and the ordinals older than the ring; the decoder's address state (FORMAT.md,
+ * "Addresses"); the report's aggregates (heap series, histograms, sites, live blocks); the
+ * replay of one event (test/oracle/report.ts is the same in TypeScript); the allocation
+ * sequence for recommend (test/oracle/sequence.ts); the block loop; the results.
  */
 #include "analyze/scan.h"
 
@@ -245,13 +247,14 @@ static inline uint32_t store_find(const block_store *b, uint64_t addr) {
  * when out of memory, or when `limit` records are in use (over_limit is set then). */
 static uint32_t store_new_rec(block_store *b, uint64_t addr) {
     uint32_t r;
-    if (b->rec_count - b->free_count >= b->limit) {
-        b->over_limit = true;
-        return NO_REC;
-    }
     if (b->free_count > 0) {
         r = b->free_recs[--b->free_count];
     } else {
+        /* Records in use never outnumber the slab's high-water mark, which grows only here. */
+        if (b->rec_count >= b->limit) {
+            b->over_limit = true;
+            return NO_REC;
+        }
         if (b->rec_count == b->rec_cap) {
             if (b->rec_cap >= REC_MAX / 2) return NO_REC;
             uint32_t cap = b->rec_cap ? b->rec_cap * 2 : 4096;
@@ -332,8 +335,10 @@ static bool old_append(old_ordinals *o, uint64_t ordinal, uint32_t rec) {
     return true;
 }
 
-/* The entry of ordinal (a tombstone included), or NULL. */
-static old_entry *old_find(const old_ordinals *o, uint64_t ordinal) {
+/* The entry of ordinal (a tombstone included), or NULL. (Inlined: a call would make its
+ * callers save registers on every lookup, the ring's included.) */
+static inline __attribute__((always_inline)) old_entry *old_find(const old_ordinals *o,
+                                                                 uint64_t ordinal) {
     size_t lo = 0, hi = o->count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -345,7 +350,7 @@ static old_entry *old_find(const old_ordinals *o, uint64_t ordinal) {
     return lo < o->count && o->entries[lo].ordinal == ordinal ? &o->entries[lo] : NULL;
 }
 
-static void old_forget(old_ordinals *o, uint64_t ordinal) {
+static __attribute__((noinline)) void old_forget(old_ordinals *o, uint64_t ordinal) {
     old_entry *e = old_find(o, ordinal);
     if (e == NULL || e->rec == NO_REC) return;
     e->rec = NO_REC;
@@ -1193,12 +1198,12 @@ static bool seq_realloc(sequence *q, thread_state *t, uint64_t old_ptr, uint64_t
     return true;
 }
 
-/* One event of the log as the backend would see it (the port of what recommend did in
- * TypeScript): failed calls and frees of NULL reach no heap. False when out of memory. */
-static bool seq_event(hh_scan *s, int op, thread_state *t, uint64_t ptr, uint64_t old_ptr,
-                      double size, double count, double align, bool split) {
+/* One event of the log as the backend would see it, `event` its number (realloc_done not
+ * counted): failed calls and frees of NULL reach no heap. False when out of memory. */
+static __attribute__((noinline)) bool seq_event(hh_scan *s, int op, thread_state *t, uint64_t ptr,
+                                                uint64_t old_ptr, double size, double count,
+                                                double align, bool split, double event) {
     sequence *q = &s->seq;
-    double event = s->events; /* this event's number: realloc_done is not counted */
     if (!t->seen) {
         t->seen = true;
         q->threads++;
@@ -1414,6 +1419,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
         s->la_events = s->block_events;
         s->la_stopped = false;
     }
+    const bool sequence = s->seq.on;
     while (pos[HH_STREAM_TAG] < end[HH_STREAM_TAG]) {
         lookahead(s, buf, end);
         uint8_t tag = buf[pos[HH_STREAM_TAG]];
@@ -1507,17 +1513,20 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
             if ((s->flags & HH_PF_SAMPLING) && op != HH_OP_FREE) READ_NUM(weight);
         }
         bool split = (tag & HH_EVT_SPLIT) != 0;
+        /* (Before the replay, whose state it does not share: nothing of it stays live across the
+         * replay's inlined code, which the report's pass runs alone.) */
+        if (__builtin_expect(sequence, 0) &&
+            !seq_event(s, op, s->thread_state[thread], ptr, old_ptr, size, count, align, split,
+                       s->events + (op != HH_OP_REALLOC_DONE))) {
+            s->out_of_memory = true;
+            snprintf(s->error, sizeof s->error, "out of memory");
+            return HH_SCAN_NO_MEMORY;
+        }
         if (!replay(s, op, s->time, s->thread_state[thread], stack, (double)ptr, (double)old_ptr,
                     size, count, duration, weight, split)) {
             s->out_of_memory = !s->blocks.over_limit; /* else the limit refused a record */
             over_limit_or_oom(s);
             return refused_status(s);
-        }
-        if (s->seq.on &&
-            !seq_event(s, op, s->thread_state[thread], ptr, old_ptr, size, count, align, split)) {
-            s->out_of_memory = true;
-            snprintf(s->error, sizeof s->error, "out of memory");
-            return HH_SCAN_NO_MEMORY;
         }
         s->block_events++;
         s->all_events++;
