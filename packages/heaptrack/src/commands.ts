@@ -9,14 +9,14 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { EXIT_DAMAGED_LOG, LogFormatError } from './decoder.js';
-import { dump } from './dump.js';
+import { EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
+import { dump } from './report/dump.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
-import { record } from './record.js';
-import type { StackNodeRecord } from './records.js';
-import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './summary.js';
-import { formatFrame, Symbolizer } from './symbolize.js';
+import { record } from './record/record.js';
+import type { StackNodeRecord } from './decode/records.js';
+import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
+import { formatFrame, Symbolizer } from './report/symbolize.js';
 
 async function printLeakChecks(
   checks: readonly LeakCheckSummary[],

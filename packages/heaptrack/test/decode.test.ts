@@ -7,9 +7,9 @@
 import { describe, expect, it } from 'vitest';
 
 import { NumberTable } from '../src/decode/table.js';
-import { decodeLog, decodeLogColumns, eventAt } from '../src/decoder.js';
-import { summarize } from '../src/summary.js';
-import type { EventRecord } from '../src/records.js';
+import { decodeLog, decodeLogColumns, eventAt } from '../src/decode/decoder.js';
+import { summarize } from '../src/report/summary.js';
+import type { EventRecord } from '../src/decode/records.js';
 import { logsIn, scratch, traced, workload } from './helpers.js';
 import { oracleReportModel } from './oracle/report.js';
 

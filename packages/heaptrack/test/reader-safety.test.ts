@@ -14,7 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { HeaphookError } from '@heaphook/core';
 
 import { MAX_BLOCK_PAYLOAD } from '../src/decode/format.generated.js';
-import { logInputError } from '../src/input.js';
+import { logInputError } from '../src/decode/input.js';
 import { record, report, reportText } from '../src/index.js';
 import {
   block,

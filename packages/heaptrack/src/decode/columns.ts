@@ -3,7 +3,7 @@
  * of each. This is what the fast paths (summarize, HeapReplay.applyColumns) consume; the
  * object records (EventRecord) are built from it only when asked for.
  */
-import type { LogRecord } from '../records.js';
+import type { LogRecord } from './records.js';
 
 export interface EventColumns {
   /** Number of events (entries in use in every column). */

@@ -2,7 +2,7 @@
  * The one replay of a log (heaplog_addon.node, native/analyze/scan.h): the blocks are read,
  * checked and decompressed here (readLogPayloads) and the declarations decoded here
  * (decodeRecord), while the events of each block are decoded and replayed in C into the heap's
- * states, with no JavaScript per event. The report (src/report), the summary (src/summary.ts)
+ * states, with no JavaScript per event. The report and the summary (src/report)
  * and recommend (src/recommend) read its results; test/oracle/ holds the TypeScript replay the
  * tests compare it with.
  */
@@ -21,8 +21,8 @@ import {
   readLogPayloads,
   undecodableRecord,
   type DecodeOptions,
-} from '../decoder.js';
-import { OPS, type LogRecord, type Op } from '../records.js';
+} from './decoder.js';
+import { OPS, type LogRecord, type Op } from './records.js';
 import { DecodeState } from './engine.js';
 import { STREAM_NAMES } from './format.generated.js';
 

@@ -14,7 +14,7 @@
 import { ReplayOp, TlsfHeap } from '@heaphook/tlsf';
 
 import { heaplogAddon, newScanner, replayLog, totalsOf } from '../decode/replay.js';
-import { OPS, type EndRecord, type EventRecord, type ProcessRecord } from '../records.js';
+import { OPS, type EndRecord, type EventRecord, type ProcessRecord } from '../decode/records.js';
 
 /** Page size assumed for valloc/pvalloc (the log does not record it; x86-64 Linux). */
 export const PAGE_SIZE = 4096;

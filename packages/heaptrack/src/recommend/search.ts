@@ -18,7 +18,7 @@
 import { HeaphookError } from '@heaphook/core';
 import { TlsfHeap } from '@heaphook/tlsf';
 
-import { EXIT_DAMAGED_LOG, LogFormatError } from '../decoder.js';
+import { EXIT_DAMAGED_LOG, LogFormatError } from '../decode/decoder.js';
 import { CandidateHeap, replayPass, type LogFacts, type PeakFigures } from './replay.js';
 
 /** Pools replayed side by side in one pass over the log. */

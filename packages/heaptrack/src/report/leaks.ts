@@ -4,7 +4,7 @@
  * = the blocks its LEAK records name (sizes and stacks from their allocation events) and the
  * reachable figures come from its LEAK_CHECK record.
  */
-import type { LeakCheckRecord } from '../records.js';
+import type { LeakCheckRecord } from '../decode/records.js';
 
 export interface LeakedBlock {
   readonly ptr: number;

@@ -15,7 +15,7 @@ import {
   type Op,
   type ProcessRecord,
   type StackNodeRecord,
-} from '../records.js';
+} from '../decode/records.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import {
   leakVerdict,
@@ -25,7 +25,7 @@ import {
   type LeakVerdict,
 } from './leaks.js';
 import type { SeriesPoint } from './series.js';
-import { MappedMemory, type MappedMemorySummary } from '../vmmap.js';
+import { MappedMemory, type MappedMemorySummary } from './vmmap.js';
 
 /** The heap series' buckets start 0.1 ms wide (the default time resolution) and widen as needed. */
 export const SERIES_INITIAL_WIDTH_NS = 100_000;

@@ -2,7 +2,7 @@
  * The report's figures from the one replay (src/decode/replay.ts): the scanner's results as
  * the report model's types.
  */
-import { OPS } from '../records.js';
+import { OPS } from '../decode/records.js';
 import { newScanner, siteRows, SIZE_BUCKETS, totalsOf, type Scanner } from '../decode/replay.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import type { EventFigures, ReplayedEvents, SiteStats } from './model.js';

@@ -7,7 +7,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { LogFormatError } from '../decoder.js';
+import { LogFormatError } from '../decode/decoder.js';
 import { replayLog } from '../decode/replay.js';
 import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
 import { flameGraphSvg } from './flamegraph.js';

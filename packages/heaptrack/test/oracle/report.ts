@@ -4,7 +4,7 @@
  * event at a time. Tests compare its report model and allocation sequence with the native
  * replay's on real and random logs. Not part of the package: nothing in src/ calls it.
  */
-import { decodeLogColumns, LogFormatError } from '../../src/decoder.js';
+import { decodeLogColumns, LogFormatError } from '../../src/decode/decoder.js';
 import {
   OP_CALLOC,
   OP_FREE,
@@ -12,7 +12,7 @@ import {
   OP_REALLOC_DONE,
   OP_REALLOCARRAY,
 } from '../../src/decode/format.generated.js';
-import { OPS, type EventRecord, type LogRecord } from '../../src/records.js';
+import { OPS, type EventRecord, type LogRecord } from '../../src/decode/records.js';
 import { LatencyHistogram, SizeHistogram } from '../../src/report/histogram.js';
 import { totalsBySite } from '../../src/report/leaks.js';
 import {

@@ -8,8 +8,8 @@ import { ReplayOp } from '@heaphook/tlsf';
 
 import type { EventColumns } from '../../src/decode/columns.js';
 import { NumberTable } from '../../src/decode/table.js';
-import { decodeLogColumns } from '../../src/decoder.js';
-import { OPS } from '../../src/records.js';
+import { decodeLogColumns } from '../../src/decode/decoder.js';
+import { OPS } from '../../src/decode/records.js';
 
 /** Page size assumed for valloc/pvalloc (the log does not record it; x86-64 Linux). */
 const PAGE_SIZE = 4096;

@@ -6,7 +6,7 @@
  * the log never saw allocated (inherited across fork, unsampled, allocated before the tracer
  * started) are counted and otherwise ignored, so they do not distort the figures.
  */
-import type { DecodeOptions } from './decoder.js';
+import type { DecodeOptions } from '../decode/decoder.js';
 import {
   callsOf,
   LIVE_FIELDS,
@@ -15,7 +15,7 @@ import {
   siteRows,
   totalsOf,
   type Scanner,
-} from './decode/replay.js';
+} from '../decode/replay.js';
 import {
   OPS,
   type EndRecord,
@@ -24,7 +24,7 @@ import {
   type Op,
   type ProcessRecord,
   type StackNodeRecord,
-} from './records.js';
+} from '../decode/records.js';
 import { MappedMemory, type MappedMemorySummary } from './vmmap.js';
 
 export interface LiveBlock {
