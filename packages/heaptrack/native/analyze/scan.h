@@ -12,8 +12,8 @@
  * (bytes, weights, sums) are kept as doubles, as in JavaScript, so both give the same results.
  *
  * Memory: bounded by the live blocks, the distinct stacks and the threads, never by events; the
- * live blocks by a limit (hh_scan_set_block_limit), so that a crafted log of a few KB cannot
- * declare millions of them.
+ * live blocks by a limit (hh_scan_set_block_limit): a crafted log of a few KB can declare
+ * millions, and the replay stops at the limit instead of holding them all.
  */
 #ifndef HH_SCAN_H
 #define HH_SCAN_H
