@@ -8,7 +8,7 @@
  *    at 4x, and a one-operation log that gives the fixed start-up/exit allocations.
  * 2. Times, interleaved and repeated (each run a process of its own under hh-run, which gives
  *    wall time and the child's peak RSS): heaphook's report pass (buildReportModel: decode +
- *    every figure of the report) natively and in TypeScript, `heaphook report --json`, and
+ *    every figure of the report, the events replayed natively), `heaphook report --json`, and
  *    `heaptrack_print` on the KDE trace.
  * 3. The native report pass's peak RSS on the 1x, 2x, 4x logs.
  * Writes results/report-throughput/latest.{json,md}.
@@ -243,10 +243,9 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
     const child = join(packageDir, 'dist', 'reportthroughput-child.js');
     const decodeOnce = async (
       log: string,
-      engine: 'native' | 'js' = 'native',
     ): Promise<{ m: Measured; events: number; ms: number }> => {
-      const m = await measure(process.execPath, [child, log, engine]);
-      ok(m, `report model (${engine}) of ${log}`);
+      const m = await measure(process.execPath, [child, log]);
+      ok(m, `report model of ${log}`);
       const j = lastJsonLine(m.stdout);
       return { m, events: Number(j?.events), ms: Number(j?.decode_ms) };
     };
@@ -298,11 +297,6 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
           eventsDecoded = d.events;
           return d.m;
         },
-      },
-      {
-        name: 'heaphook report model (TypeScript pass)',
-        description: 'the same with engine "js": the reference implementation',
-        run: async () => (await decodeOnce(main.log, 'js')).m,
       },
       {
         name: hasReport ? 'heaphook report --json' : 'heaphook dump --summary',
@@ -380,7 +374,7 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
     };
     const printS = wall('heaptrack_print');
     const sumS = wall(tools[0]!.name);
-    const repS = wall(tools[2]!.name);
+    const repS = wall(tools[1]!.name);
     const ms = stat(decodeMs);
     const results: ThroughputResults = {
       schema: THROUGHPUT_SCHEMA,

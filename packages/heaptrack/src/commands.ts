@@ -9,83 +9,28 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { decodeLogColumns, EXIT_DAMAGED_LOG, LogFormatError } from './decoder.js';
-import { dump } from './dump.js';
+import { EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
+import { dump } from './report/dump.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
-import { record } from './record.js';
-import type { LeakCheckRecord, StackNodeRecord } from './records.js';
-import { framesOf, HeapReplay, summarize } from './summary.js';
-import { formatFrame, Symbolizer } from './symbolize.js';
-
-interface Site {
-  stack: number;
-  blocks: number;
-  bytes: number;
-}
-
-interface CheckView {
-  readonly check: LeakCheckRecord;
-  readonly leaked: Site[];
-  readonly reachable: Site[];
-}
-
-function bySite(blocks: Iterable<{ stack: number; size: number }>): Site[] {
-  const sites = new Map<number, Site>();
-  for (const b of blocks) {
-    const site = sites.get(b.stack) ?? { stack: b.stack, blocks: 0, bytes: 0 };
-    site.blocks++;
-    site.bytes += b.size;
-    sites.set(b.stack, site);
-  }
-  return [...sites.values()].sort((a, b) => b.bytes - a.bytes || b.blocks - a.blocks);
-}
-
-/** The leak checks of a log (LEAK / LEAK_CHECK records), their blocks grouped by allocation
- * stack: the stack of the event that allocated each block, replayed up to the check. */
-async function leakChecks(path: string): Promise<CheckView[]> {
-  const replay = new HeapReplay();
-  const views: CheckView[] = [];
-  let leakedNow: number[] = [];
-  // By columns: the events between two records replayed at once, no object per event.
-  for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
-    let from = 0;
-    for (let i = 0; i < batch.records.length; i++) {
-      const r = batch.records[i]!;
-      const at = batch.recordAt[i]!;
-      replay.applyColumns(batch.events, batch.sampling, from, at);
-      from = at;
-      if (r.type === 'leak') leakedNow.push(r.ptr);
-      else if (r.type === 'leak_check') {
-        const live = replay.live;
-        const leakedSet = new Set(leakedNow);
-        const leaked = leakedNow.map((ptr) => ({
-          stack: live.get(ptr)?.stack ?? 0,
-          size: live.get(ptr)?.size ?? 0,
-        }));
-        const reachable = [...live.values()].filter((b) => !leakedSet.has(b.ptr));
-        views.push({ check: r, leaked: bySite(leaked), reachable: bySite(reachable) });
-        leakedNow = [];
-      }
-    }
-    replay.applyColumns(batch.events, batch.sampling, from, batch.events.length);
-  }
-  return views;
-}
+import { record } from './record/record.js';
+import type { StackNodeRecord } from './decode/records.js';
+import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
+import { formatFrame, Symbolizer } from './report/symbolize.js';
 
 async function printLeakChecks(
-  path: string,
+  checks: readonly LeakCheckSummary[],
   stacks: ReadonlyMap<number, StackNodeRecord>,
   symbolizer: Symbolizer,
   out: string[],
 ): Promise<void> {
-  for (const { check: c, leaked, reachable } of await leakChecks(path)) {
+  for (const { check: c, leaked, reachable } of checks) {
     out.push(
       `leak check ${c.check} (${c.trigger}): ${c.leakedBlocks} of ${c.liveBlocks} blocks leaked ` +
         `(${c.leakedBytes} bytes), ${c.reachableBlocks} never freed but still reachable ` +
         `(${c.reachableBytes} bytes); world stopped ${(c.durationNs / 1e6).toFixed(3)} ms`,
     );
-    const groups: [string, Site[]][] = [
+    const groups: [string, LeakSite[]][] = [
       ['leaked', leaked],
       ['reachable', reachable.slice(0, 5)],
     ];
@@ -103,7 +48,7 @@ async function printLeakChecks(
 }
 
 async function printSummary(path: string): Promise<void> {
-  const s = await summarize(path);
+  const s = await summarize(path, { leakBlocks: false });
   const out: string[] = [];
   const p = s.process;
   out.push(`log: ${path}`);
@@ -116,7 +61,7 @@ async function printSummary(path: string): Promise<void> {
   out.push(`peak: ${s.peakBytes} bytes at ${(s.peakTime / 1e9).toFixed(6)} s`);
   // Not yet a verdict: the leak checks below (when the log has them) split these blocks into
   // leaked and still reachable.
-  out.push(`never freed: ${s.leaks.length} blocks, ${s.liveBytes} bytes`);
+  out.push(`never freed: ${s.liveBlocks} blocks, ${s.liveBytes} bytes`);
   if (s.mapped !== undefined) {
     const m = s.mapped;
     out.push(
@@ -132,7 +77,7 @@ async function printSummary(path: string): Promise<void> {
     const frames = await symbolizer.symbolize(pcs);
     for (const pc of pcs) for (const f of frames.get(pc) ?? []) out.push(`    ${formatFrame(f)}`);
   }
-  await printLeakChecks(path, s.stacks, symbolizer, out);
+  await printLeakChecks(s.leakChecks, s.stacks, symbolizer, out);
   process.stdout.write(`${out.join('\n')}\n`);
 }
 

@@ -18,9 +18,9 @@ export {
   type DecodeOptions,
   type EventBatch,
   type EventColumns,
-} from './decoder.js';
-export { attach, detach, type AttachedLog, type AttachOptions } from './attach.js';
-export { dump, formatEvent, formatVm, type DumpOptions } from './dump.js';
+} from './decode/decoder.js';
+export { attach, detach, type AttachedLog, type AttachOptions } from './record/attach.js';
+export { dump, formatEvent, formatVm, type DumpOptions } from './report/dump.js';
 export {
   collectorPath,
   memoryEventsLibrary,
@@ -29,18 +29,24 @@ export {
   type RecordedLog,
   type RecordOptions,
   type RecordResult,
-} from './record.js';
-export * from './records.js';
+} from './record/record.js';
+export * from './decode/records.js';
 export {
   framesOf,
-  HeapReplay,
   summarize,
+  type LeakCheckSummary,
   type LeakSite,
   type LiveBlock,
   type Summary,
-} from './summary.js';
-export { readBuildId } from './elf.js';
-export { MappedMemory, RangeSet, type MappedMemorySummary, type MappingSite } from './vmmap.js';
+  type SummaryOptions,
+} from './report/summary.js';
+export { readBuildId } from './report/elf.js';
+export {
+  MappedMemory,
+  RangeSet,
+  type MappedMemorySummary,
+  type MappingSite,
+} from './report/vmmap.js';
 export * from './recommend/index.js';
 export * from './report/index.js';
 export {
@@ -49,4 +55,4 @@ export {
   Symbolizer,
   type Frame,
   type SymbolizerOptions,
-} from './symbolize.js';
+} from './report/symbolize.js';

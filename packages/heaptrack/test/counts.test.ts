@@ -137,9 +137,9 @@ describe('calls at the edges', () => {
       expect(s.failedCalls).toBe(5); // malloc, calloc, realloc, reallocarray, posix_memalign
       expect(s.calls.reallocarray).toBe(2);
       expect(s.calls.free).toBe(3); // malloc(0)'s block, the aligned block, grown
-      const workloadLeaks = s.leaks.filter((b) => b.size === 100);
+      const workloadLeaks = s.leaks.filter((b) => b.weight === 100);
       expect(workloadLeaks.length).toBe(2); // keep and arr stay live
-      expect(workloadLeaks.reduce((a, b) => a + b.size, 0)).toBe(expected.live);
+      expect(workloadLeaks.reduce((a, b) => a + b.weight, 0)).toBe(expected.live);
     }
   });
 });

@@ -1,15 +1,17 @@
 /**
  * The fast decoding path: the columns (decodeLogColumns) hold exactly the events the record
- * objects (decodeLog) describe, HeapReplay gives the same figures fed by columns or by objects,
- * and the typed-array hash table behaves as a map under heavy insert/delete churn.
+ * objects (decodeLog) describe, summarize() (the native replay) gives the figures of the
+ * replay's test oracle, and the typed-array hash table behaves as a map under heavy
+ * insert/delete churn.
  */
 import { describe, expect, it } from 'vitest';
 
 import { NumberTable } from '../src/decode/table.js';
-import { decodeLog, decodeLogColumns, eventAt } from '../src/decoder.js';
-import { HeapReplay, summarize } from '../src/summary.js';
-import type { EventRecord } from '../src/records.js';
+import { decodeLog, decodeLogColumns, eventAt } from '../src/decode/decoder.js';
+import { summarize } from '../src/report/summary.js';
+import type { EventRecord } from '../src/decode/records.js';
 import { logsIn, scratch, traced, workload } from './helpers.js';
+import { oracleReportModel } from './oracle/report.js';
 
 function recordedLog(env: Record<string, string> = {}): string {
   const dir = scratch('decode');
@@ -48,20 +50,27 @@ describe('decodeLogColumns', () => {
     expect(await events('program')).toEqual(viaJs);
   });
 
-  it('feeds HeapReplay the same figures as one object at a time', async () => {
+  it('summarize() gives the figures of the replay’s test oracle', async () => {
     const log = recordedLog();
-    const byObjects = new HeapReplay();
-    for await (const r of decodeLog(log)) if (r.type === 'event') byObjects.apply(r);
+    const { model, events } = await oracleReportModel(log);
     const s = await summarize(log);
-    expect(s.calls).toEqual(byObjects.calls);
-    expect(s.events).toBe(byObjects.events);
-    expect(s.peakBytes).toBe(byObjects.peakBytes);
-    expect(s.peakTime).toBe(byObjects.peakTime);
-    expect(s.liveBytes).toBe(byObjects.liveBytes);
-    expect(s.allocatedBytes).toBe(byObjects.allocatedBytes);
-    expect(s.peakLiveBlocks).toBe(byObjects.peakLiveBlocks);
-    expect(s.leaks).toHaveLength(byObjects.live.size);
-    expect(new Set(s.leaks.map((b) => b.ptr))).toEqual(new Set(byObjects.live.keys()));
+    expect(s.calls).toEqual(model.calls);
+    expect(s.events).toBe(model.events);
+    expect(s.peakBytes).toBe(model.peakHeapBytes);
+    expect(s.peakTime).toBe(model.peakTimeNs);
+    expect(s.liveBytes).toBe(model.finalLiveBytes);
+    expect(s.allocatedBytes).toBe(model.allocatedBytes);
+    expect(s.peakLiveBlocks).toBe(model.peakLiveBlocks);
+    expect(s.liveBlocks).toBe(model.finalLiveBlocks);
+    expect(s.anomalies).toBe(events.anomalies);
+    expect(s.leaks.length).toBeGreaterThan(0);
+    const oracleLive = [...events.live.entries()].map(([ptr, , weight]) => [ptr, weight]);
+    expect(new Map(s.leaks.map((b) => [b.ptr, b.weight]))).toEqual(
+      new Map(oracleLive as [number, number][]),
+    );
+    expect([...s.leakSites].sort((a, b) => a.stack - b.stack)).toEqual(
+      [...model.neverFreed.sites].sort((a, b) => a.stack - b.stack),
+    );
   });
 });
 

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 import * as format from '../src/decode/format.generated.js';
-import { OPS } from '../src/records.js';
+import { OPS } from '../src/decode/records.js';
 import { packageDir } from './helpers.js';
 
 const headerPath = join(packageDir, 'native/format/heaplog.h');

@@ -1,8 +1,10 @@
 /**
- * The report's native pass (heaplog_addon.node) is the TypeScript pass, figure for figure: the
- * same model from logs of every kind (exact counts, edge cases, threads trading blocks with
- * moved reallocs, sampling, durations, leak checks, python3, a forking pipeline) and, on a
- * damaged log, the same error and the same report of the valid part.
+ * The one replay (heaplog_addon.node, native/analyze) against its test oracle (test/oracle, the
+ * same replay in TypeScript over the TypeScript decoder), figure for figure: the same report
+ * model and the same allocation sequence (recommend's TLSF operations) from logs of every kind
+ * (exact counts, edge cases, threads trading blocks with moved reallocs, sampling, durations,
+ * leak checks, python3, a forking pipeline) and, on a damaged log, the same error and the same
+ * report of the valid part.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -11,10 +13,14 @@ import { crc32 } from 'node:zlib';
 
 import { describe, expect, it } from 'vitest';
 
+import { ReplayOp } from '@heaphook/tlsf';
+
+import { heaplogAddon, newScanner, replayLog } from '../src/decode/replay.js';
 import { buildReportModel } from '../src/report/run.js';
-import { heaplogAddon } from '../src/report/native.js';
 import type { ReportModel } from '../src/report/model.js';
 import { logsIn, python3, release, scratch, traced, tracer, workload } from './helpers.js';
+import { oracleReportModel } from './oracle/report.js';
+import { oracleSequence } from './oracle/sequence.js';
 
 /** The model as plain data: histograms by their rows, stacks and modules by count. */
 function comparable(m: ReportModel) {
@@ -29,9 +35,32 @@ function comparable(m: ReportModel) {
 }
 
 async function bothEngines(log: string) {
-  const js = await buildReportModel(log, { engine: 'js', progress: false });
-  const native = await buildReportModel(log, { engine: 'native', progress: false });
+  const js = await oracleReportModel(log);
+  const native = await buildReportModel(log, { progress: false });
   return { js, native };
+}
+
+/** The native allocation sequence of a whole log (as recommend's passes take it). */
+async function nativeSequence(log: string) {
+  const scanner = newScanner(2, 1);
+  scanner.startSequence(true, ReplayOp.ALLOC, ReplayOp.FREE, ReplayOp.REALLOC);
+  const ops: number[] = [];
+  const events: number[] = [];
+  await replayLog(log, scanner, () => {}, {
+    onBlock: () => {
+      const taken = scanner.takeSequence();
+      ops.push(...taken.ops);
+      events.push(...taken.events);
+    },
+  });
+  const [peakBytes, peakFootprint, largestRequest, largestAlign, threads] =
+    scanner.sequenceFigures();
+  return {
+    ops,
+    events,
+    figures: { peakBytes, peakFootprint, largestRequest, largestAlign },
+    threads,
+  };
 }
 
 async function expectSameModel(log: string): Promise<ReportModel> {
@@ -39,6 +68,9 @@ async function expectSameModel(log: string): Promise<ReportModel> {
   expect(js.error).toBeUndefined();
   expect(native.error).toBeUndefined();
   expect(comparable(native.model)).toEqual(comparable(js.model));
+  const [oracle, replayed] = [await oracleSequence(log), await nativeSequence(log)];
+  expect(replayed.ops.length).toBe(oracle.ops.length);
+  expect(replayed).toEqual(oracle);
   return native.model;
 }
 
@@ -49,12 +81,12 @@ function tracedLog(name: string, args: string[], env: Record<string, string> = {
   return logsIn(dir)[0]!;
 }
 
-describe('the native report pass', () => {
+describe('the one replay', () => {
   it('is built with the package', () => {
-    expect(heaplogAddon()).toBeDefined();
+    expect(heaplogAddon().Scanner).toBeTypeOf('function');
   });
 
-  it('gives the TypeScript pass’s model on the exact-count workload, with durations', async () => {
+  it('gives the oracle’s model and allocation sequence on the exact-count workload, with durations', async () => {
     const m = await expectSameModel(tracedLog('counts', ['counts'], { HEAPHOOK_TIMING: '1' }));
     expect(m.events).toBeGreaterThan(1000);
     expect(m.latency.size).toBeGreaterThan(3);
@@ -165,7 +197,7 @@ describe('the native report pass', () => {
     expect(comparable(native.model)).toEqual(comparable(js.model));
   });
 
-  it('agrees with the TypeScript pass on 100 logs damaged at random (CRC made valid), and never crashes', async () => {
+  it('agrees with the oracle on 100 logs damaged at random (CRC made valid), and never crashes', async () => {
     // Threads trading blocks, and the edge cases (a failed malloc(SIZE_MAX) logs a size above
     // 2^53): damage that turns into huge values must be judged alike by both passes.
     const bases = [

@@ -7,13 +7,14 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, symlinkSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { deflateRawSync } from 'node:zlib';
 
 import { describe, expect, it } from 'vitest';
 
 import { HeaphookError } from '@heaphook/core';
 
 import { MAX_BLOCK_PAYLOAD } from '../src/decode/format.generated.js';
-import { logInputError } from '../src/input.js';
+import { logInputError } from '../src/decode/input.js';
 import { record, report, reportText } from '../src/index.js';
 import {
   block,
@@ -24,7 +25,13 @@ import {
   zstdFrameHeader,
   zstdRleBlocks,
 } from './fuzz/corpus.js';
-import { expectCleanError, heaphookCli, MEMORY_BOUND, readInChild } from './fuzz/harness.js';
+import {
+  expectCleanError,
+  HANG_TIMEOUT_MS,
+  heaphookCli,
+  MEMORY_BOUND,
+  readInChild,
+} from './fuzz/harness.js';
 import { logsIn, scratch, traced, workload } from './helpers.js';
 
 const ZSTD = 0x40000000;
@@ -124,6 +131,87 @@ describe('compression bombs', () => {
     expect(run.errorLines[0]).toMatch(
       /corrupt block header \(length 1179713; a block stores 1 to 1179712 bytes\) at byte offset 16/,
     );
+  });
+});
+
+describe('live blocks: the replay holds at most HEAPHOOK_MAX_LIVE_BLOCKS (default 4,194,304)', () => {
+  /** `blocks` deflate blocks of 290,000 identical malloc records of thread index `thread`: each
+   * a new block at the address after the previous one, ~1.2 KB a block. */
+  function mallocFlood(blocks: number, thread: number): Buffer {
+    const n = 290_000;
+    const parts: Buffer[] = [];
+    for (let b = 0; b < blocks; b++) {
+      const tag = Buffer.alloc(n, 0x80); // malloc
+      tag[0] = 0x90; // ... naming its thread
+      const addr = Buffer.concat([
+        varint(1 + 4 * (0x10000000 + b * n * 32)),
+        Buffer.alloc(n - 1, 2),
+      ]);
+      const streams = [
+        tag,
+        Buffer.alloc(n),
+        varint(thread),
+        Buffer.alloc(n, 16),
+        addr,
+        Buffer.alloc(0),
+      ];
+      const payload = Buffer.concat([
+        varint(6),
+        ...streams.map((s) => varint(s.length)),
+        ...streams,
+      ]);
+      parts.push(block(DEFLATED, deflateRawSync(payload, { level: 9 })));
+    }
+    return Buffer.concat(parts);
+  }
+
+  /** A real log (thread index 1 declared) and the flood after it. */
+  function floodedLog(name: string, blocks: number): { log: string; bytes: number } {
+    const good = realLog('deflate');
+    const log = writeLog(name, good, mallocFlood(blocks, 1));
+    return { log, bytes: good.length };
+  }
+
+  it('4.6 M live blocks in 20 KB: report stops at the default limit, names it, reports the part before it', () => {
+    const { log } = floodedLog('flood.log', 16);
+    expect(readFileSync(log).length).toBeLessThan(40_000);
+    const run = heaphookCli(['report', '--json', log]);
+    expect(run.status).toBe(3);
+    expect(run.errorLines).toHaveLength(1);
+    expect(run.errorLines[0]).toMatch(
+      /more than 4194304 blocks live at once, the analyser's limit \(HEAPHOOK_MAX_LIVE_BLOCKS=4194304; set it higher for a log that really holds more\) in the block at byte offset \d+; everything before it was decoded; the report covers the part before byte \d+$/,
+    );
+    const json = JSON.parse(run.stdout) as { events: number; neverFreedBlocks: number };
+    expect(json.neverFreedBlocks).toBeGreaterThanOrEqual(4_194_304 - 290_000);
+    expect(json.neverFreedBlocks).toBeLessThanOrEqual(4_194_304);
+    // ~100 bytes a block in the replay (README, "A reader that is safe on any file")
+    if (run.maxRssBytes !== undefined) expect(run.maxRssBytes).toBeLessThan(640 * 1024 * 1024);
+  });
+
+  it('HEAPHOOK_MAX_LIVE_BLOCKS sets the limit: report, dump --summary and recommend stop at it, in ≤ 256 MB', () => {
+    const { log, bytes } = floodedLog('flood-small.log', 4);
+    const env = { HEAPHOOK_MAX_LIVE_BLOCKS: '500000' };
+    const limit =
+      /more than 500000 blocks live at once, the analyser's limit \(HEAPHOOK_MAX_LIVE_BLOCKS=500000;/;
+    const rep = heaphookCli(['report', log], HANG_TIMEOUT_MS, env);
+    expect(rep.status).toBe(3);
+    expect(rep.errorLines.join('\n')).toMatch(limit);
+    expect(rep.stdout).toMatch(/^this run did not end normally/);
+    const summary = heaphookCli(['dump', '--summary', log], HANG_TIMEOUT_MS, env);
+    expect(summary.status).toBe(3);
+    expect(summary.errorLines.join('\n')).toMatch(limit);
+    const rec = heaphookCli(['recommend', log], HANG_TIMEOUT_MS, env);
+    expect(rec.status).toBe(3);
+    expect(rec.errorLines.join('\n')).toMatch(limit);
+    for (const run of [rep, summary, rec]) {
+      // in the flood, after the real log
+      const offset = Number(/at byte offset (\d+)/.exec(run.errorLines.join('\n'))?.[1]);
+      expect(offset).toBeGreaterThanOrEqual(bytes);
+      if (run.maxRssBytes !== undefined) expect(run.maxRssBytes).toBeLessThanOrEqual(MEMORY_BOUND);
+    }
+    const bad = heaphookCli(['report', log], HANG_TIMEOUT_MS, { HEAPHOOK_MAX_LIVE_BLOCKS: 'many' });
+    expectCleanError(bad, 2, 'report');
+    expect(bad.errorLines[0]).toContain('HEAPHOOK_MAX_LIVE_BLOCKS=many: give a whole number');
   });
 });
 

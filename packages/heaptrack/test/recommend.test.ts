@@ -20,7 +20,7 @@ import {
   runCommand,
   type Recommendation,
 } from '../src/index.js';
-import type { EventRecord } from '../src/records.js';
+import type { EventRecord } from '../src/decode/records.js';
 import { heaphookBin, logsIn, python3, scratch, traced, workload } from './helpers.js';
 
 /** The line libheaphook_tlsf.so writes at info level on every growth (tlsf_backend.c). */

@@ -1,25 +1,26 @@
 /**
- * The report's aggregation on synthetic records: what counts as leaked (never freed, or the
- * latest leak check's verdict), temporary allocations, each site's share of the peak, the
- * bounded heap-over-time series and the latency percentiles.
+ * The report's aggregation on synthetic records, as the replay's test oracle (test/oracle,
+ * which native-report.test.ts compares with the native replay on real logs) computes it: what
+ * counts as leaked (never freed, or the latest leak check's verdict), temporary allocations,
+ * each site's share of the peak, the bounded heap-over-time series and the latency percentiles.
  */
 import { describe, expect, it } from 'vitest';
 
 import {
-  AddressMap,
   HeapSeries,
   LatencyHistogram,
   leakVerdict,
-  OPS,
-  ReportBuilder,
   SizeHistogram,
   topSites,
+  totalsBySite,
   type EventRecord,
   type LeakCheckRecord,
   type LogRecord,
   type Op,
 } from '../src/index.js';
 import { formatCount } from '../src/report/format.js';
+import { AddressMap } from './oracle/live.js';
+import { oracleModelOf } from './oracle/report.js';
 
 function ev(op: Op, fields: Partial<EventRecord> = {}): EventRecord {
   return {
@@ -57,17 +58,15 @@ function check(fields: Partial<LeakCheckRecord> = {}): LeakCheckRecord {
 }
 
 function build(records: LogRecord[]) {
-  const b = new ReportBuilder();
-  b.addBatch(records);
-  return b.finish();
+  return oracleModelOf(records);
 }
 
 describe('leakVerdict', () => {
-  const neverFreed = [
+  const neverFreed = totalsBySite([
     { ptr: 0x10, bytes: 100, stack: 1 },
     { ptr: 0x20, bytes: 50, stack: 2 },
     { ptr: 0x30, bytes: 30, stack: 1 },
-  ];
+  ]);
 
   it('without a leak check, leaked = never freed and nothing is reachable at exit', () => {
     const v = leakVerdict(neverFreed, undefined);
@@ -221,79 +220,6 @@ describe('ReportBuilder', () => {
       { from: 512, to: 1024, count: 1, bytes: 1023 },
       { from: 1024, to: 2048, count: 1, bytes: 1024 },
     ]);
-  });
-});
-
-describe('ReportBuilder.addColumns', () => {
-  it('gives the same model as the records one by one', () => {
-    const records: LogRecord[] = [];
-    for (let i = 1; i <= 300; i++) {
-      records.push(
-        ev('malloc', {
-          ptr: i * 32,
-          size: i,
-          stack: 1 + (i % 3),
-          time: i,
-          tid: 1 + (i % 2),
-          duration: i,
-        }),
-      );
-      if (i % 3 === 0)
-        records.push(ev('free', { ptr: (i - 1) * 32, time: i, tid: 1, duration: 7 }));
-      if (i % 50 === 0) {
-        records.push(
-          ev('realloc', {
-            ptr: 99_000 + i,
-            oldPtr: i * 32,
-            size: 500,
-            stack: 9,
-            time: i,
-            tid: 2,
-            split: true,
-            duration: 3,
-          }),
-        );
-        records.push(ev('realloc_done', { time: i + 0.5, tid: 2 }));
-      }
-    }
-    records.push({ type: 'leak', check: 1, ptr: 32 * 299, size: 299 });
-    records.push(check({ reachableBlocks: 5, reachableBytes: 55 }));
-    const events = records.filter((r): r is EventRecord => r.type === 'event');
-    const column = (f: (e: EventRecord) => number) => Float64Array.from(events.map(f));
-    const others = records.filter((r) => r.type !== 'event');
-    const byColumns = new ReportBuilder();
-    byColumns.addColumns({
-      events: {
-        length: events.length,
-        op: Uint8Array.from(events.map((e) => OPS.indexOf(e.op))),
-        split: Uint8Array.from(events.map((e) => (e.split ? 1 : 0))),
-        time: column((e) => e.time),
-        tid: column((e) => e.tid),
-        stack: column((e) => e.stack),
-        ptr: column((e) => e.ptr),
-        oldPtr: column((e) => e.oldPtr),
-        size: column((e) => e.size),
-        count: column((e) => e.count),
-        duration: column((e) => e.duration ?? 0),
-        weight: column(() => Number.NaN),
-      },
-      records: others,
-      recordAt: others.map(() => events.length),
-      timing: true,
-      sampling: false,
-    });
-    const a = build(records);
-    const b = byColumns.finish();
-    expect(b.calls).toEqual(a.calls);
-    expect(b.sites).toEqual(a.sites);
-    expect(b.series).toEqual(a.series);
-    expect(b.leaks).toEqual(a.leaks);
-    expect(b.neverFreed).toEqual(a.neverFreed);
-    expect(b.temporaryAllocations).toBe(a.temporaryAllocations);
-    expect(b.peakHeapBytes).toBe(a.peakHeapBytes);
-    expect(b.latency.get('malloc')!.percentiles()).toEqual(a.latency.get('malloc')!.percentiles());
-    expect(a.leaks.leakedBlocks).toBe(1);
-    expect(a.calls.realloc_done).toBe(6);
   });
 });
 

@@ -1,9 +1,11 @@
 /*
- * scan.c — the report's pass over a heaplog in C (scan.h says what and why).
+ * scan.c — the one replay of a heaplog, in C (scan.h says what and why).
  *
- * Read top-down: tunables; the hash table every lookup uses; the decoder's address state
- * (FORMAT.md, "Addresses"); the report's aggregates (heap series, histograms, sites, live
- * blocks); the replay of one event (the port of ReportBuilder.apply); the block loop.
+ * Read top-down: tunables; the hash table every lookup uses; the blocks (records, address
+ * index) and the ordinals older than the ring; the decoder's address state (FORMAT.md,
+ * "Addresses"); the report's aggregates (heap series, histograms, sites, live blocks); the
+ * replay of one event (test/oracle/report.ts is the same in TypeScript); the allocation
+ * sequence for recommend (test/oracle/sequence.ts); the block loop; the results.
  */
 #include "analyze/scan.h"
 
@@ -168,8 +170,11 @@ typedef struct block_rec {
     uint64_t ordinal; /* decoder: the block's ordinal; 0 when it does not hold the block */
     double weight;    /* report: the bytes the block stands for */
     uint32_t site;    /* report: the site's index; NO_SITE when it does not hold the block */
-    uint32_t cls;     /* decoder: the size class of the block's request */
+    uint8_t cls;      /* decoder: the size class of the block's request (or HH_NO_CLASS) */
+    uint8_t op;       /* report: the function that allocated it (enum hh_op) */
 } block_rec;
+_Static_assert(HH_NO_CLASS <= UINT8_MAX && HH_OP_COUNT <= UINT8_MAX, "cls and op fit a byte");
+_Static_assert(sizeof(block_rec) == 32, "records are 32 bytes");
 
 /* 12 bytes (packed): the index is read at random, and the smaller it is, the more of it stays
  * in the cache next to the records and the ring. */
@@ -189,6 +194,8 @@ typedef struct block_store {
     uint64_t mask;
     unsigned shift;
     size_t index_used; /* entries, stale ones included */
+    uint32_t limit;    /* records in use at most (hh_scan_set_block_limit) */
+    bool over_limit;   /* a record was refused for the limit, not for memory */
 } block_store;
 
 static inline uint64_t store_home(const block_store *b, uint64_t addr) {
@@ -216,7 +223,7 @@ static bool store_index_build(block_store *b, size_t slots) {
 }
 
 static bool store_init(block_store *b) {
-    *b = (block_store){0};
+    *b = (block_store){.limit = HH_SCAN_DEFAULT_BLOCK_LIMIT};
     return store_index_build(b, TABLE_MIN);
 }
 
@@ -236,12 +243,18 @@ static inline uint32_t store_find(const block_store *b, uint64_t addr) {
     }
 }
 
-/* A free record for addr, held by neither side (the slab may move: re-read pointers). */
+/* A free record for addr, held by neither side (the slab may move: re-read pointers). NO_REC
+ * when out of memory, or when `limit` records are in use (over_limit is set then). */
 static uint32_t store_new_rec(block_store *b, uint64_t addr) {
     uint32_t r;
     if (b->free_count > 0) {
         r = b->free_recs[--b->free_count];
     } else {
+        /* Records in use never outnumber the slab's high-water mark, which grows only here. */
+        if (b->rec_count >= b->limit) {
+            b->over_limit = true;
+            return NO_REC;
+        }
         if (b->rec_count == b->rec_cap) {
             if (b->rec_cap >= REC_MAX / 2) return NO_REC;
             uint32_t cap = b->rec_cap ? b->rec_cap * 2 : 4096;
@@ -291,6 +304,64 @@ static uint32_t store_insert(block_store *b, uint64_t addr) {
     }
 }
 
+/* ---- Old ordinals: blocks the decoder holds that the ordinal ring no longer names ---------- */
+
+/*
+ * The ring evicts ordinals in increasing order, so they are appended here sorted and found by
+ * binary search (frees of blocks that old are the rarer ones). An ended block leaves a tombstone
+ * (rec NO_REC); the array is compacted once half of it is tombstones. 12 bytes a block, where a
+ * hash table at most half full took 32 or more: a log of a few KB can hold millions of them.
+ */
+typedef struct __attribute__((packed)) old_entry {
+    uint64_t ordinal;
+    uint32_t rec; /* NO_REC: the block ended */
+} old_entry;
+
+typedef struct old_ordinals {
+    old_entry *entries;
+    size_t count, cap, ended;
+} old_ordinals;
+
+static bool old_append(old_ordinals *o, uint64_t ordinal, uint32_t rec) {
+    assert(o->count == 0 || o->entries[o->count - 1].ordinal < ordinal);
+    if (o->count == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 1024;
+        old_entry *entries = realloc(o->entries, cap * sizeof *entries);
+        if (entries == NULL) return false;
+        o->entries = entries;
+        o->cap = cap;
+    }
+    o->entries[o->count++] = (old_entry){.ordinal = ordinal, .rec = rec};
+    return true;
+}
+
+/* The entry of ordinal (a tombstone included), or NULL. (Inlined: a call would make its
+ * callers save registers on every lookup, the ring's included.) */
+static inline __attribute__((always_inline)) old_entry *old_find(const old_ordinals *o,
+                                                                 uint64_t ordinal) {
+    size_t lo = 0, hi = o->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (o->entries[mid].ordinal < ordinal)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < o->count && o->entries[lo].ordinal == ordinal ? &o->entries[lo] : NULL;
+}
+
+static __attribute__((noinline)) void old_forget(old_ordinals *o, uint64_t ordinal) {
+    old_entry *e = old_find(o, ordinal);
+    if (e == NULL || e->rec == NO_REC) return;
+    e->rec = NO_REC;
+    if (++o->ended * 2 <= o->count) return;
+    size_t n = 0;
+    for (size_t i = 0; i < o->count; i++)
+        if (o->entries[i].rec != NO_REC) o->entries[n++] = o->entries[i];
+    o->count = n;
+    o->ended = 0;
+}
+
 /* ---- Scanner state ------------------------------------------------------------------------ */
 
 typedef struct latency_hist {
@@ -308,8 +379,36 @@ typedef struct site {
 typedef struct thread_state {
     double last_ptr;
     bool pending;
+    uint8_t pending_op;
     double pending_ptr, pending_size, pending_weight, pending_stack;
+    /* The allocation sequence (below): a moved realloc's new block waiting for its
+     * realloc_done, and whether the thread has had an event. */
+    bool moving, seen;
+    uint32_t moving_slot;
+    uint64_t moving_ptr;
 } thread_state;
+
+/*
+ * The allocation sequence, for recommend (hh_scan_start_sequence): every event becomes the
+ * operations a TLSF heap replays (TlsfHeap.replay of @heaphook/tlsf, 4 doubles each: code,
+ * slot, size, alignment or new slot), blocks named by slots (one per live block, reused last
+ * in, first out), with the request as the core hands it to the backend. With `tally`, it also
+ * follows the live bytes and footprints per slot and their peaks.
+ */
+typedef struct sequence {
+    bool on, tally;
+    double code_alloc, code_free, code_realloc; /* the operation codes, TlsfHeap's */
+    u64_table slot_of;                          /* log address -> slot */
+    uint32_t *free_slots;
+    size_t free_count, free_cap;
+    uint32_t next_slot;
+    double *slot_bytes, *slot_foot; /* with tally, per slot: request and footprint (0: not live) */
+    size_t slot_cap;
+    double *ops, *op_events; /* 4 doubles per operation; the event number (1-based) of each */
+    size_t count, cap;
+    double live_bytes, live_foot, peak_bytes, peak_foot, largest_request, largest_align;
+    double threads; /* threads that had an event */
+} sequence;
 
 struct hh_scan {
     /* Declarations (persist) */
@@ -335,7 +434,7 @@ struct hh_scan {
     block_store blocks;    /* both sides' blocks */
     uint32_t last_touched; /* the record the decoder touched last (see touched_rec) */
     uint32_t *ring_rec; /* ordinal -> record + 1 (0: none) for the last HH_ORDINAL_RING ordinals */
-    u64_table old_rec;  /* ordinal -> record for older ones the decoder holds */
+    old_ordinals old_rec; /* ordinal -> record for older ones the decoder holds */
     uint64_t recent[HH_RECENT];
     unsigned recent_head;
     uint64_t classes[HH_CLASSES * HH_CLASS_DEPTH];
@@ -373,7 +472,10 @@ struct hh_scan {
     bool la_stopped;                /* it met a record that is not an event, or damage */
     uint64_t la_ordinal[LOOKAHEAD]; /* event i's free, by ordinal (0: none), at i % LOOKAHEAD */
 
+    sequence seq;
+
     uint64_t block_events, all_events;
+    double anomalies; /* allocations at an address the report held live already */
     bool out_of_memory;
     char error[160];
 };
@@ -394,7 +496,6 @@ hh_scan *hh_scan_new(uint32_t points, double width_ns) {
     s->last_touched = NO_REC;
     bool ok = s->present && s->smin && s->smax && s->slast && s->ring_rec;
     ok = ok && table_init(&s->tid_index, 16) && store_init(&s->blocks);
-    ok = ok && table_init(&s->old_rec, 16);
     ok = ok && table_init(&s->site_index, 1024);
     if (!ok) {
         hh_scan_free(s);
@@ -413,7 +514,7 @@ void hh_scan_free(hh_scan *s) {
     free(s->tid_index.slots);
     store_free(&s->blocks);
     free(s->ring_rec);
-    free(s->old_rec.slots);
+    free(s->old_rec.entries);
     for (int i = 0; i < HH_OP_COUNT; i++) free(s->latency[i]);
     free(s->site_index.slots);
     free(s->sites);
@@ -421,7 +522,21 @@ void hh_scan_free(hh_scan *s) {
     free(s->smin);
     free(s->smax);
     free(s->slast);
+    free(s->seq.slot_of.slots);
+    free(s->seq.free_slots);
+    free(s->seq.slot_bytes);
+    free(s->seq.slot_foot);
+    free(s->seq.ops);
+    free(s->seq.op_events);
     free(s);
+}
+
+void hh_scan_set_block_limit(hh_scan *s, uint32_t limit) {
+    s->blocks.limit = limit < REC_MAX ? limit : REC_MAX;
+}
+
+uint32_t hh_scan_block_limit(const hh_scan *s) {
+    return s->blocks.limit;
 }
 
 void hh_scan_set_flags(hh_scan *s, uint32_t flags, double unit_ns) {
@@ -521,15 +636,15 @@ static inline uint32_t rec_of(const hh_scan *s, int64_t ordinal) {
     if (ordinal < 1 || (uint64_t)ordinal > s->ordinal) return NO_REC;
     if ((uint64_t)ordinal + HH_ORDINAL_RING > s->ordinal)
         return s->ring_rec[ordinal & ORDINAL_MASK] - 1; /* 0 - 1 = NO_REC */
-    uint64_t r = table_get(&s->old_rec, (uint64_t)ordinal);
-    return r == NONE ? NO_REC : (uint32_t)r;
+    const old_entry *e = old_find(&s->old_rec, (uint64_t)ordinal);
+    return e == NULL ? NO_REC : e->rec;
 }
 
 static void forget_ordinal(hh_scan *s, uint64_t ordinal) {
     if (ordinal + HH_ORDINAL_RING > s->ordinal)
         s->ring_rec[ordinal & ORDINAL_MASK] = 0;
     else
-        table_delete(&s->old_rec, ordinal);
+        old_forget(&s->old_rec, ordinal);
 }
 
 /* The block at `ptr` ends (its record r, or NO_REC when not known yet): it leaves the live set
@@ -564,6 +679,14 @@ static void end_block(hh_scan *s, uint64_t ptr, uint32_t r) {
         snprintf(s->error, sizeof s->error, __VA_ARGS__); \
         return false;                                     \
     } while (0)
+
+/* A record was refused: says why (the block limit, or memory) and returns false. */
+static bool over_limit_or_oom(hh_scan *s) {
+    if (s->blocks.over_limit)
+        FAIL("more than %u blocks live at once, the analyser's limit", (unsigned)s->blocks.limit);
+    s->out_of_memory = true;
+    FAIL("out of memory");
+}
 
 /* The block named by an `old` reference v: its address, and its record (NO_REC when named by
  * address: end_block looks it up). */
@@ -635,12 +758,9 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
         uint64_t slot = ordinal & ORDINAL_MASK;
         uint32_t evicted = s->ring_rec[slot];
         bool ok = true;
-        if (evicted != 0) table_set(&s->old_rec, ordinal - HH_ORDINAL_RING, evicted - 1, &ok);
+        if (evicted != 0) ok = old_append(&s->old_rec, ordinal - HH_ORDINAL_RING, evicted - 1);
         uint32_t r = ok ? store_insert(&s->blocks, ptr) : NO_REC;
-        if (r == NO_REC) {
-            s->out_of_memory = true;
-            FAIL("out of memory");
-        }
+        if (r == NO_REC) return over_limit_or_oom(s);
         s->ring_rec[slot] = r + 1;
         block_rec *e = &s->blocks.recs[r];
         if (e->ordinal != 0) forget_ordinal(s, e->ordinal); /* a block the log never saw end */
@@ -801,13 +921,17 @@ static void remove_block(hh_scan *s, double ptr, const double *time) {
     if (e->ordinal == 0) store_release(&s->blocks, r);
 }
 
-static bool add_block(hh_scan *s, double ptr, double size, double weight, double stack,
+static bool add_block(hh_scan *s, int op, double ptr, double size, double weight, double stack,
                       double time) {
     uint64_t key = (uint64_t)ptr; /* in (0, 2^53) */
     uint32_t r = touched_rec(s, key);
     if (r == NO_REC && (r = store_insert(&s->blocks, key)) == NO_REC) return false;
     block_rec *e = &s->blocks.recs[r];
-    if (e->site != NO_SITE) forget_block(s, e, NULL); /* already live: should not happen */
+    if (e->site != NO_SITE) { /* already live: should not happen */
+        s->anomalies++;
+        forget_block(s, e, NULL);
+    }
+    e->op = (uint8_t)op;
     uint64_t index = site_of(s, stack);
     if (index == NONE) return false;
     site *x = &s->sites[index];
@@ -880,19 +1004,20 @@ static inline __attribute__((always_inline)) bool replay(hh_scan *s, int code, d
             if (ptr == 0 || weight == 0) return true;
             if (split) {
                 t->pending = true;
+                t->pending_op = (uint8_t)code;
                 t->pending_ptr = ptr;
                 t->pending_size = bytes;
                 t->pending_weight = weight;
                 t->pending_stack = stack;
                 return true;
             }
-            if (!add_block(s, ptr, bytes, weight, stack, time)) return false;
+            if (!add_block(s, code, ptr, bytes, weight, stack, time)) return false;
             t->last_ptr = ptr;
             return true;
         case HH_OP_REALLOC_DONE:
             if (t->pending) {
                 t->pending = false;
-                if (!add_block(s, t->pending_ptr, t->pending_size, t->pending_weight,
+                if (!add_block(s, t->pending_op, t->pending_ptr, t->pending_size, t->pending_weight,
                                t->pending_stack, time))
                     return false;
                 t->last_ptr = t->pending_ptr;
@@ -903,9 +1028,209 @@ static inline __attribute__((always_inline)) bool replay(hh_scan *s, int code, d
                 s->failed_calls++;
                 return true;
             }
-            if (!add_block(s, ptr, bytes, weight, stack, time)) return false;
+            if (!add_block(s, code, ptr, bytes, weight, stack, time)) return false;
             t->last_ptr = ptr;
             return true;
+    }
+}
+
+/* ---- The allocation sequence (recommend) ------------------------------------------------- */
+
+#define PAGE_SIZE_ASSUMED 4096.0 /* valloc/pvalloc: the log does not record it (x86-64 Linux) */
+#define DEFAULT_ALIGN 16.0
+#define BLOCK_OVERHEAD 8.0
+#define BLOCK_MIN 32.0
+
+/* What the core hands the backend for an allocating event (core/native/interpose.c). */
+static double request_size(int op, double bytes) {
+    double n = bytes > 1 ? bytes : 1;
+    return op == HH_OP_PVALLOC ? ceil(n / PAGE_SIZE_ASSUMED) * PAGE_SIZE_ASSUMED : n;
+}
+
+static double request_align(int op, double align) {
+    if (op == HH_OP_VALLOC || op == HH_OP_PVALLOC) return PAGE_SIZE_ASSUMED;
+    if (op != HH_OP_POSIX_MEMALIGN && op != HH_OP_MEMALIGN && op != HH_OP_ALIGNED_ALLOC) return 1;
+    if (!(align > DEFAULT_ALIGN)) return 1;
+    double p = 2 * DEFAULT_ALIGN; /* memalign rounds an alignment up to a power of two */
+    while (p < align && p < 0x1p1000) p *= 2;
+    return p;
+}
+
+/* Bytes a used block of this request takes in a TLSF pool at least (head included). */
+static double footprint_of(double size) {
+    double f = ceil((size + BLOCK_OVERHEAD) / DEFAULT_ALIGN) * DEFAULT_ALIGN;
+    return f > BLOCK_MIN ? f : BLOCK_MIN;
+}
+
+void hh_scan_request_of(int op, double size, double count, double align, double *request_bytes,
+                        double *request_alignment) {
+    double bytes = op == HH_OP_CALLOC || op == HH_OP_REALLOCARRAY ? count * size : size;
+    *request_bytes = request_size(op, bytes);
+    *request_alignment = request_align(op, align);
+}
+
+double hh_scan_footprint_of(double size) {
+    return footprint_of(size);
+}
+
+static bool seq_emit(sequence *q, double code, uint32_t slot, double size, double arg,
+                     double event) {
+    if (q->count == q->cap) {
+        size_t cap = q->cap ? q->cap * 2 : 4096;
+        double *ops = realloc(q->ops, cap * 4 * sizeof(double));
+        if (ops == NULL) return false;
+        q->ops = ops;
+        double *events = realloc(q->op_events, cap * sizeof(double));
+        if (events == NULL) return false;
+        q->op_events = events;
+        q->cap = cap;
+    }
+    double *o = &q->ops[4 * q->count];
+    o[0] = code;
+    o[1] = slot;
+    o[2] = size;
+    o[3] = arg;
+    q->op_events[q->count++] = event;
+    return true;
+}
+
+static bool seq_acquire(sequence *q, uint32_t *slot) {
+    if (q->free_count > 0) {
+        *slot = q->free_slots[--q->free_count];
+        return true;
+    }
+    if (q->next_slot == REC_MAX) return false;
+    *slot = q->next_slot++;
+    if (q->tally && *slot >= q->slot_cap) {
+        size_t cap = q->slot_cap; /* both arrays grow to the same capacity */
+        if (!grow_array((void **)&q->slot_bytes, &cap, *slot, sizeof(double)) ||
+            !grow_array((void **)&q->slot_foot, &q->slot_cap, *slot, sizeof(double)))
+            return false;
+    }
+    return true;
+}
+
+/* The block in `slot` is gone: its slot is free, its bytes no longer live. */
+static bool seq_release(sequence *q, uint32_t slot) {
+    if (!grow_array((void **)&q->free_slots, &q->free_cap, q->free_count, sizeof(uint32_t)))
+        return false;
+    q->free_slots[q->free_count++] = slot;
+    if (q->tally) {
+        q->live_bytes -= q->slot_bytes[slot];
+        q->live_foot -= q->slot_foot[slot];
+        q->slot_bytes[slot] = 0;
+        q->slot_foot[slot] = 0;
+    }
+    return true;
+}
+
+/* The block in `slot` (noted) becomes live. */
+static void seq_count_live(sequence *q, uint32_t slot) {
+    if (!q->tally) return;
+    q->live_bytes += q->slot_bytes[slot];
+    q->live_foot += q->slot_foot[slot];
+    if (q->live_bytes > q->peak_bytes) q->peak_bytes = q->live_bytes;
+    if (q->live_foot > q->peak_foot) q->peak_foot = q->live_foot;
+}
+
+/* Notes the request of the block in `slot`; it counts as live when `live`. */
+static void seq_note(sequence *q, uint32_t slot, double size, double align, bool live) {
+    if (!q->tally) return;
+    if (size > q->largest_request) q->largest_request = size;
+    if (align > q->largest_align) q->largest_align = align;
+    q->slot_bytes[slot] = size;
+    q->slot_foot[slot] = footprint_of(size);
+    if (live) seq_count_live(q, slot);
+}
+
+/* Names the block in `slot` by the log address ptr; a block still named so is freed (the log
+ * saw its address freed late). */
+static bool seq_bind(sequence *q, uint64_t ptr, uint32_t slot, double event) {
+    bool ok = true;
+    uint64_t old = table_set(&q->slot_of, ptr, slot, &ok);
+    if (!ok) return false;
+    if (old != NONE)
+        return seq_emit(q, q->code_free, (uint32_t)old, 0, 0, event) &&
+               seq_release(q, (uint32_t)old);
+    return true;
+}
+
+static bool seq_alloc(sequence *q, uint64_t ptr, double size, double align, double event) {
+    uint64_t old = table_delete(&q->slot_of, ptr);
+    if (old != NONE &&
+        !(seq_emit(q, q->code_free, (uint32_t)old, 0, 0, event) && seq_release(q, (uint32_t)old)))
+        return false;
+    uint32_t slot;
+    if (!seq_acquire(q, &slot) || !seq_emit(q, q->code_alloc, slot, size, align, event))
+        return false;
+    bool ok = true;
+    table_set(&q->slot_of, ptr, slot, &ok);
+    seq_note(q, slot, size, align, true);
+    return ok;
+}
+
+static bool seq_free(sequence *q, uint64_t ptr, double event) {
+    uint64_t slot = table_delete(&q->slot_of, ptr);
+    if (slot == NONE) return true; /* allocated before the log began */
+    return seq_emit(q, q->code_free, (uint32_t)slot, 0, 0, event) && seq_release(q, (uint32_t)slot);
+}
+
+static bool seq_realloc(sequence *q, thread_state *t, uint64_t old_ptr, uint64_t new_ptr,
+                        double size, bool split, double event) {
+    uint64_t slot = table_delete(&q->slot_of, old_ptr);
+    uint32_t to; /* acquired before the old slot is released: the block moves between two */
+    if (!seq_acquire(q, &to)) return false;
+    if (slot == NONE) { /* a block from before the log: count the new one */
+        if (!seq_emit(q, q->code_alloc, to, size, 1, event)) return false;
+    } else if (!seq_emit(q, q->code_realloc, (uint32_t)slot, size, to, event) ||
+               !seq_release(q, (uint32_t)slot)) {
+        return false;
+    }
+    seq_note(q, to, size, 1, false);
+    if (split) { /* counted from its realloc_done */
+        t->moving = true;
+        t->moving_ptr = new_ptr;
+        t->moving_slot = to;
+        return true;
+    }
+    if (!seq_bind(q, new_ptr, to, event)) return false;
+    seq_count_live(q, to);
+    return true;
+}
+
+/* One event of the log as the backend would see it, `event` its number (realloc_done not
+ * counted): failed calls and frees of NULL reach no heap. False when out of memory. */
+static __attribute__((noinline)) bool seq_event(hh_scan *s, int op, thread_state *t, uint64_t ptr,
+                                                uint64_t old_ptr, double size, double count,
+                                                double align, bool split, double event) {
+    sequence *q = &s->seq;
+    if (!t->seen) {
+        t->seen = true;
+        q->threads++;
+    }
+    switch (op) {
+        case HH_OP_REALLOC_DONE:
+            if (!t->moving) return true;
+            t->moving = false;
+            if (!seq_bind(q, t->moving_ptr, t->moving_slot, event)) return false;
+            seq_count_live(q, t->moving_slot);
+            return true;
+        case HH_OP_FREE:
+            return ptr == 0 || seq_free(q, ptr, event);
+        case HH_OP_REALLOC:
+        case HH_OP_REALLOCARRAY: {
+            double bytes = op == HH_OP_REALLOCARRAY ? count * size : size;
+            if (ptr == 0 && bytes > 0) return true; /* failed: the old block stays */
+            if (old_ptr == 0)
+                return ptr == 0 || seq_alloc(q, ptr, request_size(op, bytes), 1, event);
+            if (ptr == 0) return seq_free(q, old_ptr, event); /* realloc(p, 0) frees p */
+            return seq_realloc(q, t, old_ptr, ptr, request_size(op, bytes), split, event);
+        }
+        default: {
+            if (ptr == 0) return true;
+            double bytes = op == HH_OP_CALLOC ? count * size : size;
+            return seq_alloc(q, ptr, request_size(op, bytes), request_align(op, align), event);
+        }
     }
 }
 
@@ -1011,10 +1336,16 @@ static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, do
 #define READ(stream, var) READ_WITH(varint_exact, stream, var)
 #define READ_NUM(var) READ_WITH(varint_num, HH_STREAM_NUM, var)
 
-#define CHECK(ok)                                                               \
-    do {                                                                        \
-        if (!(ok)) return s->out_of_memory ? HH_SCAN_NO_MEMORY : HH_SCAN_ERROR; \
+#define CHECK(ok)                            \
+    do {                                     \
+        if (!(ok)) return refused_status(s); \
     } while (0)
+
+/* The status of a failed event: out of memory, over the block limit, or damage. */
+static int refused_status(const hh_scan *s) {
+    if (s->out_of_memory) return HH_SCAN_NO_MEMORY;
+    return s->blocks.over_limit ? HH_SCAN_LIMIT : HH_SCAN_ERROR;
+}
 
 /*
  * Prefetching for frees. A free names its block by ordinal, and finding the block costs two
@@ -1088,6 +1419,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
         s->la_events = s->block_events;
         s->la_stopped = false;
     }
+    const bool sequence = s->seq.on;
     while (pos[HH_STREAM_TAG] < end[HH_STREAM_TAG]) {
         lookahead(s, buf, end);
         uint8_t tag = buf[pos[HH_STREAM_TAG]];
@@ -1124,7 +1456,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
         }
         if (carries_stack) s->thread_stack[thread] = stack;
         uint64_t ptr = 0, old_ptr = 0;
-        double size = 0, count = 1, align;
+        double size = 0, count = 1, align = 0;
         switch (op) {
             case HH_OP_MALLOC:
             case HH_OP_VALLOC:
@@ -1167,7 +1499,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
             case HH_OP_POSIX_MEMALIGN:
             case HH_OP_MEMALIGN:
             case HH_OP_ALIGNED_ALLOC:
-                READ_NUM(align); /* not part of the report */
+                READ_NUM(align); /* for the allocation sequence only */
                 READ_NUM(size);
                 READ(HH_STREAM_ADDR, v);
                 CHECK(new_block(s, v, 9007199254740991.0, size, &ptr));
@@ -1180,11 +1512,21 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
             if (s->flags & HH_PF_TIMING) READ_NUM(duration);
             if ((s->flags & HH_PF_SAMPLING) && op != HH_OP_FREE) READ_NUM(weight);
         }
-        if (!replay(s, op, s->time, s->thread_state[thread], stack, (double)ptr, (double)old_ptr,
-                    size, count, duration, weight, (tag & HH_EVT_SPLIT) != 0)) {
+        bool split = (tag & HH_EVT_SPLIT) != 0;
+        /* (Before the replay, whose state it does not share: nothing of it stays live across the
+         * replay's inlined code, which the report's pass runs alone.) */
+        if (__builtin_expect(sequence, 0) &&
+            !seq_event(s, op, s->thread_state[thread], ptr, old_ptr, size, count, align, split,
+                       s->events + (op != HH_OP_REALLOC_DONE))) {
             s->out_of_memory = true;
             snprintf(s->error, sizeof s->error, "out of memory");
             return HH_SCAN_NO_MEMORY;
+        }
+        if (!replay(s, op, s->time, s->thread_state[thread], stack, (double)ptr, (double)old_ptr,
+                    size, count, duration, weight, split)) {
+            s->out_of_memory = !s->blocks.over_limit; /* else the limit refused a record */
+            over_limit_or_oom(s);
+            return refused_status(s);
         }
         s->block_events++;
         s->all_events++;
@@ -1216,6 +1558,7 @@ void hh_scan_get_totals(const hh_scan *s, hh_scan_totals *o) {
     o->temporary = s->temporary;
     o->unknown_frees = s->unknown_frees;
     o->failed_calls = s->failed_calls;
+    o->anomalies = s->anomalies;
     memcpy(o->size_counts, s->size_counts, sizeof o->size_counts);
     memcpy(o->size_bytes, s->size_bytes, sizeof o->size_bytes);
 }
@@ -1241,6 +1584,13 @@ size_t hh_scan_site_count(const hh_scan *s) {
 }
 
 void hh_scan_get_sites(hh_scan *s, double *out) {
+    for (size_t i = 0; i < s->site_count; i++) out[i * HH_SITE_FIELDS + 7] = INFINITY;
+    for (uint32_t r = 0; r < s->blocks.rec_count; r++) {
+        const block_rec *e = &s->blocks.recs[r];
+        if (e->addr == 0 || e->site == NO_SITE) continue;
+        double *lowest = &out[e->site * HH_SITE_FIELDS + 7];
+        if ((double)e->addr < *lowest) *lowest = (double)e->addr;
+    }
     for (size_t i = 0; i < s->site_count; i++) {
         site *x = &s->sites[i];
         touch(s, x);
@@ -1267,5 +1617,39 @@ void hh_scan_get_live(const hh_scan *s, double *out) {
         out[n++] = (double)e->addr;
         out[n++] = e->weight;
         out[n++] = e->site;
+        out[n++] = e->op;
     }
+}
+
+int hh_scan_start_sequence(hh_scan *s, bool tally, double code_alloc, double code_free,
+                           double code_realloc) {
+    sequence *q = &s->seq;
+    if (q->on || s->all_events > 0) return -1;
+    if (!table_init(&q->slot_of, 1024)) return -1;
+    q->on = true;
+    q->tally = tally;
+    q->code_alloc = code_alloc;
+    q->code_free = code_free;
+    q->code_realloc = code_realloc;
+    q->largest_align = 1;
+    return 0;
+}
+
+size_t hh_scan_sequence(const hh_scan *s, const double **ops, const double **events) {
+    *ops = s->seq.ops;
+    *events = s->seq.op_events;
+    return s->seq.count;
+}
+
+void hh_scan_clear_sequence(hh_scan *s) {
+    s->seq.count = 0;
+}
+
+void hh_scan_get_sequence_figures(const hh_scan *s, hh_scan_sequence_figures *o) {
+    const sequence *q = &s->seq;
+    *o = (hh_scan_sequence_figures){.peak_bytes = q->peak_bytes,
+                                    .peak_footprint = q->peak_foot,
+                                    .largest_request = q->largest_request,
+                                    .largest_align = q->largest_align,
+                                    .threads = q->threads};
 }

@@ -1,20 +1,24 @@
 /*
- * scan.h — the report's pass over a heaplog, in C: decodes the events of a block (FORMAT.md,
- * "Records" and "Addresses") and replays them into the report's aggregates (src/report/model.ts
- * describes each figure), with no object per event. The TypeScript side reads the file, checks
- * and decompresses the blocks, decodes the declarations (PROCESS, THREAD, NODE, ...) and hands
- * each block's payload here (scan_addon.c, src/report/native.ts).
+ * scan.h — the one replay of a heaplog: decodes the events of a block (FORMAT.md, "Records" and
+ * "Addresses") and replays them into the heap's states, with no object per event: the report's
+ * figures (src/report/model.ts describes each), the live blocks and their sites (the summary of
+ * `dump --summary` and summarize(), the blocks LEAK records name) and, when asked, the
+ * allocation sequence recommend replays through TLSF heaps. The TypeScript side reads the file,
+ * checks and decompresses the blocks, decodes the declarations (PROCESS, THREAD, NODE, ...) and
+ * hands each block's payload here (scan_addon.c, src/decode/replay.ts).
  *
- * It is the same computation as src/decode/engine.ts followed by ReportBuilder.apply in
- * src/report/model.ts, figure for figure (a test compares the two on real logs); those stay the
- * reference and the fallback when the addon is missing. Numbers the report shows (bytes,
- * weights, sums) are kept as doubles, as in JavaScript, so both give the same results.
+ * The TypeScript decoder (src/decode/engine.ts) reads the same events; test/oracle/ replays them
+ * as this does, and tests compare the two on real and random logs. Numbers the report shows
+ * (bytes, weights, sums) are kept as doubles, as in JavaScript, so both give the same results.
  *
- * Memory: bounded by the live blocks, the distinct stacks and the threads, never by events.
+ * Memory: bounded by the live blocks, the distinct stacks and the threads, never by events; the
+ * live blocks by a limit (hh_scan_set_block_limit): a crafted log of a few KB can declare
+ * millions, and the replay stops at the limit instead of holding them all.
  */
 #ifndef HH_SCAN_H
 #define HH_SCAN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,7 +33,12 @@ enum {
         1,             /* the next record is not an event: the caller decodes it, then runs again */
     HH_SCAN_ERROR = 2, /* the block is damaged here: hh_scan_error() says how */
     HH_SCAN_NO_MEMORY = 3,
+    HH_SCAN_LIMIT = 4, /* more blocks live than the limit: hh_scan_error() names it */
 };
+
+/* Blocks live at once, unless hh_scan_set_block_limit says otherwise (~100 bytes each: about
+ * 0.4 GB at this limit). */
+#define HH_SCAN_DEFAULT_BLOCK_LIMIT (1u << 22)
 
 #define HH_SIZE_BUCKETS 65 /* bucket 0: size 0; bucket k: [2^(k-1), 2^k) */
 #define HH_LATENCY_SUB 16  /* sub-buckets per power of two */
@@ -38,6 +47,11 @@ enum {
 /* A new scanner; the heap series has `points` buckets (even, >= 2) of `width_ns` to begin with. */
 hh_scan *hh_scan_new(uint32_t points, double width_ns);
 void hh_scan_free(hh_scan *s);
+
+/* At most `limit` blocks live at once (each replay side's together); an event that would make
+ * more stops the replay with HH_SCAN_LIMIT, the events before it replayed. */
+void hh_scan_set_block_limit(hh_scan *s, uint32_t limit);
+uint32_t hh_scan_block_limit(const hh_scan *s);
 
 /* From the PROCESS record: the log's flags and ns per time tick. */
 void hh_scan_set_flags(hh_scan *s, uint32_t flags, double unit_ns);
@@ -68,6 +82,7 @@ typedef struct hh_scan_totals {
     double allocated_bytes, live_bytes, peak_bytes, peak_time;
     double peak_blocks, peak_blocks_time, last_time; /* live blocks: hh_scan_live_count */
     double temporary, unknown_frees, failed_calls;
+    double anomalies; /* allocations at an address already live (should be 0) */
     double size_counts[HH_SIZE_BUCKETS], size_bytes[HH_SIZE_BUCKETS];
 } hh_scan_totals;
 void hh_scan_get_totals(const hh_scan *s, hh_scan_totals *out);
@@ -88,15 +103,46 @@ typedef struct hh_scan_series {
 } hh_scan_series;
 void hh_scan_get_series(const hh_scan *s, hh_scan_series *out);
 
-/* Sites in first-seen order, their peak figures brought up to date; 7 doubles each:
- * stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary. */
-#define HH_SITE_FIELDS 7
+/* Sites in first-seen order, their peak figures brought up to date; 8 doubles each:
+ * stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary, and the lowest
+ * address of its live blocks (Infinity when none). */
+#define HH_SITE_FIELDS 8
 size_t hh_scan_site_count(const hh_scan *s);
 void hh_scan_get_sites(hh_scan *s, double *out);
 
-/* The live blocks, 3 doubles each: address, weight, site index. */
-#define HH_LIVE_FIELDS 3
+/* The live blocks, 4 doubles each: address, weight, site index, the allocating function. */
+#define HH_LIVE_FIELDS 4
 size_t hh_scan_live_count(const hh_scan *s);
 void hh_scan_get_live(const hh_scan *s, double *out);
+
+/*
+ * The allocation sequence (recommend): from the first event on, when started before it, every
+ * event also becomes the operations a TLSF heap replays (TlsfHeap.replay of @heaphook/tlsf:
+ * 4 doubles each, [code_alloc, slot, size, align], [code_free, slot, 0, 0] or [code_realloc,
+ * slot, size, new slot]) on blocks named by slots, with each request as the core hands it to
+ * the backend (valloc and pvalloc with 4096-byte pages); failed calls and frees of blocks the
+ * log never saw allocated reach no heap. With `tally`, the peaks below are kept too.
+ * Returns 0, or -1 when out of memory or after the first event.
+ */
+int hh_scan_start_sequence(hh_scan *s, bool tally, double code_alloc, double code_free,
+                           double code_realloc);
+/* The operations since the last clear, and the event number (1-based, in the log; realloc_done
+ * not counted) of each; valid until the next run. */
+size_t hh_scan_sequence(const hh_scan *s, const double **ops, const double **events);
+void hh_scan_clear_sequence(hh_scan *s);
+
+typedef struct hh_scan_sequence_figures {
+    double peak_bytes, peak_footprint; /* of the live requests, and of their TLSF footprints */
+    double largest_request, largest_align;
+    double threads; /* threads that had an event */
+} hh_scan_sequence_figures;
+void hh_scan_get_sequence_figures(const hh_scan *s, hh_scan_sequence_figures *out);
+
+/* The sequence's rules for one event of function `op` (enum hh_op): the request the backend
+ * gets (bytes and alignment, 1 = default), and the least bytes a block of `size` takes in a
+ * TLSF pool (head and 16-byte rounding included). */
+void hh_scan_request_of(int op, double size, double count, double align, double *request_bytes,
+                        double *request_alignment);
+double hh_scan_footprint_of(double size);
 
 #endif

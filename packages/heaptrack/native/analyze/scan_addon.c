@@ -1,15 +1,26 @@
 /*
- * scan_addon.c — heaplog_addon.node: the report's pass over a heaplog in C (scan.h) for
- * src/report/native.ts. One class:
+ * scan_addon.c — heaplog_addon.node: the one replay of a heaplog, in C (scan.h), for
+ * src/decode/replay.ts. One class:
  *
  *   new Scanner(points, widthNs)
+ *   setBlockLimit(n); blockLimit() -> number
+ *   startSequence(tally, allocCode, freeCode, reallocCode)   (before the first event)
  *   setFlags(flags, unitNs); setThread(index, tid); startBlock()
  *   run(payload, pos)   -> 0 block done | 1 a declaration is next | 2 damaged | 3 out of memory
+ *                          | 4 over the block limit
  *                          pos: Float64Array(12), the six streams' positions then their ends
  *                          (offsets into payload); the positions are updated
  *   error() -> string; blockEvents() -> number; events() -> number
  *   liveBlock(ptr) -> [weight, stack] | null
- *   result() -> { totals, latency, series, sites, live }   (src/report/native.ts unpacks it)
+ *   sites() -> Float64Array (HH_SITE_FIELDS per site)
+ *   liveBlocks() -> Float64Array (HH_LIVE_FIELDS per live block)
+ *   takeSequence() -> { ops, events } (Float64Arrays; the sequence is cleared)
+ *   sequenceFigures() -> Float64Array [peak bytes, peak footprint, largest request,
+ *                                      largest align, threads]
+ *   result() -> { totals, latency, series, sites }   (src/decode/replay.ts unpacks it)
+ *
+ * and two functions of the allocation sequence's rules:
+ *   requestOf(op, size, count, align) -> [bytes, alignment]; footprintOf(size) -> bytes
  */
 #include <node_api.h>
 #include <stdlib.h>
@@ -25,7 +36,7 @@
         }                                                                   \
     } while (0)
 
-#define TOTALS_SCALARS 11
+#define TOTALS_SCALARS 12
 #define TOTALS_FIELDS (HH_OP_COUNT + TOTALS_SCALARS + 2 * HH_SIZE_BUCKETS)
 
 static void finalize(napi_env env, void *data, void *hint) {
@@ -189,6 +200,26 @@ static napi_value set(napi_env env, napi_value object, const char *name, napi_va
     return object;
 }
 
+/* A new Float64Array of n doubles, written by fill. */
+static napi_value filled_doubles(napi_env env, hh_scan *s, size_t n,
+                                 void (*fill)(hh_scan *, double *)) {
+    void *data;
+    napi_value ab, array;
+    CHECK(napi_create_arraybuffer(env, n * sizeof(double), &data, &ab));
+    fill(s, data);
+    CHECK(napi_create_typedarray(env, napi_float64_array, n, ab, 0, &array));
+    return array;
+}
+
+static void fill_live(hh_scan *s, double *out) {
+    hh_scan_get_live(s, out);
+}
+
+/* The sites (hh_scan_get_sites) in a new Float64Array. */
+static napi_value sites_array(napi_env env, hh_scan *s) {
+    return filled_doubles(env, s, hh_scan_site_count(s) * HH_SITE_FIELDS, hh_scan_get_sites);
+}
+
 static napi_value result(napi_env env, napi_callback_info info) {
     hh_scan *s = unwrap(env, info, 0, NULL);
     if (s == NULL) return NULL;
@@ -205,7 +236,7 @@ static napi_value result(napi_env env, napi_callback_info info) {
     const double scalars[TOTALS_SCALARS] = {t.events,           t.allocated_bytes, t.live_bytes,
                                             t.peak_bytes,       t.peak_time,       t.peak_blocks,
                                             t.peak_blocks_time, t.last_time,       t.temporary,
-                                            t.unknown_frees,    t.failed_calls};
+                                            t.unknown_frees,    t.failed_calls,    t.anomalies};
     memcpy(o, scalars, sizeof scalars);
     o += TOTALS_SCALARS;
     memcpy(o, t.size_counts, sizeof t.size_counts);
@@ -243,23 +274,102 @@ static napi_value result(napi_env env, napi_callback_info info) {
         !set(env, out, "series", series))
         return NULL;
 
-    size_t sites = hh_scan_site_count(s), live = hh_scan_live_count(s);
-    double *buf = malloc(((sites * HH_SITE_FIELDS) + (live * HH_LIVE_FIELDS) + 1) * sizeof(double));
-    if (buf == NULL) {
-        napi_throw_error(env, NULL, "heaplog addon: out of memory");
+    napi_value sites = sites_array(env, s);
+    if (sites == NULL || !set(env, out, "sites", sites)) return NULL;
+    return out;
+}
+
+static napi_value sites(napi_env env, napi_callback_info info) {
+    hh_scan *s = unwrap(env, info, 0, NULL);
+    return s == NULL ? NULL : sites_array(env, s);
+}
+
+static napi_value live_blocks(napi_env env, napi_callback_info info) {
+    hh_scan *s = unwrap(env, info, 0, NULL);
+    return s == NULL ? NULL
+                     : filled_doubles(env, s, hh_scan_live_count(s) * HH_LIVE_FIELDS, fill_live);
+}
+
+static napi_value set_block_limit(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    hh_scan *s = unwrap(env, info, 1, argv);
+    if (s == NULL) return NULL;
+    double n = number(env, argv[0]);
+    if (!(n >= 1)) {
+        napi_throw_range_error(env, NULL, "setBlockLimit(n): n must be at least 1");
         return NULL;
     }
-    hh_scan_get_sites(s, buf);
-    napi_value v = typed_copy(env, napi_float64_array, buf, sites * HH_SITE_FIELDS, 8);
-    if (v != NULL) {
-        hh_scan_get_live(s, buf);
-        napi_value w = typed_copy(env, napi_float64_array, buf, live * HH_LIVE_FIELDS, 8);
-        free(buf);
-        if (w == NULL || !set(env, out, "sites", v) || !set(env, out, "live", w)) return NULL;
-        return out;
-    }
-    free(buf);
+    hh_scan_set_block_limit(s, n < 4294967295.0 ? (uint32_t)n : UINT32_MAX);
     return NULL;
+}
+
+static napi_value block_limit(napi_env env, napi_callback_info info) {
+    hh_scan *s = unwrap(env, info, 0, NULL);
+    return s == NULL ? NULL : js_number(env, hh_scan_block_limit(s));
+}
+
+static napi_value start_sequence(napi_env env, napi_callback_info info) {
+    napi_value argv[4];
+    hh_scan *s = unwrap(env, info, 4, argv);
+    if (s == NULL) return NULL;
+    bool tally = false;
+    napi_get_value_bool(env, argv[0], &tally);
+    if (hh_scan_start_sequence(s, tally, number(env, argv[1]), number(env, argv[2]),
+                               number(env, argv[3])) != 0) {
+        napi_throw_error(env, NULL,
+                         "startSequence: call it once, before the first event (or out of memory)");
+        return NULL;
+    }
+    return NULL;
+}
+
+static napi_value take_sequence(napi_env env, napi_callback_info info) {
+    hh_scan *s = unwrap(env, info, 0, NULL);
+    if (s == NULL) return NULL;
+    const double *ops, *events;
+    size_t n = hh_scan_sequence(s, &ops, &events);
+    napi_value out;
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "ops", typed_copy(env, napi_float64_array, ops, 4 * n, 8)) ||
+        !set(env, out, "events", typed_copy(env, napi_float64_array, events, n, 8)))
+        return NULL;
+    hh_scan_clear_sequence(s);
+    return out;
+}
+
+static napi_value sequence_figures(napi_env env, napi_callback_info info) {
+    hh_scan *s = unwrap(env, info, 0, NULL);
+    if (s == NULL) return NULL;
+    hh_scan_sequence_figures f;
+    hh_scan_get_sequence_figures(s, &f);
+    const double values[] = {f.peak_bytes, f.peak_footprint, f.largest_request, f.largest_align,
+                             f.threads};
+    return typed_copy(env, napi_float64_array, values, sizeof values / sizeof values[0], 8);
+}
+
+static napi_value request_of(napi_env env, napi_callback_info info) {
+    napi_value argv[4];
+    size_t argc = 4;
+    CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+    if (argc < 4) {
+        napi_throw_type_error(env, NULL, "requestOf(op, size, count, align)");
+        return NULL;
+    }
+    double bytes, align;
+    hh_scan_request_of((int)number(env, argv[0]), number(env, argv[1]), number(env, argv[2]),
+                       number(env, argv[3]), &bytes, &align);
+    napi_value out;
+    CHECK(napi_create_array_with_length(env, 2, &out));
+    CHECK(napi_set_element(env, out, 0, js_number(env, bytes)));
+    CHECK(napi_set_element(env, out, 1, js_number(env, align)));
+    return out;
+}
+
+static napi_value footprint_of(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    size_t argc = 1;
+    CHECK(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+    return js_number(env, hh_scan_footprint_of(argc < 1 ? 0 : number(env, argv[0])));
 }
 
 static napi_value init(napi_env env, napi_value exports) {
@@ -273,11 +383,23 @@ static napi_value init(napi_env env, napi_value exports) {
         {"events", NULL, events, NULL, NULL, NULL, napi_default, NULL},
         {"liveBlock", NULL, live_block, NULL, NULL, NULL, napi_default, NULL},
         {"result", NULL, result, NULL, NULL, NULL, napi_default, NULL},
+        {"sites", NULL, sites, NULL, NULL, NULL, napi_default, NULL},
+        {"liveBlocks", NULL, live_blocks, NULL, NULL, NULL, napi_default, NULL},
+        {"setBlockLimit", NULL, set_block_limit, NULL, NULL, NULL, napi_default, NULL},
+        {"blockLimit", NULL, block_limit, NULL, NULL, NULL, napi_default, NULL},
+        {"startSequence", NULL, start_sequence, NULL, NULL, NULL, napi_default, NULL},
+        {"takeSequence", NULL, take_sequence, NULL, NULL, NULL, napi_default, NULL},
+        {"sequenceFigures", NULL, sequence_figures, NULL, NULL, NULL, napi_default, NULL},
     };
     napi_value cls;
     CHECK(napi_define_class(env, "Scanner", NAPI_AUTO_LENGTH, construct, NULL,
                             sizeof methods / sizeof methods[0], methods, &cls));
     CHECK(napi_set_named_property(env, exports, "Scanner", cls));
+    napi_value fn;
+    CHECK(napi_create_function(env, "requestOf", NAPI_AUTO_LENGTH, request_of, NULL, &fn));
+    CHECK(napi_set_named_property(env, exports, "requestOf", fn));
+    CHECK(napi_create_function(env, "footprintOf", NAPI_AUTO_LENGTH, footprint_of, NULL, &fn));
+    CHECK(napi_set_named_property(env, exports, "footprintOf", fn));
     return exports;
 }
 

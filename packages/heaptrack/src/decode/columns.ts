@@ -1,9 +1,9 @@
 /**
  * The events of one log block stored by columns: one typed array per field, event k at index k
- * of each. This is what the fast paths (summarize, HeapReplay.applyColumns) consume; the
- * object records (EventRecord) are built from it only when asked for.
+ * of each. decodeLogColumns yields it (the replay's test oracle reads it); the object records
+ * (EventRecord) are built from it only when asked for.
  */
-import type { LogRecord } from '../records.js';
+import type { LogRecord } from './records.js';
 
 export interface EventColumns {
   /** Number of events (entries in use in every column). */

@@ -5,24 +5,19 @@
  * One pass over the log drives several heaps at once, each a single pool of a candidate size
  * that never grows (`additionalPoolSize: 0`): a candidate fails at the first allocation its
  * pool cannot serve, which is exactly where libheaphook_tlsf.so with that INITIAL_MEMPOOL_SIZE
- * (and HEAPHOOK_TLSF_THREAD_HEAPS=0, one shared heap) would have grown. The events of each
- * decoded block, read by columns (no object per event), become TlsfHeap.replay operations on
- * slot-numbered blocks (OpEncoder), and every heap replays the block in one call. Memory: the
- * log is streamed; a pass keeps one table entry per live block (log address -> slot) and two
- * numbers per slot, each heap one pointer per slot.
+ * (and HEAPHOOK_TLSF_THREAD_HEAPS=0, one shared heap) would have grown. The one replay
+ * (native/analyze/scan.h, "allocation sequence") turns the events of each block into
+ * TlsfHeap.replay operations on slot-numbered blocks, and every heap replays the block in one
+ * call: no JavaScript per event. Memory: the log is streamed; the replay keeps one table entry
+ * per live block (log address -> slot), each heap one pointer per slot.
  */
 import { ReplayOp, TlsfHeap } from '@heaphook/tlsf';
 
-import type { EventColumns } from '../decode/columns.js';
-import { NumberTable } from '../decode/table.js';
-import { decodeLogColumns } from '../decoder.js';
-import { OPS, type EndRecord, type EventRecord, type ProcessRecord } from '../records.js';
+import { heaplogAddon, newScanner, replayLog, totalsOf } from '../decode/replay.js';
+import { OPS, type EndRecord, type EventRecord, type ProcessRecord } from '../decode/records.js';
 
 /** Page size assumed for valloc/pvalloc (the log does not record it; x86-64 Linux). */
 export const PAGE_SIZE = 4096;
-const DEFAULT_ALIGN = 16;
-const BLOCK_OVERHEAD = 8;
-const BLOCK_MIN = 32;
 
 /** One allocation as the backend receives it: bytes and alignment (1 = default). */
 export interface Request {
@@ -30,55 +25,16 @@ export interface Request {
   readonly align: number;
 }
 
-/** Operation codes of the event columns (the index of the function in OPS). */
-const OP = {
-  calloc: OPS.indexOf('calloc'),
-  realloc: OPS.indexOf('realloc'),
-  reallocarray: OPS.indexOf('reallocarray'),
-  free: OPS.indexOf('free'),
-  posixMemalign: OPS.indexOf('posix_memalign'),
-  memalign: OPS.indexOf('memalign'),
-  alignedAlloc: OPS.indexOf('aligned_alloc'),
-  valloc: OPS.indexOf('valloc'),
-  pvalloc: OPS.indexOf('pvalloc'),
-  reallocDone: 10, // the second half of a realloc that moved its block (no function of OPS)
-} as const;
-
-/** Bytes asked for by an event of operation `op` (calloc and reallocarray: count * size). */
-function bytesOf(op: number, size: number, count: number): number {
-  return op === OP.calloc || op === OP.reallocarray ? count * size : size;
-}
-
-/** What the core hands the backend for an allocating event (see core/native/interpose.c), as
- * two numbers: the size (requestSize) and the alignment (requestAlign, 1 = default). */
-function requestSize(op: number, size: number, count: number): number {
-  const bytes = Math.max(1, bytesOf(op, size, count));
-  return op === OP.pvalloc ? Math.ceil(bytes / PAGE_SIZE) * PAGE_SIZE : bytes;
-}
-
-function requestAlign(op: number, align: number): number {
-  if (op === OP.valloc || op === OP.pvalloc) return PAGE_SIZE;
-  if (op === OP.posixMemalign || op === OP.memalign || op === OP.alignedAlloc) {
-    if (align <= DEFAULT_ALIGN) return 1;
-    // memalign rounds an alignment that is not a power of two up to the next one.
-    return 2 ** Math.ceil(Math.log2(align));
-  }
-  return 1;
-}
-
-/** What the core hands the backend for an allocating event (see core/native/interpose.c). */
+/** What the core hands the backend for an allocating event (see core/native/interpose.c):
+ * the replay's own rule (native/analyze/scan.c, request_size and request_align). */
 export function requestOf(e: EventRecord): Request {
-  const op = OPS.indexOf(e.op);
-  return { size: requestSize(op, e.size, e.count), align: requestAlign(op, e.align) };
-}
-
-function footprintOf(size: number): number {
-  return Math.max(BLOCK_MIN, Math.ceil((size + BLOCK_OVERHEAD) / DEFAULT_ALIGN) * DEFAULT_ALIGN);
+  const [size, align] = heaplogAddon().requestOf(OPS.indexOf(e.op), e.size, e.count, e.align);
+  return { size, align };
 }
 
 /** Bytes a used block of this request takes in a TLSF pool at least (head included). */
 export function footprint(r: Request): number {
-  return footprintOf(r.size);
+  return heaplogAddon().footprintOf(r.size);
 }
 
 /** What a pass learns about the log besides the events. */
@@ -86,205 +42,17 @@ export interface LogFacts {
   process?: ProcessRecord;
   end?: EndRecord;
   events: number;
-  threads: Set<number>;
+  /** Threads that called the allocator. */
+  threads: number;
 }
 
-/** Peaks of a log's live blocks, kept by an OpEncoder that is asked to. */
+/** Peaks of a log's live blocks, kept by a pass that is asked to. */
 export interface PeakFigures {
   /** Peak of the live bytes asked for, and of their TLSF footprints. */
   readonly peakBytes: number;
   readonly peakFootprint: number;
   readonly largestRequest: number;
   readonly largestAlign: number;
-}
-
-/**
- * Turns the events of a log into TlsfHeap.replay operations: blocks are named by slots (one
- * per live block, reused), shared by every candidate heap of a pass, so each heap replays a
- * block of the log in one call. With `tally`, it also follows the live bytes and footprints
- * (per slot) and their peaks. Failed calls and frees of NULL reach no heap and are skipped.
- */
-export class OpEncoder implements PeakFigures {
-  ops = new Float64Array(4 * 4096);
-  /** Event number (1-based, in the log) of each operation. */
-  opEvents = new Float64Array(4096);
-  count = 0;
-  /** Events seen (realloc_done, the second half of a moved realloc, is not counted). */
-  events = 0;
-  private readonly slots = new NumberTable(1024);
-  private freeSlots = new Float64Array(1024);
-  private freeCount = 0;
-  private nextSlot = 0;
-  /** Moved reallocs waiting for their realloc_done: tid -> [log address, slot]. */
-  private readonly moving = new Map<number, [number, number]>();
-  /** The tally, per slot: bytes asked for and footprint (0 while not counted). */
-  private slotBytes = new Float64Array(1024);
-  private slotFoot = new Float64Array(1024);
-  private liveBytes = 0;
-  private liveFoot = 0;
-  peakBytes = 0;
-  peakFootprint = 0;
-  largestRequest = 0;
-  largestAlign = 1;
-
-  constructor(private readonly tally: boolean) {}
-
-  /** Starts a new batch of operations (the live blocks stay). */
-  reset(): void {
-    this.count = 0;
-  }
-
-  private emit(op: number, slot: number, size: number, arg: number): void {
-    if (this.count === this.opEvents.length) {
-      const ops = new Float64Array(this.ops.length * 2);
-      ops.set(this.ops);
-      this.ops = ops;
-      const events = new Float64Array(this.opEvents.length * 2);
-      events.set(this.opEvents);
-      this.opEvents = events;
-    }
-    const at = this.count * 4;
-    this.ops[at] = op;
-    this.ops[at + 1] = slot;
-    this.ops[at + 2] = size;
-    this.ops[at + 3] = arg;
-    this.opEvents[this.count++] = this.events;
-  }
-
-  private acquire(): number {
-    if (this.freeCount > 0) return this.freeSlots[--this.freeCount]!;
-    const slot = this.nextSlot++;
-    if (slot === this.slotBytes.length) {
-      const bytes = new Float64Array(slot * 2);
-      bytes.set(this.slotBytes);
-      this.slotBytes = bytes;
-      const foot = new Float64Array(slot * 2);
-      foot.set(this.slotFoot);
-      this.slotFoot = foot;
-    }
-    return slot;
-  }
-
-  /** The block in `slot` is gone: its slot is free, its bytes no longer live. */
-  private release(slot: number): void {
-    if (this.freeCount === this.freeSlots.length) {
-      const grown = new Float64Array(this.freeCount * 2);
-      grown.set(this.freeSlots);
-      this.freeSlots = grown;
-    }
-    this.freeSlots[this.freeCount++] = slot;
-    this.liveBytes -= this.slotBytes[slot]!;
-    this.liveFoot -= this.slotFoot[slot]!;
-    this.slotBytes[slot] = 0;
-    this.slotFoot[slot] = 0;
-  }
-
-  /** Notes the request of the block in `slot`; it counts as live when `live`. */
-  private note(slot: number, size: number, align: number, live: boolean): void {
-    if (!this.tally) return;
-    if (size > this.largestRequest) this.largestRequest = size;
-    if (align > this.largestAlign) this.largestAlign = align;
-    this.slotBytes[slot] = size;
-    this.slotFoot[slot] = footprintOf(size);
-    if (live) this.countLive(slot);
-  }
-
-  /** The block in `slot` (noted) becomes live. */
-  private countLive(slot: number): void {
-    this.liveBytes += this.slotBytes[slot]!;
-    this.liveFoot += this.slotFoot[slot]!;
-    if (this.liveBytes > this.peakBytes) this.peakBytes = this.liveBytes;
-    if (this.liveFoot > this.peakFootprint) this.peakFootprint = this.liveFoot;
-  }
-
-  /** Names the block in `slot` by the log address ptr (a block still named so is freed). */
-  private bind(ptr: number, slot: number): void {
-    const old = this.slots.set(ptr, slot);
-    if (old >= 0) {
-      this.emit(ReplayOp.FREE, old, 0, 0); // the log saw this address freed late
-      this.release(old);
-    }
-  }
-
-  private alloc(ptr: number, size: number, align: number): void {
-    const old = this.slots.delete(ptr);
-    if (old >= 0) {
-      this.emit(ReplayOp.FREE, old, 0, 0); // the log saw this address freed late
-      this.release(old);
-    }
-    const slot = this.acquire();
-    this.emit(ReplayOp.ALLOC, slot, size, align);
-    this.slots.set(ptr, slot);
-    this.note(slot, size, align, true);
-  }
-
-  private free(ptr: number): void {
-    const slot = this.slots.delete(ptr);
-    if (slot < 0) return; // allocated before the log began
-    this.emit(ReplayOp.FREE, slot, 0, 0);
-    this.release(slot);
-  }
-
-  private realloc(oldPtr: number, newPtr: number, size: number, tid: number, split: boolean): void {
-    const slot = this.slots.delete(oldPtr);
-    const to = this.acquire(); // before the old slot is released: the block moves between two
-    if (slot < 0) {
-      this.emit(ReplayOp.ALLOC, to, size, 1); // a block from before the log: count the new one
-    } else {
-      this.emit(ReplayOp.REALLOC, slot, size, to);
-      this.release(slot);
-    }
-    this.note(to, size, 1, false);
-    if (split) {
-      this.moving.set(tid, [newPtr, to]); // counted from its realloc_done
-    } else {
-      this.bind(newPtr, to);
-      if (this.tally) this.countLive(to);
-    }
-  }
-
-  private placeMoved(tid: number): void {
-    const m = this.moving.get(tid);
-    if (m === undefined) return;
-    this.moving.delete(tid);
-    this.bind(m[0], m[1]);
-    if (this.tally) this.countLive(m[1]);
-  }
-
-  /** Encodes events [0, c.length) of a block; `threads` collects their threads. */
-  encode(c: EventColumns, threads?: Set<number>): void {
-    const { op: ops, ptr, oldPtr, size, count, align, tid, split } = c;
-    let lastTid = -1;
-    for (let i = 0; i < c.length; i++) {
-      const op = ops[i]!;
-      if (threads !== undefined && tid[i] !== lastTid) {
-        lastTid = tid[i]!;
-        threads.add(lastTid);
-      }
-      if (op === OP.reallocDone) {
-        this.placeMoved(tid[i]!);
-        continue;
-      }
-      this.events++;
-      const p = ptr[i]!;
-      if (op === OP.free) {
-        if (p !== 0) this.free(p);
-      } else if (op === OP.realloc || op === OP.reallocarray) {
-        const bytes = bytesOf(op, size[i]!, count[i]!);
-        const old = oldPtr[i]!;
-        if (p === 0 && bytes > 0) continue; // failed: the old block stays
-        if (old === 0) {
-          if (p !== 0) this.alloc(p, requestSize(op, size[i]!, count[i]!), 1); // = malloc(n)
-        } else if (p === 0) {
-          this.free(old); // realloc(p, 0) frees p
-        } else {
-          this.realloc(old, p, requestSize(op, size[i]!, count[i]!), tid[i]!, split[i] === 1);
-        }
-      } else if (p !== 0) {
-        this.alloc(p, requestSize(op, size[i]!, count[i]!), requestAlign(op, align[i]!));
-      }
-    }
-  }
 }
 
 /** A heap of one candidate pool size, fed the log until it cannot serve a request. */
@@ -311,11 +79,12 @@ export class CandidateHeap {
     return this.heap.stats().highWater;
   }
 
-  /** Replays a batch of operations (stops for good at the first it cannot serve). */
-  run(encoder: OpEncoder): void {
-    if (this.failed || encoder.count === 0) return;
-    const at = this.heap.replay(encoder.ops, encoder.count);
-    if (at >= 0) this.failedAt = encoder.opEvents[at];
+  /** Replays a batch of operations, `events` the event number of each (stops for good at the
+   * first it cannot serve). */
+  run(ops: Float64Array, events: Float64Array): void {
+    if (this.failed || events.length === 0) return;
+    const at = this.heap.replay(ops, events.length);
+    if (at >= 0) this.failedAt = events[at];
   }
 
   /** Releases the heap's memory. */
@@ -325,9 +94,10 @@ export class CandidateHeap {
 }
 
 /**
- * One pass over the log: its events, block by block, go to an OpEncoder (which keeps the peaks
- * when `tally` is given) and to every candidate heap (those that failed stop). Reading stops
- * early when every candidate failed and neither facts nor a tally are wanted.
+ * One pass over the log: the one replay (src/decode/replay.ts) turns its events into the
+ * allocation sequence, block by block, which every candidate heap replays (those that failed
+ * stop); with `tally` it keeps the peaks too. Reading stops early when every candidate failed
+ * and neither facts nor a tally are wanted.
  */
 export async function replayPass(
   path: string,
@@ -336,21 +106,36 @@ export async function replayPass(
   onProgress?: (events: number) => void,
   tally = false,
 ): Promise<PeakFigures> {
-  const encoder = new OpEncoder(tally);
-  for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
-    encoder.reset();
-    encoder.encode(batch.events, facts?.threads);
-    if (facts !== undefined) {
-      for (const r of batch.records) {
-        if (r.type === 'process') facts.process ??= r;
-        else if (r.type === 'end') facts.end = r;
-      }
-    }
-    for (const c of candidates) c.run(encoder);
-    onProgress?.(encoder.events);
-    const wanted = facts !== undefined || tally;
-    if (!wanted && candidates.length > 0 && candidates.every((c) => c.failed)) break;
+  const scanner = newScanner(2, 1);
+  scanner.startSequence(tally, ReplayOp.ALLOC, ReplayOp.FREE, ReplayOp.REALLOC);
+  const wanted = facts !== undefined || tally;
+  await replayLog(
+    path,
+    scanner,
+    (r) => {
+      if (facts === undefined) return;
+      if (r.type === 'process') facts.process ??= r;
+      else if (r.type === 'end') facts.end = r;
+    },
+    {
+      onBlock: (events) => {
+        const { ops, events: opEvents } = scanner.takeSequence();
+        for (const c of candidates) c.run(ops, opEvents);
+        onProgress?.(events);
+        return wanted || candidates.length === 0 || !candidates.every((c) => c.failed);
+      },
+    },
+  );
+  const [peakBytes, peakFootprint, largestRequest, largestAlign, threads] =
+    scanner.sequenceFigures();
+  if (facts !== undefined) {
+    facts.events = totalsOf(scanner.result().totals).events;
+    facts.threads = threads!;
   }
-  if (facts !== undefined) facts.events = encoder.events;
-  return encoder;
+  return {
+    peakBytes: peakBytes!,
+    peakFootprint: peakFootprint!,
+    largestRequest: largestRequest!,
+    largestAlign: largestAlign!,
+  };
 }

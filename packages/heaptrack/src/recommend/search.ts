@@ -18,7 +18,7 @@
 import { HeaphookError } from '@heaphook/core';
 import { TlsfHeap } from '@heaphook/tlsf';
 
-import { EXIT_DAMAGED_LOG, LogFormatError } from '../decoder.js';
+import { EXIT_DAMAGED_LOG, LogFormatError } from '../decode/decoder.js';
 import { CandidateHeap, replayPass, type LogFacts, type PeakFigures } from './replay.js';
 
 /** Pools replayed side by side in one pass over the log. */
@@ -142,7 +142,7 @@ async function run(
   options: RecommendOptions,
 ): Promise<Recommendation> {
   // 1. Facts and the lower bound.
-  const facts: LogFacts = { events: 0, threads: new Set() };
+  const facts: LogFacts = { events: 0, threads: 0 };
   const big = new CandidateHeap(PRIOR_POOL);
   let highWater: number;
   let tally: PeakFigures;
@@ -274,7 +274,7 @@ async function run(
     exe: p.exe,
     pid: p.pid,
     events: total,
-    threads: facts.threads.size,
+    threads: facts.threads,
     peakLiveBytes: tally.peakBytes,
     peakFootprintBytes: tally.peakFootprint,
     lowerBound,

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 
 import { HeaphookError } from '@heaphook/core';
 
-import { EXIT_DAMAGED_LOG } from '../decoder.js';
+import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
 import { report } from './run.js';
 
 /** Exit status when the log is damaged: the report of its valid part is still produced. */

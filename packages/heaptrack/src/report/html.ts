@@ -5,7 +5,7 @@ import { barChartSvg } from './bars.js';
 import { escapeXml as esc, formatBytes, formatCount, formatDuration } from './format.js';
 import type { LatencyHistogram } from './histogram.js';
 import type { JsonSite, ReportJson } from './json.js';
-import type { Op } from '../records.js';
+import type { Op } from '../decode/records.js';
 import { abnormalEndLine, leakedLabel } from './text.js';
 
 export interface HtmlParts {

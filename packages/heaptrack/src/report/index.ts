@@ -9,13 +9,13 @@ export {
 } from './model.js';
 export {
   leakVerdict,
+  totalsBySite,
   type LeakCheck,
   type LeakedBlock,
   type LeakSiteTotal,
   type LeakVerdict,
 } from './leaks.js';
 export { HeapSeries, type SeriesPoint } from './series.js';
-export { AddressMap, LiveTable } from './live.js';
 export { LatencyHistogram, SizeHistogram, type Percentiles } from './histogram.js';
 export {
   chartGeometry,

@@ -1,10 +1,10 @@
 /** The machine-readable summary (`heaphook report --json`, summary.json); README documents it. */
-import type { Op } from '../records.js';
-import { formatFrame } from '../symbolize.js';
+import type { Op } from '../decode/records.js';
+import { formatFrame } from './symbolize.js';
 import type { Percentiles } from './histogram.js';
 import { topSites, type ReportModel, type SiteStats } from './model.js';
 import type { StackNames } from './symbols.js';
-import type { MappedMemorySummary } from '../vmmap.js';
+import type { MappedMemorySummary } from './vmmap.js';
 
 export interface JsonSite {
   readonly allocations: number;
@@ -26,7 +26,7 @@ export interface JsonLeakSite {
 }
 
 /** Memory the program mapped (VM_MAPPED / VM_UNMAPPED from ucm-hooks), when recorded: the
- * model's figures (src/vmmap.ts documents each), and the stacks that mapped the most bytes. */
+ * model's figures (src/report/vmmap.ts documents each), and the stacks that mapped the most bytes. */
 export type JsonMappedMemory = Omit<MappedMemorySummary, 'series' | 'sites'> & {
   readonly topSites: { mappings: number; bytes: number; stack: string[] }[];
 };

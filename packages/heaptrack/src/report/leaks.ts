@@ -4,7 +4,7 @@
  * = the blocks its LEAK records name (sizes and stacks from their allocation events) and the
  * reachable figures come from its LEAK_CHECK record.
  */
-import type { LeakCheckRecord } from '../records.js';
+import type { LeakCheckRecord } from '../decode/records.js';
 
 export interface LeakedBlock {
   readonly ptr: number;
@@ -37,26 +37,40 @@ export interface LeakVerdict {
   readonly reachableAtExitBytes: number;
 }
 
-export function leakVerdict(
-  neverFreed: readonly LeakedBlock[],
-  latestCheck: LeakCheck | undefined,
-): LeakVerdict {
-  const blocks = latestCheck === undefined ? neverFreed : latestCheck.blocks;
-  const bySite = new Map<number, { blocks: number; bytes: number }>();
-  let bytes = 0;
+/** Totals by allocation stack of `blocks`, in the order each stack is first met. */
+export function totalsBySite(blocks: readonly LeakedBlock[]): LeakSiteTotal[] {
+  const bySite = new Map<number, { stack: number; blocks: number; bytes: number }>();
   for (const b of blocks) {
-    bytes += b.bytes;
-    const site = bySite.get(b.stack) ?? { blocks: 0, bytes: 0 };
+    const site = bySite.get(b.stack) ?? { stack: b.stack, blocks: 0, bytes: 0 };
     site.blocks++;
     site.bytes += b.bytes;
     bySite.set(b.stack, site);
   }
+  return [...bySite.values()];
+}
+
+/**
+ * The verdict: with a leak check, its blocks; else the never-freed blocks, given as totals by
+ * site (in the order of each site's lowest address, so that equal sites list the same way from
+ * run to run).
+ */
+export function leakVerdict(
+  neverFreed: readonly LeakSiteTotal[],
+  latestCheck: LeakCheck | undefined,
+): LeakVerdict {
+  const sites = latestCheck === undefined ? neverFreed : totalsBySite(latestCheck.blocks);
+  let blocks = 0;
+  let bytes = 0;
+  for (const s of sites) {
+    blocks += s.blocks;
+    bytes += s.bytes;
+  }
   return {
     source: latestCheck === undefined ? 'never-freed' : 'leak-check',
-    leakedBlocks: blocks.length,
+    leakedBlocks: blocks,
     leakedBytes: bytes,
-    sites: [...bySite.entries()]
-      .map(([stack, s]) => ({ stack, ...s }))
+    sites: [...sites]
+      .map(({ stack, blocks, bytes }) => ({ stack, blocks, bytes }))
       .sort((a, b) => b.bytes - a.bytes || b.blocks - a.blocks),
     reachableAtExitBlocks: latestCheck?.record.reachableBlocks ?? 0,
     reachableAtExitBytes: latestCheck?.record.reachableBytes ?? 0,

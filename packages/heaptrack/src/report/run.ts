@@ -7,7 +7,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { decodeLogColumns, LogFormatError } from '../decoder.js';
+import { LogFormatError } from '../decode/decoder.js';
+import { replayLog } from '../decode/replay.js';
 import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
 import { flameGraphSvg } from './flamegraph.js';
 import { reportHtml } from './html.js';
@@ -18,7 +19,7 @@ import {
   SERIES_INITIAL_WIDTH_NS,
   type ReportModel,
 } from './model.js';
-import { heaplogAddon, NativeEvents, scanLogNative } from './native.js';
+import { NativeEvents } from './native.js';
 import { pprofBytes } from './pprof.js';
 import { startProgress } from './progress.js';
 import { StackNames } from './symbols.js';
@@ -35,11 +36,6 @@ export interface ReportOptions {
   readonly top?: number;
   /** Points of the heap-over-time series (default 1024). */
   readonly points?: number;
-  /**
-   * Who replays the events: 'native' (heaplog_addon.node, the default when it is built) or
-   * 'js' (the reference implementation in TypeScript). Both give the same model.
-   */
-  readonly engine?: 'native' | 'js';
 }
 
 export interface ReportResult {
@@ -55,27 +51,17 @@ export interface ReportResult {
 /** Reads the whole log (or its valid part) into the report model. */
 export async function buildReportModel(
   path: string,
-  options: Pick<ReportOptions, 'progress' | 'points' | 'engine'> = {},
+  options: Pick<ReportOptions, 'progress' | 'points'> = {},
 ): Promise<{ model: ReportModel; error?: LogFormatError }> {
   const points = options.points ?? SERIES_DEFAULT_POINTS;
-  const engine = options.engine ?? (heaplogAddon() !== undefined ? 'native' : 'js');
-  const external =
-    engine === 'native' ? new NativeEvents(points, SERIES_INITIAL_WIDTH_NS) : undefined;
-  const builder = new ReportBuilder({ points, ...(external !== undefined ? { external } : {}) });
+  const events = new NativeEvents(points, SERIES_INITIAL_WIDTH_NS);
+  const builder = new ReportBuilder(events, { points });
   const progress = startProgress(path, options.progress);
   let error: LogFormatError | undefined;
   try {
-    if (external !== undefined) {
-      await scanLogNative(path, external, (record) => builder.add(record), {
-        onBlock: (events) => progress.update(events),
-      });
-    } else {
-      // By columns, with one set of columns reused for every block: no object per event.
-      for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
-        builder.addColumns(batch);
-        progress.update(builder.eventCount);
-      }
-    }
+    await replayLog(path, events.scanner, (record) => builder.add(record), {
+      onBlock: (n) => progress.update(n),
+    });
   } catch (e) {
     if (!(e instanceof LogFormatError)) throw e;
     error = e;

@@ -1,6 +1,6 @@
 /** Stacks of a report resolved to frames, once for all (addr2line through Symbolizer). */
-import { framesOf } from '../summary.js';
-import { type Frame, Symbolizer } from '../symbolize.js';
+import { framesOf } from './summary.js';
+import { type Frame, Symbolizer } from './symbolize.js';
 import type { ReportModel } from './model.js';
 
 export class StackNames {

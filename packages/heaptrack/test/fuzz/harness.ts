@@ -57,15 +57,17 @@ export interface CliRun {
 }
 
 /** Runs the real `heaphook` CLI, measuring its peak RSS with /usr/bin/time when present. */
-export function heaphookCli(args: readonly string[], timeout = HANG_TIMEOUT_MS): CliRun {
+export function heaphookCli(
+  args: readonly string[],
+  timeout = HANG_TIMEOUT_MS,
+  env: Record<string, string> = {},
+): CliRun {
   const measured = existsSync(time);
   const command = [process.execPath, heaphookBin, ...args];
+  const options = { encoding: 'utf8', timeout, env: { ...process.env, ...env } } as const;
   const run = measured
-    ? spawnSync(time, ['-q', '-f', 'heaphook-test-maxrss %M', ...command], {
-        encoding: 'utf8',
-        timeout,
-      })
-    : spawnSync(command[0]!, command.slice(1), { encoding: 'utf8', timeout });
+    ? spawnSync(time, ['-q', '-f', 'heaphook-test-maxrss %M', ...command], options)
+    : spawnSync(command[0]!, command.slice(1), options);
   let maxRssBytes: number | undefined;
   const errorLines = (run.stderr ?? '').split('\n').filter((line) => {
     const m = /^heaphook-test-maxrss (\d+)$/.exec(line);

@@ -6,7 +6,6 @@
 import { HeaphookError } from '@heaphook/core';
 
 import {
-  buildReportModel,
   decodeLogBatches,
   LogFormatError,
   recommend,
@@ -21,12 +20,8 @@ const readers = {
   dump: async (log) => {
     for await (const batch of decodeLogBatches(log)) void batch;
   },
-  'report-native': async (log) => {
+  report: async (log) => {
     const r = await report(log, { symbolize: false, progress: false });
-    if (r.error !== undefined) throw r.error;
-  },
-  'report-js': async (log) => {
-    const r = await buildReportModel(log, { engine: 'js', progress: false });
     if (r.error !== undefined) throw r.error;
   },
   recommend: (log) => recommend(log),

@@ -5,8 +5,8 @@
  * of part of a mapping takes away just that part. Memory mapped before tracing began is not
  * known: unmapping it changes nothing.
  */
-import { HeapSeries, type SeriesPoint } from './report/series.js';
-import type { VmRecord } from './records.js';
+import { HeapSeries, type SeriesPoint } from './series.js';
+import type { VmRecord } from '../decode/records.js';
 
 /** Disjoint, sorted, non-adjacent half-open ranges [start, end) and their total size. */
 export class RangeSet {

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 import { describeFileSystemError, HeaphookError, libraryPath } from '@heaphook/core';
 
-const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** The collector executable built with this package. */
 export function collectorPath(): string {

@@ -20,7 +20,7 @@ import { HeaphookError, checkOptions, checkString } from '@heaphook/core';
 
 import { memoryEventsLibrary, tracerLibraryPath } from './record.js';
 
-const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 export interface AttachOptions {
   /**

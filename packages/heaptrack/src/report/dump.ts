@@ -1,6 +1,12 @@
 /** `heaphook dump`: one text line per event, beginning with the function's name. */
-import { decodeLogBatches } from './decoder.js';
-import type { EventRecord, LogRecord, ModuleRecord, StackNodeRecord, VmRecord } from './records.js';
+import { decodeLogBatches } from '../decode/decoder.js';
+import type {
+  EventRecord,
+  LogRecord,
+  ModuleRecord,
+  StackNodeRecord,
+  VmRecord,
+} from '../decode/records.js';
 import { framesOf } from './summary.js';
 import { formatFrame, Symbolizer, type Frame } from './symbolize.js';
 

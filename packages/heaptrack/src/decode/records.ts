@@ -1,6 +1,6 @@
 /** The records of a heaplog, as the decoder yields them (FORMAT.md describes the bytes). */
 
-import { OP_NAMES } from './decode/format.generated.js';
+import { OP_NAMES } from './format.generated.js';
 
 /** Allocation-family functions, in the order of their operation codes (enum hh_op of heaplog.h). */
 export const OPS = OP_NAMES;

@@ -12,14 +12,8 @@ import { crc32, inflateRawSync } from 'node:zlib';
 
 import { Decompress as ZstdStream } from 'fzstd';
 
-import { allocColumns, type EventBatch, type EventColumns } from './decode/columns.js';
-import {
-  Cursor,
-  decodeBlockEvents,
-  DecodeState,
-  splitStreams,
-  type Streams,
-} from './decode/engine.js';
+import { allocColumns, type EventBatch, type EventColumns } from './columns.js';
+import { Cursor, decodeBlockEvents, DecodeState, splitStreams, type Streams } from './engine.js';
 import {
   BLOCK_DEFLATED,
   BLOCK_HEADER_SIZE,
@@ -53,9 +47,9 @@ import {
   TAG_THREAD,
   TAG_VM_MAPPED,
   TAG_VM_UNMAPPED,
-} from './decode/format.generated.js';
-import { ZstdStreamGuard } from './decode/zstdguard.js';
-import { zstdProgram, ZstdPipe } from './decode/zstdpipe.js';
+} from './format.generated.js';
+import { ZstdStreamGuard } from './zstdguard.js';
+import { zstdProgram, ZstdPipe } from './zstdpipe.js';
 import { openLogFile } from './input.js';
 import {
   OPS,
@@ -66,7 +60,7 @@ import {
   type ProcessRecord,
 } from './records.js';
 
-export type { EventBatch, EventColumns } from './decode/columns.js';
+export type { EventBatch, EventColumns } from './columns.js';
 
 /** Logs smaller than this go through fzstd (DecodeOptions.zstd 'auto'): in a fresh process
  * fzstd took 5 ms on a 641-byte log where starting the zstd program took 13 ms, but 22 ms on a

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { readBuildId } from './elf.js';
-import type { ModuleRecord } from './records.js';
+import type { ModuleRecord } from '../decode/records.js';
 
 export interface Frame {
   /** The return address as recorded. */

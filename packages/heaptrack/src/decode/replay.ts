@@ -1,0 +1,267 @@
+/**
+ * The one replay of a log (heaplog_addon.node, native/analyze/scan.h): the blocks are read,
+ * checked and decompressed here (readLogPayloads) and the declarations decoded here
+ * (decodeRecord), while the events of each block are decoded and replayed in C into the heap's
+ * states, with no JavaScript per event. The report and the summary (src/report)
+ * and recommend (src/recommend) read its results; test/oracle/ holds the TypeScript replay the
+ * tests compare it with.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { HeaphookError } from '@heaphook/core';
+
+import {
+  blockStreams,
+  decodeRecord,
+  expectStreamsConsumed,
+  LogFormatError,
+  readLogPayloads,
+  undecodableRecord,
+  type DecodeOptions,
+} from './decoder.js';
+import { OPS, type LogRecord, type Op } from './records.js';
+import { DecodeState } from './engine.js';
+import { STREAM_NAMES } from './format.generated.js';
+
+/** What Scanner.result() returns (native/analyze/scan_addon.c). */
+export interface ScannerResult {
+  /** Calls by op code, then TOTALS_SCALARS, then the size histogram's counts and bytes. */
+  readonly totals: Float64Array;
+  readonly latency: ({ counts: Float64Array; count: number; max: number; sum: number } | null)[];
+  readonly series: {
+    readonly width: number;
+    readonly present: Uint8Array;
+    readonly min: Float64Array;
+    readonly max: Float64Array;
+    readonly last: Float64Array;
+  };
+  /** SITE_FIELDS per site, in first-seen order. */
+  readonly sites: Float64Array;
+}
+
+/** The addon's scanner (native/analyze/scan_addon.c describes each method). */
+export interface Scanner {
+  setBlockLimit(n: number): void;
+  blockLimit(): number;
+  startSequence(tally: boolean, allocCode: number, freeCode: number, reallocCode: number): void;
+  setFlags(flags: number, unitNs: number): void;
+  setThread(index: number, tid: number): void;
+  startBlock(): void;
+  run(payload: Uint8Array, pos: Float64Array): number;
+  error(): string;
+  blockEvents(): number;
+  events(): number;
+  liveBlock(ptr: number): [number, number] | null;
+  sites(): Float64Array;
+  liveBlocks(): Float64Array;
+  takeSequence(): { ops: Float64Array; events: Float64Array };
+  sequenceFigures(): Float64Array;
+  result(): ScannerResult;
+}
+
+interface HeaplogAddon {
+  Scanner: new (points: number, widthNs: number) => Scanner;
+  /** The request the backend gets for an event of op code `op`: [bytes, alignment]. */
+  requestOf(op: number, size: number, count: number, align: number): [number, number];
+  /** The least bytes a block of `size` takes in a TLSF pool. */
+  footprintOf(size: number): number;
+}
+
+const RUN_BLOCK_END = 0;
+const RUN_RECORD = 1;
+const RUN_NO_MEMORY = 3;
+const RUN_LIMIT = 4;
+
+/** The scalars of ScannerResult.totals after the calls, in order. */
+export const TOTALS_SCALARS = [
+  'events',
+  'allocatedBytes',
+  'liveBytes',
+  'peakBytes',
+  'peakTime',
+  'peakBlocks',
+  'peakBlocksTime',
+  'lastTime',
+  'temporary',
+  'unknownFrees',
+  'failedCalls',
+  'anomalies',
+] as const;
+export type TotalsScalars = Record<(typeof TOTALS_SCALARS)[number], number>;
+/** Buckets of the size histogram (bucket 0: size 0; bucket k: [2^(k-1), 2^k)). */
+export const SIZE_BUCKETS = 65;
+/** Per site: stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary, and the
+ * lowest address of its live blocks (Infinity when none). */
+export const SITE_FIELDS = 8;
+/** Per live block: address, weight, site index, op code. */
+export const LIVE_FIELDS = 4;
+
+/** The scalars of a result's totals, by name. */
+export function totalsOf(totals: Float64Array): TotalsScalars {
+  const out = {} as Record<string, number>;
+  TOTALS_SCALARS.forEach((name, i) => {
+    out[name] = totals[OPS.length + i]!;
+  });
+  return out as TotalsScalars;
+}
+
+/** Calls per function from a result's totals. */
+export function callsOf(totals: Float64Array): Record<Op, number> {
+  return Object.fromEntries(OPS.map((op, i) => [op, totals[i]!])) as Record<Op, number>;
+}
+
+/** A site of Scanner.sites(), by name. */
+export interface SiteRow {
+  readonly stack: number;
+  readonly allocations: number;
+  readonly bytes: number;
+  readonly liveBlocks: number;
+  readonly liveBytes: number;
+  readonly peakBytes: number;
+  readonly temporary: number;
+  readonly lowestLiveAddress: number;
+}
+
+export function siteRows(sites: Float64Array): SiteRow[] {
+  const rows: SiteRow[] = [];
+  for (let i = 0; i < sites.length; i += SITE_FIELDS) {
+    rows.push({
+      stack: sites[i]!,
+      allocations: sites[i + 1]!,
+      bytes: sites[i + 2]!,
+      liveBlocks: sites[i + 3]!,
+      liveBytes: sites[i + 4]!,
+      peakBytes: sites[i + 5]!,
+      temporary: sites[i + 6]!,
+      lowestLiveAddress: sites[i + 7]!,
+    });
+  }
+  return rows;
+}
+
+/**
+ * The replay holds at most so many blocks live at once (scan.h, HH_SCAN_DEFAULT_BLOCK_LIMIT,
+ * ~100 bytes each): a crafted log of a few KB can declare millions. This variable sets another
+ * limit.
+ */
+const BLOCK_LIMIT_VARIABLE = 'HEAPHOOK_MAX_LIVE_BLOCKS';
+
+/** HEAPHOOK_MAX_LIVE_BLOCKS, or undefined when not set. */
+function blockLimit(): number | undefined {
+  const text = process.env[BLOCK_LIMIT_VARIABLE];
+  if (text === undefined || text === '') return undefined;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > 0xffff_fffe) {
+    throw new HeaphookError(
+      `${BLOCK_LIMIT_VARIABLE}=${text}: give a whole number of blocks from 1 to 4294967294, e.g. ${BLOCK_LIMIT_VARIABLE}=16777216`,
+    );
+  }
+  return n;
+}
+
+const addonPath = join(
+  resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'),
+  'build',
+  'Release',
+  'heaplog_addon.node',
+);
+let addon: HeaplogAddon | undefined;
+
+/** The addon; an error that names the fix when it is not built or does not load. */
+export function heaplogAddon(): HeaplogAddon {
+  if (addon === undefined) {
+    if (!existsSync(addonPath)) {
+      throw new Error(
+        `${addonPath} is missing: the log reader is native code built with the package. Build it with "npx nx build heaptrack".`,
+      );
+    }
+    try {
+      addon = createRequire(import.meta.url)(addonPath) as HeaplogAddon;
+    } catch (error) {
+      throw new Error(
+        `${addonPath} does not load (${(error as Error).message}): rebuild it with "npx nx build heaptrack".`,
+      );
+    }
+  }
+  return addon;
+}
+
+/** A new scanner: a heap series of `points` buckets `widthNs` wide to begin with. */
+export function newScanner(points: number, widthNs: number): Scanner {
+  const scanner = new (heaplogAddon().Scanner)(points, widthNs);
+  const limit = blockLimit();
+  if (limit !== undefined) scanner.setBlockLimit(limit);
+  return scanner;
+}
+
+export interface ReplayOptions extends DecodeOptions {
+  /** After each block, with the events so far; false stops the reading there. */
+  readonly onBlock?: (eventsSoFar: number) => boolean | void;
+}
+
+/**
+ * One pass over a log: each block's events go to the scanner, every other record (in log
+ * order, between the events) to `onRecord`. Damage is a LogFormatError as decodeLogColumns
+ * reports it, thrown after everything before it has been replayed; so is more live blocks
+ * than the scanner's limit.
+ */
+export async function replayLog(
+  path: string,
+  scanner: Scanner,
+  onRecord: (record: LogRecord) => void,
+  options: ReplayOptions = {},
+): Promise<void> {
+  const state = new DecodeState();
+  const pos = new Float64Array(2 * STREAM_NAMES.length);
+  const out: LogRecord[] = [];
+  for await (const { offset, payload } of readLogPayloads(path, options)) {
+    state.startBlock();
+    scanner.startBlock();
+    const streams = blockStreams(path, offset, payload);
+    const cursors = STREAM_NAMES.map((name) => streams[name]);
+    cursors.forEach((c, i) => {
+      pos[i] = c.pos;
+      pos[STREAM_NAMES.length + i] = c.end;
+    });
+    let records = 0;
+    try {
+      for (;;) {
+        const status = scanner.run(payload, pos);
+        if (status === RUN_BLOCK_END) break;
+        if (status === RUN_NO_MEMORY) throw new Error(`${path}: out of memory in the replay`);
+        if (status === RUN_LIMIT) {
+          throw new LogFormatError(
+            path,
+            offset,
+            `${scanner.error()} (${BLOCK_LIMIT_VARIABLE}=${scanner.blockLimit()}; set it higher for a log that really holds more) in the block`,
+          );
+        }
+        if (status !== RUN_RECORD) throw new RangeError(scanner.error());
+        cursors.forEach((c, i) => {
+          c.pos = pos[i]!;
+        });
+        out.length = 0;
+        decodeRecord(streams, state, out);
+        records++;
+        const record = out[0]!;
+        if (record.type === 'process') scanner.setFlags(state.flags, state.unit);
+        else if (record.type === 'thread') scanner.setThread(record.index, record.tid);
+        cursors.forEach((c, i) => {
+          pos[i] = c.pos;
+        });
+        onRecord(record);
+      }
+      cursors.forEach((c, i) => {
+        c.pos = pos[i]!;
+      });
+      expectStreamsConsumed(streams);
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      throw undecodableRecord(path, offset, scanner.blockEvents() + records, error);
+    }
+    if (options.onBlock?.(scanner.events()) === false) return;
+  }
+}
