@@ -1,6 +1,6 @@
 /*
  * attach_addon.c — heaptrack_addon.node: lets a Node program trace its own native allocations
- * (src/attach.ts). It loads libheaphook_heaptrack.so with dlopen (RTLD_LOCAL: the library's
+ * (src/record/attach.ts). It loads libheaphook_heaptrack.so with dlopen (RTLD_LOCAL: the library's
  * malloc does not interpose anything by being loaded) and calls heaphook_heaptrack_attach /
  * _detach (include/heaphook/heaptrack.h). The library stays loaded for the life of the process:
  * a thread may still be inside one of its hooks after a detach.

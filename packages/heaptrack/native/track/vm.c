@@ -9,7 +9,7 @@
  * the tracer has no dependency on it and works the same without it. Preload it first
  * (LD_PRELOAD="libheaphook_ucm.so libheaphook_heaptrack.so", or `heaphook record`, which
  * does this when @heaphook/ucm-hooks is installed) so that its hooks are the process's mmap;
- * attach() loads it RTLD_GLOBAL before attaching (src/attach.ts), and it installs itself by
+ * attach() loads it RTLD_GLOBAL before attaching (src/record/attach.ts), and it installs itself by
  * GOT patching then. Either way glibc malloc's own mappings are events too (ucm-hooks patches
  * the C library's entries).
  *
