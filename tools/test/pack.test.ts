@@ -106,17 +106,26 @@ describe('npm pack', () => {
     );
     expect(ucm).toEqual(expect.arrayContaining(['package/build/Release/libheaphook_ucm.so']));
     expect(aix).toEqual(expect.arrayContaining(['package/build/Release/libheaphook_aix_emul.so']));
-    // No binding.gyp (npm would run node-gyp at install), no build tree, no vitest files.
+    // No binding.gyp (npm would run node-gyp at install), no build tree, no arm64 build tree
+    // (not shipped yet), no vitest files; the licence in every one.
     for (const files of [core, tlsf, heaptrack, ucm, aix]) {
+      expect(files).toContain('package/LICENSE');
+      expect(files!.filter((f) => f.includes('build-arm64'))).toEqual([]);
       expect(files!.filter((f) => /binding\.gyp$|CMakeFiles|\.test\.ts$/.test(f))).toEqual([]);
     }
   });
 
-  it('no package has an install script', () => {
+  it('no package has an install script; each says its version, Node range and platform', () => {
     for (const name of PACKAGES) {
       const manifest = JSON.parse(readFileSync(join(installed(name), 'package.json'), 'utf8')) as {
         scripts?: Record<string, string>;
+        version?: string;
+        engines?: { node?: string };
+        os?: string[];
       };
+      expect(manifest.version, name).toMatch(/^\d+\.\d+\.\d+$/);
+      expect(manifest.engines?.node, name).toBe('>=20.19');
+      expect(manifest.os, name).toEqual(['linux']);
       const scripts = Object.keys(manifest.scripts ?? {});
       expect(
         scripts.filter((s) => /^(pre|post)?install$/.test(s)),
