@@ -1,18 +1,22 @@
 /**
  * CLI subcommands contributed to `heaphook` (see @heaphook/core's cli):
  *   heaphook record [-o DIR] [-b BACKEND] [-e KEY=VALUE] [--no-vm] -- <command> [args...]
- *   heaphook dump [--stacks] [--summary] <log>
- *   heaphook recommend [--margin PCT] [--json] <log>
- *   heaphook report [-o DIR] [--json] <log>
+ *   heaphook dump [--stacks] [--summary] [--json] <log | DIR [--pid N | --all]>
+ *   heaphook recommend [--margin PCT] [--json] <log | DIR [--pid N]>
+ *   heaphook report [-o DIR] [--json] <log | DIR [--pid N | --all]>
  */
 import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
+import { join } from 'node:path';
+
+import { decodeLog, EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
 import { dump } from './report/dump.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
+import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js';
+import { writeSession, type Session } from './decode/session.js';
 import { record } from './record/record.js';
 import type { StackNodeRecord } from './decode/records.js';
 import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
@@ -81,6 +85,35 @@ async function printSummary(path: string): Promise<void> {
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
+/** What record says at the end: the program's log among the session's, and what to run next. */
+function nextSteps(session: Session, outputDir: string): string {
+  const program = session.logs.find((l) => l.role === 'program');
+  const others = session.logs.length - (program === undefined ? 0 : 1);
+  const dir = outputDir === '.' ? '.' : outputDir;
+  if (program === undefined) {
+    return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${dir}/heaphook-session.${session.recorderPid}.json\n`;
+  }
+  const also = others > 0 ? ` (and ${others} log(s) of shims, children and exec'd images)` : '';
+  return (
+    `heaphook record: the program's log is ${join(dir, program.file)}, pid ${program.pid}: ${program.argv.join(' ').slice(0, 80)}${also}\n` +
+    `next: npx heaphook report ${dir}        (or recommend ${dir}; --pid N for another process, --all for every log)\n`
+  );
+}
+
+/** dump --json: every record of the log as one JSON object per line (with its log under --all). */
+async function dumpJson(path: string, withLog: boolean): Promise<void> {
+  const lines: string[] = [];
+  const flush = (): void => {
+    if (lines.length > 0) process.stdout.write(`${lines.join('\n')}\n`);
+    lines.length = 0;
+  };
+  for await (const record of decodeLog(path)) {
+    lines.push(JSON.stringify(withLog ? { log: path, ...record } : record));
+    if (lines.length >= 4096) flush();
+  }
+  flush();
+}
+
 export function register(program: Command): void {
   program
     .command('record')
@@ -103,6 +136,10 @@ export function register(program: Command): void {
       'do not record mapped memory (by default, when @heaphook/ucm-hooks is installed, it is preloaded first and its VM events are recorded)',
     )
     .option('-q, --quiet', 'do not list the logs written')
+    .option(
+      '--json',
+      "print the session (every log, its process and role, the program's own) as JSON at the end",
+    )
     .argument('<command>', 'the program to run')
     .argument('[args...]', 'its arguments (put -- before the command)')
     .passThroughOptions()
@@ -116,6 +153,7 @@ export function register(program: Command): void {
           env: Record<string, string>;
           vm: boolean;
           quiet?: boolean;
+          json?: boolean;
         },
       ) => {
         const result = await record(command, args, {
@@ -125,21 +163,43 @@ export function register(program: Command): void {
           ...(options.vm ? {} : { vm: false }),
           ...(options.quiet === true ? { quiet: true } : {}),
         });
+        const session = await writeSession(
+          options.outputDir,
+          { command, args, recorderPid: result.recorderPid, status: result.status },
+          result.logs.map((l) => l.path),
+        );
+        if (options.json === true) process.stdout.write(`${JSON.stringify(session, null, 2)}\n`);
+        else if (options.quiet !== true)
+          process.stderr.write(nextSteps(session, options.outputDir));
         process.exitCode = result.status;
       },
     );
 
-  program
+  const dumpCommand = program
     .command('dump')
     .description('print a heaplog, one line per event (function name first, then its fields)')
-    .argument('<log>', 'a heaplog.<pid>.log file')
+    .argument('<log>', LOG_OR_FOLDER)
     .option('-s, --stacks', 'print the symbolised stack under each event')
     .option('--summary', 'print totals, peak and leaks instead of the events')
     .option('--no-headers', 'leave out the # process / module / end lines')
-    .action(
-      async (log: string, options: { stacks?: boolean; summary?: boolean; headers: boolean }) => {
+    .option('--json', 'print every record as one line of JSON (JSON Lines) instead of text');
+  withLogChoice(dumpCommand, true).action(
+    async (
+      target: string,
+      options: {
+        stacks?: boolean;
+        summary?: boolean;
+        headers: boolean;
+        json?: boolean;
+        pid?: number;
+        all?: boolean;
+      },
+    ) => {
+      for (const log of chosenLogs(target, options)) {
+        if (options.all === true && options.json !== true) process.stdout.write(`== ${log}\n`);
         try {
           if (options.summary === true) await printSummary(log);
+          else if (options.json === true) await dumpJson(log, options.all === true);
           else await dump(log, { stacks: options.stacks === true, headers: options.headers });
         } catch (error) {
           if (error instanceof LogFormatError) {
@@ -147,8 +207,9 @@ export function register(program: Command): void {
           }
           throw error;
         }
-      },
-    );
+      }
+    },
+  );
 
   registerRecommend(program);
   registerReport(program);

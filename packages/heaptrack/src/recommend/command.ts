@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { HeaphookError } from '@heaphook/core';
 import { libraryPath } from '@heaphook/tlsf';
 
+import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
 import { formatRecommendation, recommendationJson } from './format.js';
 import { recommend } from './search.js';
 
@@ -28,17 +29,22 @@ function bytes(value: string): number {
 }
 
 export function registerRecommend(program: Command): void {
-  program
+  const command = program
     .command('recommend')
     .description(
       'replay a heaplog through the real TLSF code and print the INITIAL_MEMPOOL_SIZE under ' +
         'which libheaphook_tlsf.so never grows its pool (environment, heaphook run, ROS 2 launch)',
     )
-    .argument('<log>', 'a heaplog.<pid>.log file (recorded without sampling)')
+    .argument('<log>', `${LOG_OR_FOLDER}; recorded without sampling`)
     .option('-m, --margin <percent>', 'added to the replayed minimum', percent, 25)
     .option('--round <bytes>', 'round the sizes up to a multiple of this', bytes, 1024 * 1024)
-    .option('--json', 'print the recommendation as JSON')
-    .action(async (log: string, options: { margin: number; round: number; json?: boolean }) => {
+    .option('--json', 'print the recommendation as JSON');
+  withLogChoice(command, false).action(
+    async (
+      target: string,
+      options: { margin: number; round: number; json?: boolean; pid?: number },
+    ) => {
+      const [log] = chosenLogs(target, options) as [string];
       const tty = process.stderr.isTTY === true && options.json !== true;
       const r = await recommend(log, {
         marginPercent: options.margin,
@@ -57,5 +63,6 @@ export function registerRecommend(program: Command): void {
       process.stdout.write(
         options.json === true ? recommendationJson(r, lib) : formatRecommendation(r, lib),
       );
-    });
+    },
+  );
 }

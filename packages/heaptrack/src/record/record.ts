@@ -78,6 +78,8 @@ export interface RecordedLog {
 export interface RecordResult {
   /** The command's exit status, or 128 + signal number. */
   readonly status: number;
+  /** The collector's pid: the parent of the process started for the command. */
+  readonly recorderPid: number;
   readonly logs: RecordedLog[];
   readonly stdout: string;
   readonly stderr: string;
@@ -168,7 +170,7 @@ export async function record(
             };
           })
       : [];
-    return { status, logs, stdout, stderr };
+    return { status, recorderPid: child.pid ?? 0, logs, stdout, stderr };
   } finally {
     for (const signal of signals) process.off(signal, forward);
     rmSync(scratch, { recursive: true, force: true });

@@ -3,7 +3,10 @@ import type { Command } from 'commander';
 
 import { HeaphookError } from '@heaphook/core';
 
+import { join } from 'node:path';
+
 import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
+import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
 import { report } from './run.js';
 
 /** Exit status when the log is damaged: the report of its valid part is still produced. */
@@ -14,39 +17,56 @@ export interface ReportCommandOptions {
   readonly json?: boolean;
   readonly symbols: boolean;
   readonly top: string;
+  readonly pid?: number;
+  readonly all?: boolean;
 }
 
-export async function reportCommand(log: string, options: ReportCommandOptions): Promise<void> {
+export async function reportCommand(target: string, options: ReportCommandOptions): Promise<void> {
   const top = Number(options.top);
   if (!Number.isInteger(top) || top < 1) {
     throw new HeaphookError(`--top ${options.top}: give a whole number of sites, e.g. --top 20`);
   }
-  const result = await report(log, {
-    ...(options.outputDir !== undefined ? { outputDir: options.outputDir } : {}),
-    symbolize: options.symbols,
-    top,
-  });
-  if (options.json === true) process.stdout.write(`${JSON.stringify(result.json, null, 2)}\n`);
-  else {
-    process.stdout.write(result.text);
-    if (result.files.length > 0)
-      process.stdout.write(`written:\n${result.files.map((f) => `  ${f}\n`).join('')}`);
+  const logs = chosenLogs(target, options);
+  const several = options.all === true;
+  const jsons: unknown[] = [];
+  for (const log of logs) {
+    // With --all and -o, each log's files go to a folder of its own, named after the log.
+    const outputDir =
+      options.outputDir === undefined
+        ? undefined
+        : several
+          ? join(options.outputDir, log.replace(/^.*\//, '').replace(/\.log$/, ''))
+          : options.outputDir;
+    const result = await report(log, {
+      ...(outputDir !== undefined ? { outputDir } : {}),
+      symbolize: options.symbols,
+      top,
+    });
+    if (options.json === true) jsons.push(several ? { log, report: result.json } : result.json);
+    else {
+      if (several) process.stdout.write(`== ${log}\n`);
+      process.stdout.write(result.text);
+      if (result.files.length > 0)
+        process.stdout.write(`written:\n${result.files.map((f) => `  ${f}\n`).join('')}`);
+    }
+    if (result.error !== undefined) {
+      process.stderr.write(
+        `heaphook: ${result.error.message}; the report covers the part before byte ${result.error.offset}\n`,
+      );
+      process.exitCode = EXIT_DAMAGED_LOG;
+    }
   }
-  if (result.error !== undefined) {
-    process.stderr.write(
-      `heaphook: ${result.error.message}; the report covers the part before byte ${result.error.offset}\n`,
-    );
-    process.exitCode = EXIT_DAMAGED_LOG;
-  }
+  if (options.json === true)
+    process.stdout.write(`${JSON.stringify(several ? jsons : jsons[0], null, 2)}\n`);
 }
 
 export function registerReport(program: Command): void {
-  program
+  const command = program
     .command('report')
     .description(
       'summarise a heaplog: calls, peak, leaks, top sites, heap over time; -o DIR also writes HTML, SVG/PNG/PDF charts, a flame graph and a pprof profile',
     )
-    .argument('<log>', 'a heaplog.<pid>.log file')
+    .argument('<log>', LOG_OR_FOLDER)
     .option(
       '-o, --output-dir <dir>',
       'write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, summary.json',
@@ -56,6 +76,6 @@ export function registerReport(program: Command): void {
       'print the machine-readable summary (README: "report --json") instead of text',
     )
     .option('--no-symbols', 'do not resolve stacks with addr2line (raw module+offset frames)')
-    .option('--top <n>', 'sites listed per table', '20')
-    .action(reportCommand);
+    .option('--top <n>', 'sites listed per table', '20');
+  withLogChoice(command, true).action(reportCommand);
 }

@@ -1,0 +1,218 @@
+/**
+ * A recording session: what `heaphook record` ran and which of its logs is the program's own.
+ *
+ * A command rarely runs alone: a pyenv shim is a shell script that forks helpers and then execs
+ * python; `env`, `nice`, `sh -c 'exec ...'` exec the program; a shell runs a pipeline in
+ * children. Every traced image writes a log, so one `record` can leave dozens. The program's
+ * own log is the last image of the process `record` started: the PROCESS record whose parent
+ * is the collector and which was not forked (an exec keeps the pid; the images of one pid
+ * follow each other in start time). The session manifest, `heaphook-session.<collector
+ * pid>.json` beside the logs, records each log with its pid, parent, command line and role,
+ * so `report DIR`, `recommend DIR` and `dump DIR` pick the program's log, or the one `--pid`
+ * names, or every log (`--all`).
+ */
+import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { basename, join, resolve } from 'node:path';
+
+import { HeaphookError } from '@heaphook/core';
+
+import { decodeLog } from './decoder.js';
+import type { ProcessRecord } from './records.js';
+
+export const SESSION_FILE_PATTERN = /^heaphook-session\.(\d+)\.json$/;
+const LOG_FILE_PATTERN = /^heaplog\.\d+(\.\d+)?\.log$/;
+
+/** A log's part in its session. */
+export type SessionRole =
+  /** the last image of the process record started: the program itself */
+  | 'program'
+  /** an earlier image of that process (a shim, env, a shell that exec'd the program) */
+  | 'exec-chain'
+  /** any other process: a child of the program or of a shim */
+  | 'child';
+
+export interface SessionLog {
+  /** The log's file name, in the session's folder. */
+  readonly file: string;
+  readonly pid: number;
+  readonly ppid: number;
+  readonly exe: string;
+  readonly argv: readonly string[];
+  readonly forkChild: boolean;
+  readonly startTimeMs: number;
+  readonly role: SessionRole;
+}
+
+export interface Session {
+  readonly version: 1;
+  /** The command as given to record, and its arguments. */
+  readonly command: string;
+  readonly args: readonly string[];
+  /** The collector's pid: the parent of the process record started. */
+  readonly recorderPid: number;
+  /** The command's exit status (128 + signal when a signal ended it). */
+  readonly status: number;
+  /** The program's log (a file of `logs`), when one was written. */
+  readonly program?: string;
+  readonly logs: readonly SessionLog[];
+}
+
+/** The PROCESS record a log opens with, or undefined when it has none (damaged, empty). */
+export async function readProcessRecord(path: string): Promise<ProcessRecord | undefined> {
+  try {
+    for await (const record of decodeLog(path)) {
+      if (record.type === 'process') return record;
+    }
+  } catch {
+    // a damaged log: no process record to read
+  }
+  return undefined;
+}
+
+/**
+ * Gives each log its role: among the logs of unforked processes whose parent is the recorder,
+ * the latest started is the program, the others the exec chain before it.
+ */
+export function assignRoles(
+  logs: readonly Omit<SessionLog, 'role'>[],
+  recorderPid: number,
+): SessionLog[] {
+  const root = logs.filter((l) => l.ppid === recorderPid && !l.forkChild);
+  const program = root.reduce<Omit<SessionLog, 'role'> | undefined>(
+    (latest, l) => (latest === undefined || l.startTimeMs >= latest.startTimeMs ? l : latest),
+    undefined,
+  );
+  return logs.map((l) => ({
+    ...l,
+    role: l === program ? 'program' : root.includes(l) ? 'exec-chain' : 'child',
+  }));
+}
+
+/** Writes the session's manifest beside its logs; returns the session. */
+export async function writeSession(
+  dir: string,
+  run: { command: string; args: readonly string[]; recorderPid: number; status: number },
+  logPaths: readonly string[],
+): Promise<Session> {
+  const described: Omit<SessionLog, 'role'>[] = [];
+  for (const path of logPaths) {
+    const p = await readProcessRecord(path);
+    if (p === undefined) continue;
+    described.push({
+      file: basename(path),
+      pid: p.pid,
+      ppid: p.ppid,
+      exe: p.exe,
+      argv: p.argv,
+      forkChild: p.forkChild,
+      startTimeMs: p.startTimeMs,
+    });
+  }
+  const logs = assignRoles(described, run.recorderPid);
+  const program = logs.find((l) => l.role === 'program');
+  const session: Session = {
+    version: 1,
+    command: run.command,
+    args: run.args,
+    recorderPid: run.recorderPid,
+    status: run.status,
+    ...(program !== undefined ? { program: program.file } : {}),
+    logs,
+  };
+  writeFileSync(
+    join(dir, `heaphook-session.${run.recorderPid}.json`),
+    `${JSON.stringify(session, null, 2)}\n`,
+  );
+  return session;
+}
+
+/** The newest session manifest in a folder (by modification time), if any. */
+export function readLatestSession(dir: string): Session | undefined {
+  const manifests = readdirSync(dir)
+    .filter((f) => SESSION_FILE_PATTERN.test(f))
+    .map((f) => ({ path: join(dir, f), mtime: statSync(join(dir, f)).mtimeMs }))
+    .sort((a, b) => b.mtime - a.mtime);
+  const newest = manifests[0];
+  if (newest === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(newest.path, 'utf8'));
+  } catch (error) {
+    throw new HeaphookError(
+      `${newest.path} is not a session manifest (${(error as Error).message}); name a log instead`,
+    );
+  }
+  const session = parsed as Partial<Session>;
+  if (session.version !== 1 || !Array.isArray(session.logs)) {
+    throw new HeaphookError(
+      `${newest.path} is not a version 1 session manifest; name a log instead`,
+    );
+  }
+  return session as Session;
+}
+
+export interface LogChoice {
+  /** The log of this process (its last image when it exec'd). */
+  readonly pid?: number;
+  /** Every log of the session (or of the folder). */
+  readonly all?: boolean;
+}
+
+function describeLog(l: SessionLog): string {
+  return `${l.file} (pid ${l.pid}, ${l.role}: ${l.argv.join(' ').slice(0, 60)})`;
+}
+
+/**
+ * The logs a command reads for `target`: a log file is itself; a folder is resolved through its
+ * newest session manifest (the program's log, the one `--pid` names, or all of them); a folder
+ * without a manifest (logs written standalone) gives its one log, or all with `--all`.
+ */
+export function resolveLogs(target: string, choice: LogChoice = {}): string[] {
+  let isDir = false;
+  try {
+    isDir = statSync(target).isDirectory();
+  } catch {
+    // not there: the reader names the missing file
+  }
+  if (!isDir) {
+    if (choice.pid !== undefined || choice.all === true) {
+      throw new HeaphookError(
+        `--pid and --all choose among the logs of a folder; ${target} is one log (give its folder)`,
+      );
+    }
+    return [target];
+  }
+  const dir = resolve(target);
+  const session = readLatestSession(dir);
+  if (session === undefined) {
+    const logs = readdirSync(dir)
+      .filter((f) => LOG_FILE_PATTERN.test(f))
+      .sort()
+      .map((f) => join(dir, f));
+    if (choice.all === true || logs.length === 1) return logs;
+    throw new HeaphookError(
+      logs.length === 0
+        ? `${target} holds no heaplog.<pid>.log`
+        : `${target} holds ${logs.length} logs and no session manifest (heaphook record writes one): name one log, or give --all`,
+    );
+  }
+  if (choice.all === true) return session.logs.map((l) => join(dir, l.file));
+  if (choice.pid !== undefined) {
+    const ofPid = session.logs.filter((l) => l.pid === choice.pid);
+    const last = ofPid.reduce<SessionLog | undefined>(
+      (latest, l) => (latest === undefined || l.startTimeMs >= latest.startTimeMs ? l : latest),
+      undefined,
+    );
+    if (last === undefined) {
+      const pids = [...new Set(session.logs.map((l) => l.pid))].join(', ');
+      throw new HeaphookError(`no log of pid ${choice.pid} in ${target} (its pids: ${pids})`);
+    }
+    return [join(dir, last.file)];
+  }
+  if (session.program === undefined) {
+    throw new HeaphookError(
+      `the session in ${target} has no log of the program itself (it may have been killed before it started): give --pid, or --all. Its logs: ${session.logs.map(describeLog).join('; ')}`,
+    );
+  }
+  return [join(dir, session.program)];
+}
