@@ -137,6 +137,16 @@ export function register(program: Command): void {
     )
     .option('-q, --quiet', 'do not list the logs written')
     .option(
+      '--no-follow',
+      "record only the command's own process (through exec), not the processes it starts",
+    )
+    .option(
+      '--only <name>',
+      'record only the processes of this program (its executable or argv[0] name; repeatable)',
+      collectList,
+      [],
+    )
+    .option(
       '--json',
       "print the session (every log, its process and role, the program's own) as JSON at the end",
     )
@@ -154,6 +164,8 @@ export function register(program: Command): void {
           vm: boolean;
           quiet?: boolean;
           json?: boolean;
+          follow: boolean;
+          only: string[];
         },
       ) => {
         const result = await record(command, args, {
@@ -162,6 +174,8 @@ export function register(program: Command): void {
           env: options.env,
           ...(options.vm ? {} : { vm: false }),
           ...(options.quiet === true ? { quiet: true } : {}),
+          ...(options.follow ? {} : { follow: false }),
+          ...(options.only.length > 0 ? { only: options.only } : {}),
         });
         const session = await writeSession(
           options.outputDir,

@@ -185,3 +185,57 @@ describe('roles', () => {
     expect(roles.map((r) => r.role)).toEqual(['child']);
   });
 });
+
+describe('choosing what record traces', () => {
+  const bin = shimFolder();
+  const env = { ...process.env, PATH: `${bin}:${process.env.PATH ?? ''}` };
+  const script =
+    "import subprocess; subprocess.run(['ls', '/'], capture_output=True, check=True); print('ok')";
+
+  function sessionOf(dir: string): Session {
+    const file = readdirSync(dir).find((f) => /^heaphook-session\.\d+\.json$/.test(f))!;
+    return JSON.parse(readFileSync(join(dir, file), 'utf8')) as Session;
+  }
+
+  it("--no-follow records the command's exec chain, not the processes it starts", () => {
+    const dir = scratch('session-no-follow');
+    const r = heaphook(
+      ['record', '-q', '-o', dir, '--no-follow', '--', 'python3', '-c', script],
+      env,
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toBe('ok\n');
+    const s = sessionOf(dir);
+    expect(s.logs.map((l) => l.role).sort()).toEqual(
+      expect.arrayContaining(['exec-chain', 'program']),
+    );
+    expect(s.logs.filter((l) => l.role === 'child')).toEqual([]);
+    expect(s.logs.find((l) => l.role === 'program')?.argv[0]).toBe(python3);
+  });
+
+  it('--only NAME records that program alone, through a shim', () => {
+    const dir = scratch('session-only');
+    const r = heaphook(
+      ['record', '-q', '-o', dir, '--only', 'python3', '--', 'python3', '-c', script],
+      env,
+    );
+    expect(r.status, r.stderr).toBe(0);
+    const s = sessionOf(dir);
+    expect(s.logs).toHaveLength(1);
+    expect(s.logs[0]).toMatchObject({ role: 'program', argv: [python3, '-c', script] });
+  });
+
+  it('a bad HEAPHOOK_TRACE_PARENT stops the program before main with one line', () => {
+    const r = spawnSync(python3, ['-c', 'print(1)'], {
+      env: {
+        ...process.env,
+        LD_PRELOAD: join(workload, '..', 'libheaphook_heaptrack.so'),
+        HEAPHOOK_TRACE_PARENT: 'abc',
+      },
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(78);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/^heaphook: HEAPHOOK_TRACE_PARENT="abc" is not an integer .*\n$/);
+  });
+});

@@ -2,6 +2,7 @@
  * collector.c — heaphook-heaptrack-collector, the out-of-process side of `heaphook record`.
  *
  *   heaphook-heaptrack-collector [--dir DIR] [--preload LIBS] [--manifest FILE] [--quiet]
+ *                                [--no-follow]
  *                                -- command [args...]
  *
  * Listens on an abstract Unix socket, starts the command with LD_PRELOAD=LIBS and
@@ -44,6 +45,7 @@ static size_t nclients, capclients;
 static const char *dir = ".";
 static const char *manifest;
 static bool quiet;
+static bool no_follow; /* --no-follow: only the command's own process records */
 static pid_t child = -1;
 static long pending_forks;
 
@@ -77,7 +79,7 @@ static void forward_signal(int sig, siginfo_t *info, void *context) {
 static void usage(void) {
     fprintf(stderr,
             "usage: heaphook-heaptrack-collector [--dir DIR] [--preload LIBS] [--manifest FILE] "
-            "[--quiet] -- command [args...]\n");
+            "[--quiet] [--no-follow] -- command [args...]\n");
     exit(2);
 }
 
@@ -233,6 +235,8 @@ int main(int argc, char **argv) {
             manifest = argv[++i];
         } else if (strcmp(argv[i], "--quiet") == 0) {
             quiet = true;
+        } else if (strcmp(argv[i], "--no-follow") == 0) {
+            no_follow = true;
         } else {
             usage();
         }
@@ -275,6 +279,12 @@ int main(int argc, char **argv) {
         signal(SIGPIPE, SIG_DFL);
         setenv("HEAPHOOK_COLLECTOR", name, 1);
         if (preload != NULL) setenv("LD_PRELOAD", preload, 1);
+        if (no_follow) {
+            /* the tracer records in this process (and what it execs), not in its children */
+            char parent[24];
+            snprintf(parent, sizeof parent, "%d", (int)getppid());
+            setenv("HEAPHOOK_TRACE_PARENT", parent, 1);
+        }
         execvp(argv[i], argv + i);
         fprintf(stderr, "heaphook record: cannot run %s: %s\n", argv[i], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);

@@ -525,6 +525,48 @@ static bool hh_tracer_start(void) {
     return ok;
 }
 
+/* ---- 5b. Which processes record ----------------------------------------------------------
+ *
+ * heaphook record --only NAME / --no-follow. HEAPHOOK_TRACE_ONLY names programs (comma-separated
+ * base names, matched against the executable's and argv[0]'s): a process of another program
+ * records nothing. HEAPHOOK_TRACE_PARENT is a pid (the collector's): only its direct children
+ * record, through their exec chain (an exec keeps the pid and the parent), and not their forks.
+ * A process left out keeps the library loaded, so that what it runs can still match. */
+
+static const char *hh_base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash != NULL ? slash + 1 : path;
+}
+
+/* Whether `name` is one of the comma-separated names of `list` (no allocation). */
+static bool hh_name_listed(const char *list, const char *name) {
+    size_t len = strlen(name);
+    for (const char *p = list; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (n == len && n > 0 && memcmp(p, name, n) == 0) return true;
+        if (end == NULL) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+static long g_trace_parent; /* HEAPHOOK_TRACE_PARENT, 0 when every process records */
+
+static bool hh_process_selected(void) {
+    g_trace_parent = heaphook_env_long("HEAPHOOK_TRACE_PARENT", NULL, 0, 0, 4194304);
+    if (g_trace_parent != 0 && (long)getppid() != g_trace_parent) return false;
+    const char *only = heaphook_env_get("HEAPHOOK_TRACE_ONLY", NULL);
+    if (only == NULL || only[0] == '\0') return true;
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        if (hh_name_listed(only, hh_base_name(exe))) return true;
+    }
+    return hh_name_listed(only, program_invocation_short_name);
+}
+
 bool hh_tracer_ensure(void) {
     int state = atomic_load_explicit(&hh_state, memory_order_acquire);
     if (state == HH_STATE_ACTIVE) return true;
@@ -535,6 +577,13 @@ bool hh_tracer_ensure(void) {
         /* Preloaded into a setuid, setgid or capability program: whoever set the environment
          * must not make it write files with its privileges (heaphook/config.h). */
         heaphook_log_debug("heaptrack: secure execution (AT_SECURE): writing no log; not tracing");
+        atomic_store_explicit(&hh_state, HH_STATE_DISABLED, memory_order_release);
+        return false;
+    }
+    if (!g_attach_mode && !hh_process_selected()) {
+        heaphook_log_debug("heaptrack: %s is not selected (HEAPHOOK_TRACE_ONLY, "
+                           "HEAPHOOK_TRACE_PARENT); not tracing",
+                           program_invocation_short_name);
         atomic_store_explicit(&hh_state, HH_STATE_DISABLED, memory_order_release);
         return false;
     }
@@ -729,6 +778,13 @@ void hh_tracer_postfork_child(void) {
     }
     g_notify_fd = -1;
     g_fork_child = true;
+    if (g_trace_parent != 0) {
+        /* HEAPHOOK_TRACE_PARENT (--no-follow): the command's own process records, not its
+         * forks; the parent's transport is dropped above, and none starts here. */
+        atomic_store(&hh_state, HH_STATE_DISABLED);
+        hh_busy--;
+        return;
+    }
     atomic_store(&hh_state, HH_STATE_INITIALISING);
     bool ok = hh_start_transport() && !atomic_load(&g_gone);
     atomic_store(&hh_state, ok ? HH_STATE_ACTIVE : HH_STATE_DISABLED);

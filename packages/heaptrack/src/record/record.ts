@@ -45,6 +45,12 @@ export interface RecordOptions {
   readonly stdio?: StdioOptions;
   /** Do not print the "wrote ..." lines. */
   readonly quiet?: boolean;
+  /** Record only the command's own process (through its exec chain), not its children
+   * (default: every process, following forks and execs). */
+  readonly follow?: boolean;
+  /** Record only the processes of these programs (executable or argv[0] base names); the
+   * others run with the tracer loaded but write no log. */
+  readonly only?: readonly string[];
   /**
    * Record mapped memory (VM_MAPPED / VM_UNMAPPED) by preloading @heaphook/ucm-hooks first:
    * true requires it (an error names the fix when it is missing), false leaves it out, and the
@@ -123,6 +129,9 @@ export async function record(
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     ...(options.vm === true ? { HEAPHOOK_TRACE_VM: 'yes' } : {}),
+    ...(options.only !== undefined && options.only.length > 0
+      ? { HEAPHOOK_TRACE_ONLY: options.only.join(',') }
+      : {}),
     ...options.env,
   };
   delete env.LD_PRELOAD; // the collector itself is not traced
@@ -134,6 +143,7 @@ export async function record(
     '--manifest',
     manifest,
     ...(options.quiet === true ? ['--quiet'] : []),
+    ...(options.follow === false ? ['--no-follow'] : []),
     '--',
     command,
     ...args,
