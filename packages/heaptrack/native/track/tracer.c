@@ -581,9 +581,10 @@ bool hh_tracer_ensure(void) {
         return false;
     }
     if (!g_attach_mode && !hh_process_selected()) {
-        heaphook_log_debug("heaptrack: %s is not selected (HEAPHOOK_TRACE_ONLY, "
-                           "HEAPHOOK_TRACE_PARENT); not tracing",
-                           program_invocation_short_name);
+        heaphook_log_debug(
+            "heaptrack: %s is not selected (HEAPHOOK_TRACE_ONLY, "
+            "HEAPHOOK_TRACE_PARENT); not tracing",
+            program_invocation_short_name);
         atomic_store_explicit(&hh_state, HH_STATE_DISABLED, memory_order_release);
         return false;
     }
