@@ -32,5 +32,12 @@ function step(args) {
   const result = spawnSync('cmake', args, { stdio: 'inherit' });
   if (result.status !== 0) process.exit(result.status ?? 1);
 }
-step(['-S', packageDir, '-B', buildDir, '-DCMAKE_BUILD_TYPE=Release', `-DCMAKE_TOOLCHAIN_FILE=${toolchain}`]);
+step([
+  '-S',
+  packageDir,
+  '-B',
+  buildDir,
+  '-DCMAKE_BUILD_TYPE=Release',
+  `-DCMAKE_TOOLCHAIN_FILE=${toolchain}`,
+]);
 step(['--build', buildDir, '--parallel', '2']);
