@@ -63,7 +63,17 @@ describe('the heaphook command', () => {
   });
 
   it('no help text shows the empty starting value of a repeatable option', () => {
-    const commands = ['list', 'path', 'run', 'doctor', 'record', 'dump', 'recommend', 'report'];
+    const commands = [
+      'list',
+      'path',
+      'run',
+      'doctor',
+      'record',
+      'dump',
+      'recommend',
+      'report',
+      'check',
+    ];
     for (const command of commands) {
       const help = heaphook(command, '--help');
       expect(help.status, `${command} --help`).toBe(0);

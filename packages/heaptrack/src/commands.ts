@@ -4,6 +4,7 @@
  *   heaphook dump [--stacks] [--summary] [--json] <log | DIR [--pid N | --all]>
  *   heaphook recommend [--margin PCT] [--json] <log | DIR [--pid N]>
  *   heaphook report [-o DIR] [--json] <log | DIR [--pid N | --all]>
+ *   heaphook check --max-peak 64MiB ... [--limits FILE] [--junit FILE] [--github] <log | DIR>
  */
 import type { Command } from 'commander';
 
@@ -13,6 +14,7 @@ import { join } from 'node:path';
 
 import { decodeLog, EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
 import { dump } from './report/dump.js';
+import { registerCheck } from './check/command.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js';
@@ -227,4 +229,5 @@ export function register(program: Command): void {
 
   registerRecommend(program);
   registerReport(program);
+  registerCheck(program);
 }
