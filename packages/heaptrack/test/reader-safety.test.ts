@@ -227,9 +227,9 @@ describe('paths that are not logs: one line naming the path, exit status 2', () 
   symlinkSync(join(dir, 'loop-a'), join(dir, 'loop-b'));
   const cases: [string, string, RegExp][] = [
     [
-      'a directory',
+      'a directory with no log',
       folder,
-      / is a directory, not a regular file; give a heaplog file \(heaplog\.<pid>\.log/,
+      / is a directory with no heaplog\.<pid>\.log and no session manifest; give a heaplog file \(heaplog\.<pid>\.log\)/,
     ],
     ['a FIFO', fifo, / is a FIFO \(named pipe\), not a regular file; give a heaplog file/],
     ['a device', '/dev/null', / is a character device, not a regular file/],

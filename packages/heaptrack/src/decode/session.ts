@@ -178,6 +178,7 @@ export function resolveLogs(target: string, choice: LogChoice = {}): string[] {
     if (choice.pid !== undefined || choice.all === true) {
       throw new HeaphookError(
         `--pid and --all choose among the logs of a folder; ${target} is one log (give its folder)`,
+        { namesCommand: true },
       );
     }
     return [target];
@@ -192,8 +193,9 @@ export function resolveLogs(target: string, choice: LogChoice = {}): string[] {
     if (choice.all === true || logs.length === 1) return logs;
     throw new HeaphookError(
       logs.length === 0
-        ? `${target} holds no heaplog.<pid>.log`
+        ? `${target} is a directory with no heaplog.<pid>.log and no session manifest; give a heaplog file (heaplog.<pid>.log) or the folder heaphook record wrote`
         : `${target} holds ${logs.length} logs and no session manifest (heaphook record writes one): name one log, or give --all`,
+      { namesCommand: true },
     );
   }
   if (choice.all === true) return session.logs.map((l) => join(dir, l.file));
@@ -205,13 +207,16 @@ export function resolveLogs(target: string, choice: LogChoice = {}): string[] {
     );
     if (last === undefined) {
       const pids = [...new Set(session.logs.map((l) => l.pid))].join(', ');
-      throw new HeaphookError(`no log of pid ${choice.pid} in ${target} (its pids: ${pids})`);
+      throw new HeaphookError(`no log of pid ${choice.pid} in ${target} (its pids: ${pids})`, {
+        namesCommand: true,
+      });
     }
     return [join(dir, last.file)];
   }
   if (session.program === undefined) {
     throw new HeaphookError(
       `the session in ${target} has no log of the program itself (it may have been killed before it started): give --pid, or --all. Its logs: ${session.logs.map(describeLog).join('; ')}`,
+      { namesCommand: true },
     );
   }
   return [join(dir, session.program)];
