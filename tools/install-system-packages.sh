@@ -13,13 +13,14 @@
 #   ament_cmake package ros/heaphook and its test (packages/core/test/ament.test.ts: colcon
 #   build / colcon test of a ROS 2-style workspace): colcon python3-colcon-cmake
 #   python3-colcon-ros ament-cmake, and googletest (Debian's GoogleTest sources, which
-#   test_library() builds its test programs with).
+#   test_library() builds its test programs with); valgrind (callgrind counts the instructions of
+#   every TLSF malloc and free for the worst case the tlsf README states: test/worst-case.test.ts).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
 packages=(liblsan0 clang libclang-rt-14-dev libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
   zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils golang-go zstd
-  libasan8 libubsan1 libtsan2 colcon python3-colcon-cmake python3-colcon-ros ament-cmake googletest)
+  libasan8 libubsan1 libtsan2 colcon python3-colcon-cmake python3-colcon-ros ament-cmake googletest valgrind)
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null; then sudo="sudo"; else
