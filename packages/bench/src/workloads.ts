@@ -131,7 +131,7 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'malloc and free back to back, hot: random slots of a table of 20000 (about 10000 live blocks per thread), sizes 8 B-64 KiB log-uniform, no pause; each call timed; percentiles of malloc and of free apart',
     threaded: true,
-    sizes: { quick: 200_000, default: 2_000_000 },
+    sizes: { quick: 100_000, default: 2_000_000 },
     primary: 'reported.free_p99_9_ns',
     /* about 73 MiB live per thread (10000 blocks of 7.3 KiB on average); glibc peaks at
      * ~100 MiB with one thread and ~200 MiB with two */

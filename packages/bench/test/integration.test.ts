@@ -192,8 +192,10 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
     const run = doc.runs.find((x) => x.workload === 'latency-t2' && x.allocator === 'glibc')!;
     expect(run.reported).toMatchObject({ threads: 2 });
     const keys = ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt'];
-    for (const k of [...keys, 'malloc_p99_99_ns', 'free_p99_99_ns'])
-      expect(lat.metrics[`reported.${k}`]).toBeDefined();
+    for (const call of ['malloc', 'free'])
+      for (const p of ['p50', 'p99', 'p99_9', 'p99_99'])
+        expect(lat.metrics[`reported.${call}_${p}_ns`]).toBeDefined();
+    for (const k of keys) expect(lat.metrics[`reported.${k}`]).toBeDefined();
     // what the machine did to a busy thread is measured in the same run and shown with the table
     expect(run.reported?.stalls_1us_per_s).toEqual(expect.any(Number));
     expect(run.reported?.stalls_10us_per_s).toEqual(expect.any(Number));
