@@ -23,10 +23,10 @@
  * the block as it is, so a buffer grown by appends moves O(log n) times.
  *
  * Worst cases (each TLSF call is O(1)):
- *   malloc: DRAIN_FAST + DRAIN_SLOW frees, a chunk borrowed under the mutex; only when the
- *           pool has no chunk left, the thread cache's flush (at most (CACHE_CLASSES -
- *           CACHE_CLASS_MIN) x cache_depth frees) and, when the pool itself must grow,
- *           log2(request / ADDITIONAL) mappings; a TLSF search after each step.
+ *   malloc: DRAIN_FAST + DRAIN_SLOW frees, the thread cache's flush (at most (CACHE_CLASSES -
+ *           CACHE_CLASS_MIN) x cache_depth frees), one chunk borrowed under the mutex, a TLSF
+ *           search after each step; when the pool itself must grow, log2(request / ADDITIONAL)
+ *           mappings.
  *   free:   one TLSF free, or one CAS push (retried only while other threads push).
  * A thread heap is released when its thread exits and adopted by the next new thread, with
  * its chunks; chunks are not returned to the shared heap.
@@ -694,9 +694,8 @@ static inline void *heap_try(thread_heap *h, size_t size, size_t align) {
     return align > TLSF_ALIGN ? tlsf_memalign(h->tlsf, align, size) : tlsf_malloc(h->tlsf, size);
 }
 
-/* Borrows a chunk from the shared heap for a request (size, align) of h; grows the pool for
- * it only when may_grow. */
-static bool heap_add_chunk(thread_heap *h, size_t size, size_t align, bool may_grow) {
+/* Borrows a chunk from the shared heap for a request (size, align) of h. */
+static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
     const size_t need = tlsf_pool_need(size, align);
     if (!need) return false;
     size_t want = h->chunk_bytes < CHUNK_MIN ? CHUNK_MIN : h->chunk_bytes;
@@ -707,7 +706,7 @@ static bool heap_add_chunk(thread_heap *h, size_t size, size_t align, bool may_g
     /* The preferred size if the pool has it, else the least that serves, else grow. */
     void *chunk = tlsf_malloc(shared.tlsf, want);
     if (!chunk && want > least) chunk = tlsf_malloc(shared.tlsf, least);
-    if (!chunk && may_grow) chunk = shared_alloc_locked(least, 1);
+    if (!chunk) chunk = shared_alloc_locked(least, 1);
     shared_lock_give();
     if (!chunk) return false;
     const size_t bytes = tlsf_block_size(chunk);
@@ -721,18 +720,18 @@ static bool heap_add_chunk(thread_heap *h, size_t size, size_t align, bool may_g
     return true;
 }
 
-/* The thread heap has no block for the request: blocks other threads gave back, then a chunk
- * the pool has, then the thread cache flushed (up to CACHE_CLASSES * cache_depth frees, the
- * slowest step: only when the pool itself is short), then a chunk the pool grows for. */
+/* The thread heap has no block for the request: blocks other threads gave back, then the thread
+ * cache flushed (at most (CACHE_CLASSES - CACHE_CLASS_MIN) x cache_depth frees, the slowest
+ * step; first, so that cached blocks coalesce before more of the pool is borrowed: a thread
+ * heap keeps what it borrows), then a chunk of the pool. */
 static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     void *p;
     if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
-    if (heap_add_chunk(h, size, align, false) && (p = heap_try(h, size, align))) return p;
     if (!cache_empty(h)) {
         cache_flush(h);
         if ((p = heap_try(h, size, align))) return p;
     }
-    if (heap_add_chunk(h, size, align, true) && (p = heap_try(h, size, align))) return p;
+    if (heap_add_chunk(h, size, align) && (p = heap_try(h, size, align))) return p;
     return shared_alloc(size, align);
 }
 
