@@ -136,6 +136,9 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     /* about 73 MiB live per thread (10000 blocks of 7.3 KiB on average); glibc peaks at
      * ~100 MiB with one thread and ~200 MiB with two */
     rtPoolBytes: { quick: 320 * MiB, default: 320 * MiB },
+    /* 2 M calls per thread under a tracer is minutes of log for little news: the loops above
+     * already show the tracers' cost per call */
+    noTracers: true,
     resolve: native('wl_latency_b2b'),
   },
   {
