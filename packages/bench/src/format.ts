@@ -43,10 +43,10 @@ export function formatRatio(r: number): string {
 /** Formats a figure by its key (wall_s, peak_rss_bytes, reported.p99_ns, reported.rss_over_live ...). */
 export function formatMetric(key: string, v: number): string {
   const k = key.replace(/^reported\./, '');
+  if (k === 'ops_per_s') return `${sig3(v / 1e6)} M/s`;
   if (k.endsWith('_s')) return formatSeconds(v);
   if (k.endsWith('_ns')) return formatNs(v);
   if (k.endsWith('_bytes')) return formatBytes(v);
-  if (k === 'ops_per_s') return `${sig3(v / 1e6)} M/s`;
   if (k.includes('_over_')) return v.toFixed(2);
   return formatCount(v);
 }
@@ -64,6 +64,7 @@ export function metricLabel(key: string): string {
     trace_bytes: 'trace size',
     'reported.rss_over_live': 'peak RSS / peak live',
     'reported.p99_99_ns': 'p99.99 latency',
+    'reported.free_p99_9_ns': 'free p99.9 latency',
     'reported.ops_per_s': 'throughput',
   };
   return labels[key] ?? key.replace(/^reported\./, '');

@@ -133,7 +133,13 @@ const LATENCY_FIGURES: Array<[string, string]> = [
   ['reported.p99_9_ns', 'p99.9'],
   ['reported.p99_99_ns', 'p99.99'],
   ['reported.max_ns', 'max'],
+  ['reported.malloc_p50_ns', 'malloc p50'],
+  ['reported.malloc_p99_ns', 'malloc p99'],
+  ['reported.malloc_p99_9_ns', 'malloc p99.9'],
   ['reported.malloc_p99_99_ns', 'malloc p99.99'],
+  ['reported.free_p50_ns', 'free p50'],
+  ['reported.free_p99_ns', 'free p99'],
+  ['reported.free_p99_9_ns', 'free p99.9'],
   ['reported.free_p99_99_ns', 'free p99.99'],
   ['reported.malloc_max_ns', 'malloc max'],
   ['reported.free_max_ns', 'free max'],
@@ -144,7 +150,7 @@ const LATENCY_FIGURES: Array<[string, string]> = [
 /** What the machine did to a busy thread before the latency runs (median over the runs of
  * every allocator): stalls over 1 us per second, and how many calls of the median p50 meet one
  * on average. */
-function stallNote(r: Results, workload: string): string[] {
+function stallNote(r: Results, workload: string, p50Key = 'p50_ns'): string[] {
   const reps = r.runs.filter((x) => x.workload === workload && x.status === 'ok');
   const med = (key: string): number | undefined => {
     const v = reps.map((x) => x.reported?.[key]).filter((x): x is number => typeof x === 'number');
@@ -152,7 +158,7 @@ function stallNote(r: Results, workload: string): string[] {
   };
   const over1 = med('stalls_1us_per_s');
   const over10 = med('stalls_10us_per_s');
-  const p50 = med('p50_ns');
+  const p50 = med(p50Key);
   if (over1 === undefined || over10 === undefined || p50 === undefined || over1 <= 0) return [];
   const oneIn = Math.round(1e9 / (over1 * p50));
   return [
@@ -160,34 +166,43 @@ function stallNote(r: Results, workload: string): string[] {
   ];
 }
 
+/** One row per allocator of a latency workload's figures: medians, a max also with the worst
+ * run's, the best of each column marked. */
+function latencyRows(
+  r: Results,
+  workload: string,
+  figures: Array<[string, string]>,
+): { rows: string[][]; best: boolean[][] } {
+  const cols = readyColumns(r);
+  const winners = figures.map(([k]) => bestAllocators(r.cells, workload, k, cols));
+  const rows: string[][] = [];
+  const best: boolean[][] = [];
+  for (const a of cols) {
+    const c = cellOf(r.cells, workload, a);
+    const row = [a];
+    const marks = [false];
+    figures.forEach(([k], j) => {
+      const m = c?.metrics[k];
+      let text = '–';
+      if (c?.status === 'failed') text = j === 0 ? failedText(c) : '';
+      else if (m)
+        text =
+          k.endsWith('max_ns') && m.n > 1
+            ? `${formatMetric(k, m.median)} (worst ${formatMetric(k, m.max)})`
+            : formatMetric(k, m.median);
+      row.push(text);
+      marks.push(winners[j]!.includes(a));
+    });
+    rows.push(row);
+    best.push(marks);
+  }
+  return { rows, best };
+}
+
 /** Per-call latency of the real-time workload, one row per allocator. */
 export function latencyTables(r: Results): Table[] {
   const out: Table[] = [];
   for (const w of readyWorkloads(r).filter((x) => x.base === 'latency')) {
-    const cols = readyColumns(r);
-    const rows: string[][] = [];
-    const cells = cols.map((a) => cellOf(r.cells, w.name, a));
-    const best: boolean[][] = [];
-    const winners = LATENCY_FIGURES.map(([k]) => bestAllocators(r.cells, w.name, k, cols));
-    cols.forEach((a, i) => {
-      const c = cells[i];
-      const row = [a];
-      const marks = [false];
-      LATENCY_FIGURES.forEach(([k], j) => {
-        const m = c?.metrics[k];
-        let text = '–';
-        if (c?.status === 'failed') text = j === 0 ? failedText(c) : '';
-        else if (m)
-          text =
-            k === 'reported.max_ns' && m.n > 1
-              ? `${formatMetric(k, m.median)} (worst ${formatMetric(k, m.max)})`
-              : formatMetric(k, m.median);
-        row.push(text);
-        marks.push(winners[j]!.includes(a));
-      });
-      rows.push(row);
-      best.push(marks);
-    });
     const rep = r.runs.find((x) => x.workload === w.name && x.status === 'ok')?.reported;
     const period = typeof rep?.period_ns === 'number' ? rep.period_ns : undefined;
     const samples = typeof rep?.ops === 'number' ? rep.ops : undefined;
@@ -199,8 +214,43 @@ export function latencyTables(r: Results): Table[] {
         ...stallNote(r, w.name),
       ],
       header: ['allocator', ...LATENCY_FIGURES.map(([, label]) => label)],
-      rows,
-      best,
+      ...latencyRows(r, w.name, LATENCY_FIGURES),
+    });
+  }
+  return out;
+}
+
+const B2B_FIGURES: Array<[string, string]> = [
+  ['reported.malloc_p50_ns', 'malloc p50'],
+  ['reported.malloc_p99_ns', 'p99'],
+  ['reported.malloc_p99_9_ns', 'p99.9'],
+  ['reported.malloc_p99_99_ns', 'p99.99'],
+  ['reported.malloc_max_ns', 'max'],
+  ['reported.free_p50_ns', 'free p50'],
+  ['reported.free_p99_ns', 'p99'],
+  ['reported.free_p99_9_ns', 'p99.9'],
+  ['reported.free_p99_99_ns', 'p99.99'],
+  ['reported.free_max_ns', 'max'],
+  ['reported.ops_per_s', 'calls/s'],
+  ['reported.minflt', 'minor faults'],
+];
+
+/** Per-call latency of malloc and of free called back to back (latency_b2b), one row per
+ * allocator. */
+export function b2bLatencyTables(r: Results): Table[] {
+  const out: Table[] = [];
+  for (const w of readyWorkloads(r).filter((x) => x.base === 'latency_b2b')) {
+    const rep = r.runs.find((x) => x.workload === w.name && x.status === 'ok')?.reported;
+    const samples = typeof rep?.ops === 'number' ? rep.ops : undefined;
+    out.push({
+      title: `Back-to-back latency (${w.name}): per malloc and per free call, no pause between calls`,
+      notes: [
+        `${samples ?? '?'} timed calls per run (about 10,000 live blocks per thread, 8 B-64 KiB log-uniform); medians over the runs; the timer read (~${typeof rep?.clock_overhead_ns === 'number' ? rep.clock_overhead_ns : '?'} ns) is included.`,
+        'calls/s: malloc and free calls of the timed phase per second of its slowest thread (block stamping and checks included); minor faults: page faults during the timed phase.',
+        ...stallNote(r, w.name, 'malloc_p50_ns'),
+      ],
+      header: ['allocator', ...B2B_FIGURES.map(([, label]) => label)],
+      ...latencyRows(r, w.name, B2B_FIGURES),
     });
   }
   return out;
@@ -474,7 +524,7 @@ export function allTables(r: Results): Table[] {
   const t: Table[] =
     readyWorkloads(r).length === 0
       ? []
-      : [mainTable(r), rss, ...latencyTables(r), ...fragmentationTables(r)];
+      : [mainTable(r), rss, ...latencyTables(r), ...b2bLatencyTables(r), ...fragmentationTables(r)];
   const tr = tracerTable(r);
   if (tr) t.push(tr);
   const trCpu = tracerTable(r, 'cpu_s');

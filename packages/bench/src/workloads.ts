@@ -127,6 +127,21 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     resolve: native('wl_latency'),
   },
   {
+    base: 'latency_b2b',
+    description:
+      'malloc and free back to back, hot: random slots of a table of 20000 (about 10000 live blocks per thread), sizes 8 B-64 KiB log-uniform, no pause; each call timed; percentiles of malloc and of free apart',
+    threaded: true,
+    sizes: { quick: 100_000, default: 2_000_000 },
+    primary: 'reported.free_p99_9_ns',
+    /* about 73 MiB live per thread (10000 blocks of 7.3 KiB on average); glibc peaks at
+     * ~100 MiB with one thread and ~200 MiB with two */
+    rtPoolBytes: { quick: 320 * MiB, default: 320 * MiB },
+    /* 2 M calls per thread under a tracer is minutes of log for little news: the loops above
+     * already show the tracers' cost per call */
+    noTracers: true,
+    resolve: native('wl_latency_b2b'),
+  },
+  {
     base: 'startup',
     description:
       'start-up cost: N short processes one after the other (spawn, 48 allocations of start-up sizes, checked, exit), as a shell pipeline or a build starts them',

@@ -192,8 +192,10 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
     const run = doc.runs.find((x) => x.workload === 'latency-t2' && x.allocator === 'glibc')!;
     expect(run.reported).toMatchObject({ threads: 2 });
     const keys = ['p50_ns', 'p99_ns', 'p99_9_ns', 'p99_99_ns', 'max_ns', 'minflt'];
-    for (const k of [...keys, 'malloc_p99_99_ns', 'free_p99_99_ns'])
-      expect(lat.metrics[`reported.${k}`]).toBeDefined();
+    for (const call of ['malloc', 'free'])
+      for (const p of ['p50', 'p99', 'p99_9', 'p99_99'])
+        expect(lat.metrics[`reported.${call}_${p}_ns`]).toBeDefined();
+    for (const k of keys) expect(lat.metrics[`reported.${k}`]).toBeDefined();
     // what the machine did to a busy thread is measured in the same run and shown with the table
     expect(run.reported?.stalls_1us_per_s).toEqual(expect.any(Number));
     expect(run.reported?.stalls_10us_per_s).toEqual(expect.any(Number));
@@ -206,4 +208,45 @@ describe('heaphook-bench compare --quick (the CLI)', () => {
       /\| workload \| figure \(lower is better\) \| glibc \|/,
     );
   });
+});
+
+describe('compare: the back-to-back latency workload (latency_b2b)', () => {
+  it('times malloc and free apart at 1 and 2 threads, with the machine stall rate, in a table', async () => {
+    const out = await compare({
+      profile: 'quick',
+      size: 20_000,
+      runs: 1,
+      threads: [1, 2],
+      workloads: ['latency_b2b'],
+      allocators: ['glibc'],
+      tracers: false,
+      write: false,
+      progress: false,
+      warmup: false,
+      ucmHooks: false,
+      log: () => {},
+    });
+    const r = out.results;
+    expect(validateResults(JSON.parse(JSON.stringify(r)) as Results)).toEqual([]);
+    for (const threads of [1, 2]) {
+      const name = `latency_b2b-t${threads}`;
+      const cell = r.cells.find((c) => c.workload === name && c.allocator === 'glibc')!;
+      expect(cell.status).toBe('ok');
+      const run = r.runs.find((x) => x.workload === name && x.allocator === 'glibc')!;
+      // --size operations per thread, every one timed: malloc's and free's samples together
+      expect(run.reported).toMatchObject({ threads, ops: 20_000 * threads });
+      for (const call of ['malloc', 'free']) {
+        const pct = ['p50', 'p99', 'p99_9', 'p99_99', 'max'].map(
+          (p) => cell.metrics[`reported.${call}_${p}_ns`]!.median,
+        );
+        // percentiles of one sorted sample: never decreasing
+        for (let i = 1; i < pct.length; i++) expect(pct[i]).toBeGreaterThanOrEqual(pct[i - 1]!);
+      }
+      expect(run.reported?.stalls_1us_per_s).toEqual(expect.any(Number));
+      expect(run.reported?.stalls_10us_per_s).toEqual(expect.any(Number));
+      expect(out.report).toContain(`Back-to-back latency (${name})`);
+    }
+    expect(out.report).toMatch(/malloc p50 .* free p50 .* calls\/s/);
+    expect(out.report).toMatch(/\d M\/s/);
+  }, 120_000);
 });

@@ -22,7 +22,6 @@
 #include "heaphook/log.h"
 #include "internal.h"
 
-#define HH_BOOTSTRAP_CAPACITY (256 * 1024)
 /* Sizes are rounded to this, and so every block's header stays aligned. */
 #define HH_BOOTSTRAP_GRANULE HEAPHOOK_DEFAULT_ALIGNMENT
 
@@ -34,7 +33,7 @@ typedef struct hh_bootstrap_header {
 _Static_assert(sizeof(hh_bootstrap_header) == HEAPHOOK_DEFAULT_ALIGNMENT,
                "the header keeps payloads 16-byte aligned");
 
-static HEAPHOOK_LARGE_STORAGE _Alignas(4096) unsigned char hh_arena[HH_BOOTSTRAP_CAPACITY];
+HEAPHOOK_LARGE_STORAGE _Alignas(4096) unsigned char hh_arena[HH_BOOTSTRAP_CAPACITY];
 /* Offset of the first free byte of hh_arena. */
 static _Atomic size_t hh_arena_top = 0;
 
@@ -64,11 +63,6 @@ exhausted:
         "the bootstrap arena (%u KiB) cannot serve %zu bytes: the backend allocates too much "
         "before it is ready",
         (unsigned)(HH_BOOTSTRAP_CAPACITY / 1024), size);
-}
-
-bool hh_bootstrap_owns(const void *ptr) {
-    uintptr_t address = (uintptr_t)ptr;
-    return address >= (uintptr_t)hh_arena && address < (uintptr_t)hh_arena + HH_BOOTSTRAP_CAPACITY;
 }
 
 size_t hh_bootstrap_block_size(const void *ptr) {

@@ -110,8 +110,14 @@ static inline bool hh_backend_is_ready(void) {
  * the memory is zero-filled (arena memory is never reused). Stops the program when the arena
  * is exhausted. */
 void *hh_bootstrap_alloc(size_t size, size_t align);
-/* True when ptr lies in the arena: free ignores it, realloc moves it to the backend. */
-bool hh_bootstrap_owns(const void *ptr);
+#define HH_BOOTSTRAP_CAPACITY (256 * 1024)
+/* The arena itself (bootstrap.c's; hidden like every symbol of the core). */
+extern unsigned char hh_arena[HH_BOOTSTRAP_CAPACITY] __attribute__((visibility("hidden")));
+/* True when ptr lies in the arena: free ignores it, realloc moves it to the backend. Inline:
+ * every free asks it. */
+static inline bool hh_bootstrap_owns(const void *ptr) {
+    return (uintptr_t)ptr - (uintptr_t)hh_arena < HH_BOOTSTRAP_CAPACITY;
+}
 /* The usable size of an arena block. */
 size_t hh_bootstrap_block_size(const void *ptr);
 /* Bytes of the arena handed out so far (for logs and malloc_stats). */

@@ -23,8 +23,10 @@
  * the block as it is, so a buffer grown by appends moves O(log n) times.
  *
  * Worst cases (each TLSF call is O(1)):
- *   malloc: DRAIN_FAST + DRAIN_SLOW frees, two TLSF searches, one chunk borrowed under the
- *           mutex; when the pool itself must grow, log2(request / ADDITIONAL) mappings.
+ *   malloc: DRAIN_FAST + DRAIN_SLOW frees, the thread cache's flush (at most (CACHE_CLASSES -
+ *           CACHE_CLASS_MIN) x cache_depth frees), one chunk borrowed under the mutex, a TLSF
+ *           search after each step; when the pool itself must grow, log2(request / ADDITIONAL)
+ *           mappings.
  *   free:   one TLSF free, or one CAS push (retried only while other threads push).
  * A thread heap is released when its thread exits and adopted by the next new thread, with
  * its chunks; chunks are not returned to the shared heap.
@@ -42,6 +44,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -140,6 +143,7 @@ static struct {
     int on_grow;  /* ON_GROW_*: what a growth after start-up does (HEAPHOOK_TLSF_ON_GROW) */
     bool stats;   /* count bytes in use, their peak and the largest request (HEAPHOOK_TLSF_STATS) */
     bool tier4;   /* HEAPHOOK_TLSF_COMPAT=tier4: tier4/heaphook's defaults */
+    bool huge_pages; /* areas advised MADV_HUGEPAGE (HEAPHOOK_TLSF_HUGE_PAGES) */
 } cfg;
 
 enum { ON_GROW_IGNORE = 0, ON_GROW_WARN = 1, ON_GROW_ABORT = 2 };
@@ -276,6 +280,13 @@ static void *area_map(void *ctx, size_t bytes) {
         return NULL;
     }
     /* tier4 compatibility touches the first pool only, as tier4's memset of it did. */
+    /* Before the first touch, so that prefaulting faults in huge pages: one TLB entry covers
+     * 2 MiB of the pool instead of 4 KiB. Refused (a kernel without THP): 4 KiB pages. */
+    if (cfg.huge_pages) {
+        const int saved_errno = errno;
+        (void)madvise(mem, len, MADV_HUGEPAGE);
+        errno = saved_errno;
+    }
     if (cfg.prefault || cfg.mlock || (cfg.tier4 && shared.total == 0 && cfg.initial != 0))
         heaphook_os_prefault(mem, len);
     if (cfg.mlock && heaphook_os_lock(mem, len) != 0 && !mlock_warned) {
@@ -709,6 +720,10 @@ static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
     return true;
 }
 
+/* The thread heap has no block for the request: blocks other threads gave back, then the thread
+ * cache flushed (at most (CACHE_CLASSES - CACHE_CLASS_MIN) x cache_depth frees, the slowest
+ * step; first, so that cached blocks coalesce before more of the pool is borrowed: a thread
+ * heap keeps what it borrows), then a chunk of the pool. */
 static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     void *p;
     if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
@@ -1161,6 +1176,10 @@ static int tlsf_backend_init(void) {
     static const char *const on_grow_names[] = {"ignore", "warn", "abort"};
     cfg.on_grow = heaphook_env_choice("HEAPHOOK_TLSF_ON_GROW", NULL, on_grow_names, 3, 0);
     cfg.stats = stats_wanted();
+    /* A pool touched at start-up costs its size in RSS anyway: huge pages cost nothing more
+     * there and keep the pool's TLB misses (a page walk per random block on a large heap) out
+     * of the calls. A lazy pool would fault in 2 MiB where it touches 4 KiB: off by default. */
+    cfg.huge_pages = heaphook_env_bool("HEAPHOOK_TLSF_HUGE_PAGES", NULL, cfg.prefault || cfg.mlock);
     cache_key = ((uintptr_t)&cache_key * 0x9E3779B97F4A7C15ull) | 1;
 #if TLSF_HEAD_KEY
     /* The heads' key (tlsf.c), nibbles t, m, t from the top: t is 8..14 and m any (drawn from

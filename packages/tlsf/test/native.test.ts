@@ -277,6 +277,22 @@ describe('behaviour', () => {
     expect(faults({ HEAPHOOK_TLSF_PREFAULT: '1' }).faults).toBeLessThan(100);
   });
 
+  it('HEAPHOOK_TLSF_HUGE_PAGES: a prefaulted pool is advised for huge pages, a lazy one is not', () => {
+    // grep, preloaded, reads its own mappings: the pool's carries the "hg" flag (MADV_HUGEPAGE)
+    const advised = (env: Record<string, string>) => {
+      const r = run('grep', ['-cE', '^VmFlags:.* hg', '/proc/self/smaps'], {
+        tlsf: true,
+        env: { INITIAL_MEMPOOL_SIZE: '16MiB', ...env },
+      });
+      expect(r.stderr).toBe('');
+      return Number(r.stdout.trim());
+    };
+    expect(advised({ HEAPHOOK_TLSF_PREFAULT: '1' })).toBe(1);
+    expect(advised({ HEAPHOOK_TLSF_PREFAULT: '1', HEAPHOOK_TLSF_HUGE_PAGES: '0' })).toBe(0);
+    expect(advised({})).toBe(0);
+    expect(advised({ HEAPHOOK_TLSF_HUGE_PAGES: '1' })).toBe(1);
+  });
+
   it('HEAPHOOK_TLSF_MLOCK locks the pool (when the locked-memory limit allows it)', () => {
     const r = probe(['faults'], { HEAPHOOK_TLSF_MLOCK: '1', INITIAL_MEMPOOL_SIZE: '64MiB' });
     expect(r.status).toBe(0);

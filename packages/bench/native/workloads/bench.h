@@ -189,4 +189,51 @@ static inline long long self_rss_bytes(void) {
     return resident * (long long)sysconf(_SC_PAGESIZE);
 }
 
+/* ---- latency figures (latency, latency_b2b) ---- */
+static inline int bench_cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The p-th percentile of n sorted samples, nearest rank. */
+static inline uint32_t bench_percentile(const uint32_t *sorted, size_t n, double p) {
+    size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
+    if (rank < 1) rank = 1;
+    if (rank > n) rank = n;
+    return sorted[rank - 1];
+}
+
+/* What the machine does to a busy thread: gaps over 1 us and over 10 us between consecutive
+ * clock reads (the thread was interrupted: a timer tick, another task, the hypervisor), per
+ * second of a loop of probe_ns. */
+static inline void bench_machine_stalls(long long probe_ns, double *over_1us, double *over_10us) {
+    long long start = now_ns(), prev = start, n1 = 0, n10 = 0;
+    while (prev - start < probe_ns) {
+        long long t = now_ns(), gap = t - prev;
+        if (gap > 1000) n1++;
+        if (gap > 10000) n10++;
+        prev = t;
+    }
+    const double seconds = (double)(prev - start) / 1e9;
+    *over_1us = (double)n1 / seconds;
+    *over_10us = (double)n10 / seconds;
+}
+
+/* The cheapest of 1000 back-to-back clock reads, ns: what every timed call includes. */
+static inline long long bench_clock_overhead(void) {
+    long long overhead = 1LL << 40;
+    for (int i = 0; i < 1000; i++) {
+        long long t0 = now_ns(), t1 = now_ns();
+        if (t1 - t0 < overhead) overhead = t1 - t0;
+    }
+    return overhead;
+}
+
+/* Touches the top 256 KiB of this thread's stack, as real-time programs do, so that a timed
+ * phase never faults in a stack page a deeper call path reaches for the first time. */
+static void __attribute__((noinline, unused)) bench_prefault_stack(void) {
+    volatile char stack[256 * 1024];
+    for (size_t i = 0; i < sizeof stack; i += 4096) stack[i] = 0;
+}
+
 #endif

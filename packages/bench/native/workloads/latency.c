@@ -65,19 +65,6 @@ static size_t rt_size(rng_t *r) {
     return (size_t)rng_range(r, 65536, 262144);
 }
 
-static int cmp_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint32_t pct_of(const uint32_t *sorted, size_t n, double p) {
-    /* nearest rank */
-    size_t rank = (size_t)(p / 100.0 * (double)n + 0.999999);
-    if (rank < 1) rank = 1;
-    if (rank > n) rank = n;
-    return sorted[rank - 1];
-}
-
 static uint32_t *map_samples(size_t count) {
     uint32_t *p = mmap(NULL, count * sizeof(uint32_t), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -120,17 +107,9 @@ static void sleep_until(long long deadline) {
     }
 }
 
-/* Touches the top STACK_PREFAULT bytes of this thread's stack, as real-time programs do, so that
- * the timed phase never faults in a stack page a deeper call path reaches for the first time. */
-#define STACK_PREFAULT (256 * 1024)
-static void __attribute__((noinline)) prefault_stack(void) {
-    volatile char stack[STACK_PREFAULT];
-    for (size_t i = 0; i < sizeof stack; i += 4096) stack[i] = 0;
-}
-
 static void *run_loop(void *arg) {
     loop_t *l = arg;
-    prefault_stack();
+    bench_prefault_stack();
     /* wake up on time: the default 50 us timer slack would be half the period */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     long long next = now_ns();
@@ -179,23 +158,9 @@ static uint32_t *merged(loop_t *loops, int n, int want_malloc, int want_free, si
             at += loops[i].n_free;
         }
     }
-    qsort(all, total, sizeof(uint32_t), cmp_u32);
+    qsort(all, total, sizeof(uint32_t), bench_cmp_u32);
     *count = total;
     return all;
-}
-
-/* Gaps over 1 us and over 10 us between consecutive clock reads, per second of a busy loop. */
-static void machine_stalls(double *over_1us, double *over_10us) {
-    long long start = now_ns(), prev = start, n1 = 0, n10 = 0;
-    while (prev - start < STALL_PROBE_NS) {
-        long long t = now_ns(), gap = t - prev;
-        if (gap > 1000) n1++;
-        if (gap > 10000) n10++;
-        prev = t;
-    }
-    const double seconds = (double)(prev - start) / 1e9;
-    *over_1us = (double)n1 / seconds;
-    *over_10us = (double)n10 / seconds;
 }
 
 int main(int argc, char **argv) {
@@ -220,12 +185,8 @@ int main(int argc, char **argv) {
     }
 
     double stalls_1us, stalls_10us;
-    machine_stalls(&stalls_1us, &stalls_10us);
-    long long overhead = 1LL << 40;
-    for (int i = 0; i < 1000; i++) {
-        long long t0 = now_ns(), t1 = now_ns();
-        if (t1 - t0 < overhead) overhead = t1 - t0;
-    }
+    bench_machine_stalls(STALL_PROBE_NS, &stalls_1us, &stalls_10us);
+    const long long overhead = bench_clock_overhead();
 
     pthread_barrier_init(&warmed_up, NULL, (unsigned)threads + 1);
     pthread_barrier_init(&go, NULL, (unsigned)threads + 1);
@@ -261,14 +222,18 @@ int main(int argc, char **argv) {
         "{\"workload\":\"latency\",\"ok\":true,\"ops\":%zu,\"threads\":%d,\"checksum\":\"%016llx\","
         "\"elapsed_ns\":%lld,\"period_ns\":%lld,\"cycles\":%lld,"
         "\"p50_ns\":%u,\"p99_ns\":%u,\"p99_9_ns\":%u,\"p99_99_ns\":%u,\"max_ns\":%u,"
-        "\"malloc_p99_ns\":%u,\"malloc_p99_9_ns\":%u,\"malloc_p99_99_ns\":%u,\"malloc_max_ns\":%u,"
-        "\"free_p99_ns\":%u,\"free_p99_9_ns\":%u,\"free_p99_99_ns\":%u,\"free_max_ns\":%u,"
+        "\"malloc_p50_ns\":%u,\"malloc_p99_ns\":%u,\"malloc_p99_9_ns\":%u,"
+        "\"malloc_p99_99_ns\":%u,\"malloc_max_ns\":%u,"
+        "\"free_p50_ns\":%u,\"free_p99_ns\":%u,\"free_p99_9_ns\":%u,"
+        "\"free_p99_99_ns\":%u,\"free_max_ns\":%u,"
         "\"minflt\":%ld,\"majflt\":%ld,\"overruns\":%ld,\"clock_overhead_ns\":%lld,"
         "\"stalls_1us_per_s\":%.0f,\"stalls_10us_per_s\":%.0f}\n",
-        n, threads, (unsigned long long)checksum, t1 - t0, PERIOD_NS, cycles, pct_of(all, n, 50),
-        pct_of(all, n, 99), pct_of(all, n, 99.9), pct_of(all, n, 99.99), all[n - 1],
-        pct_of(m, nm, 99), pct_of(m, nm, 99.9), pct_of(m, nm, 99.99), m[nm - 1], pct_of(f, nf, 99),
-        pct_of(f, nf, 99.9), pct_of(f, nf, 99.99), f[nf - 1], minflt, majflt, overruns, overhead,
-        stalls_1us, stalls_10us);
+        n, threads, (unsigned long long)checksum, t1 - t0, PERIOD_NS, cycles,
+        bench_percentile(all, n, 50), bench_percentile(all, n, 99), bench_percentile(all, n, 99.9),
+        bench_percentile(all, n, 99.99), all[n - 1], bench_percentile(m, nm, 50),
+        bench_percentile(m, nm, 99), bench_percentile(m, nm, 99.9), bench_percentile(m, nm, 99.99),
+        m[nm - 1], bench_percentile(f, nf, 50), bench_percentile(f, nf, 99),
+        bench_percentile(f, nf, 99.9), bench_percentile(f, nf, 99.99), f[nf - 1], minflt, majflt,
+        overruns, overhead, stalls_1us, stalls_10us);
     return 0;
 }
