@@ -249,10 +249,17 @@ describe('heaphook report on the exact-count workload', () => {
       'alloc_space/bytes',
       'inuse_objects/count',
       'inuse_space/bytes',
+      'peak_space/bytes',
     ]);
-    const total = [0, 0, 0, 0];
+    const total = [0, 0, 0, 0, 0];
     for (const s of profile.sample) s.value.forEach((v, i) => (total[i]! += Number(v)));
-    expect(total).toEqual([json.allocations + json.reallocs, json.allocatedBytes, 7, 28_000]);
+    expect(total).toEqual([
+      json.allocations + json.reallocs,
+      json.allocatedBytes,
+      7,
+      28_000,
+      json.peakHeapBytes, // the sites' contributions add up to the peak
+    ]);
     const names = new Set(profile.function.map((f) => strings[Number(f.name)]));
     for (const fn of ['peak_site', 'site_malloc', 'leak_site', 'main']) expect(names).toContain(fn);
     const program = profile.mapping.find((m) => strings[Number(m.filename)] === workload);
@@ -295,6 +302,10 @@ describe('heaphook report on the exact-count workload', () => {
     const allocated = pprof('alloc_space');
     expect(allocated).toContain(`Total samples = ${json.allocatedBytes}B`);
     expect(allocated).toMatch(/^ +10000000B +[\d.]+% +[\d.]+% +10000000B +[\d.]+% +peak_site$/m);
+    const atPeak = pprof('peak_space');
+    expect(atPeak).toContain('Type: peak_space');
+    expect(atPeak).toContain(`Total samples = ${json.peakHeapBytes}B`);
+    expect(atPeak).toMatch(/^ +10000000B +[\d.]+% +[\d.]+% +10000000B +[\d.]+% +peak_site$/m);
   });
 
   it('the flame graph has the allocation sites on top of main', () => {

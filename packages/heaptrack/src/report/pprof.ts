@@ -1,7 +1,9 @@
 /**
  * pprof export: a gzipped profile.proto (encoded with the pprof-format package) with one
  * sample per allocation stack and the sample types alloc_objects/alloc_space (everything
- * allocated) and inuse_objects/inuse_space (still live at the end of the log). Locations
+ * allocated), inuse_objects/inuse_space (still live at the end of the log) and peak_space (the
+ * site's live bytes at the heap's peak: its contribution to the peak; they add up to the
+ * peak heap). Locations
  * carry their mapping (from the MODULE records, with build ids) and symbolised functions,
  * inlined frames as extra lines, so `go tool pprof` and speedscope need no binaries.
  */
@@ -91,7 +93,7 @@ export function pprofProfile(model: ReportModel, names: StackNames): Profile {
     samples.push(
       new Sample({
         locationId: pcs.map(locationFor),
-        value: [site.allocations, site.bytes, site.liveBlocks, site.liveBytes],
+        value: [site.allocations, site.bytes, site.liveBlocks, site.liveBytes, site.peakBytes],
       }),
     );
   }
@@ -104,6 +106,7 @@ export function pprofProfile(model: ReportModel, names: StackNames): Profile {
       valueType('alloc_space', 'bytes'),
       valueType('inuse_objects', 'count'),
       valueType('inuse_space', 'bytes'),
+      valueType('peak_space', 'bytes'),
     ],
     sample: samples,
     mapping: mappings,
