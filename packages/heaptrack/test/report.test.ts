@@ -7,9 +7,11 @@
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, statSync, truncateSync } from 'node:fs';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { gunzipSync, inflateSync } from 'node:zlib';
 
+import { Ajv } from 'ajv';
 import { Profile } from 'pprof-format';
 import { beforeAll, describe, expect, it } from 'vitest';
 
@@ -306,6 +308,47 @@ describe('heaphook report on the exact-count workload', () => {
     expect(atPeak).toContain('Type: peak_space');
     expect(atPeak).toContain(`Total samples = ${json.peakHeapBytes}B`);
     expect(atPeak).toMatch(/^ +10000000B +[\d.]+% +[\d.]+% +10000000B +[\d.]+% +peak_site$/m);
+  });
+
+  it("speedscope.json passes speedscope's own file-format schema, its profiles adding up", () => {
+    // The schema ships in the speedscope package (dist/release/file-format-schema.json).
+    const schemaPath = join(
+      dirname(createRequire(import.meta.url).resolve('speedscope/package.json')),
+      'dist/release/file-format-schema.json',
+    );
+    const schema = JSON.parse(readFileSync(schemaPath, 'utf8')) as object;
+    const validate = new Ajv({ allErrors: true, strict: false }).compile({
+      ...schema,
+      $ref: '#/definitions/FileFormat.File',
+    });
+    const file = JSON.parse(readFileSync(join(out, 'speedscope.json'), 'utf8')) as {
+      shared: { frames: { name: string }[] };
+      profiles: {
+        name: string;
+        unit: string;
+        samples: number[][];
+        weights: number[];
+        endValue: number;
+      }[];
+    };
+    expect(validate(file), JSON.stringify(validate.errors)).toBe(true);
+    // and the schema bites: a profile without its samples is refused
+    expect(validate({ ...file, profiles: [{ ...file.profiles[0], samples: undefined }] })).toBe(
+      false,
+    );
+    const byName = new Map(file.profiles.map((p) => [p.name.split(' ')[0], p]));
+    const sum = (p: { weights: number[] } | undefined) => p!.weights.reduce((a, b) => a + b, 0);
+    expect(sum(byName.get('allocated'))).toBe(json.allocatedBytes);
+    expect(sum(byName.get('peak'))).toBe(json.peakHeapBytes);
+    expect(sum(byName.get('in'))).toBe(28_000);
+    expect(byName.get('allocations')!.unit).toBe('none');
+    for (const p of file.profiles) expect(p.endValue).toBe(sum(p));
+    // stacks run outermost first: main before the allocation sites
+    const frameNames = (stack: number[]) => stack.map((i) => file.shared.frames[i]!.name);
+    const leak = byName.get('in')!.samples.map(frameNames);
+    expect(leak).toHaveLength(1);
+    expect(leak[0]!.indexOf('main')).toBeLessThan(leak[0]!.indexOf('leak_site'));
+    expect(leak[0]!.at(-1)).toBe('leak_site');
   });
 
   it('the flame graph has the allocation sites on top of main', () => {

@@ -21,12 +21,14 @@ import {
 } from './model.js';
 import { NativeEvents } from './native.js';
 import { pprofBytes } from './pprof.js';
+import { speedscopeFile } from './speedscope.js';
 import { startProgress } from './progress.js';
 import { StackNames } from './symbols.js';
 import { reportText } from './text.js';
 
 export interface ReportOptions {
-  /** Write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz and summary.json here. */
+  /** Write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, speedscope.json and
+   * summary.json here. */
   readonly outputDir?: string;
   /** Resolve stacks to function names with addr2line (default true). */
   readonly symbolize?: boolean;
@@ -117,6 +119,10 @@ export async function report(path: string, options: ReportOptions = {}): Promise
       ['heap.pdf', await svgToPdf(heapSvg, g.width, g.height)],
       ['flamegraph.svg', flameSvg],
       ['profile.pb.gz', pprofBytes(model, names)],
+      [
+        'speedscope.json',
+        JSON.stringify(speedscopeFile(model, names, `heaphook: ${json.argv.join(' ')}`)),
+      ],
       ['summary.json', `${JSON.stringify(json, null, 2)}\n`],
     ];
     for (const [name, data] of outputs) {
