@@ -7,6 +7,7 @@ import { join } from 'node:path';
 
 import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
+import { diffReports, diffText } from './diff.js';
 import { report } from './run.js';
 
 /** Exit status when the log is damaged: the report of its valid part is still produced. */
@@ -19,12 +20,23 @@ export interface ReportCommandOptions {
   readonly top: string;
   readonly pid?: number;
   readonly all?: boolean;
+  readonly diff?: string;
 }
 
 export async function reportCommand(target: string, options: ReportCommandOptions): Promise<void> {
   const top = Number(options.top);
   if (!Number.isInteger(top) || top < 1) {
     throw new HeaphookError(`--top ${options.top}: give a whole number of sites, e.g. --top 20`);
+  }
+  if (options.diff !== undefined) {
+    if (options.all === true || options.outputDir !== undefined) {
+      throw new HeaphookError('--diff compares two logs as text or --json: leave out --all and -o');
+    }
+    const [base] = chosenLogs(options.diff, {}) as [string];
+    const [now] = chosenLogs(target, options) as [string];
+    const d = await diffReports(base, now, { symbolize: options.symbols, top });
+    process.stdout.write(options.json === true ? `${JSON.stringify(d, null, 2)}\n` : diffText(d));
+    return;
   }
   const logs = chosenLogs(target, options);
   const several = options.all === true;
@@ -76,6 +88,10 @@ export function registerReport(program: Command): void {
       'print the machine-readable summary (README: "report --json") instead of text',
     )
     .option('--no-symbols', 'do not resolve stacks with addr2line (raw module+offset frames)')
-    .option('--top <n>', 'sites listed per table', '20');
+    .option('--top <n>', 'sites listed per table', '20')
+    .option(
+      '--diff <base>',
+      'compare with a base run (a log or a folder): totals and the sites that grew or shrank',
+    );
   withLogChoice(command, true).action(reportCommand);
 }
