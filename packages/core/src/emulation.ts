@@ -12,7 +12,15 @@ import { spawnSync } from 'node:child_process';
 import { closeSync, existsSync, openSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { cleanEnv, type ProgramRunOptions, type ProgramRunResult } from './testing.js';
+import {
+  cleanEnv,
+  spawnForTest,
+  type ProgramRunOptions,
+  type ProgramRunResult,
+} from './testing.js';
+
+/** An emulated run's time limit unless the caller gives one: ~10x a native run's. */
+const EMULATED_TIMEOUT_MS = 300_000;
 
 /** The arm64 loader of Debian's multiarch libc6:arm64. */
 export const AARCH64_LOADER = '/lib/ld-linux-aarch64.so.1';
@@ -56,26 +64,17 @@ export function runAarch64(
   args: readonly string[],
   options: ProgramRunOptions = {},
 ): ProgramRunResult {
-  const env = cleanEnv(options.env);
   const preload = typeof options.preload === 'string' ? [options.preload] : options.preload;
   const qemuArgs: string[] = [];
   if (preload !== undefined && preload.length > 0)
     qemuArgs.push('-E', `LD_PRELOAD=${preload.join(':')}`);
-  const result = spawnSync(QEMU_AARCH64, [...qemuArgs, program, ...args], {
-    env,
-    cwd: options.cwd,
-    input: options.input,
-    encoding: 'utf8',
-    timeout: options.timeoutMs ?? 300_000,
-    maxBuffer: 64 * 1024 * 1024,
-  });
-  if (result.error) throw result.error;
-  return {
-    status: result.status,
-    signal: result.signal,
-    stdout: result.stdout,
-    stderr: result.stderr,
-  };
+  return spawnForTest(
+    QEMU_AARCH64,
+    [...qemuArgs, program, ...args],
+    cleanEnv(options.env),
+    options,
+    EMULATED_TIMEOUT_MS,
+  );
 }
 
 /** The conformance suite's groups (test/native/conformance.c), in the order it runs them. */

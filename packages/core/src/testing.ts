@@ -167,21 +167,24 @@ export interface ProgramRunResult {
   readonly stderr: string;
 }
 
-/** Runs a program synchronously in a clean environment, optionally with libraries preloaded. */
-export function runProgram(
+/**
+ * Runs `command` synchronously with exactly `env`, the rest of `options` (cwd, input, timeout)
+ * applied as runProgram documents; the result's output as text. Shared by runProgram and the
+ * emulated runs (emulation.ts), which differ only in how they preload.
+ */
+export function spawnForTest(
   command: string,
   args: readonly string[],
-  options: ProgramRunOptions = {},
+  env: NodeJS.ProcessEnv,
+  options: ProgramRunOptions,
+  defaultTimeoutMs: number,
 ): ProgramRunResult {
-  const env = cleanEnv(options.env);
-  const preload = typeof options.preload === 'string' ? [options.preload] : options.preload;
-  if (preload !== undefined && preload.length > 0) env.LD_PRELOAD = preload.join(':');
   const result = spawnSync(command, [...args], {
     env,
     cwd: options.cwd,
     input: options.input,
     encoding: 'utf8',
-    timeout: options.timeoutMs ?? 110_000,
+    timeout: options.timeoutMs ?? defaultTimeoutMs,
     maxBuffer: 64 * 1024 * 1024,
   });
   if (result.error) throw result.error;
@@ -191,6 +194,18 @@ export function runProgram(
     stdout: result.stdout,
     stderr: result.stderr,
   };
+}
+
+/** Runs a program synchronously in a clean environment, optionally with libraries preloaded. */
+export function runProgram(
+  command: string,
+  args: readonly string[],
+  options: ProgramRunOptions = {},
+): ProgramRunResult {
+  const env = cleanEnv(options.env);
+  const preload = typeof options.preload === 'string' ? [options.preload] : options.preload;
+  if (preload !== undefined && preload.length > 0) env.LD_PRELOAD = preload.join(':');
+  return spawnForTest(command, args, env, options, 110_000);
 }
 
 export {

@@ -4,7 +4,7 @@
 // functions, and Debian's arm64 python3 traced. On arm64 the tracer walks stacks with
 // _Unwind_Backtrace (the cached CFI unwinder is x86-64 code): the comparison checks that the
 // default walk and HEAPHOOK_UNWIND=libgcc give every event the same stack.
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 
 import {
@@ -18,15 +18,8 @@ import {
 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-import {
-  decodeLog,
-  framesOf,
-  summarize,
-  Symbolizer,
-  type ModuleRecord,
-  type StackNodeRecord,
-} from '../src/index.js';
-import { logsIn, packageDir, scratch, type Expected } from './helpers.js';
+import { framesOf, summarize, Symbolizer } from '../src/index.js';
+import { logsIn, mallocStacks, packageDir, scratch, type Expected } from './helpers.js';
 
 const release = arm64ReleaseDir(packageDir);
 const outputs = ['libheaphook_heaptrack.so', 'hh_test_workload'];
@@ -51,25 +44,6 @@ function tracedAarch64(
   expect(r.stderr).toBe('');
   expect(r.status).toBe(0);
   return { dir, stdout: r.stdout };
-}
-
-/** Every malloc's stack as module+offset frames, in log order. */
-async function mallocStacks(log: string): Promise<string[]> {
-  const modules: ModuleRecord[] = [];
-  const nodes = new Map<number, StackNodeRecord>();
-  const out: string[] = [];
-  for await (const r of decodeLog(log)) {
-    if (r.type === 'module') modules.push(r);
-    else if (r.type === 'stack') nodes.set(r.id, r);
-    else if (r.type === 'event' && r.op === 'malloc') {
-      const frames = framesOf(nodes, r.stack).map((pc) => {
-        const m = modules.findLast((mod) => pc >= mod.start && pc < mod.end);
-        return m === undefined ? '?' : `${basename(m.path)}+${(pc - m.base).toString(16)}`;
-      });
-      out.push(frames.join(' < '));
-    }
-  }
-  return out;
 }
 
 describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): the tracer', () => {

@@ -3,23 +3,19 @@
  * trace, standalone and under `heaphook record`, must match it exactly, and the stacks of its
  * allocation sites must resolve to the right function names.
  */
-import { basename } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
 import {
-  decodeLog,
   framesOf,
   readBuildId,
   record,
   summarize,
   symbolFileFor,
   Symbolizer,
-  type ModuleRecord,
-  type StackNodeRecord,
   type Summary,
 } from '../src/index.js';
-import { logsIn, scratch, traced, workload, type Expected } from './helpers.js';
+import { logsIn, mallocStacks, scratch, traced, workload, type Expected } from './helpers.js';
 
 async function functionsOf(summary: Summary, stack: number): Promise<string[]> {
   const pcs = framesOf(summary.stacks, stack);
@@ -192,30 +188,13 @@ describe('the cached CFI unwinder', () => {
   it('gives every event the stack libgcc gives it, over call paths that change in every way', async () => {
     // The fast unwinder reuses the outer part of a thread's previous walk when it is
     // unchanged; the workload's stacks mode varies callers, depths and outer frames at random.
-    const eventStacks = async (log: string): Promise<string[]> => {
-      const modules: ModuleRecord[] = [];
-      const nodes = new Map<number, StackNodeRecord>();
-      const out: string[] = [];
-      for await (const r of decodeLog(log)) {
-        if (r.type === 'module') modules.push(r);
-        else if (r.type === 'stack') nodes.set(r.id, r);
-        else if (r.type === 'event' && r.op === 'malloc') {
-          const frames = framesOf(nodes, r.stack).map((pc) => {
-            const m = modules.findLast((mod) => pc >= mod.start && pc < mod.end);
-            return m === undefined ? '?' : `${basename(m.path)}+${(pc - m.base).toString(16)}`;
-          });
-          out.push(frames.join(' < '));
-        }
-      }
-      return out;
-    };
     const fast = scratch('unwind-cache-fast');
     const slow = scratch('unwind-cache-libgcc');
     const n = '20000';
     expect(traced(fast, workload, ['stacks', n], { HEAPHOOK_UNWIND: 'fast' }).status).toBe(0);
     expect(traced(slow, workload, ['stacks', n], { HEAPHOOK_UNWIND: 'libgcc' }).status).toBe(0);
-    const a = await eventStacks(logsIn(fast)[0]!);
-    const b = await eventStacks(logsIn(slow)[0]!);
+    const a = await mallocStacks(logsIn(fast)[0]!);
+    const b = await mallocStacks(logsIn(slow)[0]!);
     expect(a.length).toBeGreaterThanOrEqual(20000);
     expect(new Set(a).size).toBeGreaterThan(20); // many distinct paths
     expect(a.length).toBe(b.length);

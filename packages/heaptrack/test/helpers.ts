@@ -2,10 +2,12 @@
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { afterAll } from 'vitest';
+
+import { decodeLog, framesOf, type ModuleRecord, type StackNodeRecord } from '../src/index.js';
 
 export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const release = join(packageDir, 'build', 'Release');
@@ -73,3 +75,23 @@ export function traced(
 
 /** python3 from the system (pyenv shims are shell scripts that exec another python). */
 export const python3 = existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3';
+
+/** Every malloc's stack in a log as module+offset frames (innermost first), in log order: a
+ * stack written so can be compared between two runs of the same binaries. */
+export async function mallocStacks(log: string): Promise<string[]> {
+  const modules: ModuleRecord[] = [];
+  const nodes = new Map<number, StackNodeRecord>();
+  const out: string[] = [];
+  for await (const r of decodeLog(log)) {
+    if (r.type === 'module') modules.push(r);
+    else if (r.type === 'stack') nodes.set(r.id, r);
+    else if (r.type === 'event' && r.op === 'malloc') {
+      const frames = framesOf(nodes, r.stack).map((pc) => {
+        const m = modules.findLast((mod) => pc >= mod.start && pc < mod.end);
+        return m === undefined ? '?' : `${basename(m.path)}+${(pc - m.base).toString(16)}`;
+      });
+      out.push(frames.join(' < '));
+    }
+  }
+  return out;
+}
