@@ -18,8 +18,16 @@ import {
 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-import { framesOf, summarize, Symbolizer } from '../src/index.js';
-import { logsIn, mallocStacks, packageDir, scratch, type Expected } from './helpers.js';
+import { summarize } from '../src/index.js';
+import {
+  expectExactCounts,
+  functionsOf,
+  logsIn,
+  mallocStacks,
+  packageDir,
+  scratch,
+  type Expected,
+} from './helpers.js';
 
 const release = arm64ReleaseDir(packageDir);
 const outputs = ['libheaphook_heaptrack.so', 'hh_test_workload'];
@@ -60,28 +68,9 @@ describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): the tracer', () =
       const logs = logsIn(dir);
       expect(logs).toHaveLength(1);
       const s = await summarize(logs[0]!);
-      expect(s.calls.malloc).toBe(expected.malloc);
-      expect(s.calls.calloc).toBe(expected.calloc);
-      expect(s.calls.realloc).toBe(expected.realloc);
-      expect(
-        s.calls.posix_memalign +
-          s.calls.memalign +
-          s.calls.aligned_alloc +
-          s.calls.valloc +
-          s.calls.pvalloc,
-      ).toBe(expected.aligned);
-      expect(s.calls.free).toBe(expected.free);
-      expect(s.leaks.length).toBe(expected.leakedBlocks);
-      expect(s.liveBytes).toBe(expected.leakedBytes);
-      expect(s.peakBytes).toBe(expected.peakBytes);
-      expect(s.unknownFrees).toBe(0);
-      expect(s.anomalies).toBe(0);
-      expect(s.end?.reason).toBe('exit');
-      expect(s.end?.dropped).toBe(0);
+      expectExactCounts(s, expected);
       expect(s.leakSites).toHaveLength(1);
-      const pcs = framesOf(s.stacks, s.leakSites[0]!.stack);
-      const frames = await new Symbolizer(s.modules).symbolize(pcs);
-      const names = pcs.flatMap((pc) => (frames.get(pc) ?? []).map((f) => f.function));
+      const names = await functionsOf(s, s.leakSites[0]!.stack);
       expect(names[0]).toBe('leak_site');
       expect(names).toContain('main');
     },

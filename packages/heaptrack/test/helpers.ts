@@ -5,9 +5,16 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { afterAll } from 'vitest';
+import { afterAll, expect } from 'vitest';
 
-import { decodeLog, framesOf, type ModuleRecord, type StackNodeRecord } from '../src/index.js';
+import {
+  decodeLog,
+  framesOf,
+  Symbolizer,
+  type ModuleRecord,
+  type StackNodeRecord,
+  type Summary,
+} from '../src/index.js';
 
 export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const release = join(packageDir, 'build', 'Release');
@@ -94,4 +101,34 @@ export async function mallocStacks(log: string): Promise<string[]> {
     }
   }
   return out;
+}
+
+/** Function names of a stack, innermost first, symbolised. */
+export async function functionsOf(summary: Summary, stack: number): Promise<string[]> {
+  const pcs = framesOf(summary.stacks, stack);
+  const frames = await new Symbolizer(summary.modules).symbolize(pcs);
+  return pcs.flatMap((pc) => (frames.get(pc) ?? []).map((f) => f.function));
+}
+
+/** The figures of a `hh_test_workload counts` log against what the workload printed: every call
+ * counted, its leaks, its peak, a clean end (the same on every architecture). */
+export function expectExactCounts(s: Summary, expected: Expected): void {
+  expect(s.calls.malloc).toBe(expected.malloc);
+  expect(s.calls.calloc).toBe(expected.calloc);
+  expect(s.calls.realloc).toBe(expected.realloc);
+  expect(
+    s.calls.posix_memalign +
+      s.calls.memalign +
+      s.calls.aligned_alloc +
+      s.calls.valloc +
+      s.calls.pvalloc,
+  ).toBe(expected.aligned);
+  expect(s.calls.free).toBe(expected.free);
+  expect(s.leaks.length).toBe(expected.leakedBlocks);
+  expect(s.liveBytes).toBe(expected.leakedBytes);
+  expect(s.peakBytes).toBe(expected.peakBytes);
+  expect(s.unknownFrees).toBe(0);
+  expect(s.anomalies).toBe(0);
+  expect(s.end?.reason).toBe('exit');
+  expect(s.end?.dropped).toBe(0);
 }
