@@ -369,9 +369,17 @@ typedef struct latency_hist {
     double count, max, sum;
 } latency_hist;
 
+/* A site's calls in one bucket of the timeline (hh_scan_start_timeline). */
+typedef struct time_cell {
+    uint32_t bucket;
+    double allocations, bytes, freed;
+} time_cell;
+
 typedef struct site {
     double stack, allocations, bytes, live_blocks, live_bytes, peak_bytes, temporary;
-    uint64_t epoch; /* the peak epoch peak_bytes was taken in */
+    uint64_t epoch;   /* the peak epoch peak_bytes was taken in */
+    time_cell *cells; /* with a timeline: the buckets the site had calls in, ascending */
+    size_t cell_count, cell_cap;
 } site;
 
 /* Per tid: the block its previous event allocated (temporary allocations), and a moved
@@ -464,6 +472,11 @@ struct hh_scan {
     double *smin, *smax, *slast;
     double series_time;     /* the time series_add saw last (NaN: none) ... */
     uint32_t series_bucket; /* ... and its bucket */
+    /* Timeline (hh_scan_start_timeline): buckets of width * points / timeline_buckets, merged
+     * in pairs with the series' */
+    uint32_t timeline_buckets; /* 0: off */
+    uint32_t timeline_bucket;  /* the bucket of series_time */
+    bool timeline_lost;        /* out of memory: the timeline stopped */
 
     /* Lookahead: a second reader of the tag and addr streams that runs ahead of the events */
     size_t la_tag, la_addr; /* its positions (la_tag SIZE_MAX: start from the events') */
@@ -517,6 +530,7 @@ void hh_scan_free(hh_scan *s) {
     free(s->old_rec.entries);
     for (int i = 0; i < HH_OP_COUNT; i++) free(s->latency[i]);
     free(s->site_index.slots);
+    for (size_t i = 0; i < s->site_count; i++) free(s->sites[i].cells);
     free(s->sites);
     free(s->present);
     free(s->smin);
@@ -777,6 +791,62 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
 
 /* ---- The report's aggregates ---------------------------------------------------------- */
 
+/* The timeline's buckets merge in pairs, as the series' do (its width stays points /
+ * timeline_buckets of theirs, so a time's bucket is always its series bucket's, scaled). */
+static void timeline_merge(hh_scan *s) {
+    for (size_t i = 0; i < s->site_count; i++) {
+        site *x = &s->sites[i];
+        size_t n = 0;
+        for (size_t k = 0; k < x->cell_count; k++) {
+            time_cell c = x->cells[k];
+            c.bucket /= 2;
+            if (n > 0 && x->cells[n - 1].bucket == c.bucket) {
+                x->cells[n - 1].allocations += c.allocations;
+                x->cells[n - 1].bytes += c.bytes;
+                x->cells[n - 1].freed += c.freed;
+            } else {
+                x->cells[n++] = c;
+            }
+        }
+        x->cell_count = n;
+    }
+}
+
+/* Adds to site x's cell of the current time's bucket (series_add computed it), keeping the
+ * cells ascending; times may go back a little between threads. Out of memory, the timeline
+ * stops (timeline_lost) and the report's other figures go on. */
+static void timeline_add(hh_scan *s, site *x, double allocations, double bytes, double freed) {
+    uint32_t b = s->timeline_bucket;
+    size_t n = x->cell_count;
+    time_cell *c = n > 0 ? &x->cells[n - 1] : NULL;
+    if (c == NULL || c->bucket != b) {
+        size_t at = n;
+        while (at > 0 && x->cells[at - 1].bucket > b) at--;
+        if (at > 0 && x->cells[at - 1].bucket == b) {
+            c = &x->cells[at - 1];
+        } else {
+            if (n == x->cell_cap) { /* most sites have few cells: start small */
+                size_t cap = n > 0 ? 2 * n : 4;
+                time_cell *grown = realloc(x->cells, cap * sizeof(time_cell));
+                if (grown == NULL) {
+                    s->timeline_lost = true;
+                    s->timeline_buckets = 0;
+                    return;
+                }
+                x->cells = grown;
+                x->cell_cap = cap;
+            }
+            memmove(&x->cells[at + 1], &x->cells[at], (n - at) * sizeof(time_cell));
+            x->cells[at] = (time_cell){.bucket = b};
+            x->cell_count = n + 1;
+            c = &x->cells[at];
+        }
+    }
+    c->allocations += allocations;
+    c->bytes += bytes;
+    c->freed += freed;
+}
+
 static void series_merge(hh_scan *s) {
     uint32_t n = s->points;
     for (uint32_t i = 0; i < n; i += 2) {
@@ -795,6 +865,7 @@ static void series_merge(hh_scan *s) {
         s->present[o] = a || b;
     }
     memset(s->present + n / 2, 0, n / 2);
+    if (s->timeline_buckets > 0) timeline_merge(s);
     s->width *= 2;
     s->series_time = NAN; /* the bucket of a time changed */
 }
@@ -811,6 +882,10 @@ static inline void series_add(hh_scan *s, double time, double value) {
         i = (uint32_t)at; /* floor: at is >= 0 */
         s->series_time = time;
         s->series_bucket = i;
+        if (s->timeline_buckets > 0) {
+            double tb = t / (s->width * s->points / s->timeline_buckets);
+            s->timeline_bucket = tb < s->timeline_buckets ? (uint32_t)tb : s->timeline_buckets - 1;
+        }
     }
     if (!s->present[i]) {
         s->present[i] = 1;
@@ -907,7 +982,10 @@ static void forget_block(hh_scan *s, block_rec *e, const double *time) {
     x->live_blocks--;
     x->live_bytes -= weight;
     s->live_bytes -= weight;
-    if (time != NULL) series_add(s, *time, s->live_bytes);
+    if (time != NULL) {
+        series_add(s, *time, s->live_bytes);
+        if (s->timeline_buckets > 0) timeline_add(s, x, 0, 0, weight);
+    }
 }
 
 static void remove_block(hh_scan *s, double ptr, const double *time) {
@@ -958,6 +1036,7 @@ static bool add_block(hh_scan *s, int op, double ptr, double size, double weight
         s->peak_blocks_time = time;
     }
     series_add(s, time, s->live_bytes);
+    if (s->timeline_buckets > 0) timeline_add(s, x, 1, weight, 0);
     return true;
 }
 
@@ -1652,4 +1731,36 @@ void hh_scan_get_sequence_figures(const hh_scan *s, hh_scan_sequence_figures *o)
                                     .largest_request = q->largest_request,
                                     .largest_align = q->largest_align,
                                     .threads = q->threads};
+}
+
+int hh_scan_start_timeline(hh_scan *s, uint32_t buckets) {
+    if (buckets < 1 || buckets > s->points || s->all_events > 0) return -1;
+    s->timeline_buckets = buckets;
+    s->series_time = NAN; /* series_add computes the timeline's bucket with the series' */
+    return 0;
+}
+
+bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out) {
+    size_t cells = 0;
+    for (size_t i = 0; i < s->site_count; i++) cells += s->sites[i].cell_count;
+    *out = (hh_scan_timeline_info){
+        .buckets = s->timeline_lost ? 0 : s->timeline_buckets,
+        .width = s->timeline_buckets > 0 ? s->width * s->points / s->timeline_buckets : 0,
+        .cells = s->timeline_lost ? 0 : cells,
+    };
+    return !s->timeline_lost;
+}
+
+void hh_scan_get_timeline(const hh_scan *s, double *out) {
+    for (size_t i = 0; i < s->site_count; i++) {
+        const site *x = &s->sites[i];
+        for (size_t k = 0; k < x->cell_count; k++) {
+            const time_cell *c = &x->cells[k];
+            *out++ = (double)i;
+            *out++ = c->bucket;
+            *out++ = c->allocations;
+            *out++ = c->bytes;
+            *out++ = c->freed;
+        }
+    }
 }

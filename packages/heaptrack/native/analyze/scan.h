@@ -116,6 +116,27 @@ size_t hh_scan_live_count(const hh_scan *s);
 void hh_scan_get_live(const hh_scan *s, double *out);
 
 /*
+ * The timeline (the interactive report's time ranges): per site and time bucket, its
+ * allocations, the bytes they allocated and the bytes of its blocks freed then, so a range's
+ * figures need no events. `buckets` (1 ... points) buckets of points / buckets series buckets
+ * each, merged in pairs as the series' are; sparse (only the buckets a site had calls in).
+ * Off unless started, before the first event (returns 0, or -1). Memory: at most `buckets`
+ * cells (32 bytes) per site; out of memory, the timeline stops and reports itself lost.
+ */
+int hh_scan_start_timeline(hh_scan *s, uint32_t buckets);
+typedef struct hh_scan_timeline_info {
+    uint32_t buckets; /* 0: off or lost */
+    double width;     /* ns per bucket */
+    size_t cells;
+} hh_scan_timeline_info;
+/* false when the timeline was lost (out of memory). */
+bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out);
+/* HH_TIMELINE_FIELDS doubles per cell, by site (hh_scan_get_sites' order) then bucket: site
+ * index, bucket, allocations, bytes allocated, bytes freed. */
+#define HH_TIMELINE_FIELDS 5
+void hh_scan_get_timeline(const hh_scan *s, double *out);
+
+/*
  * The allocation sequence (recommend): from the first event on, when started before it, every
  * event also becomes the operations a TLSF heap replays (TlsfHeap.replay of @heaphook/tlsf:
  * 4 doubles each, [code_alloc, slot, size, align], [code_free, slot, 0, 0] or [code_realloc,

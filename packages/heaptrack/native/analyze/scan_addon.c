@@ -18,6 +18,9 @@
  *   sequenceFigures() -> Float64Array [peak bytes, peak footprint, largest request,
  *                                      largest align, threads]
  *   result() -> { totals, latency, series, sites }   (src/decode/replay.ts unpacks it)
+ *   startTimeline(buckets)   (before the first event)
+ *   timeline() -> { buckets, width, cells: Float64Array (HH_TIMELINE_FIELDS per cell) } | null
+ *                 (null: not started, or lost for want of memory)
  *
  * and two functions of the allocation sequence's rules:
  *   requestOf(op, size, count, align) -> [bytes, alignment]; footprintOf(size) -> bytes
@@ -279,6 +282,42 @@ static napi_value result(napi_env env, napi_callback_info info) {
     return out;
 }
 
+static napi_value start_timeline(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    hh_scan *s = unwrap(env, info, 1, argv);
+    if (s == NULL) return NULL;
+    double n = number(env, argv[0]);
+    if (!(n >= 1 && n <= 4096) || hh_scan_start_timeline(s, (uint32_t)n) != 0) {
+        napi_throw_range_error(env, NULL,
+                               "startTimeline(buckets): buckets must be 1 ... the series' points, "
+                               "and the timeline started before the first event");
+        return NULL;
+    }
+    return NULL;
+}
+
+static void fill_timeline(hh_scan *s, double *out) {
+    hh_scan_get_timeline(s, out);
+}
+
+static napi_value timeline(napi_env env, napi_callback_info info) {
+    hh_scan *s = unwrap(env, info, 0, NULL);
+    if (s == NULL) return NULL;
+    hh_scan_timeline_info t;
+    napi_value out;
+    if (!hh_scan_timeline(s, &t) || t.buckets == 0) {
+        CHECK(napi_get_null(env, &out));
+        return out;
+    }
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "buckets", js_number(env, t.buckets)) ||
+        !set(env, out, "width", js_number(env, t.width)) ||
+        !set(env, out, "cells",
+             filled_doubles(env, s, t.cells * HH_TIMELINE_FIELDS, fill_timeline)))
+        return NULL;
+    return out;
+}
+
 static napi_value sites(napi_env env, napi_callback_info info) {
     hh_scan *s = unwrap(env, info, 0, NULL);
     return s == NULL ? NULL : sites_array(env, s);
@@ -384,6 +423,8 @@ static napi_value init(napi_env env, napi_value exports) {
         {"liveBlock", NULL, live_block, NULL, NULL, NULL, napi_default, NULL},
         {"result", NULL, result, NULL, NULL, NULL, napi_default, NULL},
         {"sites", NULL, sites, NULL, NULL, NULL, napi_default, NULL},
+        {"startTimeline", NULL, start_timeline, NULL, NULL, NULL, napi_default, NULL},
+        {"timeline", NULL, timeline, NULL, NULL, NULL, napi_default, NULL},
         {"liveBlocks", NULL, live_blocks, NULL, NULL, NULL, napi_default, NULL},
         {"setBlockLimit", NULL, set_block_limit, NULL, NULL, NULL, napi_default, NULL},
         {"blockLimit", NULL, block_limit, NULL, NULL, NULL, napi_default, NULL},

@@ -60,7 +60,21 @@ export interface Scanner {
   takeSequence(): { ops: Float64Array; events: Float64Array };
   sequenceFigures(): Float64Array;
   result(): ScannerResult;
+  /** Before the first event: per site and time bucket, its calls (native/analyze/scan.h). */
+  startTimeline(buckets: number): void;
+  /** null: not started, or lost for want of memory. */
+  timeline(): ScannerTimeline | null;
 }
+
+/** Scanner.timeline(): TIMELINE_FIELDS per cell (site index, bucket, allocations, bytes
+ * allocated, bytes freed), by site in the order of sites() then by bucket. */
+export interface ScannerTimeline {
+  readonly buckets: number;
+  /** ns per bucket. */
+  readonly width: number;
+  readonly cells: Float64Array;
+}
+export const TIMELINE_FIELDS = 5;
 
 interface HeaplogAddon {
   Scanner: new (points: number, widthNs: number) => Scanner;

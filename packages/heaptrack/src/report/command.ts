@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
 import { diffReports, diffText } from './diff.js';
+import { diffReportFiles } from './diff-html.js';
 import { report } from './run.js';
 
 /** Exit status when the log is damaged: the report of its valid part is still produced. */
@@ -29,13 +30,19 @@ export async function reportCommand(target: string, options: ReportCommandOption
     throw new HeaphookError(`--top ${options.top}: give a whole number of sites, e.g. --top 20`);
   }
   if (options.diff !== undefined) {
-    if (options.all === true || options.outputDir !== undefined) {
-      throw new HeaphookError('--diff compares two logs as text or --json: leave out --all and -o');
+    if (options.all === true) {
+      throw new HeaphookError('--diff compares two logs: leave out --all (pick one with --pid)');
     }
     const [base] = chosenLogs(options.diff, {}) as [string];
     const [now] = chosenLogs(target, options) as [string];
-    const d = await diffReports(base, now, { symbolize: options.symbols, top });
+    const outputDir = options.outputDir;
+    const { diff: d, result } =
+      outputDir === undefined
+        ? { diff: await diffReports(base, now, { symbolize: options.symbols, top }) }
+        : await diffReportFiles(base, now, { outputDir, symbolize: options.symbols, top });
     process.stdout.write(options.json === true ? `${JSON.stringify(d, null, 2)}\n` : diffText(d));
+    if (options.json !== true && result !== undefined)
+      process.stdout.write(`written:\n${result.files.map((f) => `  ${f}\n`).join('')}`);
     return;
   }
   const logs = chosenLogs(target, options);
@@ -91,7 +98,7 @@ export function registerReport(program: Command): void {
     .option('--top <n>', 'sites listed per table', '20')
     .option(
       '--diff <base>',
-      'compare with a base run (a log or a folder): totals and the sites that grew or shrank',
+      'compare with a base run (a log or a folder): totals and the sites that grew or shrank; with -o, report.html adds a differential flame graph',
     );
   withLogChoice(command, true).action(reportCommand);
 }

@@ -1,5 +1,7 @@
 /**
- * The self-contained HTML report: one file, inline SVG and CSS, no script, no network.
+ * The self-contained HTML report: one file, no network. Its tables and inline SVG charts need
+ * no script (noscript readers, grep); with page data it also holds the interactive views
+ * (page/script.ts over d3 and d3-flame-graph, inlined), which take the static charts' place.
  */
 import { barChartSvg } from './bars.js';
 import { escapeXml as esc, formatBytes, formatCount, formatDuration } from './format.js';
@@ -7,6 +9,10 @@ import type { LatencyHistogram } from './histogram.js';
 import type { JsonSite, ReportJson } from './json.js';
 import type { Op } from '../decode/records.js';
 import { abnormalEndLine, leakedLabel } from './text.js';
+import type { ReportDiff, SiteDiff } from './diff.js';
+import { pageLibraries } from './page/assets.js';
+import { pageDataScript, type PageData } from './page/data.js';
+import { PAGE_SCRIPT } from './page/script.js';
 
 export interface HtmlParts {
   readonly json: ReportJson;
@@ -14,6 +20,10 @@ export interface HtmlParts {
   readonly heapSvg: string;
   readonly flameSvg: string;
   readonly latency: ReadonlyMap<Op, LatencyHistogram>;
+  /** The interactive views' data; without it the page has no script. */
+  readonly page?: PageData;
+  /** With report --diff: the comparison with the base run (page.runs[1]). */
+  readonly diff?: ReportDiff;
 }
 
 const CSS = `
@@ -28,6 +38,19 @@ details summary { cursor: pointer; font-family: "DejaVu Sans Mono", monospace; f
 pre.stack { margin: 4px 0; font-size: 11px; white-space: pre-wrap; }
 .figure { overflow-x: auto; background: #fff; border: 1px solid #ddd; padding: 6px; display: inline-block; max-width: 100%; }
 .row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+body.interactive .static-view { display: none; }
+#explore .controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; font-size: 13px; margin: 8px 0; }
+#explore-heap svg { background: #fff; border: 1px solid #ddd; font-size: 11px; }
+#explore-heap .heap-area { fill: #4c78a8; opacity: 0.8; }
+#explore-heap .mapped-line { fill: none; stroke: #e45756; stroke-width: 1.5; stroke-dasharray: 5 3; }
+#explore-heap .peak-mark { stroke: #d62728; stroke-dasharray: 2 2; }
+#explore-flame { background: #fff; border: 1px solid #ddd; min-height: 60px; }
+#flame-total { font-size: 13px; margin: 6px 0; }
+table.tree td.fn { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; cursor: pointer; white-space: pre; max-width: 640px; overflow: hidden; text-overflow: ellipsis; }
+table.tree tr:hover { background: #eef3fa; }
+.trees { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
+.trees > div { min-width: 420px; max-width: 100%; overflow-x: auto; }
+#selected { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; }
 `;
 
 function num(v: number): string {
@@ -78,6 +101,79 @@ function mappedSection(j: ReportJson): string {
   return `<h2>Memory mapped by the program</h2>
 <p>The dashed line above: address ranges the program mapped (mmap, mremap, shmat, brk) and had not unmapped (munmap, madvise DONTNEED/FREE, ...) since tracing began, from ucm-hooks' VM events. It includes memory a malloc tracer never sees, such as python's arenas or a backend's pool.</p>
 <table id="mapped-sites"><thead><tr><th class="num">mappings</th><th class="num">bytes mapped</th><th>stack (innermost first)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+function exploreSection(page: PageData, diff: boolean): string {
+  const treeHead = (self: boolean): string =>
+    `<thead><tr><th>function</th><th class="num">total</th>${self ? '<th class="num">self</th>' : ''}${self && diff ? '<th class="num">change</th>' : ''}</tr></thead><tbody></tbody>`;
+  return `<h2 id="explore-title">Explore${diff ? ': differential flame graph against the base' : ''}</h2>
+<noscript><p>The interactive views need JavaScript; the tables and charts below do not.</p></noscript>
+<div id="explore">
+<p class="sub">Brush the heap chart to pick a time range: the flame graph and the trees then show the allocations made in it. Click a frame to zoom in, a function in a tree to expand it and see its callers and callees.${diff ? ' Widths are the new run&#39;s; red frames grew, blue ones shrank against the base (as pprof -diff_base and differential flame graphs show them).' : ''}</p>
+<div id="explore-heap"></div>
+<div class="controls"><span>Range: <span id="range"></span></span> <button id="clear-range" type="button">whole run</button></div>
+<div class="controls">
+<label>Flame graph of <select id="mode"></select></label>
+<label>Search <input id="search" type="search" placeholder="function name"></label>
+<span id="search-result" data-matches="0"></span>
+<button id="reset-zoom" type="button">reset zoom</button>
+</div>
+<div id="flame-total"></div>
+<div id="explore-flame" data-zoomed=""></div>
+<div class="trees">
+<div><h3>Top-down (callers first)</h3><table id="top-down" class="tree">${treeHead(true)}</table></div>
+<div><h3>Bottom-up (allocating functions first)</h3><table id="bottom-up" class="tree">${treeHead(false)}</table></div>
+</div>
+<h3>Callers and callees of <span id="selected"></span></h3>
+<div class="trees">
+<div><table id="callers" class="tree"><thead><tr><th>caller</th><th class="num">through it</th></tr></thead><tbody></tbody></table></div>
+<div><table id="callees" class="tree"><thead><tr><th>callee</th><th class="num">through it</th></tr></thead><tbody></tbody></table></div>
+</div>
+</div>
+<script type="application/json" id="heaphook-data">${pageDataScript(page)}</script>`;
+}
+
+function signedBytes(n: number): string {
+  return `${n > 0 ? '+' : n < 0 ? '-' : '±'}${formatBytes(Math.abs(n))}`;
+}
+
+function diffSites(id: string, sites: readonly SiteDiff[]): string {
+  const rows = sites.map(
+    (s) =>
+      `<tr><td class="num">${esc(signedBytes(s.delta.peakBytes))}</td><td class="num">${esc(formatBytes(s.base.peakBytes))} → ${esc(formatBytes(s.new.peakBytes))}</td><td class="num">${esc(signedBytes(s.delta.bytes))}</td><td class="num">${esc(formatCount(s.delta.allocations))}</td>${stackCell(s.stack)}</tr>`,
+  );
+  return `<table id="${id}" class="diff-sites"><thead><tr><th class="num">peak change</th><th class="num">at peak</th><th class="num">allocated change</th><th class="num">allocations change</th><th>stack (innermost first)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+/** The comparison with the base run (report --diff): totals before → after, sites that grew
+ * and shrank. */
+function diffSection(d: ReportDiff): string {
+  const rows = (
+    [
+      ['peak heap', 'peakHeapBytes', true],
+      ['allocations', 'allocations', false],
+      ['allocated', 'allocatedBytes', true],
+      ['leaked', 'leakedBytes', true],
+      ['never freed', 'neverFreedBytes', true],
+      ['peak mapped', 'mappedPeakBytes', true],
+    ] as const
+  )
+    .filter(([, key]) => d.base.totals[key] !== null && d.new.totals[key] !== null)
+    .map(([label, key, bytes]) => {
+      const [x, y] = [d.base.totals[key]!, d.new.totals[key]!];
+      const f = (n: number): string => (bytes ? formatBytes(n) : formatCount(n));
+      const change = bytes ? signedBytes(y - x) : `${y - x > 0 ? '+' : ''}${formatCount(y - x)}`;
+      const percent = x > 0 ? ` (${(((y - x) / x) * 100).toFixed(1)} %)` : '';
+      return `<tr><th>${esc(label)}</th><td class="num">${esc(f(x))}</td><td class="num">${esc(f(y))}</td><td class="num">${esc(change + percent)}</td></tr>`;
+    });
+  return `<h2>Compared with the base run</h2>
+<p class="sub">base: ${esc(d.base.log)} (${esc(d.base.argv.join(' '))}) · new: ${esc(d.new.log)} (${esc(d.new.argv.join(' '))})</p>
+<table id="diff-totals"><thead><tr><th></th><th class="num">base</th><th class="num">new</th><th class="num">change</th></tr></thead><tbody>${rows.join('')}</tbody></table>
+<h3>Sites that grew</h3>
+${diffSites('diff-grew', d.grew)}
+<h3>Sites that shrank</h3>
+${diffSites('diff-shrank', d.shrank)}
+<p>${d.added} site(s) only in the new run, ${d.removed} only in the base run.</p>`;
 }
 
 export function reportHtml(parts: HtmlParts): string {
@@ -151,8 +247,10 @@ ${j.error !== null ? `<p class="error" id="log-error">The log is damaged: ${esc(
 <table id="summary"><tbody>${summaryRows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</tbody></table>
 <table id="calls"><thead><tr><th>function</th><th class="num">calls</th></tr></thead><tbody>${calls.join('')}</tbody></table>
 </div>
-<h2>Heap consumption over time</h2>
-<div class="figure">${inline(parts.heapSvg)}</div>
+${parts.diff !== undefined ? diffSection(parts.diff) : ''}
+${parts.page !== undefined ? exploreSection(parts.page, parts.diff !== undefined) : ''}
+<h2 class="static-view">Heap consumption over time</h2>
+<div class="figure static-view">${inline(parts.heapSvg)}</div>
 ${mappedSection(j)}
 <h2>Top allocation sites by peak contribution</h2>
 ${sitesTable('top-peak', j.topSites)}
@@ -177,8 +275,14 @@ ${
 <div class="row">${latencyCharts.map((c) => `<div class="figure">${c}</div>`).join('')}</div>`
     : '<p id="no-latency">Durations were not recorded (trace with HEAPHOOK_TIMING=1 to get them).</p>'
 }
-<h2>Flame graph of allocated bytes</h2>
-<div class="figure">${inline(parts.flameSvg)}</div>
+<h2 class="static-view">Flame graph of allocated bytes</h2>
+<div class="figure static-view">${inline(parts.flameSvg)}</div>
+${
+  parts.page !== undefined
+    ? `<script>${pageLibraries()}</script>
+<script>${PAGE_SCRIPT}</script>`
+    : ''
+}
 </body></html>
 `;
 }

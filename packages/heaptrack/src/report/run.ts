@@ -8,9 +8,10 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
 import { LogFormatError } from '../decode/decoder.js';
-import { replayLog } from '../decode/replay.js';
+import { replayLog, type ScannerTimeline } from '../decode/replay.js';
 import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
 import { flameGraphSvg } from './flamegraph.js';
+import type { ReportDiff } from './diff.js';
 import { reportHtml } from './html.js';
 import { jsonStacks, reportJson, type ReportJson } from './json.js';
 import {
@@ -20,6 +21,7 @@ import {
   type ReportModel,
 } from './model.js';
 import { NativeEvents } from './native.js';
+import { FrameTable, pageRun, type PageRun } from './page/data.js';
 import { pprofBytes } from './pprof.js';
 import { speedscopeFile } from './speedscope.js';
 import { startProgress } from './progress.js';
@@ -38,7 +40,15 @@ export interface ReportOptions {
   readonly top?: number;
   /** Points of the heap-over-time series (default 1024). */
   readonly points?: number;
+  /** report --diff with an output folder: the base run, for report.html's differential views. */
+  readonly compare?: {
+    readonly diff: ReportDiff;
+    readonly run: (frames: FrameTable) => PageRun;
+  };
 }
+
+/** Time buckets of the timeline the interactive page brushes (page/data.ts). */
+export const TIMELINE_BUCKETS = 128;
 
 export interface ReportResult {
   readonly model: ReportModel;
@@ -54,9 +64,10 @@ export interface ReportResult {
 export async function buildReportModel(
   path: string,
   options: Pick<ReportOptions, 'progress' | 'points'> = {},
-): Promise<{ model: ReportModel; error?: LogFormatError }> {
+): Promise<{ model: ReportModel; timeline: ScannerTimeline | null; error?: LogFormatError }> {
   const points = options.points ?? SERIES_DEFAULT_POINTS;
   const events = new NativeEvents(points, SERIES_INITIAL_WIDTH_NS);
+  events.scanner.startTimeline(Math.min(TIMELINE_BUCKETS, points));
   const builder = new ReportBuilder(events, { points });
   const progress = startProgress(path, options.progress);
   let error: LogFormatError | undefined;
@@ -70,15 +81,22 @@ export async function buildReportModel(
   } finally {
     progress.stop();
   }
-  return { model: builder.finish(), ...(error !== undefined ? { error } : {}) };
+  return {
+    model: builder.finish(),
+    timeline: events.scanner.timeline(),
+    ...(error !== undefined ? { error } : {}),
+  };
 }
 
 export async function report(path: string, options: ReportOptions = {}): Promise<ReportResult> {
-  const { model, error } = await buildReportModel(path, options);
+  const { model, timeline, error } = await buildReportModel(path, options);
   const top = options.top ?? 20;
   const wanted = jsonStacks(model, top);
   const withFiles = options.outputDir !== undefined;
-  if (withFiles) for (const s of model.sites) wanted.add(s.stack);
+  if (withFiles) {
+    for (const s of model.sites) wanted.add(s.stack);
+    for (const s of model.leaks.sites) wanted.add(s.stack);
+  }
   const names = await StackNames.of(model, wanted, { symbolize: options.symbolize !== false });
   const json = reportJson(model, names, {
     log: path,
@@ -112,8 +130,17 @@ export async function report(path: string, options: ReportOptions = {}): Promise
       model.sites.map((s) => ({ functions: names.functions(s.stack), value: s.bytes })),
       { unit: 'bytes', title: 'Allocated bytes by call stack' },
     );
+    const pageOf = () => {
+      const frames = new FrameTable();
+      const runs = [pageRun(json.argv.join(' '), model, names, timeline, frames)];
+      if (options.compare !== undefined) runs.push(options.compare.run(frames));
+      return {
+        page: { frames: frames.names, runs },
+        ...(options.compare !== undefined ? { diff: options.compare.diff } : {}),
+      };
+    };
     const outputs: [string, string | Buffer][] = [
-      ['report.html', reportHtml({ json, heapSvg, flameSvg, latency: model.latency })],
+      ['report.html', reportHtml({ json, heapSvg, flameSvg, latency: model.latency, ...pageOf() })],
       ['heap.svg', heapSvg],
       ['heap.png', svgToPng(heapSvg, 2)],
       ['heap.pdf', await svgToPdf(heapSvg, g.width, g.height)],

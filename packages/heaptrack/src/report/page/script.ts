@@ -1,0 +1,385 @@
+/**
+ * The interactive page's own script: it wires the views d3 and d3-flame-graph draw (inlined
+ * before it, page/assets.ts) to the data page/data.ts wrote. Views: the heap chart, whose
+ * brush picks a time range; the flame graph (click zooms, search highlights, a mode picks the
+ * figure); the top-down and bottom-up trees; callers and callees of the selected function.
+ * With a second run (report --diff) the flame graph is differential: widths are the new run's,
+ * red frames grew and blue ones shrank against the base.
+ *
+ * It is plain ES2020 in a string (the page loads no module): no template literals inside.
+ * The page exposes its state on window.heaphookPage for tests and the curious.
+ */
+export const PAGE_SCRIPT = String.raw`
+(function () {
+  'use strict';
+  var data = JSON.parse(document.getElementById('heaphook-data').textContent);
+  var FRAMES = data.frames;
+  var RUNS = data.runs;
+  var DIFF = RUNS.length > 1;
+  var MODES = {
+    bytes: { label: 'allocated bytes', unit: 'bytes', ranged: true },
+    allocations: { label: 'allocations', unit: 'count', ranged: true },
+    peak: { label: 'peak contribution', unit: 'bytes', ranged: false },
+    leaked: { label: 'leaked', unit: 'bytes', ranged: false },
+    temporary: { label: 'temporary allocations', unit: 'count', ranged: false },
+    net: { label: 'in use (allocated - freed)', unit: 'bytes', ranged: true }
+  };
+  var ROWS_SHOWN = 50;
+  var state = { mode: 'bytes', range: null, selected: null, search: '' };
+
+  function el(id) { return document.getElementById(id); }
+  function fmtBytes(n) {
+    var a = Math.abs(n), units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'], u = 0;
+    while (a >= 1024 && u < units.length - 1) { a /= 1024; u++; }
+    return (n < 0 ? '-' : '') + (u === 0 ? String(a) : a.toFixed(1)) + ' ' + units[u];
+  }
+  function fmtCount(n) { return Math.round(n).toLocaleString('en-US'); }
+  function fmt(n, unit) { return unit === 'bytes' ? fmtBytes(n) : fmtCount(n); }
+  function fmtTime(ns) {
+    if (ns >= 1e9) return (ns / 1e9).toFixed(3) + ' s';
+    if (ns >= 1e6) return (ns / 1e6).toFixed(2) + ' ms';
+    return (ns / 1e3).toFixed(1) + ' µs';
+  }
+  function signed(n, unit) { return (n > 0 ? '+' : '') + fmt(n, unit); }
+
+  // Per run: every site's stack as frame ids, outermost first.
+  RUNS.forEach(function (run) {
+    var memo = new Map();
+    function pathOf(node) {
+      var p = memo.get(node);
+      if (p !== undefined) return p;
+      var out = [];
+      for (var n = node; n >= 0; n = run.nodeParent[n]) out.push(run.nodeFrame[n]);
+      out.reverse();
+      memo.set(node, out);
+      return out;
+    }
+    run.paths = run.sites.node.map(pathOf);
+  });
+
+  /** The figures of the current mode per site of a run (the range applies to the first run). */
+  function siteValues(runIndex) {
+    var run = RUNS[runIndex], s = run.sites, mode = state.mode;
+    if (runIndex === 0 && state.range !== null && run.timeline !== null && MODES[mode].ranged) {
+      var v = new Float64Array(s.node.length), c = run.timeline.cells;
+      var b0 = state.range[0], b1 = state.range[1];
+      for (var i = 0; i < c.length; i += 5) {
+        var b = c[i + 1];
+        if (b < b0 || b > b1) continue;
+        v[c[i]] += mode === 'allocations' ? c[i + 2] : mode === 'bytes' ? c[i + 3] : c[i + 3] - c[i + 4];
+      }
+      return v;
+    }
+    return mode === 'net' ? s.live : s[mode];
+  }
+
+  /** The flame tree: { name, value, delta, children } (values inclusive), for d3-flame-graph. */
+  function flameTree() {
+    var root = { name: 'all', value: 0, delta: 0, self: 0, children: [], kids: new Map() };
+    function add(runIndex, sign) {
+      var run = RUNS[runIndex], values = siteValues(runIndex);
+      for (var i = 0; i < values.length; i++) {
+        var v = values[i];
+        if (!v || v < 0) continue;
+        var path = run.paths[i], node = root;
+        if (sign > 0) node.value += v;
+        node.delta += sign * v;
+        for (var k = 0; k < path.length; k++) {
+          var child = node.kids.get(path[k]);
+          if (child === undefined) {
+            child = { name: FRAMES[path[k]], value: 0, delta: 0, self: 0, children: [], kids: new Map() };
+            node.kids.set(path[k], child);
+            node.children.push(child);
+          }
+          if (sign > 0) child.value += v;
+          child.delta += sign * v;
+          node = child;
+        }
+        if (sign > 0) node.self += v;
+      }
+    }
+    add(0, 1);
+    if (DIFF) add(1, -1);
+    return root;
+  }
+
+  /** The inverted tree (allocating function at the root, callers below), and per function
+   * its total (once per stack, recursion counted once), callers and callees. */
+  function invertedTree() {
+    var root = { name: 'all', value: 0, kids: new Map() };
+    var values = siteValues(0), run = RUNS[0];
+    for (var i = 0; i < values.length; i++) {
+      var v = values[i];
+      if (!v || v < 0) continue;
+      var path = run.paths[i], node = root;
+      root.value += v;
+      for (var k = path.length - 1; k >= 0; k--) {
+        var child = node.kids.get(path[k]);
+        if (child === undefined) {
+          child = { name: FRAMES[path[k]], value: 0, kids: new Map() };
+          node.kids.set(path[k], child);
+        }
+        child.value += v;
+        node = child;
+      }
+    }
+    return root;
+  }
+
+  function callersAndCallees(name) {
+    var callers = new Map(), callees = new Map(), total = 0;
+    var values = siteValues(0), run = RUNS[0];
+    for (var i = 0; i < values.length; i++) {
+      var v = values[i];
+      if (!v || v < 0) continue;
+      var path = run.paths[i];
+      for (var k = 0; k < path.length; k++) {
+        if (FRAMES[path[k]] !== name) continue;
+        total += v;
+        var caller = k > 0 ? FRAMES[path[k - 1]] : '(root)';
+        var callee = k + 1 < path.length ? FRAMES[path[k + 1]] : '(allocates itself)';
+        callers.set(caller, (callers.get(caller) || 0) + v);
+        callees.set(callee, (callees.get(callee) || 0) + v);
+        break;
+      }
+    }
+    return { total: total, callers: callers, callees: callees };
+  }
+
+  // ---- The flame graph -------------------------------------------------------------------
+  var chart = null;
+  var root = null;
+  function drawFlame() {
+    root = flameTree();
+    var unit = MODES[state.mode].unit;
+    var box = el('explore-flame');
+    box.textContent = '';
+    chart = flamegraph.default()
+      .width(Math.max(600, box.clientWidth || 960))
+      .cellHeight(18)
+      .transitionDuration(0)
+      .minFrameSize(1)
+      .sort(function (a, b) { return b.value - a.value; })
+      .title('')
+      .setSearchHandler(function (results, sum, total) {
+        var n = results.length;
+        el('search-result').textContent = state.search === '' ? '' :
+          n + ' frame' + (n === 1 ? '' : 's') + ' match, ' + fmt(sum, unit) +
+          (total > 0 ? ' (' + (100 * sum / total).toFixed(1) + ' %)' : '');
+        el('search-result').dataset.matches = String(n);
+      })
+      .label(function (d) {
+        var line = d.data.name + ': ' + fmt(d.value, unit) +
+          (root.value > 0 ? ' (' + (100 * d.value / root.value).toFixed(2) + ' %)' : '');
+        if (DIFF) line += ', ' + signed(d.data.delta, unit) + ' against the base';
+        return line;
+      })
+      .onClick(function (d) {
+        el('explore-flame').dataset.zoomed = d.data.name;
+        if (d.depth > 0) select(d.data.name);
+      });
+    if (DIFF) chart.setColorMapper(flamegraph.colorMapper.differentialColorMapper);
+    d3.select(box).datum(root).call(chart);
+    el('explore-flame').dataset.zoomed = '';
+    el('flame-total').textContent = MODES[state.mode].label + ': ' + fmt(root.value, unit) +
+      (DIFF ? ' (' + signed(root.delta, unit) + ' against the base)' : '') +
+      (state.range !== null && !MODES[state.mode].ranged ? ' — whole run: this mode is not per range' : '');
+    el('flame-total').dataset.total = String(root.value);
+    if (state.search !== '') chart.search(state.search);
+  }
+
+  // ---- The trees and caller/callee tables ------------------------------------------------
+  function treeRows(tbody, nodes, depth, unit, withSelf) {
+    var list = Array.from(nodes).sort(function (a, b) { return b.value - a.value; }).slice(0, ROWS_SHOWN);
+    var frag = document.createDocumentFragment();
+    list.forEach(function (n) {
+      if (n.value <= 0) return;
+      var tr = document.createElement('tr');
+      tr.className = 'tree-row';
+      tr.dataset.depth = String(depth);
+      var name = document.createElement('td');
+      name.className = 'fn';
+      name.style.paddingLeft = (6 + depth * 14) + 'px';
+      var kids = n.kids ? Array.from(n.kids.values()) : n.children;
+      name.textContent = (kids.length > 0 ? '▸ ' : '  ') + n.name;
+      name.title = n.name;
+      tr.appendChild(name);
+      var total = document.createElement('td');
+      total.className = 'num';
+      total.textContent = fmt(n.value, unit);
+      tr.appendChild(total);
+      if (withSelf) {
+        var self = document.createElement('td');
+        self.className = 'num';
+        self.textContent = fmt(n.self, unit);
+        tr.appendChild(self);
+      }
+      if (DIFF && withSelf) {
+        var delta = document.createElement('td');
+        delta.className = 'num';
+        delta.textContent = signed(n.delta, unit);
+        tr.appendChild(delta);
+      }
+      var open = null;
+      name.addEventListener('click', function () {
+        select(n.name);
+        if (open !== null) {
+          open.forEach(function (r) { r.remove(); });
+          open = null;
+          name.textContent = '▸ ' + n.name;
+          return;
+        }
+        if (kids.length === 0) return;
+        var sub = document.createElement('tbody');
+        treeRows(sub, kids, depth + 1, unit, withSelf);
+        open = Array.from(sub.children);
+        var after = tr;
+        open.forEach(function (r) { after.after(r); after = r; });
+        name.textContent = '▾ ' + n.name;
+      });
+      frag.appendChild(tr);
+    });
+    tbody.appendChild(frag);
+  }
+
+  function drawTrees() {
+    var unit = MODES[state.mode].unit;
+    var td = el('top-down').querySelector('tbody');
+    td.textContent = '';
+    treeRows(td, root.children, 0, unit, true);
+    var bu = el('bottom-up').querySelector('tbody');
+    bu.textContent = '';
+    treeRows(bu, invertedTree().kids.values(), 0, unit, false);
+    drawCallers();
+  }
+
+  function drawCallers() {
+    var unit = MODES[state.mode].unit;
+    var name = state.selected;
+    el('selected').textContent = name === null ? 'none: click a function in a tree or the flame graph' : name;
+    ['callers', 'callees'].forEach(function (id) { el(id).querySelector('tbody').textContent = ''; });
+    if (name === null) return;
+    var cc = callersAndCallees(name);
+    el('selected').textContent = name + ' — ' + fmt(cc.total, unit);
+    [['callers', cc.callers], ['callees', cc.callees]].forEach(function (pair) {
+      var tbody = el(pair[0]).querySelector('tbody');
+      Array.from(pair[1].entries()).sort(function (a, b) { return b[1] - a[1]; }).slice(0, ROWS_SHOWN)
+        .forEach(function (e) {
+          var tr = document.createElement('tr');
+          var a = document.createElement('td');
+          a.className = 'fn';
+          a.textContent = e[0];
+          if (e[0].charAt(0) !== '(') a.addEventListener('click', function () { select(e[0]); });
+          var b = document.createElement('td');
+          b.className = 'num';
+          b.textContent = fmt(e[1], unit);
+          tr.appendChild(a);
+          tr.appendChild(b);
+          tbody.appendChild(tr);
+        });
+    });
+  }
+
+  function select(name) {
+    state.selected = name;
+    drawCallers();
+  }
+
+  // ---- The heap chart and its brush ------------------------------------------------------
+  var x = null;
+  function drawHeapChart() {
+    var run = RUNS[0], box = el('explore-heap');
+    var width = Math.max(600, box.clientWidth || 960), height = 220;
+    var m = { left: 70, right: 16, top: 10, bottom: 30 };
+    var end = Math.max(run.endTimeNs, 1);
+    x = d3.scaleLinear().domain([0, end]).range([m.left, width - m.right]);
+    var top = Math.max(d3.max(run.series.max) || 0, run.mapped ? d3.max(run.mapped.max) || 0 : 0, 1);
+    var y = d3.scaleLinear().domain([0, top]).nice().range([height - m.bottom, m.top]);
+    var svg = d3.select(box).append('svg').attr('width', width).attr('height', height)
+      .attr('id', 'explore-heap-svg').attr('role', 'img').attr('aria-label', 'heap over time');
+    var pts = run.series.time.map(function (t, i) { return [t, run.series.max[i]]; });
+    svg.append('path').datum(pts).attr('class', 'heap-area')
+      .attr('d', d3.area().curve(d3.curveStepAfter).x(function (p) { return x(p[0]); })
+        .y0(y(0)).y1(function (p) { return y(p[1]); }));
+    if (run.mapped !== null) {
+      var mp = run.mapped.time.map(function (t, i) { return [t, run.mapped.max[i]]; });
+      svg.append('path').datum(mp).attr('class', 'mapped-line')
+        .attr('d', d3.line().curve(d3.curveStepAfter).x(function (p) { return x(p[0]); }).y(function (p) { return y(p[1]); }));
+    }
+    svg.append('g').attr('transform', 'translate(0,' + (height - m.bottom) + ')')
+      .call(d3.axisBottom(x).ticks(8).tickFormat(function (t) { return fmtTime(t); }));
+    svg.append('g').attr('transform', 'translate(' + m.left + ',0)')
+      .call(d3.axisLeft(y).ticks(5).tickFormat(function (b) { return fmtBytes(b); }));
+    svg.append('line').attr('class', 'peak-mark').attr('x1', x(run.peakTimeNs)).attr('x2', x(run.peakTimeNs))
+      .attr('y1', m.top).attr('y2', height - m.bottom);
+    if (run.timeline === null || DIFF) {
+      el('range').textContent = DIFF ? 'time ranges: open the run\'s own report' :
+        'time ranges: this log has no timeline';
+      return;
+    }
+    var brush = d3.brushX().extent([[m.left, m.top], [width - m.right, height - m.bottom]])
+      .on('end', function (event) {
+        if (!event.sourceEvent) return;
+        if (event.selection === null) { setRange(null); return; }
+        setRange([x.invert(event.selection[0]), x.invert(event.selection[1])]);
+      });
+    svg.append('g').attr('class', 'brush').call(brush);
+    el('clear-range').addEventListener('click', function () {
+      svg.select('.brush').call(brush.move, null);
+      setRange(null);
+    });
+  }
+
+  /** A range of times, as the timeline's buckets it touches. */
+  function setRange(times) {
+    var tl = RUNS[0].timeline;
+    if (times === null) {
+      state.range = null;
+      el('range').textContent = 'the whole run (brush the chart to pick a time range)';
+      el('range').dataset.range = '';
+    } else {
+      var b0 = Math.max(0, Math.floor(times[0] / tl.width));
+      var b1 = Math.max(b0, Math.floor(times[1] / tl.width));
+      state.range = [b0, b1];
+      el('range').textContent = 'from ' + fmtTime(b0 * tl.width) + ' to ' + fmtTime((b1 + 1) * tl.width) +
+        ' (the timeline\'s buckets are ' + fmtTime(tl.width) + ' wide)';
+      el('range').dataset.range = b0 + '-' + b1;
+    }
+    redraw();
+  }
+
+  function redraw() {
+    var t0 = performance.now();
+    drawFlame();
+    drawTrees();
+    window.heaphookPage.lastRenderMs = performance.now() - t0;
+  }
+
+  // ---- Controls --------------------------------------------------------------------------
+  var modeSelect = el('mode');
+  Object.keys(MODES).forEach(function (k) {
+    var o = document.createElement('option');
+    o.value = k;
+    o.textContent = MODES[k].label;
+    modeSelect.appendChild(o);
+  });
+  modeSelect.addEventListener('change', function () { state.mode = modeSelect.value; redraw(); });
+  el('search').addEventListener('input', function () {
+    state.search = el('search').value.trim();
+    if (state.search === '') { chart.clear(); el('search-result').textContent = ''; el('search-result').dataset.matches = '0'; }
+    else chart.search(state.search);
+  });
+  el('reset-zoom').addEventListener('click', function () { chart.resetZoom(); el('explore-flame').dataset.zoomed = ''; });
+
+  window.heaphookPage = {
+    state: state,
+    /** The chart's x pixel (in the page) of a time, ns: where to brush. */
+    pageXOf: function (ns) { var r = el('explore-heap-svg').getBoundingClientRect(); return r.left + x(ns); },
+    lastRenderMs: 0
+  };
+  document.body.classList.add('interactive');
+  drawHeapChart();
+  setRange(null);
+  window.heaphookPage.ready = true;
+})();
+`;
