@@ -190,13 +190,15 @@ export const PAGE_SCRIPT = String.raw`
 
   // ---- The trees and caller/callee tables ------------------------------------------------
   function treeRows(tbody, nodes, depth, unit, withSelf) {
-    var list = Array.from(nodes).sort(function (a, b) { return b.value - a.value; }).slice(0, ROWS_SHOWN);
+    var all = Array.from(nodes).filter(function (n) { return n.value > 0; })
+      .sort(function (a, b) { return b.value - a.value; });
+    var list = all.slice(0, ROWS_SHOWN);
     var frag = document.createDocumentFragment();
     list.forEach(function (n) {
-      if (n.value <= 0) return;
       var tr = document.createElement('tr');
       tr.className = 'tree-row';
       tr.dataset.depth = String(depth);
+      tr.dataset.value = String(n.value);
       var name = document.createElement('td');
       name.className = 'fn';
       name.style.paddingLeft = (6 + depth * 14) + 'px';
@@ -239,6 +241,23 @@ export const PAGE_SCRIPT = String.raw`
       });
       frag.appendChild(tr);
     });
+    if (all.length > list.length) {
+      var rest = 0;
+      for (var i = list.length; i < all.length; i++) rest += all[i].value;
+      var more = document.createElement('tr');
+      more.className = 'tree-row more';
+      more.dataset.depth = String(depth);
+      more.dataset.value = String(rest);
+      var label = document.createElement('td');
+      label.style.paddingLeft = (6 + depth * 14) + 'px';
+      label.textContent = '… ' + (all.length - list.length) + ' more';
+      var value = document.createElement('td');
+      value.className = 'num';
+      value.textContent = fmt(rest, unit);
+      more.appendChild(label);
+      more.appendChild(value);
+      frag.appendChild(more);
+    }
     tbody.appendChild(frag);
   }
 

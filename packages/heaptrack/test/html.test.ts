@@ -1,0 +1,391 @@
+/// <reference lib="dom" />
+/**
+ * The interactive report.html in headless Chromium (Debian's, driven by puppeteer-core), with
+ * real clicks, typing and mouse drags, on a recorded python3 run whose two phases allocate at
+ * distinct sites (four bytearrays, a pause, three bytes objects), on a 10,000,000-event log,
+ * and on a report --diff page. Every page must load nothing (each request is watched) and log
+ * no console error.
+ */
+import { spawnSync } from 'node:child_process';
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+import puppeteer, { type Browser, type Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { ReportJson } from '../src/report/json.js';
+import type { PageData } from '../src/report/page/data.js';
+import { buildReportModel } from '../src/report/run.js';
+import { heaphookBin, logsIn, python3, scratch, traced, workload } from './helpers.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+
+/** Phase 1: four 1,000,000-byte bytearrays (PyByteArray_Resize); a pause; phase 2: three
+ * 3,000,000-byte bytes objects (bytes_repeat). */
+const TWO_PHASES =
+  'import time\nkeep = [bytearray(1000000) for _ in range(4)]\ntime.sleep(1.5)\nmore = [b"x" * 3000000 for _ in range(3)]';
+
+function heaphook(args: readonly string[]) {
+  const r = spawnSync(process.execPath, [heaphookBin, ...args], {
+    encoding: 'utf8',
+    timeout: 300_000,
+    maxBuffer: 256 * 1024 * 1024,
+  });
+  expect(r.status, r.stderr).toBe(0);
+  return r;
+}
+
+/** The one log of a traced command in a fresh folder. */
+function record(name: string, command: string, args: readonly string[]): string {
+  const dir = scratch(name);
+  const r = traced(dir, command, args);
+  expect(r.status, r.stderr).toBe(0);
+  const logs = logsIn(dir);
+  expect(logs).toHaveLength(1);
+  return logs[0]!;
+}
+
+function reportTo(log: string, extra: readonly string[] = []): { html: string; json: ReportJson } {
+  const out = `${log}.out`;
+  const r = heaphook(['report', log, '-o', out, '--json', ...extra]);
+  return { html: join(out, 'report.html'), json: JSON.parse(r.stdout) as ReportJson };
+}
+
+function pageData(html: string): PageData {
+  const text = readFileSync(html, 'utf8');
+  const m = /<script type="application\/json" id="heaphook-data">(.*?)<\/script>/s.exec(text);
+  return JSON.parse(m![1]!) as PageData;
+}
+
+let browser: Browser;
+beforeAll(async () => {
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu'],
+  });
+});
+afterAll(async () => {
+  await browser?.close();
+});
+
+interface Opened {
+  page: Page;
+  /** Console errors and uncaught exceptions. */
+  errors: string[];
+  /** Requests other than the page itself (each one refused). */
+  requests: string[];
+  /** ms from navigation to the page's views drawn. */
+  firstRenderMs: number;
+}
+
+async function open(html: string): Promise<Opened> {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 1000 });
+  const errors: string[] = [];
+  const requests: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text());
+  });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.setRequestInterception(true);
+  page.on('request', (r) => {
+    if (r.url() === `file://${html}`) void r.continue();
+    else {
+      requests.push(r.url());
+      void r.abort();
+    }
+  });
+  const start = Date.now();
+  await page.goto(`file://${html}`, { waitUntil: 'load' });
+  await page.waitForFunction('window.heaphookPage && window.heaphookPage.ready === true', {
+    timeout: 60_000,
+  });
+  return { page, errors, requests, firstRenderMs: Date.now() - start };
+}
+
+/** Waits until the flame graph's frames stop moving (d3 animates a redraw over ~250 ms):
+ * the same widths at two polls 100 ms apart. */
+async function settled(page: Page): Promise<void> {
+  await page.waitForFunction(
+    () => {
+      const w = window as unknown as { lastWidths?: string };
+      const widths = Array.from(document.querySelectorAll('#explore-flame rect'))
+        .map((r) => r.getAttribute('width'))
+        .join(',');
+      const same = w.lastWidths === widths;
+      w.lastWidths = widths;
+      return same;
+    },
+    { polling: 100, timeout: 10_000 },
+  );
+}
+
+/** The flame graph's total, as the page shows it. */
+async function flameTotal(page: Page): Promise<number> {
+  return Number(await page.$eval('#flame-total', (e) => (e as HTMLElement).dataset.total));
+}
+
+/** Names of the frames the flame graph draws (wider than nothing). */
+async function flameNames(page: Page): Promise<string[]> {
+  return page.$$eval('#explore-flame g.frame', (gs) =>
+    gs
+      .filter((g) => Number(g.querySelector('rect')?.getAttribute('width') ?? 0) > 0)
+      .map((g) => g.getAttribute('name') ?? ''),
+  );
+}
+
+/** Sum of the top-level rows of a tree table, as the figures' raw numbers the page keeps. */
+async function treeTopTotal(page: Page, id: string): Promise<number> {
+  return page.$eval(`#${id} tbody`, (tbody) =>
+    Array.from(tbody.querySelectorAll('tr[data-depth="0"]')).reduce(
+      (n, tr) => n + Number((tr as HTMLElement).dataset.value),
+      0,
+    ),
+  );
+}
+
+/** Drags the mouse across the heap chart from one time to another (ns). */
+async function brush(page: Page, fromNs: number, toNs: number): Promise<void> {
+  await page.$eval('#explore-heap', (e) => e.scrollIntoView({ block: 'center' }));
+  const [x0, x1, y] = await page.evaluate(
+    (a: number, b: number) => {
+      const h = (window as unknown as { heaphookPage: { pageXOf(ns: number): number } })
+        .heaphookPage;
+      const r = document.getElementById('explore-heap-svg')!.getBoundingClientRect();
+      return [h.pageXOf(a), h.pageXOf(b), r.top + r.height / 2] as [number, number, number];
+    },
+    fromNs,
+    toNs,
+  );
+  await page.mouse.move(x0, y);
+  await page.mouse.down();
+  await page.mouse.move(x1, y, { steps: 8 });
+  await page.mouse.up();
+  await settled(page);
+}
+
+async function typeSearch(page: Page, term: string): Promise<number> {
+  await page.$eval('#search', (e) => ((e as HTMLInputElement).value = ''));
+  await page.type('#search', term);
+  return Number(
+    await page.$eval('#search-result', (e) => (e as HTMLElement).dataset.matches ?? '0'),
+  );
+}
+
+describe('report.html on python3 in two phases', () => {
+  const log = record('html-python', python3, ['-c', TWO_PHASES]);
+  const { html, json } = reportTo(log);
+  let o: Opened;
+  beforeAll(async () => {
+    o = await open(html);
+  });
+  afterAll(async () => {
+    expect(o.errors).toEqual([]);
+    expect(o.requests).toEqual([]);
+    await o.page.close();
+  });
+
+  it("keeps a timeline whose cells add up to each site's figures", async () => {
+    const { model, timeline } = await buildReportModel(log, { progress: false });
+    expect(timeline).not.toBeNull();
+    const sums = model.sites.map(() => ({ allocations: 0, bytes: 0, freed: 0 }));
+    const c = timeline!.cells;
+    for (let i = 0; i < c.length; i += 5) {
+      const s = sums[c[i]!]!;
+      s.allocations += c[i + 2]!;
+      s.bytes += c[i + 3]!;
+      s.freed += c[i + 4]!;
+      expect(c[i + 1]).toBeLessThan(timeline!.buckets);
+    }
+    model.sites.forEach((site, i) => {
+      expect(sums[i]!.allocations).toBe(site.allocations);
+      expect(sums[i]!.bytes).toBe(site.bytes);
+      expect(sums[i]!.bytes - sums[i]!.freed).toBe(site.liveBytes);
+    });
+  });
+
+  it("each mode's flame graph adds up to the report's figure for it", async () => {
+    const p = o.page;
+    const expected: Record<string, number> = {
+      bytes: json.allocatedBytes,
+      allocations: json.allocations + json.reallocs,
+      peak: json.peakHeapBytes,
+      leaked: json.leakedBytes,
+      temporary: json.temporaryAllocations,
+      net: json.neverFreedBytes,
+    };
+    for (const [mode, value] of Object.entries(expected)) {
+      await p.select('#mode', mode);
+      expect(await flameTotal(p), mode).toBe(value);
+      expect(await treeTopTotal(p, 'top-down'), `top-down, ${mode}`).toBe(value);
+      expect(await treeTopTotal(p, 'bottom-up'), `bottom-up, ${mode}`).toBe(value);
+    }
+    await p.select('#mode', 'bytes');
+  });
+
+  it('zooms on the clicked frame: it takes the full width, its callees drawn above it', async () => {
+    const p = o.page;
+    await settled(p);
+    const full = Number(await p.$eval('#explore-flame svg', (svg) => svg.getAttribute('width')));
+    // The widest PyByteArray_Resize frame (the bytearrays'), marked to be clicked.
+    const before = await p.$$eval('#explore-flame g.frame[name="PyByteArray_Resize"]', (gs) => {
+      const width = (g: Element) => Number(g.querySelector('rect')!.getAttribute('width'));
+      const widest = gs.sort((a, b) => width(b) - width(a))[0]!;
+      widest.setAttribute('data-test', 'target');
+      return width(widest);
+    });
+    expect(before).toBeGreaterThan(0);
+    expect(before).toBeLessThan(full * 0.9);
+    await p.click('#explore-flame g.frame[data-test="target"]');
+    // d3 moves the frames on the next animation frames
+    await p.waitForFunction(
+      (w: number) =>
+        Number(
+          document
+            .querySelector('#explore-flame g.frame[data-test="target"] rect')!
+            .getAttribute('width'),
+        ) >=
+        w - 1,
+      { timeout: 10_000 },
+      full,
+    );
+    expect(await p.$eval('#explore-flame', (e) => (e as HTMLElement).dataset.zoomed)).toBe(
+      'PyByteArray_Resize',
+    );
+    // Through d3's data: the zoomed frame and its callees, with their drawn widths.
+    const drawn = await p.$$eval('#explore-flame g.frame', (gs) => {
+      const d3 = (window as unknown as { d3: { select(e: Element): { datum(): FrameDatum } } }).d3;
+      interface FrameDatum {
+        data: { name: string };
+        parent: FrameDatum | null;
+        value: number;
+      }
+      return gs.map((g) => {
+        const d = d3.select(g).datum();
+        return {
+          name: d.data.name,
+          parent: d.parent?.data.name ?? '',
+          zoomed: g.getAttribute('data-test') === 'target',
+          width: Number(g.querySelector('rect')!.getAttribute('width')),
+        };
+      });
+    });
+    const zoomed = drawn.find((f) => f.zoomed)!;
+    expect(Math.abs(zoomed.width - full)).toBeLessThanOrEqual(1);
+    const callees = drawn.filter((f) => f.parent === 'PyByteArray_Resize' && f.width > 0);
+    expect(callees.length).toBeGreaterThanOrEqual(1);
+    expect(callees.reduce((n, f) => n + f.width, 0)).toBeGreaterThan(full * 0.9);
+    // the callers and callees table follows the click
+    expect(await p.$eval('#selected', (e) => e.textContent)).toMatch(/^PyByteArray_Resize/);
+    expect(await p.$eval('#callees tbody', (e) => e.textContent)).toContain(callees[0]!.name);
+    // reset: the frame is drawn as wide as before the click again
+    await p.click('#reset-zoom');
+    await p.waitForFunction(
+      (w: number) =>
+        Math.abs(
+          Number(
+            document
+              .querySelector('#explore-flame g.frame[data-test="target"] rect')!
+              .getAttribute('width'),
+          ) - w,
+        ) <= 1,
+      { timeout: 10_000 },
+      before,
+    );
+  });
+
+  it('highlights the frames a search matches and counts them', async () => {
+    const p = o.page;
+    const matches = await typeSearch(p, 'PyByteArray_Resize');
+    expect(matches).toBeGreaterThanOrEqual(1);
+    expect(await p.$eval('#search-result', (e) => e.textContent)).toMatch(/^\d+ frames? match/);
+    const highlighted = await p.$$eval(
+      '#explore-flame g.frame rect',
+      (rs) => rs.filter((r) => r.getAttribute('fill') === '#E600E6').length,
+    );
+    expect(highlighted).toBeGreaterThanOrEqual(1);
+    expect(highlighted).toBeLessThanOrEqual(matches);
+    expect(await typeSearch(p, 'no_such_function_anywhere')).toBe(0);
+    await p.$eval('#search', (e) => ((e as HTMLInputElement).value = ''));
+    await p.type('#search', ' ');
+  });
+
+  it('a range brushed over phase 2 shows only the allocations made in it', async () => {
+    const p = o.page;
+    const end = json.durationNs;
+    const whole = await flameTotal(p);
+    expect(await flameNames(p)).toContain('PyByteArray_Resize');
+    await brush(p, end * 0.6, end * 1.1);
+    expect(await p.$eval('#range', (e) => (e as HTMLElement).dataset.range)).toMatch(/^\d+-\d+$/);
+    expect(await flameNames(p)).not.toContain('PyByteArray_Resize');
+    const inRange = await flameTotal(p);
+    expect(inRange).toBeGreaterThanOrEqual(3 * 3_000_000);
+    expect(inRange).toBeLessThan(whole);
+    expect(await treeTopTotal(p, 'top-down')).toBe(inRange);
+    expect(await treeTopTotal(p, 'bottom-up')).toBe(inRange);
+    expect(await typeSearch(p, 'PyByteArray_Resize')).toBe(0);
+    // back to the whole run
+    await p.click('#clear-range');
+    expect(await flameTotal(p)).toBe(whole);
+    expect(await typeSearch(p, 'PyByteArray_Resize')).toBeGreaterThanOrEqual(1);
+  });
+});
+
+describe('report.html of a 10,000,000-event log', () => {
+  const log = record('html-churn', workload, ['churn', '5000000']);
+  const { html, json } = reportTo(log);
+
+  it('stays small and recomputes a brushed range from its timeline', async () => {
+    expect(json.events).toBeGreaterThanOrEqual(10_000_000);
+    const size = statSync(html).size;
+    expect(size).toBeLessThan(10 * 1024 * 1024);
+    const o = await open(html);
+    const p = o.page;
+    expect(await flameTotal(p)).toBe(json.allocatedBytes);
+    const data = pageData(html);
+    const tl = data.runs[0]!.timeline!;
+    await brush(p, json.durationNs * 0.25, json.durationNs * 0.5);
+    const [b0, b1] = (await p.$eval('#range', (e) => (e as HTMLElement).dataset.range))!
+      .split('-')
+      .map(Number) as [number, number];
+    let expected = 0;
+    for (let i = 0; i < tl.cells.length; i += 5)
+      if (tl.cells[i + 1]! >= b0 && tl.cells[i + 1]! <= b1) expected += tl.cells[i + 3]!;
+    const inRange = await flameTotal(p);
+    expect(inRange).toBe(expected);
+    expect(inRange).toBeGreaterThan(0);
+    expect(inRange).toBeLessThan(json.allocatedBytes);
+    expect(o.errors).toEqual([]);
+    expect(o.requests).toEqual([]);
+    await p.close();
+  });
+});
+
+describe('report NEW --diff BASE -o: the differential page', () => {
+  const keep = (bytes: number) =>
+    record(`html-diff-${bytes}`, python3, ['-c', `keep = [bytearray(${bytes}) for _ in range(4)]`]);
+  const base = keep(1_000_000);
+  const now = keep(2_000_000);
+  const out = `${now}.diff`;
+  heaphook(['report', now, '--diff', base, '-o', out]);
+  const html = join(out, 'report.html');
+
+  it('colours the site that grew red, beside the diff tables', async () => {
+    const text = readFileSync(html, 'utf8');
+    expect(text).toMatch(/<table id="diff-grew"[^>]*>.*PyByteArray_Resize/s);
+    const o = await open(html);
+    const p = o.page;
+    const fill = await p.$eval(
+      '#explore-flame g.frame[name="PyByteArray_Resize"] rect',
+      (r) => r.getAttribute('fill') ?? '',
+    );
+    const [r, g, b] = (/rgb\((\d+),\s*(\d+),\s*(\d+)\)/.exec(fill) ?? []).slice(1).map(Number);
+    expect(r, fill).toBeGreaterThan(g! + 50);
+    expect(r, fill).toBeGreaterThan(b! + 50);
+    expect(await p.$eval('#flame-total', (e) => e.textContent)).toContain('+3.8 MiB');
+    expect(o.errors).toEqual([]);
+    expect(o.requests).toEqual([]);
+    await p.close();
+  });
+});
