@@ -814,37 +814,50 @@ static void timeline_merge(hh_scan *s) {
 
 /* Adds to site x's cell of the current time's bucket (series_add computed it), keeping the
  * cells ascending; times may go back a little between threads. Out of memory, the timeline
- * stops (timeline_lost) and the report's other figures go on. */
-static void timeline_add(hh_scan *s, site *x, double allocations, double bytes, double freed) {
+ * stops (timeline_lost) and the report's other figures go on. The slow path: a new cell. */
+static __attribute__((noinline)) void timeline_add_cell(hh_scan *s, site *x, double allocations,
+                                                        double bytes, double freed) {
     uint32_t b = s->timeline_bucket;
     size_t n = x->cell_count;
-    time_cell *c = n > 0 ? &x->cells[n - 1] : NULL;
-    if (c == NULL || c->bucket != b) {
-        size_t at = n;
-        while (at > 0 && x->cells[at - 1].bucket > b) at--;
-        if (at > 0 && x->cells[at - 1].bucket == b) {
-            c = &x->cells[at - 1];
-        } else {
-            if (n == x->cell_cap) { /* most sites have few cells: start small */
-                size_t cap = n > 0 ? 2 * n : 4;
-                time_cell *grown = realloc(x->cells, cap * sizeof(time_cell));
-                if (grown == NULL) {
-                    s->timeline_lost = true;
-                    s->timeline_buckets = 0;
-                    return;
-                }
-                x->cells = grown;
-                x->cell_cap = cap;
+    size_t at = n;
+    while (at > 0 && x->cells[at - 1].bucket > b) at--;
+    time_cell *c;
+    if (at > 0 && x->cells[at - 1].bucket == b) {
+        c = &x->cells[at - 1];
+    } else {
+        if (n == x->cell_cap) { /* most sites have few cells: start small */
+            size_t cap = n > 0 ? 2 * n : 4;
+            time_cell *grown = realloc(x->cells, cap * sizeof(time_cell));
+            if (grown == NULL) {
+                s->timeline_lost = true;
+                s->timeline_buckets = 0;
+                return;
             }
-            memmove(&x->cells[at + 1], &x->cells[at], (n - at) * sizeof(time_cell));
-            x->cells[at] = (time_cell){.bucket = b};
-            x->cell_count = n + 1;
-            c = &x->cells[at];
+            x->cells = grown;
+            x->cell_cap = cap;
         }
+        memmove(&x->cells[at + 1], &x->cells[at], (n - at) * sizeof(time_cell));
+        x->cells[at] = (time_cell){.bucket = b};
+        x->cell_count = n + 1;
+        c = &x->cells[at];
     }
     c->allocations += allocations;
     c->bytes += bytes;
     c->freed += freed;
+}
+
+/* The fast path: the site's last cell is the current bucket's (events come in time order). */
+static inline void timeline_add(hh_scan *s, site *x, double allocations, double bytes,
+                                double freed) {
+    size_t n = x->cell_count;
+    if (n > 0 && x->cells[n - 1].bucket == s->timeline_bucket) {
+        time_cell *c = &x->cells[n - 1];
+        c->allocations += allocations;
+        c->bytes += bytes;
+        c->freed += freed;
+        return;
+    }
+    timeline_add_cell(s, x, allocations, bytes, freed);
 }
 
 static void series_merge(hh_scan *s) {
