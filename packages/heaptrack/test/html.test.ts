@@ -330,6 +330,19 @@ describe('report.html on python3 in two phases', () => {
     expect(await flameTotal(p)).toBe(whole);
     expect(await typeSearch(p, 'PyByteArray_Resize')).toBeGreaterThanOrEqual(1);
   });
+
+  it('without script, shows the static charts and tables', async () => {
+    const page = await browser.newPage();
+    await page.setJavaScriptEnabled(false);
+    await page.goto(`file://${html}`, { waitUntil: 'load' });
+    for (const id of ['summary', 'calls', 'top-peak', 'top-count', 'top-bytes'])
+      expect(await page.$(`table#${id} tbody tr`), id).not.toBeNull();
+    expect(await page.$('table#leaks')).not.toBeNull();
+    for (const id of ['heap-chart', 'flamegraph'])
+      expect(await page.$(`svg#${id}`), id).not.toBeNull();
+    expect(await page.$('#explore-flame svg')).toBeNull();
+    await page.close();
+  });
 });
 
 describe('report.html of a 10,000,000-event log', () => {

@@ -1,7 +1,8 @@
 /**
  * The self-contained HTML report: one file, no network. Its tables and inline SVG charts need
  * no script (noscript readers, grep); with page data it also holds the interactive views
- * (page/script.ts over d3 and d3-flame-graph, inlined), which take the static charts' place.
+ * (page/script.ts over d3 and d3-flame-graph, inlined), which take the static charts' place
+ * (those stay in <noscript>).
  */
 import { barChartSvg } from './bars.js';
 import { escapeXml as esc, formatBytes, formatCount, formatDuration } from './format.js';
@@ -38,7 +39,6 @@ details summary { cursor: pointer; font-family: "DejaVu Sans Mono", monospace; f
 pre.stack { margin: 4px 0; font-size: 11px; white-space: pre-wrap; }
 .figure { overflow-x: auto; background: #fff; border: 1px solid #ddd; padding: 6px; display: inline-block; max-width: 100%; }
 .row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
-body.interactive .static-view { display: none; }
 #explore .controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; font-size: 13px; margin: 8px 0; }
 #explore-heap svg { background: #fff; border: 1px solid #ddd; font-size: 11px; }
 #explore-heap .heap-area { fill: #4c78a8; opacity: 0.8; }
@@ -107,7 +107,7 @@ function exploreSection(page: PageData, diff: boolean): string {
   const treeHead = (self: boolean): string =>
     `<thead><tr><th>function</th><th class="num">total</th>${self ? '<th class="num">self</th>' : ''}${self && diff ? '<th class="num">change</th>' : ''}</tr></thead><tbody></tbody>`;
   return `<h2 id="explore-title">Explore${diff ? ': differential flame graph against the base' : ''}</h2>
-<noscript><p>The interactive views need JavaScript; the tables and charts below do not.</p></noscript>
+<noscript><p>The interactive views need JavaScript; the tables and charts of this page do not.</p></noscript>
 <div id="explore">
 <p class="sub">Brush the heap chart to pick a time range: the flame graph and the trees then show the allocations made in it. Click a frame to zoom in, a function in a tree to expand it and see its callers and callees.${diff ? ' Widths are the new run&#39;s; red frames grew, blue ones shrank against the base (as pprof -diff_base and differential flame graphs show them).' : ''}</p>
 <div id="explore-heap"></div>
@@ -174,6 +174,12 @@ ${diffSites('diff-grew', d.grew)}
 <h3>Sites that shrank</h3>
 ${diffSites('diff-shrank', d.shrank)}
 <p>${d.added} site(s) only in the new run, ${d.removed} only in the base run.</p>`;
+}
+
+/** A static chart the interactive views replace: in <noscript> when they are there, which a
+ * browser running scripts keeps as text, never laying out its thousands of SVG elements. */
+function staticView(interactive: boolean, html: string): string {
+  return interactive ? `<noscript>${html}</noscript>` : html;
 }
 
 export function reportHtml(parts: HtmlParts): string {
@@ -249,8 +255,7 @@ ${j.error !== null ? `<p class="error" id="log-error">The log is damaged: ${esc(
 </div>
 ${parts.diff !== undefined ? diffSection(parts.diff) : ''}
 ${parts.page !== undefined ? exploreSection(parts.page, parts.diff !== undefined) : ''}
-<h2 class="static-view">Heap consumption over time</h2>
-<div class="figure static-view">${inline(parts.heapSvg)}</div>
+${staticView(parts.page !== undefined, `<h2>Heap consumption over time</h2>\n<div class="figure">${inline(parts.heapSvg)}</div>`)}
 ${mappedSection(j)}
 <h2>Top allocation sites by peak contribution</h2>
 ${sitesTable('top-peak', j.topSites)}
@@ -275,8 +280,7 @@ ${
 <div class="row">${latencyCharts.map((c) => `<div class="figure">${c}</div>`).join('')}</div>`
     : '<p id="no-latency">Durations were not recorded (trace with HEAPHOOK_TIMING=1 to get them).</p>'
 }
-<h2 class="static-view">Flame graph of allocated bytes</h2>
-<div class="figure static-view">${inline(parts.flameSvg)}</div>
+${staticView(parts.page !== undefined, `<h2>Flame graph of allocated bytes</h2>\n<div class="figure">${inline(parts.flameSvg)}</div>`)}
 ${
   parts.page !== undefined
     ? `<script>${pageLibraries()}</script>
