@@ -31,6 +31,8 @@ export {
 export { flameGraphSvg, type FlameInput, type FlameOptions } from './flamegraph.js';
 export { pprofBytes, pprofProfile } from './pprof.js';
 export { reportHtml, type HtmlParts } from './html.js';
+export { FrameTable, pageRun, type PageData, type PageRun } from './page/data.js';
+export { diffReportFiles } from './diff-html.js';
 export {
   reportJson,
   type ReportJson,
