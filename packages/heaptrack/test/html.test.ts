@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { TIMELINE_FIELDS } from '../src/decode/replay.js';
 import type { ReportJson } from '../src/report/json.js';
 import type { PageData } from '../src/report/page/data.js';
 import { buildReportModel } from '../src/report/run.js';
@@ -189,19 +190,21 @@ describe('report.html on python3 in two phases', () => {
   it("keeps a timeline whose cells add up to each site's figures", async () => {
     const { model, timeline } = await buildReportModel(log, { progress: false });
     expect(timeline).not.toBeNull();
-    const sums = model.sites.map(() => ({ allocations: 0, bytes: 0, freed: 0 }));
+    const sums = model.sites.map(() => ({ allocations: 0, bytes: 0, freed: 0, temporary: 0 }));
     const c = timeline!.cells;
-    for (let i = 0; i < c.length; i += 5) {
+    for (let i = 0; i < c.length; i += TIMELINE_FIELDS) {
       const s = sums[c[i]!]!;
       s.allocations += c[i + 2]!;
       s.bytes += c[i + 3]!;
       s.freed += c[i + 4]!;
+      s.temporary += c[i + 5]!;
       expect(c[i + 1]).toBeLessThan(timeline!.buckets);
     }
     model.sites.forEach((site, i) => {
       expect(sums[i]!.allocations).toBe(site.allocations);
       expect(sums[i]!.bytes).toBe(site.bytes);
       expect(sums[i]!.bytes - sums[i]!.freed).toBe(site.liveBytes);
+      expect(sums[i]!.temporary).toBe(site.temporary);
     });
   });
 
@@ -325,6 +328,32 @@ describe('report.html on python3 in two phases', () => {
     expect(await treeTopTotal(p, 'top-down')).toBe(inRange);
     expect(await treeTopTotal(p, 'bottom-up')).toBe(inRange);
     expect(await typeSearch(p, 'PyByteArray_Resize')).toBe(0);
+    // every ranged mode is its column of the range's cells, site by site (in use: the sites
+    // that grew in the range)
+    const tl = pageData(html).runs[0]!.timeline!;
+    const [b0, b1] = (await p.$eval('#range', (e) => (e as HTMLElement).dataset.range))!
+      .split('-')
+      .map(Number) as [number, number];
+    const inRangeOf = (value: (cell: number) => number): number => {
+      const bySite = new Map<number, number>();
+      for (let i = 0; i < tl.cells.length; i += tl.fields) {
+        const b = tl.cells[i + 1]!;
+        if (b >= b0 && b <= b1)
+          bySite.set(tl.cells[i]!, (bySite.get(tl.cells[i]!) ?? 0) + value(i));
+      }
+      return [...bySite.values()].reduce((n, v) => n + Math.max(v, 0), 0);
+    };
+    const c = tl.cells;
+    for (const [mode, value] of [
+      ['bytes', (i: number) => c[i + 3]!],
+      ['allocations', (i: number) => c[i + 2]!],
+      ['temporary', (i: number) => c[i + 5]!],
+      ['net', (i: number) => c[i + 3]! - c[i + 4]!],
+    ] as const) {
+      await p.select('#mode', mode);
+      expect(await flameTotal(p), mode).toBe(inRangeOf(value));
+    }
+    await p.select('#mode', 'bytes');
     // back to the whole run
     await p.click('#clear-range');
     expect(await flameTotal(p)).toBe(whole);
@@ -363,7 +392,7 @@ describe('report.html of a 10,000,000-event log', () => {
       .split('-')
       .map(Number) as [number, number];
     let expected = 0;
-    for (let i = 0; i < tl.cells.length; i += 5)
+    for (let i = 0; i < tl.cells.length; i += tl.fields)
       if (tl.cells[i + 1]! >= b0 && tl.cells[i + 1]! <= b1) expected += tl.cells[i + 3]!;
     const inRange = await flameTotal(p);
     expect(inRange).toBe(expected);

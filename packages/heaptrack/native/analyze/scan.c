@@ -372,7 +372,7 @@ typedef struct latency_hist {
 /* A site's calls in one bucket of the timeline (hh_scan_start_timeline). */
 typedef struct time_cell {
     uint32_t bucket;
-    double allocations, bytes, freed;
+    double allocations, bytes, freed, temporary;
 } time_cell;
 
 typedef struct site {
@@ -477,6 +477,7 @@ struct hh_scan {
     uint32_t timeline_buckets; /* 0: off */
     uint32_t timeline_bucket;  /* the bucket of series_time */
     bool timeline_lost;        /* out of memory: the timeline stopped */
+    uint32_t temporary_rec;    /* the temporary block the current event frees (NO_REC: none) */
 
     /* Lookahead: a second reader of the tag and addr streams that runs ahead of the events */
     size_t la_tag, la_addr; /* its positions (la_tag SIZE_MAX: start from the events') */
@@ -507,6 +508,7 @@ hh_scan *hh_scan_new(uint32_t points, double width_ns) {
     s->slast = calloc(points, sizeof(double));
     s->ring_rec = calloc(HH_ORDINAL_RING, sizeof(uint32_t));
     s->last_touched = NO_REC;
+    s->temporary_rec = NO_REC;
     bool ok = s->present && s->smin && s->smax && s->slast && s->ring_rec;
     ok = ok && table_init(&s->tid_index, 16) && store_init(&s->blocks);
     ok = ok && table_init(&s->site_index, 1024);
@@ -804,6 +806,7 @@ static void timeline_merge(hh_scan *s) {
                 x->cells[n - 1].allocations += c.allocations;
                 x->cells[n - 1].bytes += c.bytes;
                 x->cells[n - 1].freed += c.freed;
+                x->cells[n - 1].temporary += c.temporary;
             } else {
                 x->cells[n++] = c;
             }
@@ -816,7 +819,8 @@ static void timeline_merge(hh_scan *s) {
  * cells ascending; times may go back a little between threads. Out of memory, the timeline
  * stops (timeline_lost) and the report's other figures go on. The slow path: a new cell. */
 static __attribute__((noinline)) void timeline_add_cell(hh_scan *s, site *x, double allocations,
-                                                        double bytes, double freed) {
+                                                        double bytes, double freed,
+                                                        double temporary) {
     uint32_t b = s->timeline_bucket;
     size_t n = x->cell_count;
     size_t at = n;
@@ -844,20 +848,22 @@ static __attribute__((noinline)) void timeline_add_cell(hh_scan *s, site *x, dou
     c->allocations += allocations;
     c->bytes += bytes;
     c->freed += freed;
+    c->temporary += temporary;
 }
 
 /* The fast path: the site's last cell is the current bucket's (events come in time order). */
-static inline void timeline_add(hh_scan *s, site *x, double allocations, double bytes,
-                                double freed) {
+static inline void timeline_add(hh_scan *s, site *x, double allocations, double bytes, double freed,
+                                double temporary) {
     size_t n = x->cell_count;
     if (n > 0 && x->cells[n - 1].bucket == s->timeline_bucket) {
         time_cell *c = &x->cells[n - 1];
         c->allocations += allocations;
         c->bytes += bytes;
         c->freed += freed;
+        c->temporary += temporary;
         return;
     }
-    timeline_add_cell(s, x, allocations, bytes, freed);
+    timeline_add_cell(s, x, allocations, bytes, freed, temporary);
 }
 
 static void series_merge(hh_scan *s) {
@@ -997,7 +1003,11 @@ static void forget_block(hh_scan *s, block_rec *e, const double *time) {
     s->live_bytes -= weight;
     if (time != NULL) {
         series_add(s, *time, s->live_bytes);
-        if (s->timeline_buckets > 0) timeline_add(s, x, 0, 0, weight);
+        if (s->timeline_buckets > 0) {
+            bool temporary = (uint32_t)(e - s->blocks.recs) == s->temporary_rec;
+            if (temporary) s->temporary_rec = NO_REC;
+            timeline_add(s, x, 0, 0, weight, temporary ? 1 : 0);
+        }
     }
 }
 
@@ -1049,7 +1059,7 @@ static bool add_block(hh_scan *s, int op, double ptr, double size, double weight
         s->peak_blocks_time = time;
     }
     series_add(s, time, s->live_bytes);
-    if (s->timeline_buckets > 0) timeline_add(s, x, 1, weight, 0);
+    if (s->timeline_buckets > 0) timeline_add(s, x, 1, weight, 0, 0);
     return true;
 }
 
@@ -1077,6 +1087,7 @@ static inline __attribute__((always_inline)) bool replay(hh_scan *s, int code, d
             if (r != NO_REC) {
                 s->temporary++;
                 s->sites[s->blocks.recs[r].site].temporary++;
+                s->temporary_rec = r; /* this event frees it: the timeline counts it then */
             }
         }
     }
@@ -1774,6 +1785,7 @@ void hh_scan_get_timeline(const hh_scan *s, double *out) {
             *out++ = c->allocations;
             *out++ = c->bytes;
             *out++ = c->freed;
+            *out++ = c->temporary;
         }
     }
 }

@@ -117,11 +117,12 @@ void hh_scan_get_live(const hh_scan *s, double *out);
 
 /*
  * The timeline (the interactive report's time ranges): per site and time bucket, its
- * allocations, the bytes they allocated and the bytes of its blocks freed then, so a range's
- * figures need no events. `buckets` (1 ... points) buckets of points / buckets series buckets
- * each, merged in pairs as the series' are; sparse (only the buckets a site had calls in).
- * Off unless started, before the first event (returns 0, or -1). Memory: at most `buckets`
- * cells (32 bytes) per site; out of memory, the timeline stops and reports itself lost.
+ * allocations, the bytes they allocated, the bytes of its blocks freed then and its temporary
+ * allocations (counted when freed), so a range's figures need no events. `buckets` (1 ... points)
+ * buckets of points / buckets series buckets each, merged in pairs as the series' are; sparse (only
+ * the buckets a site had calls in). Off unless started, before the first event (returns 0, or -1).
+ * Memory: at most `buckets` cells (40 bytes) per site; out of memory, the timeline stops and
+ * reports itself lost.
  */
 int hh_scan_start_timeline(hh_scan *s, uint32_t buckets);
 typedef struct hh_scan_timeline_info {
@@ -132,8 +133,8 @@ typedef struct hh_scan_timeline_info {
 /* false when the timeline was lost (out of memory). */
 bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out);
 /* HH_TIMELINE_FIELDS doubles per cell, by site (hh_scan_get_sites' order) then bucket: site
- * index, bucket, allocations, bytes allocated, bytes freed. */
-#define HH_TIMELINE_FIELDS 5
+ * index, bucket, allocations, bytes allocated, bytes freed, temporary allocations. */
+#define HH_TIMELINE_FIELDS 6
 void hh_scan_get_timeline(const hh_scan *s, double *out);
 
 /*

@@ -6,7 +6,7 @@
  * freed) from which the page recomputes a brushed range without the events. Everything is
  * aggregated here; the page never sees an event, so its size follows the sites, not the log.
  */
-import type { ScannerTimeline } from '../../decode/replay.js';
+import { TIMELINE_FIELDS, type ScannerTimeline } from '../../decode/replay.js';
 import type { ReportModel } from '../model.js';
 import type { SeriesPoint } from '../series.js';
 import type { StackNames } from '../symbols.js';
@@ -43,8 +43,13 @@ export interface PageRun {
     readonly temporary: number[];
     readonly live: number[];
   };
-  /** Per site and bucket (TIMELINE cells: site, bucket, allocations, bytes, freed), or null. */
-  readonly timeline: { readonly width: number; readonly cells: number[] } | null;
+  /** Per site and bucket, `fields` numbers a cell (site, bucket, allocations, bytes, bytes
+   * freed, temporary allocations), or null; `width` ns per bucket. */
+  readonly timeline: {
+    readonly width: number;
+    readonly fields: number;
+    readonly cells: number[];
+  } | null;
   /** The heap series (ns, bytes at the bucket's maximum and its end) and mapped memory's. */
   readonly series: { readonly time: number[]; readonly max: number[]; readonly last: number[] };
   readonly mapped: { readonly time: number[]; readonly max: number[] } | null;
@@ -126,7 +131,9 @@ export function pageRun(
     nodeFrame,
     sites,
     timeline:
-      timeline === null ? null : { width: timeline.width, cells: Array.from(timeline.cells) },
+      timeline === null
+        ? null
+        : { width: timeline.width, fields: TIMELINE_FIELDS, cells: Array.from(timeline.cells) },
     series: columns(model.series),
     mapped:
       model.mapped === undefined

@@ -21,7 +21,7 @@ export const PAGE_SCRIPT = String.raw`
     allocations: { label: 'allocations', unit: 'count', ranged: true },
     peak: { label: 'peak contribution', unit: 'bytes', ranged: false },
     leaked: { label: 'leaked', unit: 'bytes', ranged: false },
-    temporary: { label: 'temporary allocations', unit: 'count', ranged: false },
+    temporary: { label: 'temporary allocations', unit: 'count', ranged: true },
     net: { label: 'in use (allocated - freed)', unit: 'bytes', ranged: true }
   };
   var ROWS_SHOWN = 50;
@@ -61,12 +61,13 @@ export const PAGE_SCRIPT = String.raw`
   function siteValues(runIndex) {
     var run = RUNS[runIndex], s = run.sites, mode = state.mode;
     if (runIndex === 0 && state.range !== null && run.timeline !== null && MODES[mode].ranged) {
-      var v = new Float64Array(s.node.length), c = run.timeline.cells;
+      var v = new Float64Array(s.node.length), c = run.timeline.cells, k = run.timeline.fields;
       var b0 = state.range[0], b1 = state.range[1];
-      for (var i = 0; i < c.length; i += 5) {
+      for (var i = 0; i < c.length; i += k) {
         var b = c[i + 1];
         if (b < b0 || b > b1) continue;
-        v[c[i]] += mode === 'allocations' ? c[i + 2] : mode === 'bytes' ? c[i + 3] : c[i + 3] - c[i + 4];
+        v[c[i]] += mode === 'allocations' ? c[i + 2] : mode === 'bytes' ? c[i + 3] :
+          mode === 'temporary' ? c[i + 5] : c[i + 3] - c[i + 4];
       }
       return v;
     }
