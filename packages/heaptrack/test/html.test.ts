@@ -190,7 +190,13 @@ describe('report.html on python3 in two phases', () => {
   it("keeps a timeline whose cells add up to each site's figures", async () => {
     const { model, timeline } = await buildReportModel(log, { progress: false });
     expect(timeline).not.toBeNull();
-    const sums = model.sites.map(() => ({ allocations: 0, bytes: 0, freed: 0, temporary: 0 }));
+    const sums = model.sites.map(() => ({
+      allocations: 0,
+      bytes: 0,
+      freed: 0,
+      temporary: 0,
+      liveAtEnd: 0,
+    }));
     const c = timeline!.cells;
     for (let i = 0; i < c.length; i += TIMELINE_FIELDS) {
       const s = sums[c[i]!]!;
@@ -198,6 +204,7 @@ describe('report.html on python3 in two phases', () => {
       s.bytes += c[i + 3]!;
       s.freed += c[i + 4]!;
       s.temporary += c[i + 5]!;
+      s.liveAtEnd += c[i + 6]!;
       expect(c[i + 1]).toBeLessThan(timeline!.buckets);
     }
     model.sites.forEach((site, i) => {
@@ -205,6 +212,7 @@ describe('report.html on python3 in two phases', () => {
       expect(sums[i]!.bytes).toBe(site.bytes);
       expect(sums[i]!.bytes - sums[i]!.freed).toBe(site.liveBytes);
       expect(sums[i]!.temporary).toBe(site.temporary);
+      expect(sums[i]!.liveAtEnd).toBe(site.liveBytes);
     });
   });
 
@@ -328,9 +336,9 @@ describe('report.html on python3 in two phases', () => {
     expect(await treeTopTotal(p, 'top-down')).toBe(inRange);
     expect(await treeTopTotal(p, 'bottom-up')).toBe(inRange);
     expect(await typeSearch(p, 'PyByteArray_Resize')).toBe(0);
-    // every ranged mode is its column of the range's cells, site by site (in use: the sites
-    // that grew in the range)
-    const tl = pageData(html).runs[0]!.timeline!;
+    // every ranged mode is its column of the range's cells, site by site
+    const run = pageData(html).runs[0]!;
+    const tl = run.timeline!;
     const [b0, b1] = (await p.$eval('#range', (e) => (e as HTMLElement).dataset.range))!
       .split('-')
       .map(Number) as [number, number];
@@ -348,7 +356,8 @@ describe('report.html on python3 in two phases', () => {
       ['bytes', (i: number) => c[i + 3]!],
       ['allocations', (i: number) => c[i + 2]!],
       ['temporary', (i: number) => c[i + 5]!],
-      ['net', (i: number) => c[i + 3]! - c[i + 4]!],
+      ['net', (i: number) => c[i + 6]!],
+      ...(run.leakSource === 'never-freed' ? [['leaked', (i: number) => c[i + 6]!] as const] : []),
     ] as const) {
       await p.select('#mode', mode);
       expect(await flameTotal(p), mode).toBe(inRangeOf(value));

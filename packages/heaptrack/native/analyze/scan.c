@@ -172,6 +172,7 @@ typedef struct block_rec {
     uint32_t site;    /* report: the site's index; NO_SITE when it does not hold the block */
     uint8_t cls;      /* decoder: the size class of the block's request (or HH_NO_CLASS) */
     uint8_t op;       /* report: the function that allocated it (enum hh_op) */
+    uint8_t bucket;   /* report, with a timeline: the bucket it was allocated in */
 } block_rec;
 _Static_assert(HH_NO_CLASS <= UINT8_MAX && HH_OP_COUNT <= UINT8_MAX, "cls and op fit a byte");
 _Static_assert(sizeof(block_rec) == 32, "records are 32 bytes");
@@ -796,6 +797,7 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
 /* The timeline's buckets merge in pairs, as the series' do (its width stays points /
  * timeline_buckets of theirs, so a time's bucket is always its series bucket's, scaled). */
 static void timeline_merge(hh_scan *s) {
+    for (uint32_t r = 0; r < s->blocks.rec_count; r++) s->blocks.recs[r].bucket /= 2;
     for (size_t i = 0; i < s->site_count; i++) {
         site *x = &s->sites[i];
         size_t n = 0;
@@ -1059,7 +1061,10 @@ static bool add_block(hh_scan *s, int op, double ptr, double size, double weight
         s->peak_blocks_time = time;
     }
     series_add(s, time, s->live_bytes);
-    if (s->timeline_buckets > 0) timeline_add(s, x, 1, weight, 0, 0);
+    if (s->timeline_buckets > 0) {
+        e->bucket = (uint8_t)s->timeline_bucket;
+        timeline_add(s, x, 1, weight, 0, 0);
+    }
     return true;
 }
 
@@ -1758,7 +1763,9 @@ void hh_scan_get_sequence_figures(const hh_scan *s, hh_scan_sequence_figures *o)
 }
 
 int hh_scan_start_timeline(hh_scan *s, uint32_t buckets) {
-    if (buckets < 1 || buckets > s->points || s->all_events > 0) return -1;
+    if (buckets < 1 || buckets > s->points || buckets > HH_TIMELINE_MAX_BUCKETS ||
+        s->all_events > 0)
+        return -1;
     s->timeline_buckets = buckets;
     s->series_time = NAN; /* series_add computes the timeline's bucket with the series' */
     return 0;
@@ -1775,7 +1782,21 @@ bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out) {
     return !s->timeline_lost;
 }
 
+/* The cell of site x for bucket b (cells are ascending), or NULL. */
+static const time_cell *cell_of(const site *x, uint32_t b) {
+    size_t lo = 0, hi = x->cell_count;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (x->cells[mid].bucket < b)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < x->cell_count && x->cells[lo].bucket == b ? &x->cells[lo] : NULL;
+}
+
 void hh_scan_get_timeline(const hh_scan *s, double *out) {
+    double *start = out;
     for (size_t i = 0; i < s->site_count; i++) {
         const site *x = &s->sites[i];
         for (size_t k = 0; k < x->cell_count; k++) {
@@ -1786,6 +1807,23 @@ void hh_scan_get_timeline(const hh_scan *s, double *out) {
             *out++ = c->bytes;
             *out++ = c->freed;
             *out++ = c->temporary;
+            *out++ = 0; /* live at the end: below */
         }
     }
+    /* The live blocks by site and allocation bucket: each one's cell holds its allocation, so
+     * the cell exists; a site's cells start where the cells of the sites before it end. */
+    size_t *first = malloc((s->site_count + 1) * sizeof *first);
+    if (first == NULL) return; /* the column stays 0; only this output is short */
+    first[0] = 0;
+    for (size_t i = 0; i < s->site_count; i++) first[i + 1] = first[i] + s->sites[i].cell_count;
+    for (uint32_t r = 0; r < s->blocks.rec_count; r++) {
+        const block_rec *e = &s->blocks.recs[r];
+        if (e->addr == 0 || e->site == NO_SITE) continue;
+        const site *x = &s->sites[e->site];
+        const time_cell *c = cell_of(x, e->bucket);
+        assert(c != NULL);
+        if (c == NULL) continue;
+        start[(first[e->site] + (size_t)(c - x->cells)) * HH_TIMELINE_FIELDS + 6] += e->weight;
+    }
+    free(first);
 }

@@ -117,13 +117,15 @@ void hh_scan_get_live(const hh_scan *s, double *out);
 
 /*
  * The timeline (the interactive report's time ranges): per site and time bucket, its
- * allocations, the bytes they allocated, the bytes of its blocks freed then and its temporary
- * allocations (counted when freed), so a range's figures need no events. `buckets` (1 ... points)
+ * allocations, the bytes they allocated, the bytes of its blocks freed then, its temporary
+ * allocations (counted when freed) and the bytes of the blocks allocated then that are still
+ * live at the end, so a range's figures need no events. `buckets` (1 ... points)
  * buckets of points / buckets series buckets each, merged in pairs as the series' are; sparse (only
  * the buckets a site had calls in). Off unless started, before the first event (returns 0, or -1).
  * Memory: at most `buckets` cells (40 bytes) per site; out of memory, the timeline stops and
  * reports itself lost.
  */
+#define HH_TIMELINE_MAX_BUCKETS 256 /* a live block keeps its bucket in a byte */
 int hh_scan_start_timeline(hh_scan *s, uint32_t buckets);
 typedef struct hh_scan_timeline_info {
     uint32_t buckets; /* 0: off or lost */
@@ -133,8 +135,9 @@ typedef struct hh_scan_timeline_info {
 /* false when the timeline was lost (out of memory). */
 bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out);
 /* HH_TIMELINE_FIELDS doubles per cell, by site (hh_scan_get_sites' order) then bucket: site
- * index, bucket, allocations, bytes allocated, bytes freed, temporary allocations. */
-#define HH_TIMELINE_FIELDS 6
+ * index, bucket, allocations, bytes allocated, bytes freed, temporary allocations, bytes
+ * allocated then and live at the end. */
+#define HH_TIMELINE_FIELDS 7
 void hh_scan_get_timeline(const hh_scan *s, double *out);
 
 /*

@@ -287,10 +287,11 @@ static napi_value start_timeline(napi_env env, napi_callback_info info) {
     hh_scan *s = unwrap(env, info, 1, argv);
     if (s == NULL) return NULL;
     double n = number(env, argv[0]);
-    if (!(n >= 1 && n <= 4096) || hh_scan_start_timeline(s, (uint32_t)n) != 0) {
-        napi_throw_range_error(env, NULL,
-                               "startTimeline(buckets): buckets must be 1 ... the series' points, "
-                               "and the timeline started before the first event");
+    if (!(n >= 1 && n <= HH_TIMELINE_MAX_BUCKETS) || hh_scan_start_timeline(s, (uint32_t)n) != 0) {
+        napi_throw_range_error(
+            env, NULL,
+            "startTimeline(buckets): buckets must be 1 ... 256 and the series' points, "
+            "and the timeline started before the first event");
         return NULL;
     }
     return NULL;

@@ -67,15 +67,15 @@ export interface Scanner {
 }
 
 /** Scanner.timeline(): TIMELINE_FIELDS per cell (site index, bucket, allocations, bytes
- * allocated, bytes freed, temporary allocations), by site in the order of sites() then by
- * bucket. */
+ * allocated, bytes freed, temporary allocations, bytes allocated then and live at the end), by
+ * site in the order of sites() then by bucket. */
 export interface ScannerTimeline {
   readonly buckets: number;
   /** ns per bucket. */
   readonly width: number;
   readonly cells: Float64Array;
 }
-export const TIMELINE_FIELDS = 6;
+export const TIMELINE_FIELDS = 7;
 
 interface HeaplogAddon {
   Scanner: new (points: number, widthNs: number) => Scanner;

@@ -44,7 +44,8 @@ export interface PageRun {
     readonly live: number[];
   };
   /** Per site and bucket, `fields` numbers a cell (site, bucket, allocations, bytes, bytes
-   * freed, temporary allocations), or null; `width` ns per bucket. */
+   * freed, temporary allocations, bytes allocated then and live at the end), or null; `width`
+   * ns per bucket. */
   readonly timeline: {
     readonly width: number;
     readonly fields: number;
@@ -55,6 +56,8 @@ export interface PageRun {
   readonly mapped: { readonly time: number[]; readonly max: number[] } | null;
   readonly endTimeNs: number;
   readonly peakTimeNs: number;
+  /** What `leaked` counts: with 'never-freed' it is the live bytes at the end, per range too. */
+  readonly leakSource: 'never-freed' | 'leak-check';
 }
 
 export interface PageData {
@@ -144,6 +147,7 @@ export function pageRun(
           },
     endTimeNs: Math.max(model.lastTimeNs, model.peakTimeNs),
     peakTimeNs: model.peakTimeNs,
+    leakSource: model.leaks.source,
   };
 }
 

@@ -22,8 +22,10 @@ export const PAGE_SCRIPT = String.raw`
     peak: { label: 'peak contribution', unit: 'bytes', ranged: false },
     leaked: { label: 'leaked', unit: 'bytes', ranged: false },
     temporary: { label: 'temporary allocations', unit: 'count', ranged: true },
-    net: { label: 'in use (allocated - freed)', unit: 'bytes', ranged: true }
+    net: { label: 'never freed (live at the end)', unit: 'bytes', ranged: true }
   };
+  // Leaked = never freed until a leak check says otherwise; a check's verdict has no times.
+  MODES.leaked.ranged = RUNS[0].leakSource === 'never-freed';
   var ROWS_SHOWN = 50;
   var state = { mode: 'bytes', range: null, selected: null, search: '' };
 
@@ -67,7 +69,7 @@ export const PAGE_SCRIPT = String.raw`
         var b = c[i + 1];
         if (b < b0 || b > b1) continue;
         v[c[i]] += mode === 'allocations' ? c[i + 2] : mode === 'bytes' ? c[i + 3] :
-          mode === 'temporary' ? c[i + 5] : c[i + 3] - c[i + 4];
+          mode === 'temporary' ? c[i + 5] : c[i + 6]; // net, leaked: allocated then, live at the end
       }
       return v;
     }
