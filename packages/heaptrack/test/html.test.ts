@@ -174,6 +174,40 @@ async function typeSearch(page: Page, term: string): Promise<number> {
   );
 }
 
+/** Each site's cells add up to its figures: allocations, bytes, bytes less freed = live,
+ * temporary, live at the end, live at the peak. */
+async function expectTimelineAddsUp(log: string): Promise<void> {
+  const { model, timeline } = await buildReportModel(log, { progress: false });
+  expect(timeline).not.toBeNull();
+  const sums = model.sites.map(() => [0, 0, 0, 0, 0, 0]);
+  const c = timeline!.cells;
+  for (let i = 0; i < c.length; i += TIMELINE_FIELDS) {
+    expect(c[i + 1]).toBeLessThan(timeline!.buckets);
+    const row = sums[c[i]!]!;
+    for (let k = 0; k < 6; k++) row[k] = row[k]! + c[i + 2 + k]!;
+  }
+  const [allocations, bytes, freed, temporary, liveAtEnd, atPeak] = [0, 1, 2, 3, 4, 5];
+  model.sites.forEach((site, i) => {
+    const sum = sums[i]!;
+    expect(sum[allocations], `site ${i}`).toBe(site.allocations);
+    expect(sum[bytes]).toBe(site.bytes);
+    expect(sum[bytes]! - sum[freed]!).toBe(site.liveBytes);
+    expect(sum[temporary]).toBe(site.temporary);
+    expect(sum[liveAtEnd]).toBe(site.liveBytes);
+    expect(sum[atPeak]).toBe(site.peakBytes);
+  });
+}
+
+describe('the timeline', () => {
+  it('adds up on threads trading blocks with moved reallocs, and on a sampled log', async () => {
+    await expectTimelineAddsUp(record('html-trade', workload, ['trade', '4', '100000']));
+    const dir = scratch('html-sampled');
+    const r = traced(dir, workload, ['churn', '200000'], { HEAPHOOK_SAMPLE_BYTES: '4096' });
+    expect(r.status, r.stderr).toBe(0);
+    await expectTimelineAddsUp(logsIn(dir)[0]!);
+  });
+});
+
 describe('report.html on python3 in two phases', () => {
   const log = record('html-python', python3, ['-c', TWO_PHASES]);
   const { html, json } = reportTo(log);
@@ -188,32 +222,7 @@ describe('report.html on python3 in two phases', () => {
   });
 
   it("keeps a timeline whose cells add up to each site's figures", async () => {
-    const { model, timeline } = await buildReportModel(log, { progress: false });
-    expect(timeline).not.toBeNull();
-    const sums = model.sites.map(() => ({
-      allocations: 0,
-      bytes: 0,
-      freed: 0,
-      temporary: 0,
-      liveAtEnd: 0,
-    }));
-    const c = timeline!.cells;
-    for (let i = 0; i < c.length; i += TIMELINE_FIELDS) {
-      const s = sums[c[i]!]!;
-      s.allocations += c[i + 2]!;
-      s.bytes += c[i + 3]!;
-      s.freed += c[i + 4]!;
-      s.temporary += c[i + 5]!;
-      s.liveAtEnd += c[i + 6]!;
-      expect(c[i + 1]).toBeLessThan(timeline!.buckets);
-    }
-    model.sites.forEach((site, i) => {
-      expect(sums[i]!.allocations).toBe(site.allocations);
-      expect(sums[i]!.bytes).toBe(site.bytes);
-      expect(sums[i]!.bytes - sums[i]!.freed).toBe(site.liveBytes);
-      expect(sums[i]!.temporary).toBe(site.temporary);
-      expect(sums[i]!.liveAtEnd).toBe(site.liveBytes);
-    });
+    await expectTimelineAddsUp(log);
   });
 
   it("each mode's flame graph adds up to the report's figure for it", async () => {
@@ -357,6 +366,7 @@ describe('report.html on python3 in two phases', () => {
       ['allocations', (i: number) => c[i + 2]!],
       ['temporary', (i: number) => c[i + 5]!],
       ['net', (i: number) => c[i + 6]!],
+      ['peak', (i: number) => c[i + 7]!],
       ...(run.leakSource === 'never-freed' ? [['leaked', (i: number) => c[i + 6]!] as const] : []),
     ] as const) {
       await p.select('#mode', mode);

@@ -370,10 +370,12 @@ typedef struct latency_hist {
     double count, max, sum;
 } latency_hist;
 
-/* A site's calls in one bucket of the timeline (hh_scan_start_timeline). */
+/* A site's calls in one bucket of the timeline (hh_scan_start_timeline), and the bytes of the
+ * bucket's allocations live now and at the peak (peak and epoch as a site's, see touch). */
 typedef struct time_cell {
     uint32_t bucket;
-    double allocations, bytes, freed, temporary;
+    double allocations, bytes, freed, temporary, live, peak;
+    uint64_t epoch;
 } time_cell;
 
 typedef struct site {
@@ -794,8 +796,21 @@ static bool new_block(hh_scan *s, uint64_t v, double class_bytes, double request
 
 /* ---- The report's aggregates ---------------------------------------------------------- */
 
+/* Before a cell's live bytes change, in peak epoch `epoch`: as touch() for a site. */
+static inline void touch_cell_in(time_cell *c, uint64_t epoch) {
+    if (c->epoch != epoch) {
+        c->peak = c->live;
+        c->epoch = epoch;
+    }
+}
+
+static inline void touch_cell(const hh_scan *s, time_cell *c) {
+    touch_cell_in(c, s->peak_epoch);
+}
+
 /* The timeline's buckets merge in pairs, as the series' do (its width stays points /
- * timeline_buckets of theirs, so a time's bucket is always its series bucket's, scaled). */
+ * timeline_buckets of theirs, so a time's bucket is always its series bucket's, scaled); so do
+ * the buckets live blocks were allocated in. */
 static void timeline_merge(hh_scan *s) {
     for (uint32_t r = 0; r < s->blocks.rec_count; r++) s->blocks.recs[r].bucket /= 2;
     for (size_t i = 0; i < s->site_count; i++) {
@@ -803,12 +818,16 @@ static void timeline_merge(hh_scan *s) {
         size_t n = 0;
         for (size_t k = 0; k < x->cell_count; k++) {
             time_cell c = x->cells[k];
+            touch_cell(s, &c);
             c.bucket /= 2;
-            if (n > 0 && x->cells[n - 1].bucket == c.bucket) {
-                x->cells[n - 1].allocations += c.allocations;
-                x->cells[n - 1].bytes += c.bytes;
-                x->cells[n - 1].freed += c.freed;
-                x->cells[n - 1].temporary += c.temporary;
+            time_cell *o = n > 0 ? &x->cells[n - 1] : NULL;
+            if (o != NULL && o->bucket == c.bucket) {
+                o->allocations += c.allocations;
+                o->bytes += c.bytes;
+                o->freed += c.freed;
+                o->temporary += c.temporary;
+                o->live += c.live;
+                o->peak += c.peak; /* both touched: values at the same peak */
             } else {
                 x->cells[n++] = c;
             }
@@ -817,55 +836,62 @@ static void timeline_merge(hh_scan *s) {
     }
 }
 
-/* Adds to site x's cell of the current time's bucket (series_add computed it), keeping the
- * cells ascending; times may go back a little between threads. Out of memory, the timeline
- * stops (timeline_lost) and the report's other figures go on. The slow path: a new cell. */
-static __attribute__((noinline)) void timeline_add_cell(hh_scan *s, site *x, double allocations,
-                                                        double bytes, double freed,
-                                                        double temporary) {
-    uint32_t b = s->timeline_bucket;
+/* Site x's cell of bucket b, made when missing (cells stay ascending: times may go back a
+ * little between threads); NULL out of memory, when the timeline stops (timeline_lost) and the
+ * report's other figures go on. The slow path of timeline_cell. */
+static __attribute__((noinline)) time_cell *timeline_find_cell(hh_scan *s, site *x, uint32_t b) {
     size_t n = x->cell_count;
     size_t at = n;
     while (at > 0 && x->cells[at - 1].bucket > b) at--;
-    time_cell *c;
-    if (at > 0 && x->cells[at - 1].bucket == b) {
-        c = &x->cells[at - 1];
-    } else {
-        if (n == x->cell_cap) { /* most sites have few cells: start small */
-            size_t cap = n > 0 ? 2 * n : 4;
-            time_cell *grown = realloc(x->cells, cap * sizeof(time_cell));
-            if (grown == NULL) {
-                s->timeline_lost = true;
-                s->timeline_buckets = 0;
-                return;
-            }
-            x->cells = grown;
-            x->cell_cap = cap;
+    if (at > 0 && x->cells[at - 1].bucket == b) return &x->cells[at - 1];
+    if (n == x->cell_cap) { /* most sites have few cells: start small */
+        size_t cap = n > 0 ? 2 * n : 4;
+        time_cell *grown = realloc(x->cells, cap * sizeof(time_cell));
+        if (grown == NULL) {
+            s->timeline_lost = true;
+            s->timeline_buckets = 0;
+            return NULL;
         }
-        memmove(&x->cells[at + 1], &x->cells[at], (n - at) * sizeof(time_cell));
-        x->cells[at] = (time_cell){.bucket = b};
-        x->cell_count = n + 1;
-        c = &x->cells[at];
+        x->cells = grown;
+        x->cell_cap = cap;
     }
-    c->allocations += allocations;
-    c->bytes += bytes;
-    c->freed += freed;
-    c->temporary += temporary;
+    memmove(&x->cells[at + 1], &x->cells[at], (n - at) * sizeof(time_cell));
+    x->cells[at] = (time_cell){.bucket = b, .epoch = s->peak_epoch};
+    x->cell_count = n + 1;
+    return &x->cells[at];
 }
 
-/* The fast path: the site's last cell is the current bucket's (events come in time order). */
-static inline void timeline_add(hh_scan *s, site *x, double allocations, double bytes, double freed,
-                                double temporary) {
+/* The fast path: most often the site's last cell (events come in time order). The pointer is
+ * valid until the next cell is made. */
+static inline time_cell *timeline_cell(hh_scan *s, site *x, uint32_t b) {
     size_t n = x->cell_count;
-    if (n > 0 && x->cells[n - 1].bucket == s->timeline_bucket) {
-        time_cell *c = &x->cells[n - 1];
-        c->allocations += allocations;
-        c->bytes += bytes;
-        c->freed += freed;
-        c->temporary += temporary;
-        return;
-    }
-    timeline_add_cell(s, x, allocations, bytes, freed, temporary);
+    if (n > 0 && x->cells[n - 1].bucket == b) return &x->cells[n - 1];
+    return timeline_find_cell(s, x, b);
+}
+
+/* A block of site x, `weight` bytes, allocated now (in the current bucket); `epoch`: the peak
+ * epoch before the allocation (a peak it makes counts it, as the site's does). */
+static inline void timeline_alloc(hh_scan *s, site *x, double weight, uint64_t epoch) {
+    time_cell *c = timeline_cell(s, x, s->timeline_bucket);
+    if (c == NULL) return;
+    touch_cell_in(c, epoch);
+    c->allocations++;
+    c->bytes += weight;
+    c->live += weight;
+}
+
+/* A block of site x allocated in bucket `born` is freed now; `temporary`: by the very next
+ * event of its thread. */
+static inline void timeline_free(hh_scan *s, site *x, uint32_t born, double weight,
+                                 bool temporary) {
+    time_cell *c = timeline_cell(s, x, s->timeline_bucket);
+    if (c == NULL) return;
+    c->freed += weight;
+    c->temporary += temporary ? 1 : 0;
+    time_cell *a = born == c->bucket ? c : timeline_cell(s, x, born); /* exists: no new cell */
+    if (a == NULL) return;
+    touch_cell(s, a);
+    a->live -= weight;
 }
 
 static void series_merge(hh_scan *s) {
@@ -1008,7 +1034,7 @@ static void forget_block(hh_scan *s, block_rec *e, const double *time) {
         if (s->timeline_buckets > 0) {
             bool temporary = (uint32_t)(e - s->blocks.recs) == s->temporary_rec;
             if (temporary) s->temporary_rec = NO_REC;
-            timeline_add(s, x, 0, 0, weight, temporary ? 1 : 0);
+            timeline_free(s, x, e->bucket, weight, temporary);
         }
     }
 }
@@ -1051,6 +1077,7 @@ static bool add_block(hh_scan *s, int op, double ptr, double size, double weight
     unsigned b = size_bucket(size);
     s->size_counts[b]++;
     s->size_bytes[b] += size;
+    uint64_t epoch = s->peak_epoch;
     if (s->live_bytes > s->peak_bytes) {
         s->peak_bytes = s->live_bytes;
         s->peak_time = time;
@@ -1063,7 +1090,7 @@ static bool add_block(hh_scan *s, int op, double ptr, double size, double weight
     series_add(s, time, s->live_bytes);
     if (s->timeline_buckets > 0) {
         e->bucket = (uint8_t)s->timeline_bucket;
-        timeline_add(s, x, 1, weight, 0, 0);
+        timeline_alloc(s, x, weight, epoch);
     }
     return true;
 }
@@ -1782,48 +1809,20 @@ bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out) {
     return !s->timeline_lost;
 }
 
-/* The cell of site x for bucket b (cells are ascending), or NULL. */
-static const time_cell *cell_of(const site *x, uint32_t b) {
-    size_t lo = 0, hi = x->cell_count;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (x->cells[mid].bucket < b)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < x->cell_count && x->cells[lo].bucket == b ? &x->cells[lo] : NULL;
-}
-
-void hh_scan_get_timeline(const hh_scan *s, double *out) {
-    double *start = out;
+void hh_scan_get_timeline(hh_scan *s, double *out) {
     for (size_t i = 0; i < s->site_count; i++) {
-        const site *x = &s->sites[i];
+        site *x = &s->sites[i];
         for (size_t k = 0; k < x->cell_count; k++) {
-            const time_cell *c = &x->cells[k];
+            time_cell *c = &x->cells[k];
+            touch_cell(s, c);
             *out++ = (double)i;
             *out++ = c->bucket;
             *out++ = c->allocations;
             *out++ = c->bytes;
             *out++ = c->freed;
             *out++ = c->temporary;
-            *out++ = 0; /* live at the end: below */
+            *out++ = c->live;
+            *out++ = c->peak;
         }
     }
-    /* The live blocks by site and allocation bucket: each one's cell holds its allocation, so
-     * the cell exists; a site's cells start where the cells of the sites before it end. */
-    size_t *first = malloc((s->site_count + 1) * sizeof *first);
-    if (first == NULL) return; /* the column stays 0; only this output is short */
-    first[0] = 0;
-    for (size_t i = 0; i < s->site_count; i++) first[i + 1] = first[i] + s->sites[i].cell_count;
-    for (uint32_t r = 0; r < s->blocks.rec_count; r++) {
-        const block_rec *e = &s->blocks.recs[r];
-        if (e->addr == 0 || e->site == NO_SITE) continue;
-        const site *x = &s->sites[e->site];
-        const time_cell *c = cell_of(x, e->bucket);
-        assert(c != NULL);
-        if (c == NULL) continue;
-        start[(first[e->site] + (size_t)(c - x->cells)) * HH_TIMELINE_FIELDS + 6] += e->weight;
-    }
-    free(first);
 }

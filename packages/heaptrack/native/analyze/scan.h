@@ -118,11 +118,11 @@ void hh_scan_get_live(const hh_scan *s, double *out);
 /*
  * The timeline (the interactive report's time ranges): per site and time bucket, its
  * allocations, the bytes they allocated, the bytes of its blocks freed then, its temporary
- * allocations (counted when freed) and the bytes of the blocks allocated then that are still
- * live at the end, so a range's figures need no events. `buckets` (1 ... points)
+ * allocations (counted when freed) and, of the blocks allocated then, the bytes still live at
+ * the end and at the heap's peak, so a range's figures need no events. `buckets` (1 ... points)
  * buckets of points / buckets series buckets each, merged in pairs as the series' are; sparse (only
  * the buckets a site had calls in). Off unless started, before the first event (returns 0, or -1).
- * Memory: at most `buckets` cells (40 bytes) per site; out of memory, the timeline stops and
+ * Memory: at most `buckets` cells (64 bytes) per site; out of memory, the timeline stops and
  * reports itself lost.
  */
 #define HH_TIMELINE_MAX_BUCKETS 256 /* a live block keeps its bucket in a byte */
@@ -136,9 +136,9 @@ typedef struct hh_scan_timeline_info {
 bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out);
 /* HH_TIMELINE_FIELDS doubles per cell, by site (hh_scan_get_sites' order) then bucket: site
  * index, bucket, allocations, bytes allocated, bytes freed, temporary allocations, bytes
- * allocated then and live at the end. */
-#define HH_TIMELINE_FIELDS 7
-void hh_scan_get_timeline(const hh_scan *s, double *out);
+ * allocated then and live at the end, and at the peak. Brings the peak figures up to date. */
+#define HH_TIMELINE_FIELDS 8
+void hh_scan_get_timeline(hh_scan *s, double *out);
 
 /*
  * The allocation sequence (recommend): from the first event on, when started before it, every

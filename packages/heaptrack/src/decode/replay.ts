@@ -67,15 +67,15 @@ export interface Scanner {
 }
 
 /** Scanner.timeline(): TIMELINE_FIELDS per cell (site index, bucket, allocations, bytes
- * allocated, bytes freed, temporary allocations, bytes allocated then and live at the end), by
- * site in the order of sites() then by bucket. */
+ * allocated, bytes freed, temporary allocations, and of the bytes allocated then those live at
+ * the end and at the peak), by site in the order of sites() then by bucket. */
 export interface ScannerTimeline {
   readonly buckets: number;
   /** ns per bucket. */
   readonly width: number;
   readonly cells: Float64Array;
 }
-export const TIMELINE_FIELDS = 7;
+export const TIMELINE_FIELDS = 8;
 
 interface HeaplogAddon {
   Scanner: new (points: number, widthNs: number) => Scanner;

@@ -44,8 +44,8 @@ export interface PageRun {
     readonly live: number[];
   };
   /** Per site and bucket, `fields` numbers a cell (site, bucket, allocations, bytes, bytes
-   * freed, temporary allocations, bytes allocated then and live at the end), or null; `width`
-   * ns per bucket. */
+   * freed, temporary allocations, and of the bytes allocated then those live at the end and at
+   * the peak), or null; `width` ns per bucket. */
   readonly timeline: {
     readonly width: number;
     readonly fields: number;

@@ -19,7 +19,7 @@ export const PAGE_SCRIPT = String.raw`
   var MODES = {
     bytes: { label: 'allocated bytes', unit: 'bytes', ranged: true },
     allocations: { label: 'allocations', unit: 'count', ranged: true },
-    peak: { label: 'peak contribution', unit: 'bytes', ranged: false },
+    peak: { label: 'peak contribution', unit: 'bytes', ranged: true },
     leaked: { label: 'leaked', unit: 'bytes', ranged: false },
     temporary: { label: 'temporary allocations', unit: 'count', ranged: true },
     net: { label: 'never freed (live at the end)', unit: 'bytes', ranged: true }
@@ -69,7 +69,8 @@ export const PAGE_SCRIPT = String.raw`
         var b = c[i + 1];
         if (b < b0 || b > b1) continue;
         v[c[i]] += mode === 'allocations' ? c[i + 2] : mode === 'bytes' ? c[i + 3] :
-          mode === 'temporary' ? c[i + 5] : c[i + 6]; // net, leaked: allocated then, live at the end
+          mode === 'temporary' ? c[i + 5] : mode === 'peak' ? c[i + 7] :
+          c[i + 6]; // net, leaked: allocated then, live at the end
       }
       return v;
     }
