@@ -16,6 +16,7 @@ export const PAGE_SCRIPT = String.raw`
   var FRAMES = data.frames;
   var RUNS = data.runs;
   var DIFF = RUNS.length > 1;
+  var BRUSHABLE = !DIFF && RUNS[0].timeline !== null;
   var MODES = {
     bytes: { label: 'allocated bytes', unit: 'bytes', ranged: true },
     allocations: { label: 'allocations', unit: 'count', ranged: true },
@@ -335,9 +336,8 @@ export const PAGE_SCRIPT = String.raw`
       .call(d3.axisLeft(y).ticks(5).tickFormat(function (b) { return fmtBytes(b); }));
     svg.append('line').attr('class', 'peak-mark').attr('x1', x(run.peakTimeNs)).attr('x2', x(run.peakTimeNs))
       .attr('y1', m.top).attr('y2', height - m.bottom);
-    if (run.timeline === null || DIFF) {
-      el('range').textContent = DIFF ? 'time ranges: open the run\'s own report' :
-        'time ranges: this log has no timeline';
+    if (!BRUSHABLE) {
+      el('clear-range').hidden = true;
       return;
     }
     var brush = d3.brushX().extent([[m.left, m.top], [width - m.right, height - m.bottom]])
@@ -358,7 +358,8 @@ export const PAGE_SCRIPT = String.raw`
     var tl = RUNS[0].timeline;
     if (times === null) {
       state.range = null;
-      el('range').textContent = 'the whole run (brush the chart to pick a time range)';
+      el('range').textContent = BRUSHABLE ? 'the whole run (brush the chart to pick a time range)' :
+        DIFF ? 'the whole run (time ranges: in each run\'s own report)' : 'the whole run (this log has no timeline)';
       el('range').dataset.range = '';
     } else {
       var b0 = Math.max(0, Math.floor(times[0] / tl.width));
@@ -400,7 +401,6 @@ export const PAGE_SCRIPT = String.raw`
     pageXOf: function (ns) { var r = el('explore-heap-svg').getBoundingClientRect(); return r.left + x(ns); },
     lastRenderMs: 0
   };
-  document.body.classList.add('interactive');
   drawHeapChart();
   setRange(null);
   window.heaphookPage.ready = true;
