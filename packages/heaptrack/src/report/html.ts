@@ -111,6 +111,7 @@ function exploreSection(page: PageData, diff: boolean): string {
 <div id="explore">
 <p class="sub">Brush the heap chart to pick a time range: the flame graph and the trees then show the allocations made in it. Click a frame to zoom in, a function in a tree to expand it and see its callers and callees.${diff ? ' Widths are the new run&#39;s; red frames grew, blue ones shrank against the base (as pprof -diff_base and differential flame graphs show them).' : ''}</p>
 <div id="explore-heap"></div>
+<p class="sub">Filled: the heap (live bytes from malloc and its family)${page.runs[0]!.mapped !== null ? '; dashed: memory the program mapped' : ''}; dotted line: the peak.</p>
 <div class="controls"><span>Range: <span id="range"></span></span> <button id="clear-range" type="button">whole run</button></div>
 <div class="controls">
 <label>Flame graph of <select id="mode"></select></label>
