@@ -208,6 +208,31 @@ describe('the timeline', () => {
   });
 });
 
+describe('report.html with a leak check (the exact-count workload)', () => {
+  const log = record('html-leaks', workload, ['counts']); // the exit leak check is on by default
+  const { html, json } = reportTo(log);
+
+  it("places the check's leaked blocks in the buckets they were allocated in", async () => {
+    expect(json.leakSource).toBe('leak-check');
+    expect(json.leakedBytes).toBeGreaterThan(0);
+    const run = pageData(html).runs[0]!;
+    const bySite = new Map<number, number>();
+    const l = run.timeline!.leaked;
+    for (let i = 0; i < l.length; i += 3) bySite.set(l[i]!, (bySite.get(l[i]!) ?? 0) + l[i + 2]!);
+    run.sites.leaked.forEach((bytes, site) => expect(bySite.get(site) ?? 0).toBe(bytes));
+    const o = await open(html);
+    const p = o.page;
+    await p.select('#mode', 'leaked');
+    expect(await flameTotal(p)).toBe(json.leakedBytes);
+    await brush(p, json.durationNs * 0.002, json.durationNs * 1.1); // all of it, as a range
+    expect(await p.$eval('#range', (e) => (e as HTMLElement).dataset.range)).toMatch(/^0-\d+$/);
+    expect(await flameTotal(p)).toBe(json.leakedBytes);
+    expect(o.errors).toEqual([]);
+    expect(o.requests).toEqual([]);
+    await p.close();
+  });
+});
+
 describe('report.html on python3 in two phases', () => {
   const log = record('html-python', python3, ['-c', TWO_PHASES]);
   const { html, json } = reportTo(log);

@@ -1671,12 +1671,15 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
 
 /* ---- Results ------------------------------------------------------------------------ */
 
-int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *stack) {
+int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *stack,
+                       double *bucket_start) {
     uint32_t r = live_find(s, ptr);
     if (r == NO_REC) return 0;
     const block_rec *e = &s->blocks.recs[r];
     *weight = e->weight;
     *stack = s->sites[e->site].stack;
+    *bucket_start =
+        s->timeline_buckets > 0 ? e->bucket * (s->width * s->points / s->timeline_buckets) : -1;
     return 1;
 }
 

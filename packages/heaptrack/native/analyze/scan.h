@@ -72,8 +72,11 @@ const char *hh_scan_error(const hh_scan *s);
 uint64_t hh_scan_block_events(const hh_scan *s);
 uint64_t hh_scan_events(const hh_scan *s);
 
-/* The live block at `ptr` (for LEAK records): 1 with its weight and stack, or 0. */
-int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *stack);
+/* The live block at `ptr` (for LEAK records): 1 with its weight, stack and the start (ns) of the
+ * timeline bucket it was allocated in (-1 without a timeline: a time, as buckets merge later),
+ * or 0. */
+int hh_scan_live_block(const hh_scan *s, double ptr, double *weight, double *stack,
+                       double *bucket_start);
 
 /* The aggregates, read when the log is done. */
 typedef struct hh_scan_totals {

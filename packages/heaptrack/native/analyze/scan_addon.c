@@ -11,7 +11,7 @@
  *                          pos: Float64Array(12), the six streams' positions then their ends
  *                          (offsets into payload); the positions are updated
  *   error() -> string; blockEvents() -> number; events() -> number
- *   liveBlock(ptr) -> [weight, stack] | null
+ *   liveBlock(ptr) -> [weight, stack, start ns of its timeline bucket (-1: none)] | null
  *   sites() -> Float64Array (HH_SITE_FIELDS per site)
  *   liveBlocks() -> Float64Array (HH_LIVE_FIELDS per live block)
  *   takeSequence() -> { ops, events } (Float64Arrays; the sequence is cleared)
@@ -174,15 +174,16 @@ static napi_value live_block(napi_env env, napi_callback_info info) {
     napi_value argv[1];
     hh_scan *s = unwrap(env, info, 1, argv);
     if (s == NULL) return NULL;
-    double weight, stack;
+    double weight, stack, bucket_start;
     napi_value out;
-    if (!hh_scan_live_block(s, number(env, argv[0]), &weight, &stack)) {
+    if (!hh_scan_live_block(s, number(env, argv[0]), &weight, &stack, &bucket_start)) {
         CHECK(napi_get_null(env, &out));
         return out;
     }
-    CHECK(napi_create_array_with_length(env, 2, &out));
+    CHECK(napi_create_array_with_length(env, 3, &out));
     CHECK(napi_set_element(env, out, 0, js_number(env, weight)));
     CHECK(napi_set_element(env, out, 1, js_number(env, stack)));
+    CHECK(napi_set_element(env, out, 2, js_number(env, bucket_start)));
     return out;
 }
 

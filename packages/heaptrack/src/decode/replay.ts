@@ -54,7 +54,8 @@ export interface Scanner {
   error(): string;
   blockEvents(): number;
   events(): number;
-  liveBlock(ptr: number): [number, number] | null;
+  /** [weight, stack, the start (ns) of its timeline bucket (-1: no timeline)] */
+  liveBlock(ptr: number): [number, number, number] | null;
   sites(): Float64Array;
   liveBlocks(): Float64Array;
   takeSequence(): { ops: Float64Array; events: Float64Array };

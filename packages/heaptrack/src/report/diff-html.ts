@@ -26,7 +26,7 @@ export async function diffReportFiles(
     outputDir: options.outputDir,
     symbolize,
     ...(options.top !== undefined ? { top: options.top } : {}),
-    compare: { diff, run: (frames) => pageRun(`base: ${basePath}`, base, names, null, frames) },
+    compare: { diff, run: (frames) => pageRun(`base: ${basePath}`, base, names, frames) },
   });
   return { diff, result };
 }

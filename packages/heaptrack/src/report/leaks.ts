@@ -12,6 +12,9 @@ export interface LeakedBlock {
   readonly bytes: number;
   /** Allocation stack; 0 when unknown. */
   readonly stack: number;
+  /** With a timeline: the start (ns) of the bucket it was allocated in, as the bucket was when
+   * the leak check ran (buckets widen later; a time stays true). */
+  readonly bucketStartNs?: number;
 }
 
 export interface LeakCheck {

@@ -130,8 +130,9 @@ export interface EventFigures {
 export interface ReplayedEvents {
   /** Events replayed so far, for progress. */
   readonly eventCount: number;
-  /** The live block at `ptr` now, for LEAK records. */
-  liveBlock(ptr: number): { weight: number; stack: number } | undefined;
+  /** The live block at `ptr` now, for LEAK records (with a timeline, the start of the bucket it
+   * was allocated in). */
+  liveBlock(ptr: number): { weight: number; stack: number; bucketStartNs?: number } | undefined;
   figures(): EventFigures;
 }
 
@@ -178,6 +179,7 @@ export class ReportBuilder {
           ptr: r.ptr,
           bytes: block?.weight ?? r.size,
           stack: block?.stack ?? 0,
+          ...(block?.bucketStartNs !== undefined ? { bucketStartNs: block.bucketStartNs } : {}),
         });
         break;
       }
@@ -192,6 +194,11 @@ export class ReportBuilder {
       default:
         break;
     }
+  }
+
+  /** The blocks the latest leak check found leaked (none without one). */
+  leakedBlocks(): readonly LeakedBlock[] {
+    return this.latestCheck?.blocks ?? [];
   }
 
   finish(): ReportModel {

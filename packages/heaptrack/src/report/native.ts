@@ -20,9 +20,11 @@ export class NativeEvents implements ReplayedEvents {
     return this.scanner.events();
   }
 
-  liveBlock(ptr: number): { weight: number; stack: number } | undefined {
+  liveBlock(ptr: number): { weight: number; stack: number; bucketStartNs?: number } | undefined {
     const found = this.scanner.liveBlock(ptr);
-    return found === null ? undefined : { weight: found[0], stack: found[1] };
+    if (found === null) return undefined;
+    const [weight, stack, bucketStartNs] = found;
+    return { weight, stack, ...(bucketStartNs >= 0 ? { bucketStartNs } : {}) };
   }
 
   figures(): EventFigures {

@@ -20,6 +20,7 @@ import {
   SERIES_INITIAL_WIDTH_NS,
   type ReportModel,
 } from './model.js';
+import type { LeakedBlock } from './leaks.js';
 import { NativeEvents } from './native.js';
 import { FrameTable, pageRun, type PageRun } from './page/data.js';
 import { pprofBytes } from './pprof.js';
@@ -64,7 +65,13 @@ export interface ReportResult {
 export async function buildReportModel(
   path: string,
   options: Pick<ReportOptions, 'progress' | 'points'> = {},
-): Promise<{ model: ReportModel; timeline: ScannerTimeline | null; error?: LogFormatError }> {
+): Promise<{
+  model: ReportModel;
+  timeline: ScannerTimeline | null;
+  /** The blocks the latest leak check found leaked, for the timeline. */
+  leakedBlocks: readonly LeakedBlock[];
+  error?: LogFormatError;
+}> {
   const points = options.points ?? SERIES_DEFAULT_POINTS;
   const events = new NativeEvents(points, SERIES_INITIAL_WIDTH_NS);
   events.scanner.startTimeline(Math.min(TIMELINE_BUCKETS, points));
@@ -84,12 +91,13 @@ export async function buildReportModel(
   return {
     model: builder.finish(),
     timeline: events.scanner.timeline(),
+    leakedBlocks: builder.leakedBlocks(),
     ...(error !== undefined ? { error } : {}),
   };
 }
 
 export async function report(path: string, options: ReportOptions = {}): Promise<ReportResult> {
-  const { model, timeline, error } = await buildReportModel(path, options);
+  const { model, timeline, leakedBlocks, error } = await buildReportModel(path, options);
   const top = options.top ?? 20;
   const wanted = jsonStacks(model, top);
   const withFiles = options.outputDir !== undefined;
@@ -132,7 +140,7 @@ export async function report(path: string, options: ReportOptions = {}): Promise
     );
     const pageOf = () => {
       const frames = new FrameTable();
-      const runs = [pageRun(json.argv.join(' '), model, names, timeline, frames)];
+      const runs = [pageRun(json.argv.join(' '), model, names, frames, { timeline, leakedBlocks })];
       if (options.compare !== undefined) runs.push(options.compare.run(frames));
       return {
         page: { frames: frames.names, runs },

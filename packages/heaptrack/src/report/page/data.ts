@@ -7,6 +7,7 @@
  * aggregated here; the page never sees an event, so its size follows the sites, not the log.
  */
 import { TIMELINE_FIELDS, type ScannerTimeline } from '../../decode/replay.js';
+import type { LeakedBlock } from '../leaks.js';
 import type { ReportModel } from '../model.js';
 import type { SeriesPoint } from '../series.js';
 import type { StackNames } from '../symbols.js';
@@ -50,6 +51,9 @@ export interface PageRun {
     readonly width: number;
     readonly fields: number;
     readonly cells: number[];
+    /** With a leak check: its leaked blocks by site and bucket, 3 numbers each (site, bucket,
+     * bytes). */
+    readonly leaked: number[];
   } | null;
   /** The heap series (ns, bytes at the bucket's maximum and its end) and mapped memory's. */
   readonly series: { readonly time: number[]; readonly max: number[]; readonly last: number[] };
@@ -78,9 +82,13 @@ export function pageRun(
   label: string,
   model: ReportModel,
   names: StackNames,
-  timeline: ScannerTimeline | null,
   frames: FrameTable,
+  replayed: {
+    readonly timeline: ScannerTimeline | null;
+    readonly leakedBlocks: readonly LeakedBlock[];
+  } = { timeline: null, leakedBlocks: [] },
 ): PageRun {
+  const timeline = replayed.timeline;
   const nodeParent: number[] = [];
   const nodeFrame: number[] = [];
   const children = new Map<string, number>();
@@ -120,13 +128,28 @@ export function pageRun(
     sites.live.push(s.liveBytes);
   }
   // Leaks of blocks whose stack had no site (a LEAK record for a block the log never saw).
-  const siteStacks = new Set(model.sites.map((s) => s.stack));
+  const siteOfStack = new Map(model.sites.map((s, i) => [s.stack, i]));
   for (const [stack, bytes] of leakedByStack) {
-    if (siteStacks.has(stack)) continue;
+    if (siteOfStack.has(stack)) continue;
+    siteOfStack.set(stack, sites.node.length);
     sites.node.push(nodeOf(names.functions(stack)));
     for (const k of ['allocations', 'bytes', 'peak', 'temporary', 'live'] as const)
       sites[k].push(0);
     sites.leaked.push(bytes);
+  }
+  const leaked: number[] = [];
+  if (timeline !== null && model.leaks.source === 'leak-check') {
+    const cells = new Map<string, [number, number, number]>();
+    for (const b of replayed.leakedBlocks) {
+      if (b.bucketStartNs === undefined) continue;
+      const site = siteOfStack.get(b.stack)!;
+      const bucket = Math.floor(b.bucketStartNs / timeline.width);
+      const key = `${site}:${bucket}`;
+      const cell = cells.get(key);
+      if (cell === undefined) cells.set(key, [site, bucket, b.bytes]);
+      else cell[2] += b.bytes;
+    }
+    for (const cell of cells.values()) leaked.push(...cell);
   }
   return {
     label,
@@ -136,7 +159,12 @@ export function pageRun(
     timeline:
       timeline === null
         ? null
-        : { width: timeline.width, fields: TIMELINE_FIELDS, cells: Array.from(timeline.cells) },
+        : {
+            width: timeline.width,
+            fields: TIMELINE_FIELDS,
+            cells: Array.from(timeline.cells),
+            leaked,
+          },
     series: columns(model.series),
     mapped:
       model.mapped === undefined

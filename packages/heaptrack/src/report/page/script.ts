@@ -21,12 +21,11 @@ export const PAGE_SCRIPT = String.raw`
     bytes: { label: 'allocated bytes', unit: 'bytes', ranged: true },
     allocations: { label: 'allocations', unit: 'count', ranged: true },
     peak: { label: 'peak contribution', unit: 'bytes', ranged: true },
-    leaked: { label: 'leaked', unit: 'bytes', ranged: false },
+    leaked: { label: 'leaked', unit: 'bytes', ranged: true },
     temporary: { label: 'temporary allocations', unit: 'count', ranged: true },
     net: { label: 'never freed (live at the end)', unit: 'bytes', ranged: true }
   };
-  // Leaked = never freed until a leak check says otherwise; a check's verdict has no times.
-  MODES.leaked.ranged = RUNS[0].leakSource === 'never-freed';
+
   var ROWS_SHOWN = 50;
   var state = { mode: 'bytes', range: null, selected: null, search: '' };
 
@@ -66,12 +65,18 @@ export const PAGE_SCRIPT = String.raw`
     if (runIndex === 0 && state.range !== null && run.timeline !== null && MODES[mode].ranged) {
       var v = new Float64Array(s.node.length), c = run.timeline.cells, k = run.timeline.fields;
       var b0 = state.range[0], b1 = state.range[1];
+      if (mode === 'leaked' && run.leakSource === 'leak-check') {
+        // the check's leaked blocks by the bucket they were allocated in
+        var l = run.timeline.leaked;
+        for (var j = 0; j < l.length; j += 3) if (l[j + 1] >= b0 && l[j + 1] <= b1) v[l[j]] += l[j + 2];
+        return v;
+      }
       for (var i = 0; i < c.length; i += k) {
         var b = c[i + 1];
         if (b < b0 || b > b1) continue;
         v[c[i]] += mode === 'allocations' ? c[i + 2] : mode === 'bytes' ? c[i + 3] :
           mode === 'temporary' ? c[i + 5] : mode === 'peak' ? c[i + 7] :
-          c[i + 6]; // net, leaked: allocated then, live at the end
+          c[i + 6]; // net, and leaked = never freed without a leak check
       }
       return v;
     }
