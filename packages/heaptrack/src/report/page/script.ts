@@ -18,12 +18,12 @@ export const PAGE_SCRIPT = String.raw`
   var DIFF = RUNS.length > 1;
   var BRUSHABLE = !DIFF && RUNS[0].timeline !== null;
   var MODES = {
-    bytes: { label: 'allocated bytes', unit: 'bytes', ranged: true },
-    allocations: { label: 'allocations', unit: 'count', ranged: true },
-    peak: { label: 'peak contribution', unit: 'bytes', ranged: true },
-    leaked: { label: 'leaked', unit: 'bytes', ranged: true },
-    temporary: { label: 'temporary allocations', unit: 'count', ranged: true },
-    net: { label: 'never freed (live at the end)', unit: 'bytes', ranged: true }
+    bytes: { label: 'allocated bytes', unit: 'bytes' },
+    allocations: { label: 'allocations', unit: 'count' },
+    peak: { label: 'peak contribution', unit: 'bytes' },
+    leaked: { label: 'leaked', unit: 'bytes' },
+    temporary: { label: 'temporary allocations', unit: 'count' },
+    net: { label: 'never freed (live at the end)', unit: 'bytes' }
   };
 
   var ROWS_SHOWN = 50;
@@ -62,7 +62,7 @@ export const PAGE_SCRIPT = String.raw`
   /** The figures of the current mode per site of a run (the range applies to the first run). */
   function siteValues(runIndex) {
     var run = RUNS[runIndex], s = run.sites, mode = state.mode;
-    if (runIndex === 0 && state.range !== null && run.timeline !== null && MODES[mode].ranged) {
+    if (runIndex === 0 && state.range !== null && run.timeline !== null) {
       var v = new Float64Array(s.node.length), c = run.timeline.cells, k = run.timeline.fields;
       var b0 = state.range[0], b1 = state.range[1];
       if (mode === 'leaked' && run.leakSource === 'leak-check') {
@@ -193,7 +193,7 @@ export const PAGE_SCRIPT = String.raw`
     el('explore-flame').dataset.zoomed = '';
     el('flame-total').textContent = MODES[state.mode].label + ': ' + fmt(root.value, unit) +
       (DIFF ? ' (' + signed(root.delta, unit) + ' against the base)' : '') +
-      (state.range !== null && !MODES[state.mode].ranged ? ' — whole run: this mode is not per range' : '');
+      (state.range !== null ? ', allocated in the range' : '');
     el('flame-total').dataset.total = String(root.value);
     if (state.search !== '') chart.search(state.search);
   }
