@@ -120,3 +120,14 @@ export class Collector implements StreamListener {
     this.records.length = 0;
   }
 }
+
+/** The `heaphook` command of this checkout. */
+export const heaphookBin = fileURLToPath(new URL('../../../core/bin/heaphook.js', import.meta.url));
+
+/** The JSON lines of a `watch --json` output, by their type. */
+export function jsonLines(text: string): Array<Record<string, unknown> & { type: string }> {
+  return text
+    .split('\n')
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown> & { type: string });
+}
