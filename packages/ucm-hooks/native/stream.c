@@ -4,8 +4,8 @@
  * Inside the hooks, the stream's handler only copies the event into a lock-free ring (a
  * bounded multi-producer queue, one sequence number per slot, after Vyukov): no allocation, no
  * lock, no stdio, no write to the socket. A full ring drops the event and counts it. The
- * library's own thread ("heaphook-watch") drains the ring to the socket every 10 ms (at once
- * while the ring keeps it busy), and reports the drops.
+ * library's own thread ("heaphook-watch") drains the ring to the socket every 10 ms while it
+ * stays empty, every 1 ms while events come, at once while a batch fills, and reports the drops.
  *
  * Threads and locks: the stream's state changes under watch_lock (start, stop, the thread's
  * setup and end, never in a hook). The thread is created before the handler is registered, so
@@ -50,7 +50,8 @@ _Static_assert(sizeof(struct heaphook_ucm_watch_record) == 56, "a record is 56 b
 
 #define WATCH_ALL_EVENTS (HEAPHOOK_UCM_NATIVE_EVENTS | HEAPHOOK_UCM_VM_EVENTS)
 #define WATCH_PRIORITY 1000 /* after the call: the native events see its result */
-#define WATCH_DRAIN_MS 10
+#define WATCH_DRAIN_MS 10   /* between drains while the ring stays empty */
+#define WATCH_BUSY_MS 1     /* while events keep coming */
 #define WATCH_BATCH 128
 
 /* ---- The ring ------------------------------------------------------------------------------ */
@@ -420,7 +421,7 @@ static void *watch_thread(void *setup_done) {
             reason = asked;
             break;
         }
-        if (watch_peer_done(sent == WATCH_BATCH ? 0 : WATCH_DRAIN_MS)) {
+        if (watch_peer_done(sent == 0 ? WATCH_DRAIN_MS : sent < WATCH_BATCH ? WATCH_BUSY_MS : 0)) {
             reason = HEAPHOOK_UCM_WATCH_END_DETACH;
         }
     }

@@ -65,9 +65,9 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
       await target.ask('SIGUSR1', /^sequence done$/);
       expect(await target.ask('SIGUSR2', /^stopped /)).toBe('stopped 0');
       const end = await connection!.ended;
-      expect(end).toMatchObject({ reason: 'detached', restored: true, dropped: 0n });
+      expect(end).toMatchObject({ reason: 'detached', restored: true, dropped: 0 });
       expect(collector.counts.get(target.pid)).toEqual(expectedCounts(N));
-      expect(end.recorded).toBe(BigInt(connection!.events));
+      expect(end.recorded).toBe(connection!.events);
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
         'state mode=none got=libc code=original',
       );
@@ -86,26 +86,26 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
     await target.ask('SIGUSR2', /^stopped 0$/);
     await connection.ended;
     const records = collector.records.map((r) => r.record);
-    const page = 4096n;
+    const page = 4096;
     const mmaps = records.filter((r) => r.type === 1);
     expect(mmaps).toHaveLength(3);
     for (const r of mmaps) {
-      expect(r.size).toBe(4n * page);
-      expect(r.arg0 & 0xffffffffn).toBe(3n); // PROT_READ | PROT_WRITE
-      expect(r.arg0 >> 32n).toBe(0x22n); // MAP_PRIVATE | MAP_ANONYMOUS
-      expect(r.arg1).toBe(BigInt.asUintN(64, -1n)); // fd -1
+      expect(r.size).toBe(4 * page);
+      expect(r.arg0 % 2 ** 32).toBe(3); // PROT_READ | PROT_WRITE
+      expect(Math.floor(r.arg0 / 2 ** 32)).toBe(0x22); // MAP_PRIVATE | MAP_ANONYMOUS
+      expect(r.arg1).toBe(-1); // fd
       expect(r.tid).toBe(target.pid);
       expect(r.error).toBe(0);
     }
     const mremap = records.find((r) => r.type === 4)!;
     expect(mremap.arg0).toBe(mmaps[1]!.address); // the old address
-    expect([mremap.arg1, mremap.size]).toEqual([4n * page, 8n * page]);
+    expect([mremap.arg1, mremap.size]).toEqual([4 * page, 8 * page]);
     const madvise = records.find((r) => r.type === 64)!;
-    expect([madvise.address, madvise.arg0]).toEqual([mmaps[0]!.address, 4n]); // MADV_DONTNEED
-    const sbrks = records.filter((r) => r.type === 32).map((r) => BigInt.asIntN(64, r.size));
-    expect(sbrks).toEqual([page, -page, 0n]); // brk(sbrk(0)) asks for the break first
+    expect([madvise.address, madvise.arg0]).toEqual([mmaps[0]!.address, 4]); // MADV_DONTNEED
+    const sbrks = records.filter((r) => r.type === 32).map((r) => r.size);
+    expect(sbrks).toEqual([page, -page, 0]); // brk(sbrk(0)) asks for the break first
     const times = records.map((r) => r.timeNs);
-    expect(times).toEqual([...times].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    expect(times).toEqual([...times].sort((a, b) => a - b));
     target.child.kill('SIGTERM');
     expect(await target.exited).toBe(0);
   });
@@ -119,9 +119,9 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
     await target.ask('SIGUSR1', /^sequence done$/);
     await target.ask('SIGUSR2', /^stopped 0$/);
     const end = await connection.ended;
-    expect(BigInt(connection.events) + end.dropped).toBe(200000n);
+    expect(connection.events + end.dropped).toBe(200000);
     expect(collector.droppedReported).toBe(end.dropped);
-    expect(end.recorded).toBe(BigInt(connection.events));
+    expect(end.recorded).toBe(connection.events);
     target.child.kill('SIGTERM');
     expect(await target.exited).toBe(0);
   });
@@ -142,7 +142,7 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
     await target.ask('SIGUSR1', /^sequence done$/);
     target.child.kill('SIGTERM');
     expect(await target.exited).toBe(0);
-    expect(await connection.ended).toMatchObject({ reason: 'exit', dropped: 0n });
+    expect(await connection.ended).toMatchObject({ reason: 'exit', dropped: 0 });
     expect(collector.counts.get(target.pid)).toEqual(expectedCounts(7));
   });
 

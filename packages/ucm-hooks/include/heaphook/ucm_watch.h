@@ -50,10 +50,10 @@ struct heaphook_ucm_watch_hello {
 struct heaphook_ucm_watch_config {
     char magic[4];         /* HEAPHOOK_UCM_WATCH_CONFIG_MAGIC */
     uint32_t events;       /* HEAPHOOK_UCM_EVENT_* bits to record (native and VM events) */
-    uint32_t ring_records; /* ring capacity: a power of two in [1024, 4194304]; 0: 16384 */
+    uint32_t ring_records; /* ring capacity: a power of two in [1024, 4194304]; 0: 65536 */
     uint32_t reserved;
 };
-#define HEAPHOOK_UCM_WATCH_RING_DEFAULT 16384u
+#define HEAPHOOK_UCM_WATCH_RING_DEFAULT 65536u
 #define HEAPHOOK_UCM_WATCH_RING_MIN 1024u
 #define HEAPHOOK_UCM_WATCH_RING_MAX 4194304u
 

@@ -2,7 +2,7 @@
 import { constants } from 'node:os';
 
 import type { MemoryEventName } from '../watch.js';
-import { eventName, signed, type RawRecord } from './protocol.js';
+import { eventName, type RawRecord } from './protocol.js';
 
 const errnoNames = new Map<number, string>(
   Object.entries(constants.errno).map(([name, value]) => [value, name]),
@@ -66,77 +66,86 @@ function flagNames(flags: number): string[] {
   return names;
 }
 
-const hex = (value: bigint): string => `0x${value.toString(16)}`;
+const hex = (value: number): string => `0x${value.toString(16)}`;
 
 /** An event with named fields: what --json prints, and what the text line shows. */
 export interface WatchedEvent {
   /** Seconds since the first watched process started streaming. */
-  readonly time: number;
-  readonly pid: number;
-  readonly tid: number;
-  readonly type: MemoryEventName;
-  readonly address: string;
+  time: number;
+  pid: number;
+  tid: number;
+  type: MemoryEventName;
+  address: string;
   /** Bytes; for SBRK the increment (negative when the break goes down). */
-  readonly size: number;
-  readonly prot?: string;
-  readonly flags?: string[];
-  readonly fd?: number;
-  readonly oldAddress?: string;
-  readonly oldSize?: number;
-  readonly advice?: string;
-  readonly shmid?: number;
+  size: number;
+  prot?: string;
+  flags?: string[];
+  fd?: number;
+  oldAddress?: string;
+  oldSize?: number;
+  advice?: string;
+  shmid?: number;
   /** The errno name of a failed call. */
-  readonly error?: string;
+  error?: string;
 }
 
-export function describeEvent(record: RawRecord, pid: number, zeroNs: bigint): WatchedEvent {
+export function describeEvent(record: RawRecord, pid: number, zeroNs: number): WatchedEvent {
   const type = eventName(record.type);
   if (type === undefined) throw new Error(`unknown event type 0x${record.type.toString(16)}`);
-  const base = {
-    time: Number(record.timeNs - zeroNs) / 1e9,
+  const e: WatchedEvent = {
+    time: (record.timeNs - zeroNs) / 1e9,
     pid,
     tid: record.tid,
     type,
     address: hex(record.address),
-    size: type === 'SBRK' ? Number(signed(record.size)) : Number(record.size),
+    size: record.size,
   };
-  const error =
-    record.error !== 0 ? { error: errnoNames.get(record.error) ?? `errno ${record.error}` } : {};
   switch (type) {
     case 'MMAP':
-      return {
-        ...base,
-        prot: protString(Number(record.arg0 & 0xffffffffn)),
-        flags: flagNames(Number(record.arg0 >> 32n)),
-        fd: Number(signed(record.arg1)),
-        ...error,
-      };
+      e.prot = protString(record.arg0 % 4294967296);
+      e.flags = flagNames(Math.floor(record.arg0 / 4294967296));
+      e.fd = record.arg1;
+      break;
     case 'MREMAP':
-      return { ...base, oldAddress: hex(record.arg0), oldSize: Number(record.arg1), ...error };
-    case 'MADVISE': {
-      const advice = Number(signed(record.arg0));
-      return { ...base, advice: advices[advice] ?? String(advice), ...error };
-    }
+      e.oldAddress = hex(record.arg0);
+      e.oldSize = record.arg1;
+      break;
+    case 'MADVISE':
+      e.advice = advices[record.arg0] ?? String(record.arg0);
+      break;
     case 'SHMAT':
-      return { ...base, shmid: Number(signed(record.arg0)), ...error };
+      e.shmid = record.arg0;
+      break;
     default:
-      return { ...base, ...error };
+      break;
   }
+  if (record.error !== 0) e.error = errnoNames.get(record.error) ?? `errno ${record.error}`;
+  return e;
 }
+
+const spaces = ' '.repeat(32);
+const padStart = (text: string, width: number): string =>
+  text.length >= width ? text : spaces.slice(0, width - text.length) + text;
+const padEnd = (text: string, width: number): string =>
+  text.length >= width ? text : text + spaces.slice(0, width - text.length);
 
 /** The text line of an event: time, pid/tid, type, address, size, details. */
 export function formatEventLine(e: WatchedEvent): string {
-  const details: string[] = [];
-  if (e.prot !== undefined) details.push(`prot=${e.prot}`);
-  if (e.flags !== undefined) details.push(`flags=${e.flags.join('|')}`);
-  if (e.fd !== undefined && e.fd !== -1) details.push(`fd=${e.fd}`);
-  if (e.oldAddress !== undefined) details.push(`from=${e.oldAddress}+${e.oldSize}`);
-  if (e.advice !== undefined) details.push(`advice=${e.advice}`);
-  if (e.shmid !== undefined) details.push(`shmid=${e.shmid}`);
-  if (e.error !== undefined) details.push(`failed=${e.error}`);
-  const size = e.type === 'SBRK' && e.size > 0 ? `+${e.size}` : String(e.size);
-  return (
-    `${e.time.toFixed(6).padStart(11)}  ${`${e.pid}/${e.tid}`.padEnd(13)} ${e.type.padEnd(11)} ` +
-    `${e.address.padStart(14)} ${size.padStart(12)}${details.length > 0 ? `  ${details.join(' ')}` : ''}`
-  );
+  let line =
+    padStart(e.time.toFixed(6), 11) +
+    '  ' +
+    padEnd(`${e.pid}/${e.tid}`, 13) +
+    ' ' +
+    padEnd(e.type, 11) +
+    ' ' +
+    padStart(e.address, 14) +
+    ' ' +
+    padStart(e.type === 'SBRK' && e.size > 0 ? `+${e.size}` : String(e.size), 12);
+  if (e.prot !== undefined) line += `  prot=${e.prot} flags=${e.flags!.join('|')}`;
+  if (e.fd !== undefined && e.fd !== -1) line += ` fd=${e.fd}`;
+  if (e.oldAddress !== undefined) line += `  from=${e.oldAddress}+${e.oldSize}`;
+  if (e.advice !== undefined) line += `  advice=${e.advice}`;
+  if (e.shmid !== undefined) line += `  shmid=${e.shmid}`;
+  if (e.error !== undefined) line += `  failed=${e.error}`;
+  return line;
 }

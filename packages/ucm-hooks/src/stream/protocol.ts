@@ -8,7 +8,7 @@ export const PROTOCOL_VERSION = 1;
 export const HELLO_SIZE = 64;
 export const CONFIG_SIZE = 16;
 export const RECORD_SIZE = 56;
-export const RING_DEFAULT = 16384;
+export const RING_DEFAULT = 65536;
 export const RING_MIN = 1024;
 export const RING_MAX = 4194304;
 
@@ -35,7 +35,7 @@ export interface Hello {
   readonly version: number;
   readonly recordSize: number;
   readonly pid: number;
-  readonly startNs: bigint;
+  readonly startNs: number;
   /** 'env': HEAPHOOK_MEM_WATCH_SOCKET at load; 'call': heaphook_ucm_stream_start. */
   readonly origin: 'env' | 'call';
 }
@@ -57,7 +57,7 @@ export function decodeHello(buffer: Buffer): Hello {
     version,
     recordSize,
     pid: buffer.readUInt32LE(20),
-    startNs: buffer.readBigUInt64LE(24),
+    startNs: buffer.readUInt32LE(28) * 4294967296 + buffer.readUInt32LE(24),
     origin: buffer.readUInt32LE(32) === 1 ? 'env' : 'call',
   };
 }
@@ -70,28 +70,41 @@ export function encodeConfig(events: number, ringRecords: number): Buffer {
   return buffer;
 }
 
-/** One decoded record: an event, or a control record (type is then a CONTROL_* code). */
+/**
+ * One decoded record: an event, or a control record (type is then a CONTROL_* code). Fields
+ * are numbers (exact: addresses are below 2^47, sizes and times below 2^53); the signed ones
+ * (SBRK's increment, MMAP's fd, MADVISE's advice, SHMAT's shmid and shmflg) decoded as such.
+ */
 export interface RawRecord {
   readonly type: number;
   readonly error: number;
   readonly tid: number;
-  readonly timeNs: bigint;
-  readonly address: bigint;
-  readonly size: bigint;
-  readonly arg0: bigint;
-  readonly arg1: bigint;
+  readonly timeNs: number;
+  readonly address: number;
+  readonly size: number;
+  readonly arg0: number;
+  readonly arg1: number;
 }
 
+const TWO_32 = 4294967296;
+const u64 = (b: Buffer, at: number): number => b.readUInt32LE(at + 4) * TWO_32 + b.readUInt32LE(at);
+const i64 = (b: Buffer, at: number): number => b.readInt32LE(at + 4) * TWO_32 + b.readUInt32LE(at);
+
 export function decodeRecord(buffer: Buffer, offset: number): RawRecord {
+  const type = buffer.readUInt32LE(offset);
+  const signedArgs = type === MemoryEvent.MADVISE || type === MemoryEvent.SHMAT;
   return {
-    type: buffer.readUInt32LE(offset),
+    type,
     error: buffer.readInt32LE(offset + 4),
     tid: buffer.readUInt32LE(offset + 8),
-    timeNs: buffer.readBigUInt64LE(offset + 16),
-    address: buffer.readBigUInt64LE(offset + 24),
-    size: buffer.readBigUInt64LE(offset + 32),
-    arg0: buffer.readBigUInt64LE(offset + 40),
-    arg1: buffer.readBigUInt64LE(offset + 48),
+    timeNs: u64(buffer, offset + 16),
+    address: type === CONTROL_STARTED ? i64(buffer, offset + 24) : u64(buffer, offset + 24),
+    size: type === MemoryEvent.SBRK ? i64(buffer, offset + 32) : u64(buffer, offset + 32),
+    arg0: signedArgs ? buffer.readInt32LE(offset + 40) : u64(buffer, offset + 40),
+    arg1:
+      signedArgs || type === MemoryEvent.MMAP
+        ? buffer.readInt32LE(offset + 48)
+        : u64(buffer, offset + 48),
   };
 }
 
@@ -102,9 +115,4 @@ const eventNames = new Map<number, MemoryEventName>(
 /** The name of an event bit, or undefined for a bit that is no event. */
 export function eventName(type: number): MemoryEventName | undefined {
   return eventNames.get(type);
-}
-
-/** The signed value of a 64-bit field written from a signed C value. */
-export function signed(value: bigint): bigint {
-  return BigInt.asIntN(64, value);
 }

@@ -16,7 +16,6 @@ import {
   HELLO_SIZE,
   installModes,
   RECORD_SIZE,
-  signed,
   type Hello,
   type InstallMode,
   type RawRecord,
@@ -33,8 +32,8 @@ export interface StreamStart {
 export interface StreamEnd {
   /** detached, exit, install failed, connection lost, or closed without END (exec, _exit, killed). */
   readonly reason: string;
-  readonly recorded: bigint;
-  readonly dropped: bigint;
+  readonly recorded: number;
+  readonly dropped: number;
   /** The hooks this stream installed were removed (GOT entries, code patches restored). */
   readonly restored: boolean;
 }
@@ -43,8 +42,10 @@ export interface StreamListener {
   connected?(connection: WatchConnection): void;
   started?(connection: WatchConnection, start: StreamStart): void;
   event(connection: WatchConnection, record: RawRecord): void;
-  dropped?(connection: WatchConnection, count: bigint): void;
+  dropped?(connection: WatchConnection, count: number): void;
   ended?(connection: WatchConnection, end: StreamEnd): void;
+  /** After each chunk of records read from a connection (a point to write out what piled up). */
+  flush?(): void;
 }
 
 /** One watched process. */
@@ -54,7 +55,7 @@ export class WatchConnection {
   /** Events received (not counting control records). */
   events = 0;
   /** Events the target dropped (its ring was full), as reported so far. */
-  dropped = 0n;
+  dropped = 0;
   readonly ended: Promise<StreamEnd>;
   private resolveEnded!: (end: StreamEnd) => void;
 
@@ -132,7 +133,7 @@ export class WatchServer {
       if (connection === undefined) return;
       connection.finish({
         reason: `connection lost (${error.message})`,
-        recorded: BigInt(connection.events),
+        recorded: connection.events,
         dropped: connection.dropped,
         restored: false,
       });
@@ -159,6 +160,7 @@ export class WatchServer {
         this.dispatch(connection, decodeRecord(pending, at), listener);
       }
       pending = pending.subarray(at);
+      listener.flush?.();
     });
     socket.on('error', fail);
     socket.on('close', () => {
@@ -166,7 +168,7 @@ export class WatchServer {
       if (connection.end === undefined) {
         const end: StreamEnd = {
           reason: 'closed without END (exec, _exit, or killed)',
-          recorded: BigInt(connection.events),
+          recorded: connection.events,
           dropped: connection.dropped,
           restored: false,
         };
@@ -182,10 +184,10 @@ export class WatchServer {
     switch (record.type) {
       case CONTROL_STARTED: {
         connection.start = {
-          status: Number(signed(record.address)),
-          mode: installModes[Number(record.size)] ?? 'none',
-          events: Number(record.arg0),
-          ringRecords: Number(record.arg1),
+          status: record.address,
+          mode: installModes[record.size] ?? 'none',
+          events: record.arg0,
+          ringRecords: record.arg1,
         };
         listener.started?.(connection, connection.start);
         return;
@@ -196,10 +198,10 @@ export class WatchServer {
         return;
       case CONTROL_END: {
         const end: StreamEnd = {
-          reason: endReasons[Number(record.arg0)] ?? `reason ${record.arg0}`,
+          reason: endReasons[record.arg0] ?? `reason ${record.arg0}`,
           recorded: record.address,
           dropped: record.size,
-          restored: record.arg1 === 1n,
+          restored: record.arg1 === 1,
         };
         connection.end = end;
         listener.ended?.(connection, end);

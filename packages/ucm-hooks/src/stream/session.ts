@@ -46,12 +46,14 @@ function commOf(pid: number): string {
 
 /** Prints what the streams carry and counts it. */
 class Printer implements StreamListener {
-  private zeroNs: bigint | undefined;
+  private zeroNs: number | undefined;
   private readonly startedAt = Date.now();
   readonly counts = new Map<MemoryEventName, number>();
   private total = 0;
-  private droppedTotal = 0n;
+  private droppedTotal = 0;
   private readonly pids = new Set<number>();
+  /** Event lines not yet written (written once per chunk read: one write per batch, not per line). */
+  private pending: string[] = [];
 
   constructor(private readonly options: WatchOptions) {
     for (const [name, bit] of Object.entries(MemoryEvent)) {
@@ -60,6 +62,7 @@ class Printer implements StreamListener {
   }
 
   private note(line: string, json: Record<string, unknown>): void {
+    this.flush();
     if (this.options.json) this.options.out.write(`${JSON.stringify(json)}\n`);
     else this.options.err.write(`heaphook watch: ${line}\n`);
   }
@@ -93,14 +96,20 @@ class Printer implements StreamListener {
     const e = describeEvent(record, c.pid, this.zeroNs ?? c.hello.startNs);
     this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
     this.total += 1;
-    this.options.out.write(`${this.options.json ? JSON.stringify(e) : formatEventLine(e)}\n`);
+    this.pending.push(this.options.json ? JSON.stringify(e) : formatEventLine(e));
   }
 
-  dropped(c: WatchConnection, count: bigint): void {
+  flush(): void {
+    if (this.pending.length === 0) return;
+    this.options.out.write(`${this.pending.join('\n')}\n`);
+    this.pending = [];
+  }
+
+  dropped(c: WatchConnection, count: number): void {
     this.droppedTotal += count;
     this.note(
       `pid ${c.pid}: ${count} events dropped (its ring of ${c.start?.ringRecords ?? '?'} events was full; a larger --buffer keeps them)`,
-      { type: 'DROPPED', pid: c.pid, count: Number(count) },
+      { type: 'DROPPED', pid: c.pid, count },
     );
   }
 
@@ -121,6 +130,7 @@ class Printer implements StreamListener {
   }
 
   summary(): void {
+    this.flush();
     const seconds = (Date.now() - this.startedAt) / 1000;
     const counts = Object.fromEntries(this.counts);
     if (this.options.json) {
@@ -130,7 +140,7 @@ class Printer implements StreamListener {
           processes: this.pids.size,
           events: this.total,
           seconds,
-          dropped: Number(this.droppedTotal),
+          dropped: this.droppedTotal,
           counts,
         })}\n`,
       );

@@ -93,7 +93,7 @@ export class Collector implements StreamListener {
   readonly ends: Array<{ pid: number; end: StreamEnd }> = [];
   readonly records: Array<{ pid: number; record: RawRecord }> = [];
   /** Events the targets reported dropped, in DROPPED records. */
-  droppedReported = 0n;
+  droppedReported = 0;
 
   started(c: WatchConnection, start: StreamStart): void {
     this.starts.set(c.pid, start);
@@ -107,7 +107,7 @@ export class Collector implements StreamListener {
     this.records.push({ pid: c.pid, record });
   }
 
-  dropped(_c: WatchConnection, count: bigint): void {
+  dropped(_c: WatchConnection, count: number): void {
     this.droppedReported += count;
   }
 
