@@ -7,26 +7,21 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { heaphookBin, jsonLines, release } from './helpers/watch-target.js';
+import {
+  cleanEnv,
+  heaphookBin,
+  jsonLines,
+  pythonExecutable,
+  release,
+} from './helpers/watch-target.js';
 
 let work: string;
-/** The interpreter itself, not a version manager's shim script in front of it. */
 let python: string;
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'heaphook-watch-command-'));
-  python = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], {
-    encoding: 'utf8',
-  }).stdout.trim();
+  python = pythonExecutable();
 });
 afterAll(() => rmSync(work, { recursive: true, force: true }));
-
-function cleanEnv(): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) {
-    if (k !== 'LD_PRELOAD' && !k.startsWith('HEAPHOOK_')) env[k] = v;
-  }
-  return env;
-}
 
 function watch(args: string[]) {
   const result = spawnSync(process.execPath, [heaphookBin, 'watch', ...args], {

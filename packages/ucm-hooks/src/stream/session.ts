@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
-import { exitStatusOf, HeaphookError } from '@heaphook/core';
+import { exitStatusOf, HeaphookError, injectCall, InjectRefusal } from '@heaphook/core';
 
 import { libraryPath } from '../index.js';
 import { MemoryEvent } from '../constants.js';
@@ -154,8 +154,9 @@ class Printer implements StreamListener {
   }
 }
 
+/** A timeout to race against: unref'd, so a race already won does not hold the process open. */
 function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** Resolves on the first of SIGINT / SIGTERM / SIGHUP (handlers removed by the returned stop). */
@@ -229,27 +230,6 @@ export async function watchCommand(
   }
 }
 
-/** What `watch -p` needs of @heaphook/core's injector (issue 28's `heaphook-inject`). */
-interface Injector {
-  injectCall(request: {
-    pid: number;
-    library: string;
-    symbol: string;
-    argument?: string;
-  }): Promise<number>;
-}
-
-async function loadInjector(): Promise<Injector> {
-  const core = (await import('@heaphook/core')) as unknown as Partial<Injector>;
-  if (typeof core.injectCall !== 'function') {
-    throw new HeaphookError(
-      'this @heaphook/core has no injector (injectCall): watching a running process needs it; update @heaphook/core, or use "heaphook watch -- COMMAND"',
-      { namesCommand: true },
-    );
-  }
-  return core as Injector;
-}
-
 function uidGidOf(pid: number): { uid: number; gid: number } | undefined {
   try {
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -278,7 +258,6 @@ const startErrors: Readonly<Record<number, string>> = {
  * status.
  */
 export async function watchPid(pid: number, options: WatchOptions): Promise<number> {
-  const injector = await loadInjector();
   const printer = new Printer(options);
   const owner = process.getuid?.() === 0 ? uidGidOf(pid) : undefined;
   const server = await WatchServer.listen({
@@ -289,12 +268,24 @@ export async function watchPid(pid: number, options: WatchOptions): Promise<numb
   });
   const library = libraryPath();
   try {
-    const result = await injector.injectCall({
-      pid,
-      library,
-      symbol: 'heaphook_ucm_stream_start',
-      argument: server.socketPath,
-    });
+    let result: number;
+    try {
+      result = await injectCall({
+        pid,
+        library,
+        symbol: 'heaphook_ucm_stream_start',
+        argument: server.socketPath,
+      });
+    } catch (error) {
+      // The injector's refusal: its one line and its exit status, named as this command's.
+      if (error instanceof InjectRefusal) {
+        throw new HeaphookError(error.message, {
+          exitStatus: error.exitCode,
+          namesCommand: true,
+        });
+      }
+      throw error;
+    }
     if (result !== 0) {
       const why = startErrors[-result] ?? `heaphook_ucm_stream_start returned ${result}`;
       throw new HeaphookError(`pid ${pid} cannot be watched: ${why}`, {
@@ -304,9 +295,7 @@ export async function watchPid(pid: number, options: WatchOptions): Promise<numb
     }
     const connection = await server.started(pid, 15_000);
     if (connection === undefined) {
-      await injector
-        .injectCall({ pid, library, symbol: 'heaphook_ucm_stream_stop' })
-        .catch(() => undefined);
+      await injectCall({ pid, library, symbol: 'heaphook_ucm_stream_stop' }).catch(() => undefined);
       throw new HeaphookError(
         `pid ${pid} did not connect within 15 s (is it stopped, or stuck in the loader?)`,
         { exitStatus: EXIT_NOT_WATCHED, namesCommand: true },
@@ -332,9 +321,9 @@ export async function watchPid(pid: number, options: WatchOptions): Promise<numb
       ]);
       if (!confirmed) {
         // The thread did not answer the half-close: ask through the injector as well.
-        await injector
-          .injectCall({ pid, library, symbol: 'heaphook_ucm_stream_stop' })
-          .catch(() => undefined);
+        await injectCall({ pid, library, symbol: 'heaphook_ucm_stream_stop' }).catch(
+          () => undefined,
+        );
         await Promise.race([connection.ended, sleep(5_000)]);
       }
     }

@@ -1,6 +1,6 @@
 // Drives test/native/ucm_watch_target.c (a process that answers signals on stdout) and collects
 // what a watcher receives from it.
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 import { eventName } from '../../src/stream/protocol.js';
@@ -31,6 +31,22 @@ export function expectedCounts(n: number): Record<string, number> {
   };
 }
 
+/** This process's environment without LD_PRELOAD and heaphook's variables. */
+export function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k !== 'LD_PRELOAD' && !k.startsWith('HEAPHOOK_')) env[k] = v;
+  }
+  return env;
+}
+
+/** The python3 interpreter itself, not a version manager's shim script in front of it. */
+export function pythonExecutable(): string {
+  return spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], {
+    encoding: 'utf8',
+  }).stdout.trim();
+}
+
 export class Target {
   readonly child: ChildProcessWithoutNullStreams;
   readonly lines: string[] = [];
@@ -38,11 +54,7 @@ export class Target {
   readonly exited: Promise<number | null>;
 
   constructor(args: readonly string[], env: NodeJS.ProcessEnv = {}) {
-    const clean: NodeJS.ProcessEnv = {};
-    for (const [k, v] of Object.entries(process.env)) {
-      if (k !== 'LD_PRELOAD' && !k.startsWith('HEAPHOOK_')) clean[k] = v;
-    }
-    this.child = spawn(release('ucm_watch_target'), [...args], { env: { ...clean, ...env } });
+    this.child = spawn(release('ucm_watch_target'), [...args], { env: { ...cleanEnv(), ...env } });
     let partial = '';
     this.child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
       partial += chunk;
