@@ -111,7 +111,7 @@ describe('heaphook watch -p PID', () => {
         mode: 'reloc',
       });
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
-        'state mode=reloc got=hooked code=patched',
+        'state mode=reloc got=hooked code=patched dlopen=hooked',
       );
       expect(threadNames(target.pid)).toContain('heaphook-watch');
       await target.ask('SIGUSR1', /^sequence done$/);
@@ -124,7 +124,7 @@ describe('heaphook watch -p PID', () => {
       });
       expect(watch.lines().at(-1)).toMatchObject({ type: 'SUMMARY', processes: 1, dropped: 0 });
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
-        'state mode=none got=libc code=original',
+        'state mode=none got=libc code=original dlopen=libc',
       );
       expect(threadNames(target.pid)).toEqual(['ucm_watch_targe']);
     }

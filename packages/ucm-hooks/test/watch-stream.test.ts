@@ -59,7 +59,7 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
       expect(connection?.start).toMatchObject({ status: 0, mode: 'reloc', events: ALL_EVENTS });
       expect(threadNames(target.pid)).toContain('heaphook-watch');
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
-        'state mode=reloc got=hooked code=patched',
+        'state mode=reloc got=hooked code=patched dlopen=hooked',
       );
       collector.reset();
       await target.ask('SIGUSR1', /^sequence done$/);
@@ -69,7 +69,7 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
       expect(collector.counts.get(target.pid)).toEqual(expectedCounts(N));
       expect(end.recorded).toBe(connection!.events);
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
-        'state mode=none got=libc code=original',
+        'state mode=none got=libc code=original dlopen=libc',
       );
       expect(threadNames(target.pid)).not.toContain('heaphook-watch');
       server.connections.clear();
@@ -131,7 +131,9 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
     expect(await target.ask('SIGHUP', /^started /)).toBe('started -16');
     connection.detach();
     expect(await connection.ended).toMatchObject({ reason: 'detached', restored: true });
-    expect(await target.ask('SIGWINCH', /^state /)).toBe('state mode=none got=libc code=original');
+    expect(await target.ask('SIGWINCH', /^state /)).toBe(
+      'state mode=none got=libc code=original dlopen=libc',
+    );
     expect(await target.ask('SIGUSR2', /^stopped /)).toBe('stopped -3'); // ESRCH: nothing to stop
     await target.ask('SIGTERM', /^exiting$/);
     expect(await target.exited).toBe(0);
@@ -153,12 +155,16 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
       },
     });
     expect(connection.start?.mode).toBe('bistro');
-    expect(await target.ask('SIGWINCH', /^state /)).toBe('state mode=bistro got=libc code=patched');
+    expect(await target.ask('SIGWINCH', /^state /)).toBe(
+      'state mode=bistro got=libc code=patched dlopen=libc',
+    );
     await target.ask('SIGUSR1', /^sequence done$/);
     await target.ask('SIGUSR2', /^stopped 0$/);
     expect(await connection.ended).toMatchObject({ reason: 'detached', restored: true });
     expect(collector.counts.get(target.pid)).toEqual(expectedCounts(N));
-    expect(await target.ask('SIGWINCH', /^state /)).toBe('state mode=none got=libc code=original');
+    expect(await target.ask('SIGWINCH', /^state /)).toBe(
+      'state mode=none got=libc code=original dlopen=libc',
+    );
     target.child.kill('SIGTERM');
     expect(await target.exited).toBe(0);
   });

@@ -4,9 +4,10 @@
  *   SIGUSR1  makes a known sequence of memory calls (below) and prints "sequence done"
  *   SIGUSR2  (with --self) ends its own stream: heaphook_ucm_stream_stop("wait") -> "stopped <rc>"
  *   SIGHUP   (with --self) starts its stream again -> "started <rc>"
- *   SIGWINCH prints "state mode=<install mode> got=<hooked|libc> code=<patched|original>":
- *            where its GOT entry of mmap leads, and whether the C library's mmap entry still
- *            has its first 8 bytes of before any stream (the hooks' code patch)
+ *   SIGWINCH prints "state mode=<install mode> got=<hooked|libc> code=<patched|original>
+ *            dlopen=<hooked|libc>": where its GOT entry of mmap leads, whether the C library's
+ *            mmap entry still has its first 8 bytes of before any stream (the hooks' code
+ *            patch), and where its GOT entry of dlopen leads (the patcher's dlopen hook)
  *   SIGTERM  prints "exiting" and returns from main (a normal exit: destructors run)
  *
  * The sequence, for N (argv): N mmap of 4 pages; madvise(DONTNEED) of the first; mremap of the
@@ -36,7 +37,7 @@ static void say(const char *line) {
 }
 
 static unsigned char libc_mmap_bytes[8];
-static void *libc_mmap;
+static void *libc_mmap, *libc_dlopen;
 
 static void state(void) {
     void *lib = dlopen("libheaphook_ucm.so", RTLD_NOW | RTLD_NOLOAD);
@@ -47,16 +48,18 @@ static void state(void) {
         if (install_mode != NULL) mode = install_mode();
         dlclose(lib);
     }
-    void *current = NULL;
+    void *current = NULL, *current_dlopen = NULL;
     heaphook_reloc_object *program;
     if (heaphook_reloc_open(&program, NULL) == HEAPHOOK_RELOC_OK) {
         heaphook_reloc_get(program, "mmap", &current);
+        heaphook_reloc_get(program, "dlopen", &current_dlopen);
         heaphook_reloc_close(program);
     }
-    char line[128];
-    snprintf(line, sizeof line, "state mode=%s got=%s code=%s\n", mode,
+    char line[160];
+    snprintf(line, sizeof line, "state mode=%s got=%s code=%s dlopen=%s\n", mode,
              current == libc_mmap ? "libc" : "hooked",
-             memcmp(libc_mmap, libc_mmap_bytes, 8) == 0 ? "original" : "patched");
+             memcmp(libc_mmap, libc_mmap_bytes, 8) == 0 ? "original" : "patched",
+             current_dlopen == libc_dlopen ? "libc" : "hooked");
     say(line);
 }
 
@@ -112,7 +115,8 @@ int main(int argc, char **argv) {
     if (n < 1 || n > MAX_N) return 2;
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     libc_mmap = libc != NULL ? dlsym(libc, "mmap") : NULL;
-    if (libc_mmap == NULL) return 2;
+    libc_dlopen = libc != NULL ? dlsym(libc, "dlopen") : NULL;
+    if (libc_mmap == NULL || libc_dlopen == NULL) return 2;
     memcpy(libc_mmap_bytes, libc_mmap, 8);
     sigset_t set;
     sigemptyset(&set);
