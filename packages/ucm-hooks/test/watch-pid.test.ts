@@ -230,3 +230,35 @@ describe('heaphook watch -p PID', () => {
     expect(await new Promise((resolve) => staticTarget.on('close', resolve))).toBe(0);
   });
 });
+
+describe('heaphook watch -p PID on a busy process', () => {
+  it('8 threads mapping, filling, checking and unmapping while attached and detached three times: every thread seen, nothing broken', async () => {
+    const target = new Target(['--busy', '8', '1']);
+    cleanup.push(() => target.child.kill('SIGKILL'));
+    await target.line(/^ready \d+$/);
+    for (let round = 0; round < 3; round++) {
+      const watch = new Watch(target.pid, join(work, `busy-${round}.jsonl`), [
+        '--events',
+        'mmap,munmap',
+        '--duration',
+        '500ms',
+      ]);
+      await watch.attached();
+      expect(await watch.exited).toBe(0);
+      const lines = watch.lines();
+      const tids = new Set(lines.filter((l) => l.type === 'MMAP').map((l) => l.tid));
+      expect(tids.size).toBe(8);
+      expect(lines.find((l) => l.type === 'DETACHED')).toMatchObject({
+        reason: 'detached',
+        restored: true,
+      });
+      expect(await target.ask('SIGWINCH', /^state /)).toBe(
+        'state mode=none got=libc code=original dlopen=libc',
+      );
+      expect(threadNames(target.pid)).not.toContain('heaphook-watch');
+    }
+    target.child.kill('SIGTERM');
+    expect(await target.exited).toBe(0);
+    expect(Number(/^busy (\d+)$/m.exec(target.lines.join('\n'))![1])).toBeGreaterThan(0);
+  });
+});

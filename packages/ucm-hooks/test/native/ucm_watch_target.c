@@ -15,12 +15,18 @@
  * of one page. Events: MMAP N, MUNMAP N, MREMAP 1, MADVISE 1, SBRK 3, BRK 1, SHMAT 1, SHMDT 1.
  * No other call of the sequence maps memory (a static table, write(2) only, no stdio).
  *
+ * --busy T: T threads map, fill, check and unmap 4 pages in a loop until SIGTERM (a mapping
+ * that does not read back what was written ends the process with status 9); "busy <loops>"
+ * is printed before "exiting".
+ *
  * --self LIB SOCKET: the target dlopens LIB and calls heaphook_ucm_stream_start(SOCKET)
  * itself, which is what `heaphook watch -p` has the injector make it do. It prints
  * "started <rc>" first. Without --self it only prints "ready <pid>".
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,11 +99,35 @@ static void sequence(int n) {
     }
 }
 
+static atomic_int busy_stop;
+static atomic_long busy_loops;
+
+static void *busy(void *arg) {
+    (void)arg;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    while (!atomic_load(&busy_stop)) {
+        unsigned char *p =
+            mmap(NULL, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) _exit(9);
+        for (size_t i = 0; i < 4 * page; i += page) p[i] = (unsigned char)(i / page + 1);
+        for (size_t i = 0; i < 4 * page; i += page) {
+            if (p[i] != (unsigned char)(i / page + 1)) _exit(9);
+        }
+        if (munmap(p, 4 * page) != 0) _exit(9);
+        atomic_fetch_add(&busy_loops, 1);
+    }
+    return NULL;
+}
+
 int main(int argc, char **argv) {
     int (*start)(const char *) = NULL, (*stop)(const char *) = NULL;
-    int arg = 1;
-    if (argc > 3 && strcmp(argv[1], "--self") == 0) {
-        void *lib = dlopen(argv[2], RTLD_NOW);
+    int arg = 1, threads = 0;
+    if (argc > 2 && strcmp(argv[1], "--busy") == 0) {
+        threads = atoi(argv[2]);
+        arg = 3;
+    }
+    if (argc > arg + 2 && strcmp(argv[arg], "--self") == 0) {
+        void *lib = dlopen(argv[arg + 1], RTLD_NOW);
         if (lib == NULL) {
             fprintf(stderr, "dlopen: %s\n", dlerror());
             return 2;
@@ -105,10 +135,10 @@ int main(int argc, char **argv) {
         start = (int (*)(const char *))dlsym(lib, "heaphook_ucm_stream_start");
         stop = (int (*)(const char *))dlsym(lib, "heaphook_ucm_stream_stop");
         if (start == NULL || stop == NULL) return 2;
-        arg = 4;
+        arg += 3;
     }
     if (argc <= arg) {
-        fprintf(stderr, "usage: %s [--self LIB SOCKET] N\n", argv[0]);
+        fprintf(stderr, "usage: %s [--busy T] [--self LIB SOCKET] N\n", argv[0]);
         return 2;
     }
     int n = atoi(argv[arg]);
@@ -130,9 +160,12 @@ int main(int argc, char **argv) {
     snprintf(line, sizeof line, "ready %d\n", (int)getpid());
     say(line);
     if (start != NULL) {
-        snprintf(line, sizeof line, "started %d\n", start(argv[3]));
+        snprintf(line, sizeof line, "started %d\n", start(argv[arg - 1]));
         say(line);
     }
+    pthread_t workers[64];
+    if (threads > 64) threads = 64;
+    for (int i = 0; i < threads; ++i) pthread_create(&workers[i], NULL, busy, NULL);
     for (;;) {
         int sig = 0;
         if (sigwait(&set, &sig) != 0) return 6;
@@ -143,11 +176,17 @@ int main(int argc, char **argv) {
             snprintf(line, sizeof line, "stopped %d\n", stop("wait"));
             say(line);
         } else if (sig == SIGHUP && start != NULL) {
-            snprintf(line, sizeof line, "started %d\n", start(argv[3]));
+            snprintf(line, sizeof line, "started %d\n", start(argv[arg - 1]));
             say(line);
         } else if (sig == SIGWINCH) {
             state();
         } else if (sig == SIGTERM) {
+            atomic_store(&busy_stop, 1);
+            for (int i = 0; i < threads; ++i) pthread_join(workers[i], NULL);
+            if (threads > 0) {
+                snprintf(line, sizeof line, "busy %ld\n", atomic_load(&busy_loops));
+                say(line);
+            }
             say("exiting\n");
             return 0;
         }
