@@ -374,9 +374,9 @@ static void watch_finish(int reason) {
     if (watch.events != 0 && !exiting) {
         heaphook_ucm_unset_event_handler(WATCH_ALL_EVENTS, watch_handler, NULL);
         watch.events = 0;
-        if (watch.installed_here && strcmp(heaphook_ucm_install_mode(), "preload") != 0) {
-            restored = heaphook_ucm_uninstall() == HEAPHOOK_UCM_OK;
-        }
+        /* Preloaded, the hooks stay first in the process (no handler: a plain system call);
+         * the C library's patched entries are restored all the same. */
+        if (watch.installed_here) restored = heaphook_ucm_uninstall() == HEAPHOOK_UCM_OK;
     }
     atomic_store(&watch.recording, 0);
     uint64_t recorded = 0, dropped = 0;

@@ -174,7 +174,11 @@ describe('heaphook watch -- COMMAND', () => {
     expect(run.status).toBe(0);
     expect(run.stdout).toMatch(/^finished$/m);
     const lines = jsonLines(run.stdout);
-    expect(lines.find((l) => l.type === 'DETACHED')).toMatchObject({ reason: 'detached' });
+    // Preloaded: the hooks stay first in the process, the C library's patched entries are restored.
+    expect(lines.find((l) => l.type === 'DETACHED')).toMatchObject({
+      reason: 'detached',
+      restored: true,
+    });
   });
 
   it('refuses bad options with one line and exit status 2', () => {

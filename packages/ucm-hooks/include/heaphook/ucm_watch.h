@@ -93,7 +93,8 @@ struct heaphook_ucm_watch_record {
 #define HEAPHOOK_UCM_WATCH_DROPPED 0x80000002u
 /* address = events recorded, size = events dropped, arg[0] = why (HEAPHOOK_UCM_WATCH_END_*),
  * arg[1] = 1 when the hooks this stream installed were removed (GOT entries and code patches
- * restored), 0 when they stay (preloaded, other handlers registered, or the process exits). */
+ * restored; preloaded, the C library's patched entries), 0 when they stay (installed before
+ * the stream, other handlers registered, or the process exits). */
 #define HEAPHOOK_UCM_WATCH_END 0x80000003u
 
 #define HEAPHOOK_UCM_WATCH_MODE_NONE 0
