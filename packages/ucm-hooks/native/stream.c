@@ -13,9 +13,10 @@
  * ones (code patching stops threads with one) and the synchronous faults, so the program's
  * handlers never run on it. Its own calls raise no recorded event (watch_is_drainer).
  *
- * Fork: a child gets no thread and no connection: the child handler turns recording off,
- * closes the child's copy of the socket and unmaps its ring. The handler stays registered
- * there (the hooks too) and records nothing. A child that execs starts afresh: under
+ * Fork: watch_lock is held across fork. A child gets no thread and no connection: the child
+ * handler turns recording off and closes the child's copy of the socket. The handler stays
+ * registered there, and the hooks and the ring with it, recording nothing (a later stream in
+ * the child unsets it first). A child that execs starts afresh: under
  * HEAPHOOK_MEM_WATCH_SOCKET (inherited) it connects on its own.
  *
  * Exit: the library's destructor turns recording off and lets the thread send what is left
@@ -542,7 +543,15 @@ EXPORT int heaphook_ucm_stream_stop(const char *argument) {
 
 /* ---- Fork, load and exit ------------------------------------------------------------------- */
 
+/* watch_lock is held across fork, so the child never inherits a half-changed state. */
+static void watch_fork_prepare(void) {
+    pthread_mutex_lock(&watch_lock);
+}
+static void watch_fork_parent(void) {
+    pthread_mutex_unlock(&watch_lock);
+}
 static void watch_fork_child(void) {
+    pthread_mutex_init(&watch_lock, NULL);
     if (watch.state == WATCH_IDLE) return;
     atomic_store(&watch.recording, 0);
     if (watch.fd >= 0) close(watch.fd);
@@ -554,7 +563,7 @@ static void watch_fork_child(void) {
 }
 
 __attribute__((constructor(200))) static void watch_init(void) {
-    pthread_atfork(NULL, NULL, watch_fork_child);
+    pthread_atfork(watch_fork_prepare, watch_fork_parent, watch_fork_child);
     const char *path = heaphook_env_get_unless_secure("HEAPHOOK_MEM_WATCH_SOCKET", NULL);
     if (path == NULL || path[0] == '\0') return;
     pthread_mutex_lock(&watch_lock);
