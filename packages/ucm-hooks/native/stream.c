@@ -22,6 +22,7 @@
  * Exit: the library's destructor turns recording off and lets the thread send what is left
  * and END (waiting at most 2 s for a watcher that does not read); the hooks are not removed.
  */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -76,6 +77,7 @@ struct watch_ring {
 /* Maps and initialises a ring of capacity slots (a power of two). The mapping is made with the
  * raw system call (no event). */
 static bool watch_ring_init(struct watch_ring *ring, uint32_t capacity) {
+    assert(capacity >= HEAPHOOK_UCM_WATCH_RING_MIN && (capacity & (capacity - 1)) == 0);
     size_t bytes = (size_t)capacity * sizeof(struct watch_slot);
     void *p = heaphook_ucm_orig_mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -370,6 +372,7 @@ static bool watch_peer_done(int timeout_ms) {
 /* Ends the stream from its thread: handler off, hooks removed when this stream installed them
  * (not at exit), the rest drained, END, connection closed. */
 static void watch_finish(int reason) {
+    assert(watch.state != WATCH_IDLE && watch.fd >= 0);
     bool exiting = reason == HEAPHOOK_UCM_WATCH_END_EXIT;
     bool restored = false;
     if (watch.events != 0 && !exiting) {
