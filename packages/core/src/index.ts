@@ -43,6 +43,15 @@ export {
   type HeaphookErrorOptions,
 } from './errors.js';
 export {
+  buildOutputDir,
+  nativeFile,
+  nativeFileMissing,
+  PLATFORM_ARCHES,
+  platformPackageDir,
+  platformPackageName,
+  type PlatformArch,
+} from './native-files.js';
+export {
   exitStatusOf,
   preloadEnv,
   runWith,
