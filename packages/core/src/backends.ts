@@ -50,6 +50,9 @@ export interface HeaphookManifest {
   readonly emulates?: Readonly<Record<string, string>>;
   /** Modules (relative paths) exporting `register(program)` to add CLI subcommands. */
   readonly commands?: readonly string[];
+  /** The build outputs (relative to build/Release) its platform packages ship
+   * (tools/scripts/stage-platforms.mjs); nativeFile finds each. */
+  readonly nativeFiles?: readonly string[];
 }
 
 export interface PackageRecord {
