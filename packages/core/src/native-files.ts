@@ -98,8 +98,8 @@ export function nativeFile(
 
 /**
  * What to do to get `fileName` for `arch` when nativeFile finds it nowhere: the platform package
- * to install (when the package has one for that architecture) and the build command. Undefined
- * when the file exists.
+ * to install (when the package has one for that architecture and it is not installed) and the
+ * build command. Undefined when the file exists.
  */
 export function nativeFileMissing(
   packageDir: string,
@@ -117,7 +117,11 @@ export function nativeFileMissing(
     arch === process.arch
       ? `install ${platformPackage} (npm installs it with ${name} on linux-${arch} with glibc unless optional dependencies are omitted)`
       : `install ${platformPackage} for that machine (npm install ${name} --cpu=${arch})`;
-  return shipped
-    ? `${fileName} for linux-${arch} is in neither ${platformPackage} nor ${dirname(path)}: ${install}, or build it from source: ${build}`
-    : `${fileName} for linux-${arch} is missing at ${path}: build it with "${build}"`;
+  if (!shipped)
+    return `${fileName} for linux-${arch} is missing at ${path}: build it with "${build}"`;
+  // Installed but without the file: the platform package does not ship it (another
+  // architecture's has no Node addons), so only a build gives it.
+  if (platformPackageDir(packageDir, arch) !== undefined)
+    return `${fileName} is not shipped for linux-${arch} (${platformPackage} has no such file) and not in ${dirname(path)}: build it from source: ${build}`;
+  return `${fileName} for linux-${arch} is in neither ${platformPackage} nor ${dirname(path)}: ${install}, or build it from source: ${build}`;
 }

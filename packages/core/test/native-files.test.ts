@@ -121,6 +121,10 @@ describe('nativeFile', () => {
     expect(acme.missing).toBe(nativeFileMissing(packageDir, 'libheaphook_acme.so'));
     installPlatformPackage(root, process.arch);
     expect(nativeFileMissing(packageDir, 'libheaphook_acme.so')).toBeUndefined();
+    // Installed, but without that file (as the arm64 packages are without the Node addons).
+    expect(nativeFileMissing(packageDir, 'acme_addon.node')).toBe(
+      `acme_addon.node is not shipped for linux-${process.arch} (@acme/alloc-linux-${process.arch}-gnu has no such file) and not in ${join(packageDir, 'build/Release')}: build it from source: npx nx build alloc`,
+    );
   });
 
   it('a package without platform packages: only the build command', () => {
