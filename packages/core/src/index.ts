@@ -43,6 +43,15 @@ export {
   type HeaphookErrorOptions,
 } from './errors.js';
 export {
+  findProcesses,
+  INJECT_EXIT_CODES,
+  injectCall,
+  injectorPath,
+  InjectRefusal,
+  type InjectCallOptions,
+  type InjectRefusalReason,
+} from './inject.js';
+export {
   buildOutputDir,
   nativeFile,
   nativeFileMissing,

@@ -38,6 +38,15 @@ export interface ScannerResult {
     readonly max: Float64Array;
     readonly last: Float64Array;
   };
+  /** Allocations by thread on the series' buckets, threads in the order they first allocated
+   * (tid -1: the threads beyond the first 64, summed). */
+  readonly threads: readonly {
+    readonly tid: number;
+    readonly allocations: number;
+    readonly bytes: number;
+    readonly counts: Float64Array;
+    readonly sums: Float64Array;
+  }[];
   /** SITE_FIELDS per site, in first-seen order. */
   readonly sites: Float64Array;
 }
