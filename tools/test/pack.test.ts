@@ -16,6 +16,7 @@ import {
   readFileSync,
   readdirSync,
   rmSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -415,6 +416,18 @@ describe('npm install in an empty project on this x86-64 machine', () => {
     expect(
       readdirSync(dir).filter((f) => /^heaplog\.\d+(\.\d+)?\.log$/.test(f)).length,
     ).toBeGreaterThan(0);
+  });
+
+  it("core's heaphook-inject (heaphook record -p) comes from its platform package, executable", () => {
+    const r = inApp(x64App, process.execPath, [
+      '--input-type=module',
+      '-e',
+      "import { injectorPath } from '@heaphook/core'; console.log(injectorPath());",
+    ]);
+    const expected = join(shipped('core'), 'heaphook-inject');
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(`${expected}\n`);
+    expect(statSync(expected).mode & 0o111).toBe(0o111);
   });
 
   it('heaphook path tlsf --arch arm64 names the platform package to install', () => {
