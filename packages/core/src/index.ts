@@ -52,6 +52,15 @@ export {
   type InjectRefusalReason,
 } from './inject.js';
 export {
+  buildOutputDir,
+  nativeFile,
+  nativeFileMissing,
+  PLATFORM_ARCHES,
+  platformPackageDir,
+  platformPackageName,
+  type PlatformArch,
+} from './native-files.js';
+export {
   exitStatusOf,
   preloadEnv,
   runWith,

@@ -13,6 +13,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { HeaphookError } from './errors.js';
+import { nativeFile } from './native-files.js';
 
 /** Why heaphook-inject refused or failed; each has its own exit code of heaphook-inject. */
 export type InjectRefusalReason =
@@ -75,7 +76,7 @@ const ownPackageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Absolute path of the heaphook-inject program; throws with the build command when missing. */
 export function injectorPath(): string {
-  const path = resolve(ownPackageDir, 'build/Release/heaphook-inject');
+  const path = nativeFile(ownPackageDir, 'heaphook-inject');
   if (!existsSync(path)) {
     throw new HeaphookError(
       `${path} is missing: build @heaphook/core's native code (cd packages/core && npx cmake-js build --out build)`,

@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, nativeFile } from '@heaphook/core';
 
 import {
   blockStreams,
@@ -171,10 +171,8 @@ function blockLimit(): number | undefined {
   return n;
 }
 
-const addonPath = join(
+const addonPath = nativeFile(
   resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'),
-  'build',
-  'Release',
   'heaplog_addon.node',
 );
 let addon: HeaplogAddon | undefined;
