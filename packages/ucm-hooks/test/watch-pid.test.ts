@@ -133,6 +133,28 @@ describe('heaphook watch -p PID', () => {
     expect(await target.exited).toBe(0);
   });
 
+  it('a second watch of a watched process is refused with one line and status 1; the first goes on', async () => {
+    const target = new Target(['20']);
+    cleanup.push(() => target.child.kill('SIGKILL'));
+    await target.line(/^ready \d+$/);
+    const first = new Watch(target.pid, join(work, 'first.jsonl'));
+    await first.attached();
+    const second = spawnSync(process.execPath, [heaphookBin, 'watch', '-p', String(target.pid)], {
+      env: cleanEnv(),
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(second.status).toBe(1);
+    expect(second.stderr).toBe(
+      `heaphook watch: pid ${target.pid} cannot be watched: it is already being watched (another heaphook watch is attached, or still detaching): detach that one first\n`,
+    );
+    await target.ask('SIGUSR1', /^sequence done$/);
+    expect(await first.detach()).toBe(0);
+    expect(first.countsOf(target.pid)).toEqual(expectedCounts(20));
+    target.child.kill('SIGTERM');
+    expect(await target.exited).toBe(0);
+  });
+
   it('--duration detaches on its own; a target that exits while watched ends the watch (exit, status 0)', async () => {
     const target = new Target(['50']);
     cleanup.push(() => target.child.kill('SIGKILL'));
