@@ -249,6 +249,47 @@ describe('heaphook watch -p PID', () => {
     });
   }
 
+  it('a process forking while watched: the child (not watched) maps and exits with its status, the parent streams on', async () => {
+    const script = [
+      'import mmap, os, sys',
+      'for line in sys.stdin:',
+      '    pid = os.fork()',
+      '    if pid == 0:',
+      '        m = mmap.mmap(-1, 3 << 20); m[0] = 1; os._exit(7)',
+      '    _, status = os.waitpid(pid, 0)',
+      '    m = mmap.mmap(-1, 5 << 20); m.close()',
+      '    print("child", os.waitstatus_to_exitcode(status), pid, flush=True)',
+    ].join('\n');
+    const service = spawn(python, ['-c', script], { env: cleanEnv() });
+    cleanup.push(() => service.kill('SIGKILL'));
+    let out = '';
+    service.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    const request = async (): Promise<number> => {
+      const before = (out.match(/^child /gm) ?? []).length;
+      service.stdin.write('go\n');
+      const deadline = Date.now() + 30_000;
+      while ((out.match(/^child /gm) ?? []).length === before && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      const last = [...out.matchAll(/^child (\d+) (\d+)$/gm)].at(-1)!;
+      expect(last[1]).toBe('7');
+      return Number(last[2]);
+    };
+    await request();
+    const watch = new Watch(service.pid!, join(work, 'fork.jsonl'));
+    await watch.attached();
+    const children = [await request(), await request()];
+    expect(await watch.detach()).toBe(0);
+    const lines = watch.lines();
+    for (const child of children) expect(lines.filter((l) => l.pid === child)).toEqual([]);
+    expect(lines.filter((l) => l.type === 'MMAP' && l.size === 3 << 20)).toEqual([]);
+    expect(lines.filter((l) => l.type === 'MMAP' && l.size === 5 << 20)).toHaveLength(2);
+    expect(lines.find((l) => l.type === 'DETACHED')).toMatchObject({ restored: true });
+    await request(); // after the detach, forks still work
+    service.stdin.end();
+    expect(await new Promise((resolve) => service.on('close', resolve))).toBe(0);
+  });
+
   it('refusals come from the injector: no such process, a statically linked target (left running)', async () => {
     const injector = (pid: number) =>
       spawnSync(injectorPath(), [String(pid), libraryPath(), 'heaphook_ucm_stream_start', '/x'], {
