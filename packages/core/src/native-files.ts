@@ -10,7 +10,9 @@
  * package's own build folder: build/Release for the machine's architecture (cmake-js), and
  * build-<arch>/Release for a cross build (build-arm64, tools/scripts/build-arm64.mjs).
  *
- * The platform package is looked at first, then the build folder.
+ * The build folder is looked at first, then the platform package: a build in the package's own
+ * folder is the one its developer (or a user who built from source) means to run, and a
+ * workspace never runs binaries from the registry in place of the ones it just built.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -81,7 +83,7 @@ export function platformPackageDir(packageDir: string, arch: string): string | u
 /**
  * The absolute path of `fileName` (relative to the build folder, e.g. 'libheaphook_tlsf.so' or
  * 'aix/tlsf/mem64.o') of the package in `packageDir`, for `arch` (default: this machine's):
- * in the installed platform package when it has it, else in the package's build folder. Never
+ * in the package's build folder when it has it, else in the installed platform package. Never
  * throws for a missing file: when neither has it, the path returned is the build folder's (where
  * a build would put it); nativeFileMissing says what to install or build.
  */
@@ -90,10 +92,12 @@ export function nativeFile(
   fileName: string,
   arch: string = process.arch,
 ): string {
+  const built = join(buildOutputDir(packageDir, arch), fileName);
+  if (existsSync(built)) return built;
   const platformDir = platformPackageDir(packageDir, arch);
   if (platformDir !== undefined && existsSync(join(platformDir, fileName)))
     return join(platformDir, fileName);
-  return join(buildOutputDir(packageDir, arch), fileName);
+  return built;
 }
 
 /**

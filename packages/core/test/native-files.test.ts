@@ -73,28 +73,28 @@ describe('nativeFile', () => {
     expect(platformPackageName('@heaphook/tlsf', 'arm64')).toBe('@heaphook/tlsf-linux-arm64-gnu');
   });
 
-  it("takes the installed platform package's file first, the build folder's otherwise", () => {
+  it("takes the build folder's file first, the installed platform package's otherwise", () => {
     const { root, packageDir } = project;
-    const built = buildInPackage(packageDir, 'build');
-    expect(nativeFile(packageDir, 'libheaphook_acme.so')).toBe(built);
     const shipped = installPlatformPackage(root, process.arch);
     expect(platformPackageDir(packageDir, process.arch)).toBe(
       join(root, 'node_modules', '@acme', `alloc-linux-${process.arch}-gnu`),
     );
     expect(nativeFile(packageDir, 'libheaphook_acme.so')).toBe(shipped);
     expect(findBackend('acme', { from: root }).libraryPath).toBe(shipped);
-    // A file the platform package does not have comes from the build folder.
-    expect(nativeFile(packageDir, 'other.so')).toBe(join(packageDir, 'build/Release/other.so'));
+    // A build in the package's own folder wins: a workspace runs what it built.
+    const built = buildInPackage(packageDir, 'build');
+    expect(nativeFile(packageDir, 'libheaphook_acme.so')).toBe(built);
+    expect(findBackend('acme', { from: root }).libraryPath).toBe(built);
   });
 
-  it('for another architecture: its platform package, else the cross build folder', () => {
+  it('for another architecture: the cross build folder, else its platform package', () => {
     const { root, packageDir } = project;
     buildInPackage(packageDir, 'build');
+    const shipped = installPlatformPackage(root, foreignArch);
+    expect(libraryPath('acme', { from: root, arch: foreignArch })).toBe(shipped);
     const cross = buildInPackage(packageDir, `build-${foreignArch}`);
     expect(nativeFile(packageDir, 'libheaphook_acme.so', foreignArch)).toBe(cross);
     expect(libraryPath('acme', { from: root, arch: foreignArch })).toBe(cross);
-    const shipped = installPlatformPackage(root, foreignArch);
-    expect(libraryPath('acme', { from: root, arch: foreignArch })).toBe(shipped);
     expect(libraryPath('acme', { from: root })).toBe(
       join(packageDir, 'build/Release/libheaphook_acme.so'),
     );
