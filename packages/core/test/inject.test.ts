@@ -58,6 +58,20 @@ async function stillWorks(target: Target): Promise<void> {
   expect(target.output()).toContain('bye');
 }
 
+/**
+ * Waits until process pid has run in user space after its "ready" line: until then the thread
+ * may still be at the exit of that write (a syscall outside the allocator, where the injector
+ * rightly takes it, as it did under load); afterwards a spinning target makes no syscall.
+ */
+async function spinningInUserSpace(pid: number): Promise<void> {
+  const userTicks = (): number => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[11]); // utime, field 14
+  };
+  const first = userTicks();
+  while (userTicks() < first + 2) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
 async function refusal(promise: Promise<number>): Promise<InjectRefusal> {
   const error = await promise.then(
     () => undefined,
@@ -276,6 +290,7 @@ describe('injectCall refusals (the target left untouched)', () => {
     // It spins in malloc/free without a syscall for 600 ms, then exits: the injector is still
     // waiting for a thread outside the allocator.
     const target = await startTarget(TARGET, ['spin', '600']);
+    await spinningInUserSpace(target.pid);
     const error = await refusal(probe(target.pid));
     expect(error.reason).toBe('exited');
     expect(error.exitCode).toBe(16);
