@@ -9,6 +9,8 @@
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { nativeFile } from '@heaphook/core';
+
 /** The package's folder. */
 export const packageDir: string = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -24,12 +26,12 @@ export const MEMBER: 'mem64.o' | 'mem32.o' =
 
 /** Absolute path of the Linux emulation, libheaphook_aix_emul.so (to LD_PRELOAD). */
 export function libraryPath(): string {
-  return join(releaseDir, 'libheaphook_aix_emul.so');
+  return nativeFile(packageDir, 'libheaphook_aix_emul.so');
 }
 
 /** Absolute path of the TLSF-based plug-in archive (member mem64.o: the module built for Linux). */
 export function archivePath(): string {
-  return join(releaseDir, TLSF_ARCHIVE);
+  return nativeFile(packageDir, TLSF_ARCHIVE);
 }
 
 export interface AixPluginOptions {

@@ -8,6 +8,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
+import { nativeFile } from '@heaphook/core';
 import Benchmark from 'benchmark';
 
 import { resultsDir } from './paths.js';
@@ -50,7 +51,7 @@ export async function loadTlsfHeap(): Promise<Loaded> {
   try {
     const require = createRequire(import.meta.url);
     const dir = dirname(require.resolve('@heaphook/tlsf/package.json'));
-    const addon = join(dir, 'build', 'Release', 'tlsf_addon.node');
+    const addon = nativeFile(dir, 'tlsf_addon.node');
     if (existsSync(addon)) {
       const mod = require(addon) as { TlsfHeap?: unknown };
       if (typeof mod.TlsfHeap === 'function')

@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { nativeFile } from '@heaphook/core';
+
 /** packages/bench (dist/.. or src/..). */
 export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -14,10 +16,10 @@ export const scriptsDir = join(packageDir, 'workloads');
 /** Default output folder of `compare` and `micro`. */
 export const resultsDir = join(packageDir, 'results');
 
-export const launcherPath = join(nativeDir, 'hh-run');
+export const launcherPath = nativeFile(packageDir, 'hh-run');
 
 export function nativeProgram(name: string): string {
-  return join(nativeDir, name);
+  return nativeFile(packageDir, name);
 }
 
 /** Throws a clear error when the native part has not been built. */

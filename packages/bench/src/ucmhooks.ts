@@ -24,6 +24,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 
+import { nativeFile } from '@heaphook/core';
+
 import { nativeProgram, packageDir } from './paths.js';
 import { median, stat } from './stats.js';
 import type { Stat } from './types.js';
@@ -134,7 +136,7 @@ export interface UcmHooksSection {
 }
 
 export function ucmLibraryPath(): string {
-  return join(packageDir, '..', 'ucm-hooks', 'build', 'Release', 'libheaphook_ucm.so');
+  return nativeFile(join(packageDir, '..', 'ucm-hooks'), 'libheaphook_ucm.so');
 }
 
 /** The columns and what is missing. Paths injectable for tests. */

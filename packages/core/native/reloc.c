@@ -680,23 +680,15 @@ int heaphook_reloc_patch(const char *symbol, void *replacement, void **original,
     return error;
 }
 
-int heaphook_reloc_unpatch(heaphook_reloc_handle *patch) HH_RELOC_EXPORT;
-int heaphook_reloc_unpatch(heaphook_reloc_handle *patch) {
-    if (patch == NULL || patch < hh_patches || patch >= hh_patches + HH_MAX_PATCHES) {
-        return HEAPHOOK_RELOC_INVALID_ARG;
-    }
-    pthread_mutex_lock(&hh_reloc_lock);
-    if (!patch->active || patch->internal) {
-        pthread_mutex_unlock(&hh_reloc_lock);
-        return HEAPHOOK_RELOC_INVALID_ARG;
-    }
+/* Puts back every slot patch wrote (a slot a newer layer covers: that layer now leads to what
+ * this one replaced), forgets its records and deactivates it. Lock held. */
+static int hh_undo(struct heaphook_reloc_handle *patch) {
     int error = HEAPHOOK_RELOC_OK;
     for (size_t i = hh_record_count; i-- > 0;) {
         struct hh_record *record = &hh_records[i];
         if (record->patch != patch) continue;
         struct hh_record *top = hh_top_record(record->slot);
         if (top != record) {
-            /* A newer patch layered on this slot: it now leads to what this one replaced. */
             for (size_t j = 0; j < hh_record_count; ++j) {
                 struct hh_record *other = &hh_records[j];
                 if (other->slot == record->slot && other->previous == patch->replacement) {
@@ -726,6 +718,32 @@ int heaphook_reloc_unpatch(heaphook_reloc_handle *patch) {
             strcmp(hh_patches[i].symbol, patch->symbol) == 0) {
             hh_patches[i].original = patch->original;
         }
+    }
+    return error;
+}
+
+int heaphook_reloc_unpatch(heaphook_reloc_handle *patch) HH_RELOC_EXPORT;
+int heaphook_reloc_unpatch(heaphook_reloc_handle *patch) {
+    if (patch == NULL || patch < hh_patches || patch >= hh_patches + HH_MAX_PATCHES) {
+        return HEAPHOOK_RELOC_INVALID_ARG;
+    }
+    pthread_mutex_lock(&hh_reloc_lock);
+    if (!patch->active || patch->internal) {
+        pthread_mutex_unlock(&hh_reloc_lock);
+        return HEAPHOOK_RELOC_INVALID_ARG;
+    }
+    int error = hh_undo(patch);
+    /* The last patch undone: the dlopen / dlclose hooks go too, so every GOT is as before. */
+    bool any = false;
+    for (size_t i = 0; i < HH_MAX_PATCHES && !any; ++i) {
+        any = hh_patches[i].active && !hh_patches[i].internal;
+    }
+    if (!any && hh_hooks_installed) {
+        int e = hh_undo(hh_dlclose_patch);
+        if (error == HEAPHOOK_RELOC_OK) error = e;
+        e = hh_undo(hh_dlopen_patch);
+        if (error == HEAPHOOK_RELOC_OK) error = e;
+        hh_hooks_installed = false;
     }
     pthread_mutex_unlock(&hh_reloc_lock);
     return error;

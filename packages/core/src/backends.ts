@@ -6,12 +6,17 @@
  * Discovery walks the node_modules folders from a starting directory up to the file system
  * root (as Node's own resolution does), plus the folders around this package itself, and reads
  * the package.json of every package there (scoped ones included).
+ *
+ * A path under build/Release/ names a native build output: it is found by nativeFile, in the
+ * package's platform package for the architecture first (what npm installs), then in the
+ * package's own build folder. Any other path is taken as it is, relative to the package.
  */
 import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { BackendNotFoundError, LibraryNotBuiltError } from './errors.js';
+import { nativeFile, nativeFileMissing } from './native-files.js';
 
 export interface BackendInfo {
   /** The name users type: `heaphook run -b <name>`. */
@@ -20,10 +25,12 @@ export interface BackendInfo {
   readonly packageName: string;
   /** The package's folder (symlinks resolved). */
   readonly packageDir: string;
-  /** Absolute path of the preload library `libheaphook_<name>.so`. */
+  /** Absolute path of the preload library `libheaphook_<name>.so` (for `arch`). */
   readonly libraryPath: string;
   /** Whether the library exists on disk. */
   readonly built: boolean;
+  /** When it does not: what to install or build to get it. */
+  readonly missing?: string;
   /** The nx project that builds it (the package's `nx.name`, else its unscoped name). */
   readonly nxProject: string;
   /** Set when this name is another name of a backend of the same package: the same library
@@ -43,6 +50,9 @@ export interface HeaphookManifest {
   readonly emulates?: Readonly<Record<string, string>>;
   /** Modules (relative paths) exporting `register(program)` to add CLI subcommands. */
   readonly commands?: readonly string[];
+  /** The build outputs (relative to build/Release) its platform packages ship
+   * (tools/scripts/stage-platforms.mjs); nativeFile finds each. */
+  readonly nativeFiles?: readonly string[];
 }
 
 export interface PackageRecord {
@@ -55,6 +65,33 @@ export interface PackageRecord {
 export interface DiscoveryOptions {
   /** Where to start looking for node_modules; defaults to the current directory. */
   readonly from?: string;
+  /** The architecture whose libraries to give (Node's names: x64, arm64); default
+   * process.arch. Another machine's libraries cannot be preloaded here: this is for preparing
+   * that machine's files and for tests under emulation. */
+  readonly arch?: string;
+}
+
+/** The development layout of native outputs, which platform packages replace (see above). */
+const BUILD_OUTPUT_PREFIX = 'build/Release/';
+
+/** The library a manifest path names, and, when it is not on disk and the path is a native
+ * build output, what to install or build to get it. */
+function locateLibrary(
+  packageDir: string,
+  relative: string,
+  arch: string,
+): { path: string; built: boolean; missing?: string } {
+  if (relative.startsWith(BUILD_OUTPUT_PREFIX)) {
+    const fileName = relative.slice(BUILD_OUTPUT_PREFIX.length);
+    const missing = nativeFileMissing(packageDir, fileName, arch);
+    return {
+      path: nativeFile(packageDir, fileName, arch),
+      built: missing === undefined,
+      ...(missing !== undefined ? { missing } : {}),
+    };
+  }
+  const path = resolve(packageDir, relative);
+  return { path, built: existsSync(path) };
 }
 
 const ownPackageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -140,16 +177,18 @@ export function findHeaphookPackages(options: DiscoveryOptions = {}): PackageRec
 /** The installed backends, sorted by name. A name declared twice is taken from the nearest. */
 export function listBackends(options: DiscoveryOptions = {}): BackendInfo[] {
   const byName = new Map<string, BackendInfo>();
+  const arch = options.arch ?? process.arch;
   for (const record of findHeaphookPackages(options)) {
     for (const [name, relative] of Object.entries(record.heaphook.backends ?? {})) {
       if (byName.has(name)) continue;
-      const path = resolve(record.dir, relative);
+      const { path, built, missing } = locateLibrary(record.dir, relative, arch);
       byName.set(name, {
         name,
         packageName: record.name,
         packageDir: record.dir,
         libraryPath: path,
-        built: existsSync(path),
+        built,
+        ...(missing !== undefined ? { missing } : {}),
         nxProject: record.nxProject,
         ...(record.heaphook.aliases?.[name] !== undefined
           ? { aliasOf: record.heaphook.aliases[name] }
@@ -176,13 +215,14 @@ export function findBackend(name: string, options: DiscoveryOptions = {}): Backe
 }
 
 /**
- * The absolute path of a backend's preload library. Throws BackendNotFoundError when no
- * package declares it and LibraryNotBuiltError when the library is not on disk.
+ * The absolute path of a backend's preload library (for `options.arch`, default this
+ * machine's). Throws BackendNotFoundError when no package declares it and LibraryNotBuiltError,
+ * naming the platform package to install and the build command, when the library is nowhere.
  */
 export function libraryPath(name: string, options: DiscoveryOptions = {}): string {
   const backend = findBackend(name, options);
   if (!backend.built) {
-    throw new LibraryNotBuiltError(name, backend.libraryPath, backend.nxProject);
+    throw new LibraryNotBuiltError(name, backend.libraryPath, backend.nxProject, backend.missing);
   }
   return backend.libraryPath;
 }

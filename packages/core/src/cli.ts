@@ -14,6 +14,7 @@ import { collectList, parseEnvAssignment } from './cli-options.js';
 import { formatChecks, runDoctor } from './doctor.js';
 import { describeFileSystemError, EXIT_USAGE, HeaphookError } from './errors.js';
 import { formatBackendList } from './list-format.js';
+import { PLATFORM_ARCHES } from './native-files.js';
 import { exitStatusOf, spawnWith } from './preload.js';
 
 /** A module contributing subcommands. */
@@ -48,6 +49,15 @@ function optionDescriptionWithoutEmptyDefault(option: Option): string {
   return plainHelp.optionDescription(shown);
 }
 
+/** An --arch value: one of the architectures heaphook ships (Node's names). */
+function checkArch(value: string): string {
+  if (!(PLATFORM_ARCHES as readonly string[]).includes(value))
+    throw new HeaphookError(
+      `--arch ${value}: give one of ${PLATFORM_ARCHES.join(', ')} (Node's names: x64 is x86-64, arm64 is aarch64)`,
+    );
+  return value;
+}
+
 export function buildProgram(): Command {
   const program = new Command('heaphook')
     .description('Replace or observe the heap of any Linux program without recompiling it.')
@@ -74,8 +84,15 @@ export function buildProgram(): Command {
     .command('path')
     .description("print the absolute path of a backend's preload library")
     .argument('<backend>', 'backend name, e.g. tlsf')
-    .action((backend: string) => {
-      process.stdout.write(`${libraryPath(backend)}\n`);
+    .option(
+      '--arch <arch>',
+      `the library for another machine's architecture (${PLATFORM_ARCHES.join(', ')}), to copy there or run under emulation`,
+      (value: string) => checkArch(value),
+    )
+    .action((backend: string, options: { arch?: string }) => {
+      process.stdout.write(
+        `${libraryPath(backend, options.arch !== undefined ? { arch: options.arch } : {})}\n`,
+      );
     });
 
   program

@@ -23,6 +23,7 @@ import { delimiter, isAbsolute, join } from 'node:path';
 
 import { listBackends, type BackendInfo, type DiscoveryOptions } from './backends.js';
 import { describeSymbols, readElfSymbols } from './elf-symbols.js';
+import { PLATFORM_ARCHES } from './native-files.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail';
 
@@ -79,11 +80,11 @@ export function checkPlatform(): DoctorCheck[] {
         }
       : { name: 'platform', status: 'ok', detail: `linux ${process.arch}, kernel ${kernel}` },
   );
-  if (process.arch !== 'x64') {
+  if (!(PLATFORM_ARCHES as readonly string[]).includes(process.arch)) {
     checks.push({
       name: 'prebuilt libraries',
       status: 'warn',
-      detail: `the npm packages ship Linux x64 libraries; this is ${process.arch}`,
+      detail: `the npm packages ship libraries for Linux ${PLATFORM_ARCHES.join(' and ')} with glibc; this is ${process.arch}`,
       fix: 'build them from source: npx nx run-many -t build (needs cmake and a C/C++ compiler)',
     });
   }
@@ -274,7 +275,7 @@ export function checkBackend(backend: BackendInfo, workDir: string): DoctorCheck
       name,
       status: 'fail',
       detail: `${backend.libraryPath} is missing`,
-      fix: `build it with "npx nx build ${backend.nxProject}"`,
+      fix: backend.missing ?? `build it with "npx nx build ${backend.nxProject}"`,
     };
   }
   const probe = spawnSync('cat', ['/proc/self/maps'], {

@@ -72,10 +72,14 @@ export class LibraryNotBuiltError extends HeaphookError {
     readonly backend: string,
     readonly libraryPath: string,
     readonly nxProject: string,
+    /** What to install or build (nativeFileMissing's answer), when known. */
+    readonly remedy?: string,
   ) {
     super(
-      `the preload library of backend "${backend}" is missing at ${libraryPath}. ` +
-        `Build it with "npx nx build ${nxProject}".`,
+      remedy !== undefined
+        ? `the preload library of backend "${backend}": ${remedy}`
+        : `the preload library of backend "${backend}" is missing at ${libraryPath}. ` +
+            `Build it with "npx nx build ${nxProject}".`,
     );
   }
 }

@@ -43,6 +43,24 @@ export {
   type HeaphookErrorOptions,
 } from './errors.js';
 export {
+  findProcesses,
+  INJECT_EXIT_CODES,
+  injectCall,
+  injectorPath,
+  InjectRefusal,
+  type InjectCallOptions,
+  type InjectRefusalReason,
+} from './inject.js';
+export {
+  buildOutputDir,
+  nativeFile,
+  nativeFileMissing,
+  PLATFORM_ARCHES,
+  platformPackageDir,
+  platformPackageName,
+  type PlatformArch,
+} from './native-files.js';
+export {
   exitStatusOf,
   preloadEnv,
   runWith,

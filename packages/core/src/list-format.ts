@@ -8,7 +8,7 @@ import type { BackendInfo } from './backends.js';
 const HEADER = ['BACKEND', 'PACKAGE', 'LIBRARY'] as const;
 
 function note(b: BackendInfo): string {
-  if (!b.built) return `   (not built: npx nx build ${b.nxProject})`;
+  if (!b.built) return `   (missing: ${b.missing ?? `npx nx build ${b.nxProject}`})`;
   if (b.aliasOf !== undefined) return `   (another name for ${b.aliasOf})`;
   if (b.emulates !== undefined) return `   (emulates ${b.emulates})`;
   return '';

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 import { libraryPath } from '../src/index.js';
+import { arm64BuildMissing, arm64ReleaseDir, isAarch64Elf, skipOutsideCI } from '../src/testing.js';
 
 const bin = fileURLToPath(new URL('../bin/heaphook.js', import.meta.url));
 
@@ -28,6 +29,28 @@ describe('the heaphook command', () => {
     expect(result.status).toBe(0);
     expect(result.stdout).toBe(`${libraryPath('example')}\n`);
     expect(result.stdout).toMatch(/^\/.*libheaphook_example\.so\n$/);
+  });
+
+  it.skipIf(
+    skipOutsideCI(
+      arm64BuildMissing(fileURLToPath(new URL('..', import.meta.url)), ['libheaphook_example.so']),
+    ),
+  )('path --arch arm64 gives the arm64 library (here: the cross build)', () => {
+    const result = heaphook('path', 'example', '--arch', 'arm64');
+    expect(result.stderr).toBe('');
+    const expected = join(
+      arm64ReleaseDir(fileURLToPath(new URL('..', import.meta.url))),
+      'libheaphook_example.so',
+    );
+    expect(result.stdout).toBe(`${expected}\n`);
+    expect(isAarch64Elf(expected)).toBe(true);
+  });
+
+  it('path --arch with an architecture heaphook does not ship is a usage error', () => {
+    const result = heaphook('path', 'example', '--arch', 'riscv64');
+    expect(result.status).toBe(2);
+    expect(result.stderr).toMatch(/--arch riscv64: give one of x64, arm64/);
+    expect(result.stdout).toBe('');
   });
 
   it('list shows a header, then each backend with its package and library', () => {

@@ -38,7 +38,7 @@ describe('heaphook doctor', () => {
       expect(check).toMatchObject(
         b.built
           ? { status: 'ok', detail: `preloads and runs (${b.libraryPath})` }
-          : { status: 'fail', fix: `build it with "npx nx build ${b.nxProject}"` },
+          : { status: 'fail', fix: b.missing ?? `build it with "npx nx build ${b.nxProject}"` },
       );
     }
     const failures = checks.filter((c) => c.status === 'fail');

@@ -4,9 +4,9 @@
 // directory, as tier4's did (in heaphook's format), alone and over libpreloaded_tlsf.so.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
+import { libraryPath } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
 
 import { summarize } from '../src/index.js';
@@ -32,8 +32,6 @@ describe('libpreloaded_heaptrack.so', () => {
     expect(path).toBe(preloaded);
     expect(existsSync(path)).toBe(true);
     expect(readFileSync(path).equals(readFileSync(tracer))).toBe(true);
-    const req = createRequire(join(packageDir, 'package.json'));
-    expect(req.resolve('@heaphook/heaptrack/lib/preloaded_heaptrack')).toBe(preloaded);
   });
 
   it('python3 preloaded with it writes heaplog.<pid>.log in the working directory', async () => {
@@ -54,9 +52,7 @@ describe('libpreloaded_heaptrack.so', () => {
   });
 
   it("over libpreloaded_tlsf.so with tier4's variables: traced, and TLSF serves the calls", async () => {
-    const tlsf = join(
-      createRequire(join(packageDir, 'package.json')).resolve('@heaphook/tlsf/lib/preloaded_tlsf'),
-    );
+    const tlsf = libraryPath('preloaded_tlsf', { from: packageDir });
     const dir = scratch('tier4-names-tlsf');
     const script =
       'import ctypes; f = ctypes.CDLL(None).heaphook_active_backend; f.restype = ctypes.c_char_p; print(f().decode())';

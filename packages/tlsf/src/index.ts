@@ -14,19 +14,26 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { checkBoolean, checkChoice, checkNumber, checkOptions, checkString } from '@heaphook/core';
+import {
+  checkBoolean,
+  checkChoice,
+  checkNumber,
+  checkOptions,
+  checkString,
+  nativeFile,
+} from '@heaphook/core';
 
 /** The package's folder. */
 export const packageDir: string = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Absolute path of the preload library libheaphook_tlsf.so (built by `nx build tlsf`). */
 export function libraryPath(): string {
-  return join(packageDir, 'build', 'Release', 'libheaphook_tlsf.so');
+  return nativeFile(packageDir, 'libheaphook_tlsf.so');
 }
 
 /** Absolute path of the addon (tlsf_addon.node). */
 export function addonPath(): string {
-  return join(packageDir, 'build', 'Release', 'tlsf_addon.node');
+  return nativeFile(packageDir, 'tlsf_addon.node');
 }
 
 /** A size in bytes, or a string the heaphook core parses: "100000000", "64M", "1GiB", "1.5G". */

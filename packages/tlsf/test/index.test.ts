@@ -1,6 +1,5 @@
 // The TypeScript entry point and the package's declaration as a heaphook backend.
 import { existsSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 
 import { findBackend, runWith } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
@@ -13,9 +12,23 @@ describe('@heaphook/tlsf', () => {
     expect(existsSync(libraryPath())).toBe(true);
   });
 
-  it('exports the library as @heaphook/tlsf/lib', () => {
-    const require = createRequire(import.meta.url);
-    expect(require.resolve('@heaphook/tlsf/lib')).toBe(libraryPath());
+  it('ships its native files in platform packages, not itself (no build/ path in exports)', () => {
+    const pkg = JSON.parse(readFileSync(`${packageDir}/package.json`, 'utf8')) as {
+      version: string;
+      exports: Record<string, unknown>;
+      optionalDependencies: Record<string, string>;
+      heaphook: { nativeFiles: string[] };
+    };
+    expect(JSON.stringify(pkg.exports)).not.toMatch(/build\//);
+    expect(pkg.optionalDependencies).toEqual({
+      '@heaphook/tlsf-linux-x64-gnu': pkg.version,
+      '@heaphook/tlsf-linux-arm64-gnu': pkg.version,
+    });
+    expect(pkg.heaphook.nativeFiles).toEqual([
+      'libheaphook_tlsf.so',
+      'libpreloaded_tlsf.so',
+      'tlsf_addon.node',
+    ]);
   });
 
   it('declares itself a heaphook backend, found by the core', () => {

@@ -40,6 +40,7 @@
 #include "heaphook/ucm.h"
 
 #include "bistro.h"
+#include "ucm_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define UCM_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -57,8 +58,7 @@
 
 static int ucm_log_level = 1; /* error 0, warn 1, info 2, debug 3, trace 4 */
 
-static void ucm_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void ucm_log(int level, const char *fmt, ...) {
+void ucm_log(int level, const char *fmt, ...) {
     if (level > ucm_log_level) return;
     static const char *const names[] = {"error", "warn", "info", "debug", "trace"};
     char line[512];
@@ -1224,10 +1224,14 @@ static void *ucm_global_symbol(const char *symbol) {
 }
 
 static heaphook_ucm_status_t ucm_install(void);
+/* The GOT patches of reloc mode, undone by heaphook_ucm_uninstall. Install lock held. */
+static heaphook_reloc_handle *ucm_got_patches[UCM_SYMBOL_COUNT];
 static void ucm_patch_gots(void) {
-    heaphook_reloc_skip((void *)ucm_install);
+    static bool skipped;
+    if (!skipped) skipped = heaphook_reloc_skip((void *)ucm_install) == HEAPHOOK_RELOC_OK;
     for (size_t i = 0; i < UCM_SYMBOL_COUNT; ++i) {
-        int error = heaphook_reloc_patch(ucm_symbols[i].name, ucm_symbols[i].hook, NULL, NULL);
+        int error = heaphook_reloc_patch(ucm_symbols[i].name, ucm_symbols[i].hook, NULL,
+                                         &ucm_got_patches[i]);
         if (error != HEAPHOOK_RELOC_OK && error != HEAPHOOK_RELOC_NO_ORIGINAL) {
             ucm_log(1, "patching %s: %s", ucm_symbols[i].name, heaphook_reloc_strerror(error));
         }
@@ -1364,6 +1368,43 @@ EXPORT int heaphook_ucm_failed_events(void) {
 
 EXPORT const char *heaphook_ucm_install_mode(void) {
     return ucm_mode;
+}
+
+EXPORT heaphook_ucm_status_t heaphook_ucm_uninstall(void) {
+    pthread_mutex_lock(&ucm_install_lock);
+    pthread_mutex_lock(&ucm_writer_lock);
+    int handlers = ucm_handler_count;
+    pthread_mutex_unlock(&ucm_writer_lock);
+    if (handlers != 0) {
+        pthread_mutex_unlock(&ucm_install_lock);
+        return HEAPHOOK_UCM_ERR_BUSY;
+    }
+    heaphook_ucm_status_t status = HEAPHOOK_UCM_OK;
+    if (ucm_libc_patched) {
+        char why[256];
+        if (ucm_bistro_apply(ucm_libc_patches, UCM_LIBC_PATCHES, false, why, sizeof why) == 0) {
+            ucm_libc_patched = false;
+        } else {
+            ucm_log(0, "removing the code patches failed: %s", why);
+            status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
+        }
+    }
+    for (size_t i = 0; i < UCM_SYMBOL_COUNT; ++i) {
+        if (ucm_got_patches[i] == NULL) continue;
+        int error = heaphook_reloc_unpatch(ucm_got_patches[i]);
+        if (error != HEAPHOOK_RELOC_OK) {
+            ucm_log(0, "restoring the GOT entries of %s: %s", ucm_symbols[i].name,
+                    heaphook_reloc_strerror(error));
+            status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
+        }
+        ucm_got_patches[i] = NULL;
+    }
+    if (status == HEAPHOOK_UCM_OK) {
+        ucm_log(2, "memory events uninstalled (%s mode)", ucm_mode);
+        ucm_mode = "none";
+    }
+    pthread_mutex_unlock(&ucm_install_lock);
+    return status;
 }
 
 static _Atomic int ucm_external_events;

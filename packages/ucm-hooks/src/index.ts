@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 
-import { checkBoolean, checkChoice, checkOptions } from '@heaphook/core';
+import { checkBoolean, checkChoice, checkOptions, nativeFile } from '@heaphook/core';
 
 import { packageDir } from './constants.js';
 
@@ -15,7 +15,7 @@ export { MemoryEvent, packageDir } from './constants.js';
 
 /** Absolute path of libheaphook_ucm.so (built by `nx build ucm-hooks`). */
 export function libraryPath(): string {
-  return join(packageDir, 'build', 'Release', 'libheaphook_ucm.so');
+  return nativeFile(packageDir, 'libheaphook_ucm.so');
 }
 
 /** The directory to add to the C include path: it holds heaphook/ucm.h and heaphook/ucm_compat.h. */

@@ -4,7 +4,7 @@
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 
-import { checkFunction, checkNumber, checkOptions, shown } from '@heaphook/core';
+import { checkFunction, checkNumber, checkOptions, nativeFile, shown } from '@heaphook/core';
 
 import { MemoryEvent, packageDir } from './constants.js';
 
@@ -47,7 +47,7 @@ interface Addon {
 
 /** Absolute path of the addon (ucm_addon.node). */
 export function addonPath(): string {
-  return join(packageDir, 'build', 'Release', 'ucm_addon.node');
+  return nativeFile(packageDir, 'ucm_addon.node');
 }
 
 let addon: Addon | undefined;

@@ -84,12 +84,13 @@ describe('the libucm-API event suite against heaphook', () => {
   });
 
   it('HEAPHOOK_MEM_ALLOC_ALIGN / UCX_MEM_ALLOC_ALIGN: anything else stops the program', () => {
-    for (const [name, value] of [
+    const cases: [string, string][] = [
       ['HEAPHOOK_MEM_ALLOC_ALIGN', '48'],
       ['HEAPHOOK_MEM_ALLOC_ALIGN', '0'],
       ['UCX_MEM_ALLOC_ALIGN', '48'],
       ['UCX_MEM_ALLOC_ALIGN', 'abc'],
-    ]) {
+    ];
+    for (const [name, value] of cases) {
       const result = run(suite, { [name]: value });
       expect(result.status, `${name}=${value}`).toBe(78);
       expect(result.stdout).toBe('');

@@ -1,6 +1,7 @@
 // libheaphook_ucm.so in a privileged process, and its variables checked at load. Under secure
 // execution (AT_SECURE: a setuid-root program run by nobody, for real, see
-// @heaphook/core/testing's runSecureProbe) HEAPHOOK_LOG_FILE is ignored and nothing is written.
+// @heaphook/core/testing's runSecureProbe) HEAPHOOK_LOG_FILE is ignored and nothing is written,
+// and HEAPHOOK_MEM_WATCH_SOCKET is ignored: no connection is made.
 import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
@@ -20,12 +21,14 @@ describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
   const env = ({ dir }: { dir: string }) => ({
     HEAPHOOK_LOG_FILE: `${dir}/heaphook.log`,
     HEAPHOOK_LOG_LEVEL: 'debug',
+    HEAPHOOK_MEM_WATCH_SOCKET: `${dir}/socket`,
   });
 
-  it('the control: unprivileged, HEAPHOOK_LOG_FILE is created', async () => {
+  it('the control: unprivileged, HEAPHOOK_LOG_FILE is created and the watch socket connected to', async () => {
     const result = await runSecureProbe({ library, env, privileged: false });
     expect(result.secure).toBe(false);
     expect(result.written).toEqual(['heaphook.log']);
+    expect(result.connections).toBeGreaterThanOrEqual(1);
   });
 
   it('setuid-root run by nobody: nothing is written, debug says why', async () => {
@@ -34,6 +37,10 @@ describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
     expect(result.stderr).toMatch(
       /debug: secure execution \(AT_SECURE\): HEAPHOOK_LOG_FILE is ignored$/m,
     );
+    expect(result.stderr).toMatch(
+      /debug: secure execution \(AT_SECURE\): HEAPHOOK_MEM_WATCH_SOCKET is ignored$/m,
+    );
+    expect(result.connections).toBe(0);
   });
 });
 

@@ -75,7 +75,8 @@ int heaphook_reloc_patch(const char *symbol, void *replacement, void **original,
                          heaphook_reloc_handle **patch);
 /* Undoes a patch: every entry it wrote gets its previous value back (if another patch of the
  * same symbol was applied after it, undo that first). Objects loaded after the patch that were
- * patched by the dlopen hook get the real function. */
+ * patched by the dlopen hook get the real function. Undoing the last active patch removes the
+ * dlopen / dlclose hooks as well: every GOT entry is then what it was before the first patch. */
 int heaphook_reloc_unpatch(heaphook_reloc_handle *patch);
 /* *function receives the function calls to symbol reach now: dlsym(RTLD_DEFAULT)'s answer,
  * except that a non-PIE program's canonical PLT entry (its own jump through the GOT slot a patch

@@ -397,7 +397,23 @@ typedef struct thread_state {
     bool moving, seen;
     uint32_t moving_slot;
     uint64_t moving_ptr;
+    /* Its kernel thread id, and its allocations' series (thread_series below; -1: none yet). */
+    double tid;
+    int32_t series_slot;
 } thread_state;
+
+/*
+ * Allocations by thread over time (the Perfetto export's thread tracks): per thread, the
+ * allocations and bytes each bucket of the heap series saw. The first HH_THREAD_SERIES_MAX
+ * threads that allocate get a series of their own; the allocations of later ones are summed
+ * into one more (tid -1). So the memory is bounded by HH_THREAD_SERIES_MAX x the series'
+ * points, whatever number of threads a log declares.
+ */
+#define HH_THREAD_SERIES_MAX 64
+typedef struct thread_series {
+    double tid, allocations, bytes;
+    double *counts, *sums; /* by bucket of the heap series */
+} thread_series;
 
 /*
  * The allocation sequence, for recommend (hh_scan_start_sequence): every event becomes the
@@ -481,6 +497,8 @@ struct hh_scan {
     uint32_t timeline_bucket;  /* the bucket of series_time */
     bool timeline_lost;        /* out of memory: the timeline stopped */
     uint32_t temporary_rec;    /* the temporary block the current event frees (NO_REC: none) */
+    thread_series *tseries;    /* HH_THREAD_SERIES_MAX + 1 entries, allocated with the first */
+    uint32_t tseries_count;
 
     /* Lookahead: a second reader of the tag and addr streams that runs ahead of the events */
     size_t la_tag, la_addr; /* its positions (la_tag SIZE_MAX: start from the events') */
@@ -526,6 +544,11 @@ void hh_scan_free(hh_scan *s) {
     if (s == NULL) return;
     free(s->thread_tid);
     free(s->thread_state);
+    for (uint32_t i = 0; i < s->tseries_count; i++) {
+        free(s->tseries[i].counts);
+        free(s->tseries[i].sums);
+    }
+    free(s->tseries);
     free(s->thread_stack);
     for (size_t i = 0; i < s->state_count; i++) free(s->states[i]);
     free(s->states);
@@ -599,6 +622,8 @@ int hh_scan_set_thread(hh_scan *s, uint64_t index, double tid) {
             free(st);
             return -1;
         }
+        st->tid = tid;
+        st->series_slot = -1;
         bool ok = true;
         k = s->state_count;
         table_set(&s->tid_index, key, k, &ok);
@@ -913,8 +938,55 @@ static void series_merge(hh_scan *s) {
     }
     memset(s->present + n / 2, 0, n / 2);
     if (s->timeline_buckets > 0) timeline_merge(s);
+    for (uint32_t k = 0; k < s->tseries_count; k++) {
+        thread_series *ts = &s->tseries[k];
+        for (uint32_t i = 0; i < n; i += 2) {
+            ts->counts[i / 2] = ts->counts[i] + ts->counts[i + 1];
+            ts->sums[i / 2] = ts->sums[i] + ts->sums[i + 1];
+        }
+        memset(ts->counts + n / 2, 0, n / 2 * sizeof(double));
+        memset(ts->sums + n / 2, 0, n / 2 * sizeof(double));
+    }
     s->width *= 2;
     s->series_time = NAN; /* the bucket of a time changed */
+}
+
+/* The series thread t's allocations go to: its own, or the one of the threads beyond
+ * HH_THREAD_SERIES_MAX. NULL when out of memory. */
+static thread_series *thread_series_of(hh_scan *s, thread_state *t) {
+    if (t->series_slot >= 0) return &s->tseries[t->series_slot];
+    if (s->tseries == NULL) {
+        s->tseries = calloc(HH_THREAD_SERIES_MAX + 1, sizeof(thread_series));
+        if (s->tseries == NULL) return NULL;
+    }
+    uint32_t slot =
+        s->tseries_count < HH_THREAD_SERIES_MAX ? s->tseries_count : HH_THREAD_SERIES_MAX;
+    if (slot == s->tseries_count) {
+        thread_series *ts = &s->tseries[slot];
+        ts->counts = calloc(s->points, sizeof(double));
+        ts->sums = calloc(s->points, sizeof(double));
+        if (ts->counts == NULL || ts->sums == NULL) {
+            free(ts->counts);
+            free(ts->sums);
+            *ts = (thread_series){0};
+            return NULL;
+        }
+        ts->tid = slot == HH_THREAD_SERIES_MAX ? -1 : t->tid;
+        s->tseries_count++;
+    }
+    t->series_slot = (int32_t)slot;
+    return &s->tseries[slot];
+}
+
+/* After add_block: thread t allocated `weight` bytes in the heap series' current bucket. */
+static bool thread_allocated(hh_scan *s, thread_state *t, double weight) {
+    thread_series *ts = thread_series_of(s, t);
+    if (ts == NULL) return false;
+    ts->allocations++;
+    ts->bytes += weight;
+    ts->counts[s->series_bucket]++;
+    ts->sums[s->series_bucket] += weight;
+    return true;
 }
 
 static inline void series_add(hh_scan *s, double time, double value) {
@@ -1147,13 +1219,15 @@ static inline __attribute__((always_inline)) bool replay(hh_scan *s, int code, d
                 return true;
             }
             if (!add_block(s, code, ptr, bytes, weight, stack, time)) return false;
+            if (!thread_allocated(s, t, weight)) return false;
             t->last_ptr = ptr;
             return true;
         case HH_OP_REALLOC_DONE:
             if (t->pending) {
                 t->pending = false;
                 if (!add_block(s, t->pending_op, t->pending_ptr, t->pending_size, t->pending_weight,
-                               t->pending_stack, time))
+                               t->pending_stack, time) ||
+                    !thread_allocated(s, t, t->pending_weight))
                     return false;
                 t->last_ptr = t->pending_ptr;
             }
@@ -1164,6 +1238,7 @@ static inline __attribute__((always_inline)) bool replay(hh_scan *s, int code, d
                 return true;
             }
             if (!add_block(s, code, ptr, bytes, weight, stack, time)) return false;
+            if (!thread_allocated(s, t, weight)) return false;
             t->last_ptr = ptr;
             return true;
     }
@@ -1715,6 +1790,19 @@ void hh_scan_get_series(const hh_scan *s, hh_scan_series *o) {
                           .min = s->smin,
                           .max = s->smax,
                           .last = s->slast};
+}
+
+size_t hh_scan_thread_series_count(const hh_scan *s) {
+    return s->tseries_count;
+}
+
+void hh_scan_get_thread_series(const hh_scan *s, size_t i, hh_scan_thread_series *o) {
+    const thread_series *ts = &s->tseries[i];
+    *o = (hh_scan_thread_series){.tid = ts->tid,
+                                 .allocations = ts->allocations,
+                                 .bytes = ts->bytes,
+                                 .counts = ts->counts,
+                                 .sums = ts->sums};
 }
 
 size_t hh_scan_site_count(const hh_scan *s) {

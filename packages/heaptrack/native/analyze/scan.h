@@ -106,6 +106,16 @@ typedef struct hh_scan_series {
 } hh_scan_series;
 void hh_scan_get_series(const hh_scan *s, hh_scan_series *out);
 
+/* Allocations by thread, on the heap series' buckets (`points` of `width` ns each), in the order
+ * the threads first allocated: a thread's tid (-1: the threads beyond the first 64, summed),
+ * its allocations and their bytes (sampled weights when the log samples), and per bucket. */
+typedef struct hh_scan_thread_series {
+    double tid, allocations, bytes;
+    const double *counts, *sums;
+} hh_scan_thread_series;
+size_t hh_scan_thread_series_count(const hh_scan *s);
+void hh_scan_get_thread_series(const hh_scan *s, size_t i, hh_scan_thread_series *out);
+
 /* Sites in first-seen order, their peak figures brought up to date; 8 doubles each:
  * stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary, and the lowest
  * address of its live blocks (Infinity when none). */

@@ -17,7 +17,7 @@
  *   takeSequence() -> { ops, events } (Float64Arrays; the sequence is cleared)
  *   sequenceFigures() -> Float64Array [peak bytes, peak footprint, largest request,
  *                                      largest align, threads]
- *   result() -> { totals, latency, series, sites }   (src/decode/replay.ts unpacks it)
+ *   result() -> { totals, latency, series, threads, sites }   (src/decode/replay.ts unpacks it)
  *   startTimeline(buckets)   (before the first event)
  *   timeline() -> { buckets, width, cells: Float64Array (HH_TIMELINE_FIELDS per cell) } | null
  *                 (null: not started, or lost for want of memory)
@@ -277,6 +277,24 @@ static napi_value result(napi_env env, napi_callback_info info) {
         !set(env, series, "last", typed_copy(env, napi_float64_array, sr.last, sr.points, 8)) ||
         !set(env, out, "series", series))
         return NULL;
+
+    napi_value threads;
+    size_t thread_count = hh_scan_thread_series_count(s);
+    CHECK(napi_create_array_with_length(env, thread_count, &threads));
+    for (size_t i = 0; i < thread_count; i++) {
+        hh_scan_thread_series ts;
+        hh_scan_get_thread_series(s, i, &ts);
+        napi_value t;
+        CHECK(napi_create_object(env, &t));
+        if (!set(env, t, "tid", js_number(env, ts.tid)) ||
+            !set(env, t, "allocations", js_number(env, ts.allocations)) ||
+            !set(env, t, "bytes", js_number(env, ts.bytes)) ||
+            !set(env, t, "counts", typed_copy(env, napi_float64_array, ts.counts, sr.points, 8)) ||
+            !set(env, t, "sums", typed_copy(env, napi_float64_array, ts.sums, sr.points, 8)))
+            return NULL;
+        CHECK(napi_set_element(env, threads, (uint32_t)i, t));
+    }
+    if (!set(env, out, "threads", threads)) return NULL;
 
     napi_value sites = sites_array(env, s);
     if (sites == NULL || !set(env, out, "sites", sites)) return NULL;

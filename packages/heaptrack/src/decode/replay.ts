@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, nativeFile } from '@heaphook/core';
 
 import {
   blockStreams,
@@ -38,6 +38,15 @@ export interface ScannerResult {
     readonly max: Float64Array;
     readonly last: Float64Array;
   };
+  /** Allocations by thread on the series' buckets, threads in the order they first allocated
+   * (tid -1: the threads beyond the first 64, summed). */
+  readonly threads: readonly {
+    readonly tid: number;
+    readonly allocations: number;
+    readonly bytes: number;
+    readonly counts: Float64Array;
+    readonly sums: Float64Array;
+  }[];
   /** SITE_FIELDS per site, in first-seen order. */
   readonly sites: Float64Array;
 }
@@ -178,10 +187,8 @@ function blockLimit(): number | undefined {
   return n;
 }
 
-const addonPath = join(
+const addonPath = nativeFile(
   resolve(dirname(fileURLToPath(import.meta.url)), '..', '..'),
-  'build',
-  'Release',
   'heaplog_addon.node',
 );
 let addon: HeaplogAddon | undefined;

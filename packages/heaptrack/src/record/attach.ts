@@ -16,7 +16,7 @@ import { constants } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { HeaphookError, checkOptions, checkString } from '@heaphook/core';
+import { HeaphookError, checkOptions, checkString, nativeFile } from '@heaphook/core';
 
 import { memoryEventsLibrary, tracerLibraryPath } from './record.js';
 
@@ -53,7 +53,7 @@ let addon: AttachAddon | undefined;
 
 function loadAddon(): AttachAddon {
   if (addon !== undefined) return addon;
-  const path = join(packageDir, 'build', 'Release', 'heaptrack_addon.node');
+  const path = nativeFile(packageDir, 'heaptrack_addon.node');
   if (!existsSync(path)) {
     throw new HeaphookError(
       `heaptrack_addon.node is missing at ${path}. Build it with "npx nx build heaptrack".`,

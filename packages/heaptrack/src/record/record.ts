@@ -8,13 +8,13 @@ import { constants, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { describeFileSystemError, HeaphookError, libraryPath } from '@heaphook/core';
+import { describeFileSystemError, HeaphookError, libraryPath, nativeFile } from '@heaphook/core';
 
 const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 /** The collector executable built with this package. */
 export function collectorPath(): string {
-  const path = join(packageDir, 'build', 'Release', 'heaphook-heaptrack-collector');
+  const path = nativeFile(packageDir, 'heaphook-heaptrack-collector');
   if (!existsSync(path)) {
     throw new HeaphookError(
       `the heaptrack collector is missing at ${path}. Build it with "npx nx build heaptrack".`,
@@ -25,7 +25,7 @@ export function collectorPath(): string {
 
 /** The tracer's preload library built with this package. */
 export function tracerLibraryPath(): string {
-  const path = join(packageDir, 'build', 'Release', 'libheaphook_heaptrack.so');
+  const path = nativeFile(packageDir, 'libheaphook_heaptrack.so');
   if (!existsSync(path)) {
     throw new HeaphookError(
       `libheaphook_heaptrack.so is missing at ${path}. Build it with "npx nx build heaptrack".`,

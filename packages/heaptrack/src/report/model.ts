@@ -60,6 +60,23 @@ export interface SiteStats {
   epoch: number;
 }
 
+/** One thread's allocations over time (the Perfetto export's thread tracks). */
+export interface ThreadAllocations {
+  /** Kernel thread id; -1 for the threads beyond the first 64 that allocated, summed. */
+  readonly tid: number;
+  readonly allocations: number;
+  /** Bytes allocated (sampling weights in sampled logs). */
+  readonly bytes: number;
+  /** The width of the buckets below (the heap series'), ns. */
+  readonly bucketNs: number;
+  /** The buckets of the heap series in which the thread allocated (time: the bucket's start). */
+  readonly series: readonly {
+    readonly time: number;
+    readonly allocations: number;
+    readonly bytes: number;
+  }[];
+}
+
 export interface ReportModel {
   readonly process?: ProcessRecord;
   readonly end?: EndRecord;
@@ -93,6 +110,8 @@ export interface ReportModel {
   /** Memory the program mapped (VM_MAPPED / VM_UNMAPPED), when the log records it. */
   readonly mapped?: MappedMemorySummary;
   readonly sites: readonly SiteStats[];
+  /** Allocations by thread, in the order the threads first allocated. */
+  readonly threads: readonly ThreadAllocations[];
   readonly unknownFrees: number;
   readonly failedCalls: number;
   readonly dropped: number;
@@ -117,6 +136,8 @@ export interface EventFigures {
   /** By op code; undefined where no duration was recorded. */
   readonly latency: readonly (LatencyHistogram | undefined)[];
   readonly series: SeriesPoint[];
+  /** Allocations by thread (not computed by the test oracle, test/oracle). */
+  readonly threads?: ThreadAllocations[];
   /** Peak figures brought up to date. */
   readonly sites: SiteStats[];
   /** Blocks live at the end. */
@@ -239,6 +260,7 @@ export class ReportBuilder {
         ? { mapped: this.mapped.finish() }
         : {}),
       sites: f.sites,
+      threads: f.threads ?? [],
       unknownFrees: f.unknownFrees,
       failedCalls: f.failedCalls,
       dropped: this.end?.dropped ?? 0,

@@ -5,7 +5,7 @@
 import { OPS } from '../decode/records.js';
 import { newScanner, siteRows, SIZE_BUCKETS, totalsOf, type Scanner } from '../decode/replay.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
-import type { EventFigures, ReplayedEvents, SiteStats } from './model.js';
+import type { EventFigures, ReplayedEvents, SiteStats, ThreadAllocations } from './model.js';
 import type { SeriesPoint } from './series.js';
 
 /** The replay of a log's events behind a ReportBuilder. */
@@ -42,6 +42,19 @@ export class NativeEvents implements ReplayedEvents {
       if (sr.present[i] !== 0)
         series.push({ time: i * sr.width, min: sr.min[i]!, max: sr.max[i]!, last: sr.last[i]! });
     }
+    const threads: ThreadAllocations[] = r.threads.map((t) => {
+      const buckets: { time: number; allocations: number; bytes: number }[] = [];
+      t.counts.forEach((n, i) => {
+        if (n > 0) buckets.push({ time: i * sr.width, allocations: n, bytes: t.sums[i]! });
+      });
+      return {
+        tid: t.tid,
+        allocations: t.allocations,
+        bytes: t.bytes,
+        bucketNs: sr.width,
+        series: buckets,
+      };
+    });
     const rows = siteRows(r.sites);
     const sites: SiteStats[] = rows.map(({ lowestLiveAddress: _, ...row }) => ({
       ...row,
@@ -61,6 +74,7 @@ export class NativeEvents implements ReplayedEvents {
         h === null ? undefined : LatencyHistogram.fromBuckets(h.counts, h),
       ),
       series,
+      threads,
       sites,
       liveBlocks,
       neverFreed,

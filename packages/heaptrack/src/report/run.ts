@@ -23,6 +23,7 @@ import {
 import type { LeakedBlock } from './leaks.js';
 import { NativeEvents } from './native.js';
 import { FrameTable, pageRun, type PageRun } from './page/data.js';
+import { perfettoTrace } from './perfetto.js';
 import { pprofBytes } from './pprof.js';
 import { speedscopeFile } from './speedscope.js';
 import { startProgress } from './progress.js';
@@ -30,8 +31,8 @@ import { StackNames } from './symbols.js';
 import { reportText } from './text.js';
 
 export interface ReportOptions {
-  /** Write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, speedscope.json and
-   * summary.json here. */
+  /** Write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, speedscope.json,
+   * heap.perfetto-trace and summary.json here. */
   readonly outputDir?: string;
   /** Resolve stacks to function names with addr2line (default true). */
   readonly symbolize?: boolean;
@@ -147,7 +148,7 @@ export async function report(path: string, options: ReportOptions = {}): Promise
         ...(options.compare !== undefined ? { diff: options.compare.diff } : {}),
       };
     };
-    const outputs: [string, string | Buffer][] = [
+    const outputs: [string, string | Uint8Array][] = [
       ['report.html', reportHtml({ json, heapSvg, flameSvg, latency: model.latency, ...pageOf() })],
       ['heap.svg', heapSvg],
       ['heap.png', svgToPng(heapSvg, 2)],
@@ -158,6 +159,7 @@ export async function report(path: string, options: ReportOptions = {}): Promise
         'speedscope.json',
         JSON.stringify(speedscopeFile(model, names, `heaphook: ${json.argv.join(' ')}`)),
       ],
+      ['heap.perfetto-trace', await perfettoTrace(model)],
       ['summary.json', `${JSON.stringify(json, null, 2)}\n`],
     ];
     for (const [name, data] of outputs) {

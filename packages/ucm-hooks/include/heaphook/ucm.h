@@ -115,6 +115,7 @@ typedef enum heaphook_ucm_status {
     HEAPHOOK_UCM_ERR_NO_MEMORY = -4,
     HEAPHOOK_UCM_ERR_INVALID_PARAM = -5,
     HEAPHOOK_UCM_ERR_NO_ELEM = -12,
+    HEAPHOOK_UCM_ERR_BUSY = -15,
     HEAPHOOK_UCM_ERR_UNSUPPORTED = -22,
 } heaphook_ucm_status_t;
 
@@ -137,6 +138,14 @@ int heaphook_ucm_failed_events(void);
 /* How the hooks are installed: "none" (not yet), "preload" (our definitions come first in the
  * process), "reloc" (GOT patching of every object and of objects dlopen'ed later). */
 const char *heaphook_ucm_install_mode(void);
+
+/* Removes the hooks the install put in place, when no handler is registered: the GOT entries
+ * of reloc mode and the C library's patched entries get their previous contents back, and the
+ * mode is "none" again (the next set_event_handler installs anew). Preloaded definitions stay
+ * first in the process: nothing to undo there but the C library's entries. Returns OK, BUSY
+ * while handlers remain, UNSUPPORTED (one log line) when a patch could not be undone. A thread
+ * already inside a hook finishes its call; the library must stay loaded (it is -z nodelete). */
+heaphook_ucm_status_t heaphook_ucm_uninstall(void);
 
 /* Events the caller raises itself (libucm's external events): registering a handler for them
  * installs no hook; the caller reports with heaphook_ucm_vm_mmap / heaphook_ucm_vm_munmap. */

@@ -1,0 +1,313 @@
+// heaphook-inject (native/inject) through its TypeScript API: a library loaded into a running
+// target with ptrace and a function of it called there, on an idle, a busy and an 8-thread
+// target, each of which must go on working and exit normally afterwards; and every refusal,
+// with its exit code, the target left untouched.
+import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+
+import { findProcesses, injectCall, InjectRefusal, injectorPath } from '../src/inject.js';
+import { skipOutsideCI } from '../src/testing.js';
+import { built } from './helpers/native.js';
+
+const TARGET = built('heaphook_inject_target');
+const PROBE = built('libheaphook_inject_probe.so');
+
+interface Target {
+  readonly child: ChildProcessWithoutNullStreams;
+  readonly pid: number;
+  output(): string;
+  /** Resolves when stdout holds `text`. */
+  waitFor(text: string): Promise<void>;
+  /** The exit status once it ends. */
+  readonly ended: Promise<number | null>;
+}
+
+const running: ChildProcessWithoutNullStreams[] = [];
+afterEach(() => {
+  for (const child of running.splice(0)) child.kill('SIGKILL');
+});
+
+async function startTarget(command: string, args: string[]): Promise<Target> {
+  const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  running.push(child);
+  let out = '';
+  const waiters: Array<() => void> = [];
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk;
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const ended = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const waitFor = async (text: string): Promise<void> => {
+    while (!out.includes(text)) {
+      await new Promise<void>((resolve) => waiters.push(resolve));
+    }
+  };
+  await waitFor('ready');
+  return { child, pid: child.pid ?? 0, output: () => out, waitFor, ended };
+}
+
+/** The target's remaining work after the injections: one round of allocations, then exit 0. */
+async function stillWorks(target: Target): Promise<void> {
+  target.child.kill('SIGUSR1');
+  await target.waitFor('done 1000');
+  target.child.kill('SIGTERM');
+  expect(await target.ended).toBe(0);
+  expect(target.output()).toContain('bye');
+}
+
+/**
+ * Waits until process pid has run in user space after its "ready" line: until then the thread
+ * may still be at the exit of that write (a syscall outside the allocator, where the injector
+ * rightly takes it, as it did under load); afterwards a spinning target makes no syscall.
+ */
+async function spinningInUserSpace(pid: number): Promise<void> {
+  const userTicks = (): number => {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[11]); // utime, field 14
+  };
+  const first = userTicks();
+  while (userTicks() < first + 2) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+
+async function refusal(promise: Promise<number>): Promise<InjectRefusal> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(InjectRefusal);
+  return error as InjectRefusal;
+}
+
+/** inject_probe_call(argument) in process pid: strlen(argument) (-1 for none) + 1000 * calls. */
+function probe(pid: number, argument?: string): Promise<number> {
+  return injectCall({ pid, library: PROBE, symbol: 'inject_probe_call', argument });
+}
+
+function loaded(pid: number): boolean {
+  const maps = spawnSync('cat', [`/proc/${pid}/maps`], { encoding: 'utf8' }).stdout;
+  return maps.includes('libheaphook_inject_probe.so');
+}
+
+describe('injectCall', () => {
+  it('calls a function in an idle target, reuses the loaded copy, and the target goes on', async () => {
+    const target = await startTarget(TARGET, ['wait']);
+    // inject_probe_call returns strlen(argument) (-1 for NULL) + 1000 * calls so far.
+    expect(await probe(target.pid, 'hello')).toBe(1005);
+    expect(await probe(target.pid)).toBe(1999);
+    expect(await probe(target.pid, '')).toBe(3000);
+    expect(loaded(target.pid)).toBe(true);
+    await stillWorks(target);
+  });
+
+  it('traces a busy target to a syscall outside the allocator', async () => {
+    const target = await startTarget(TARGET, ['busy']);
+    for (let round = 1; round <= 3; round++) {
+      expect(await probe(target.pid, 'ab')).toBe(1000 * round + 2);
+    }
+    target.child.kill('SIGTERM');
+    expect(await target.ended).toBe(0);
+  });
+
+  it('injects while 8 threads allocate', async () => {
+    const target = await startTarget(TARGET, ['threads', '8']);
+    for (let round = 1; round <= 5; round++) {
+      expect(await probe(target.pid, 'abc')).toBe(1000 * round + 3);
+    }
+    await stillWorks(target);
+  });
+
+  it('reports a library that does not load, a missing function and a call that faults', async () => {
+    const target = await startTarget(TARGET, ['wait']);
+    const missing = await refusal(
+      injectCall({ pid: target.pid, library: '/nonexistent/libx.so', symbol: 'f' }),
+    );
+    expect(missing.reason).toBe('dlopen-failed');
+    expect(missing.exitCode).toBe(19);
+    expect(missing.message).toContain('cannot open shared object file');
+    const noSymbol = await refusal(
+      injectCall({ pid: target.pid, library: PROBE, symbol: 'no_such_function' }),
+    );
+    expect(noSymbol.reason).toBe('no-symbol');
+    expect(noSymbol.exitCode).toBe(20);
+    const crashed = await refusal(
+      injectCall({ pid: target.pid, library: PROBE, symbol: 'inject_probe_crash' }),
+    );
+    expect(crashed.reason).toBe('call-crashed');
+    expect(crashed.exitCode).toBe(21);
+    // The fault was the injected call's: the target's registers were restored and it goes on.
+    await stillWorks(target);
+  });
+});
+
+describe('injectCall refusals (the target left untouched)', () => {
+  const work = mkdtempSync(join(tmpdir(), 'heaphook-inject-'));
+  const source = join(work, 'pause.c');
+  writeFileSync(source, '#include <unistd.h>\nint main(void) { for (;;) pause(); }\n');
+
+  function compile(name: string, flags: string[]): string | undefined {
+    const output = join(work, name);
+    const result = spawnSync('gcc', [...flags, '-o', output, source], { encoding: 'utf8' });
+    return result.status === 0 ? output : undefined;
+  }
+
+  it('no such process', async () => {
+    // pid_max itself is never a process id.
+    const pid = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
+    const error = await refusal(injectCall({ pid, library: PROBE, symbol: 'f' }));
+    expect(error.reason).toBe('no-such-process');
+    expect(error.exitCode).toBe(10);
+  });
+
+  it('a statically linked target', async () => {
+    const program = compile('pause-static', ['-static']);
+    if (skipOutsideCI(program === undefined && 'gcc -static failed (libc6-dev missing?)')) return;
+    const target = spawn(program ?? '', [], { stdio: 'ignore' });
+    running.push(target as ChildProcessWithoutNullStreams);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const error = await refusal(probe(target.pid ?? 0));
+    expect(error.reason).toBe('static');
+    expect(error.exitCode).toBe(13);
+    expect(error.message).toContain('statically linked');
+    expect(target.exitCode).toBeNull();
+  });
+
+  it('a target of another architecture: i386 (gcc -m32) and aarch64 under qemu-user', async () => {
+    // A freestanding i386 program (pause() through int 0x80): gcc -m32 needs no 32-bit C
+    // library for it (gcc-multilib would conflict with the arm64 cross compilers on Debian).
+    const i386Source = join(work, 'pause32.c');
+    writeFileSync(
+      i386Source,
+      'void _start(void) {\n  for (;;) __asm__ volatile("int $0x80" : : "a"(29) : "memory");\n}\n',
+    );
+    const program = join(work, 'pause-i386');
+    const built32 = spawnSync(
+      'gcc',
+      ['-m32', '-nostdlib', '-static', '-ffreestanding', '-fno-pic', '-o', program, i386Source],
+      { encoding: 'utf8' },
+    );
+    expect(built32.stderr).toBe('');
+    const target = spawn(program, [], { stdio: 'ignore' });
+    running.push(target as ChildProcessWithoutNullStreams);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const error = await refusal(probe(target.pid ?? 0));
+    expect(error.reason).toBe('architecture');
+    expect(error.exitCode).toBe(15);
+    expect(error.message).toContain('i386');
+
+    // Under qemu-user /proc/PID/exe is qemu (an x86-64 program): the guest's mapped code says.
+    const python = '/opt/heaphook-arm64/usr/bin/python3.11';
+    const qemu = spawnSync('qemu-aarch64', ['--version']);
+    if (
+      skipOutsideCI(
+        (qemu.status !== 0 || spawnSync('test', ['-x', python]).status !== 0) &&
+          'qemu-aarch64 or the arm64 python3 missing (tools/install-system-packages.sh)',
+      )
+    )
+      return;
+    const guest = await startTarget('qemu-aarch64', [
+      python,
+      '-c',
+      'import time; print("ready", flush=True); time.sleep(60)',
+    ]);
+    const emulated = await refusal(probe(guest.pid));
+    expect(emulated.reason).toBe('architecture');
+    expect(emulated.message).toContain('aarch64');
+  });
+
+  it('a target already traced (under strace)', async () => {
+    if (skipOutsideCI(spawnSync('strace', ['-V']).status !== 0 && 'strace is missing')) return;
+    const traced = await startTarget('strace', ['-o', '/dev/null', TARGET, 'wait']);
+    const pid = Number(/ready (\d+)/.exec(traced.output())?.[1]);
+    const error = await refusal(probe(pid));
+    expect(error.reason).toBe('already-traced');
+    expect(error.exitCode).toBe(14);
+    expect(error.message).toContain('strace');
+  });
+
+  const isRoot = process.getuid?.() === 0;
+  const AS_NOBODY = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+
+  it("another user's process without CAP_SYS_PTRACE (the injector as nobody)", async () => {
+    if (
+      skipOutsideCI(
+        !isRoot && 'needs root (to run the injector as nobody against a root-owned target)',
+      )
+    )
+      return;
+    const target = await startTarget(TARGET, ['wait']);
+    const result = spawnSync(
+      'setpriv',
+      [...AS_NOBODY, injectorPath(), String(target.pid), PROBE, 'inject_probe_call'],
+      { encoding: 'utf8' },
+    );
+    expect(result.status).toBe(11);
+    expect(result.stderr).toMatch(/belongs to root .* without CAP_SYS_PTRACE/);
+    expect(loaded(target.pid)).toBe(false);
+    await stillWorks(target);
+  });
+
+  // This machine has no Yama (no /proc/sys/kernel/yama): HEAPHOOK_INJECT_YAMA_FILE stands in for
+  // its ptrace_scope file. Scopes 2 and 3 are decided before any ptrace call; scope 1 only
+  // explains an EPERM from PTRACE_SEIZE, which a kernel without Yama never gives here.
+  it('kernel.yama.ptrace_scope 3, and 2 without CAP_SYS_PTRACE', async () => {
+    if (skipOutsideCI(!isRoot && 'needs root (to run the injector and a target as nobody)')) return;
+    const scopeFile = (scope: number): string => {
+      const file = join(work, `ptrace_scope_${scope}`);
+      writeFileSync(file, `${scope}\n`);
+      chmodSync(file, 0o644);
+      return file;
+    };
+    const target = await startTarget('setpriv', [...AS_NOBODY, TARGET, 'wait']);
+    const pid = Number(/ready (\d+)/.exec(target.output())?.[1]);
+    const asRoot = spawnSync(injectorPath(), [String(pid), PROBE, 'inject_probe_call'], {
+      encoding: 'utf8',
+      env: { ...process.env, HEAPHOOK_INJECT_YAMA_FILE: scopeFile(3) },
+    });
+    expect(asRoot.status).toBe(12);
+    expect(asRoot.stderr).toContain('kernel.yama.ptrace_scope = 3');
+    chmodSync(work, 0o755);
+    /** The injector run as nobody, with Yama's scope read from a file saying `scope`. */
+    const injectAsNobody = (scope: number, ...argument: string[]) =>
+      spawnSync(
+        'setpriv',
+        [...AS_NOBODY, injectorPath(), String(pid), PROBE, 'inject_probe_call', ...argument],
+        { encoding: 'utf8', env: { ...process.env, HEAPHOOK_INJECT_YAMA_FILE: scopeFile(scope) } },
+      );
+    const asNobody = injectAsNobody(2);
+    expect(asNobody.status).toBe(12);
+    expect(asNobody.stderr).toContain('kernel.yama.ptrace_scope = 2');
+    // Scope 0: nobody may trace its own process.
+    const allowed = injectAsNobody(0, 'x');
+    expect(allowed.stderr).toBe('');
+    expect(allowed.stdout).toBe('1001\n');
+    await stillWorks(target);
+  });
+
+  it('a process that exits during the attach', async () => {
+    // It spins in malloc/free without a syscall for 600 ms, then exits: the injector is still
+    // waiting for a thread outside the allocator.
+    const target = await startTarget(TARGET, ['spin', '600']);
+    await spinningInUserSpace(target.pid);
+    const error = await refusal(probe(target.pid));
+    expect(error.reason).toBe('exited');
+    expect(error.exitCode).toBe(16);
+    expect(await target.ended).toBe(0);
+  });
+});
+
+describe('findProcesses', () => {
+  it('finds processes by executable or argv[0] basename, never heaphook itself', async () => {
+    const first = await startTarget(TARGET, ['wait']);
+    const second = await startTarget(TARGET, ['wait']);
+    const found = findProcesses('heaphook_inject_target');
+    expect(found).toEqual(expect.arrayContaining([first.pid, second.pid]));
+    expect(found).not.toContain(process.pid);
+    expect(findProcesses(TARGET)).toEqual(expect.arrayContaining([first.pid, second.pid]));
+    expect(findProcesses('no-such-program-name')).toEqual([]);
+    await stillWorks(first);
+    await stillWorks(second);
+  });
+});
