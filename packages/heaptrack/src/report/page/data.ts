@@ -78,6 +78,9 @@ function columns(points: readonly SeriesPoint[]) {
   };
 }
 
+/** One run's data for the page: its sites under `names`' function names (added to `frames`),
+ * and with what the replay kept beside the model (the timeline, the latest leak check's
+ * blocks) what a time range needs. */
 export function pageRun(
   label: string,
   model: ReportModel,
@@ -127,7 +130,8 @@ export function pageRun(
     sites.temporary.push(s.temporary);
     sites.live.push(s.liveBytes);
   }
-  // Leaks of blocks whose stack had no site (a LEAK record for a block the log never saw).
+  // Leaks under a stack that has no site: LEAK records for blocks the replay never saw
+  // allocated (stack 0).
   const siteOfStack = new Map(model.sites.map((s, i) => [s.stack, i]));
   for (const [stack, bytes] of leakedByStack) {
     if (siteOfStack.has(stack)) continue;
