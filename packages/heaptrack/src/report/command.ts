@@ -88,7 +88,7 @@ export function registerReport(program: Command): void {
     .argument('<log>', LOG_OR_FOLDER)
     .option(
       '-o, --output-dir <dir>',
-      'write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, speedscope.json, summary.json',
+      'write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, speedscope.json, heap.perfetto-trace, summary.json',
     )
     .option(
       '--json',
