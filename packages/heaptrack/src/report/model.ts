@@ -94,6 +94,9 @@ export interface ReportModel {
   readonly mapped?: MappedMemorySummary;
   readonly sites: readonly SiteStats[];
   readonly unknownFrees: number;
+  /** A log that began with an attach (ProcessRecord.attached): frees of blocks allocated
+   * before it (counted here instead of unknownFrees; not an error). */
+  readonly freedBeforeAttach: number;
   readonly failedCalls: number;
   readonly dropped: number;
 }
@@ -112,6 +115,7 @@ export interface EventFigures {
   readonly lastTime: number;
   readonly temporary: number;
   readonly unknownFrees: number;
+  readonly freedBeforeAttach: number;
   readonly failedCalls: number;
   readonly sizes: SizeHistogram;
   /** By op code; undefined where no duration was recorded. */
@@ -233,6 +237,7 @@ export class ReportBuilder {
         : {}),
       sites: f.sites,
       unknownFrees: f.unknownFrees,
+      freedBeforeAttach: f.freedBeforeAttach,
       failedCalls: f.failedCalls,
       dropped: this.end?.dropped ?? 0,
     };
