@@ -38,7 +38,7 @@ const ATTACH_RESULTS: Readonly<Record<number, string>> = {
   6: 'could not reach the collector (in another network namespace, e.g. a container?)',
 };
 
-export interface AttachOptions {
+export interface AttachRunningOptions {
   /** Where the logs go (default: the current directory). */
   readonly outputDir?: string;
   /** Do not print the "wrote ..." lines. */
@@ -140,7 +140,7 @@ function callTracer(pid: number, symbol: string, argument?: string): Promise<num
  */
 export async function attachRunning(
   pids: readonly number[],
-  options: AttachOptions = {},
+  options: AttachRunningOptions = {},
 ): Promise<RunningRecording> {
   const outputDir = resolve(options.outputDir ?? '.');
   makeOutputDir(options.outputDir ?? '.', outputDir);
