@@ -170,6 +170,24 @@ describe('heaphook record -p', () => {
     await finishesNormally(target, 0);
   });
 
+  it('ends by itself when the process exits while traced (its log ends with the exit)', async () => {
+    const dir = scratch('record-exit');
+    const target = await runningTarget();
+    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
+    await recorder.waitFor('attached to process', 'err');
+    target.child.kill('SIGUSR1');
+    await target.waitFor('work 1');
+    target.child.kill('SIGTERM');
+    expect(await target.ended).toEqual({ code: 0, signal: null });
+    expect((await recorder.ended).code).toBe(0);
+    expect(recorder.err()).toContain('the process exited');
+    const json = reportJson(join(dir, `heaplog.${target.pid}.log`));
+    // The work, then the exit path: the 500 blocks kept are freed before it ends.
+    expect(json.calls).toEqual({ malloc: 1000, free: 1500 });
+    expect(json.freedBeforeAttach).toBe(500);
+    expect(json.end).toBe('exit');
+  });
+
   it('attaches while 8 threads allocate', async () => {
     const dir = scratch('record-threads');
     const target = await runningTarget(8);

@@ -34,9 +34,11 @@
  * "freed, allocated before attach", never as errors).
  *
  * heaphook_heaptrack_detach restores every GOT entry, stops recording and completes the log.
- * Standalone, it stops the drain thread it started (the process is left with no thread of the
- * library); with a collector, it says "detach" and closes the connection, and the collector
- * completes the log (END reason detach).
+ * Standalone, it stops the drain thread it started; with a collector there is none. The process
+ * is then left with no thread of the library, except the leak-check thread when the process's
+ * own environment sets HEAPHOOK_LEAK_SIGNAL: it stays, with its signal handler, so that the
+ * signal never falls back to its default action (termination). With a collector, detach says
+ * "detach" and closes the connection, and the collector completes the log (END reason detach).
  * A call another thread was making at that moment still completes; its record is waited for
  * (up to a second without progress; one still unpublished then counts as dropped in the END
  * record). A later attach writes a new log (standalone: through the same ring buffer; with a
