@@ -5,7 +5,14 @@
 // threads allocating during the attach, a fork during the trace, and the refusals through the
 // CLI. Each target goes on working after the detach and exits normally.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -99,8 +106,8 @@ function detachedLogs(dir: string, count: number): ReturnType<typeof reportJson>
   });
 }
 
-async function runningTarget(threads = 0): Promise<Proc> {
-  const target = start(RUNNING, threads > 0 ? [String(threads)] : []);
+async function runningTarget(threads = 0, program = RUNNING): Promise<Proc> {
+  const target = start(program, threads > 0 ? [String(threads)] : []);
   await target.waitFor('ready');
   return target;
 }
@@ -221,17 +228,15 @@ describe('heaphook record -p', () => {
 
   it('-n NAME attaches to every process of that program', async () => {
     const dir = scratch('record-name');
-    const first = await runningTarget();
-    const second = await runningTarget();
-    const recorder = heaphook([
-      'record',
-      '-n',
-      'hh_test_running',
-      '-o',
-      dir,
-      '--duration',
-      '300ms',
-    ]);
+    // A name of this test's own: another run of the suite on the machine has hh_test_running
+    // processes too, and -n would attach to them.
+    const name = `running-${process.pid}`;
+    const program = join(dir, name);
+    copyFileSync(RUNNING, program);
+    chmodSync(program, 0o755);
+    const first = await runningTarget(0, program);
+    const second = await runningTarget(0, program);
+    const recorder = heaphook(['record', '-n', name, '-o', dir, '--duration', '300ms']);
     expect((await recorder.ended).code).toBe(0);
     expect(recorder.err()).toContain(`attached to processes ${first.pid}, ${second.pid}`);
     expect(logsIn(dir).map((l) => reportJson(l).end)).toEqual(['detach', 'detach']);
