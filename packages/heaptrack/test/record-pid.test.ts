@@ -16,6 +16,8 @@ import {
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
+import { skipOutsideCI } from '@heaphook/core/testing';
+
 import { heaphookBin, logsIn, python3, release, scratch } from './helpers.js';
 
 const RUNNING = join(release, 'hh_test_running');
@@ -175,6 +177,28 @@ describe('heaphook record -p', () => {
     // An idle target: an empty log that ends with the detach.
     expect(reportJson(logsIn(dir)[0]!)).toMatchObject({ end: 'detach', calls: {} });
     await finishesNormally(target, 0);
+  });
+
+  it("root traces another user's process (the collector accepts it, writes the log itself)", async () => {
+    if (skipOutsideCI(process.getuid?.() !== 0 && 'needs root (a target run as nobody)')) return;
+    const dir = scratch('record-nobody');
+    const target = start('setpriv', [
+      '--reuid=nobody',
+      '--regid=nogroup',
+      '--clear-groups',
+      RUNNING,
+    ]);
+    await target.waitFor('ready');
+    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
+    await recorder.waitFor('attached to process', 'err');
+    target.child.kill('SIGUSR1');
+    await target.waitFor('work 1');
+    recorder.child.kill('SIGINT');
+    expect((await recorder.ended).code).toBe(0);
+    const json = reportJson(join(dir, `heaplog.${target.pid}.log`));
+    expect(json.calls).toEqual({ malloc: 1000, free: 1000 });
+    expect(json.end).toBe('detach');
+    await finishesNormally(target, 1);
   });
 
   it('ends by itself when the process exits while traced (its log ends with the exit)', async () => {
