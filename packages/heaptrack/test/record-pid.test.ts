@@ -127,18 +127,25 @@ function threadsOf(pid: number): number {
   return readdirSync(`/proc/${pid}/task`).length;
 }
 
+/** `heaphook record -p` (no duration) around one round of the target's work, ended by a Ctrl-C
+ * (SIGINT to heaphook): the recorder, ended with status 0. */
+async function recordOneRound(target: Proc, dir: string, round: number): Promise<Proc> {
+  const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
+  await recorder.waitFor('attached to process', 'err');
+  target.child.kill('SIGUSR1');
+  await target.waitFor(`work ${round}`);
+  recorder.child.kill('SIGINT');
+  expect((await recorder.ended).code).toBe(0);
+  return recorder;
+}
+
 describe('heaphook record -p', () => {
   it('counts exactly between attach and detach; Ctrl-C detaches; frees of earlier blocks apart', async () => {
     const dir = scratch('record-pid');
     const target = await runningTarget();
     expect(threadsOf(target.pid)).toBe(1);
-    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
-    await recorder.waitFor('attached to process', 'err');
     // While attached: 500 frees of blocks allocated at start, 1000 mallocs, 500 frees.
-    target.child.kill('SIGUSR1');
-    await target.waitFor('work 1');
-    recorder.child.kill('SIGINT');
-    expect((await recorder.ended).code).toBe(0);
+    const recorder = await recordOneRound(target, dir, 1);
     expect(recorder.err()).toMatch(/wrote .*heaplog\.\d+\.log \(2000 events, detached\)/);
     // Detached: no thread of the library left, the tracer library stays loaded.
     expect(threadsOf(target.pid)).toBe(1);
@@ -189,12 +196,7 @@ describe('heaphook record -p', () => {
       RUNNING,
     ]);
     await target.waitFor('ready');
-    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
-    await recorder.waitFor('attached to process', 'err');
-    target.child.kill('SIGUSR1');
-    await target.waitFor('work 1');
-    recorder.child.kill('SIGINT');
-    expect((await recorder.ended).code).toBe(0);
+    await recordOneRound(target, dir, 1);
     const json = reportJson(join(dir, `heaplog.${target.pid}.log`));
     expect(json.calls).toEqual({ malloc: 1000, free: 1000 });
     expect(json.end).toBe('detach');
