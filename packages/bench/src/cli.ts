@@ -1,11 +1,12 @@
 #!/usr/bin/env node
 /**
- * heaphook-bench compare | micro | leakscan | list   (nx: `nx run bench:compare`, `nx run bench:micro`)
+ * heaphook-bench compare | micro | leakscan | attach | list   (nx: `nx run bench:compare`, `nx run bench:micro`)
  */
 import { listBackends } from '@heaphook/core';
 import { Command, InvalidArgumentError, Option } from 'commander';
 
 import { discoverAllocators, parseCustom, parseVariant, type VariantDef } from './allocators.js';
+import { attachBench, formatAttach } from './attach.js';
 import { compare } from './compare.js';
 import { formatLeakScan, leakScan } from './leakscan.js';
 import { micro } from './micro.js';
@@ -180,6 +181,21 @@ program
       ...(o.sizes ? { sizes: o.sizes } : {}),
     });
     process.stdout.write(formatLeakScan(rows));
+  });
+
+program
+  .command('attach')
+  .description(
+    'what `heaphook record -p` costs a running process: its throughput traced and after the detach, the pause the attach and the detach cause (ms), their wall time; write results/attach/latest.json',
+  )
+  .option('--runs <n>', 'interleaved runs per target (default 5)', positiveInt)
+  .option('--no-write', 'do not write results/attach/latest.json')
+  .action(async (o: { runs?: number; write?: boolean }) => {
+    const rows = await attachBench({
+      ...(o.runs ? { runs: o.runs } : {}),
+      write: o.write !== false,
+    });
+    process.stdout.write(formatAttach(rows));
   });
 
 program

@@ -57,7 +57,7 @@ export class InjectRefusal extends HeaphookError {
     readonly reason: InjectRefusalReason,
     readonly exitCode: number,
   ) {
-    super(message, { exitStatus: exitCode });
+    super(message, { exitStatus: exitCode, namesCommand: true });
   }
 }
 

@@ -225,6 +225,8 @@ describe('injectCall refusals (the target left untouched)', () => {
     expect(error.reason).toBe('already-traced');
     expect(error.exitCode).toBe(14);
     expect(error.message).toContain('strace');
+    // Killing strace (afterEach) would leave the traced target running.
+    process.kill(pid, 'SIGKILL');
   });
 
   const isRoot = process.getuid?.() === 0;

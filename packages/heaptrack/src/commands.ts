@@ -1,6 +1,8 @@
 /**
  * CLI subcommands contributed to `heaphook` (see @heaphook/core's cli):
  *   heaphook record [-o DIR] [-b BACKEND] [-e KEY=VALUE] [--no-vm] -- <command> [args...]
+ *   heaphook record -p PID | -n NAME [--duration 10s] [-o DIR]     (a running process)
+ *   heaphook snapshot PID -o heap.pb.gz [--duration 1s] [--every 30s]
  *   heaphook dump [--stacks] [--summary] [--json] <log | DIR [--pid N | --all]>
  *   heaphook recommend [--margin PCT] [--json] <log | DIR [--pid N]>
  *   heaphook report [-o DIR] [--json] <log | DIR [--pid N | --all]>
@@ -20,6 +22,8 @@ import { registerReport } from './report/command.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js';
 import { writeSession, type Session } from './decode/session.js';
 import { record } from './record/record.js';
+import { recordRunningCommand } from './record/command.js';
+import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
 import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
 import { formatFrame, Symbolizer } from './report/symbolize.js';
@@ -68,6 +72,8 @@ async function printSummary(path: string): Promise<void> {
   // Not yet a verdict: the leak checks below (when the log has them) split these blocks into
   // leaked and still reachable.
   out.push(`never freed: ${s.liveBlocks} blocks, ${s.liveBytes} bytes`);
+  if (s.freedBeforeAttach > 0)
+    out.push(`freed, allocated before attach: ${s.freedBeforeAttach} blocks`);
   if (s.mapped !== undefined) {
     const m = s.mapped;
     out.push(
@@ -152,12 +158,21 @@ export function register(program: Command): void {
       '--json',
       "print the session (every log, its process and role, the program's own) as JSON at the end",
     )
-    .argument('<command>', 'the program to run')
+    .option('-p, --pid <pid>', 'trace this running process instead of starting one (ptrace)')
+    .option(
+      '-n, --name <name>',
+      'trace every running process of this program (its executable or argv[0] name)',
+    )
+    .option(
+      '--duration <time>',
+      'with -p / -n: detach after this long (10s, 500ms, 2m); default: at Ctrl-C or when the processes exit',
+    )
+    .argument('[command]', 'the program to run')
     .argument('[args...]', 'its arguments (put -- before the command)')
     .passThroughOptions()
     .action(
       async (
-        command: string,
+        command: string | undefined,
         args: string[],
         options: {
           outputDir: string;
@@ -168,8 +183,21 @@ export function register(program: Command): void {
           json?: boolean;
           follow: boolean;
           only: string[];
+          pid?: string;
+          name?: string;
+          duration?: string;
         },
       ) => {
+        if (options.pid !== undefined || options.name !== undefined) {
+          process.exitCode = await recordRunningCommand(command, options);
+          return;
+        }
+        if (command === undefined) {
+          throw new HeaphookError(
+            'record needs a command to run (heaphook record -- <command> [args...]), or -p PID / -n NAME for a running process',
+            { namesCommand: true },
+          );
+        }
         const result = await record(command, args, {
           outputDir: options.outputDir,
           backends: options.backend,
@@ -230,4 +258,5 @@ export function register(program: Command): void {
   registerRecommend(program);
   registerReport(program);
   registerCheck(program);
+  registerSnapshot(program);
 }

@@ -20,6 +20,13 @@ export {
   type EventColumns,
 } from './decode/decoder.js';
 export { attach, detach, type AttachedLog, type AttachOptions } from './record/attach.js';
+export {
+  attachRunning,
+  parseDuration,
+  processesNamed,
+  type AttachRunningOptions,
+  type RunningRecording,
+} from './record/running.js';
 export { dump, formatEvent, formatVm, type DumpOptions } from './report/dump.js';
 export {
   collectorPath,

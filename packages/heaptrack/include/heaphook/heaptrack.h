@@ -1,5 +1,6 @@
 /*
- * heaphook/heaptrack.h — start and stop tracing in a process that is already running.
+ * heaphook/heaptrack.h — start and stop tracing in a process that is already running
+ * (in-process, or from outside: `heaphook record -p PID` injects these calls with heaphook-inject).
  *
  *   void *lib = dlopen("libheaphook_heaptrack.so", RTLD_NOW | RTLD_LOCAL);
  *   int (*attach)(const char *) = (int (*)(const char *))dlsym(lib, "heaphook_heaptrack_attach");
@@ -20,11 +21,30 @@
  * functions the GOTs led to before (glibc, or a preloaded heaphook backend), so blocks allocated
  * before the attach are freed normally: the log shows those frees as frees of unknown blocks.
  *
+ * heaphook_heaptrack_attach_collector(socket) does the same but hands the log to a collector
+ * instead of writing it: socket names a listening Unix socket in HEAPHOOK_COLLECTOR's form
+ * ("@name" for an abstract one), served by `heaphook-heaptrack-collector --attach PID`. The
+ * process connects, gets its ring buffer from the collector and starts no thread of its own;
+ * the collector writes the log (where heaphook runs, with its permissions) and keeps what was
+ * recorded if the process crashes. `heaphook record -p PID` calls it through heaphook-inject.
+ * A fork child connects to the same collector and gets a log of its own.
+ *
+ * Either way the log's PROCESS record has the flag HH_PF_ATTACHED: a free of a block the log
+ * never saw allocated is a block allocated before the attach (the report counts those apart,
+ * "freed, allocated before attach", never as errors).
+ *
  * heaphook_heaptrack_detach restores every GOT entry, stops recording and completes the log.
+ * Standalone, it stops the drain thread it started; with a collector there is none. The process
+ * is then left with no thread of the library, except the leak-check thread when the process's
+ * own environment sets HEAPHOOK_LEAK_SIGNAL: it stays, with its signal handler, so that the
+ * signal never falls back to its default action (termination). With a collector, detach says
+ * "detach" and closes the connection, and the collector completes the log (END reason detach).
  * A call another thread was making at that moment still completes; its record is waited for
  * (up to a second without progress; one still unpublished then counts as dropped in the END
- * record). A later attach writes a new log through the same ring buffer. The library must stay
- * loaded: a thread may still be inside one of its functions.
+ * record). A later attach writes a new log (standalone: through the same ring buffer; with a
+ * collector: through a new one, the old one unmapped when nothing is left unread in it). The
+ * library must stay loaded and is never unloaded: a thread may still be inside one of its
+ * functions, and a function pointer to a hook may have been taken while attached.
  *
  * Not traced: calls the C library makes internally without its PLT, calls through pointers to
  * malloc taken before the attach, allocators linked statically into a program.
@@ -49,8 +69,10 @@ extern "C" {
 #define HEAPHOOK_HEAPTRACK_NOT_ATTACHED 3 /* detach: not attached */
 #define HEAPHOOK_HEAPTRACK_NO_LOG 4       /* attach: the log could not be created (errno kept) */
 #define HEAPHOOK_HEAPTRACK_PATCH_FAILED 5 /* attach: a GOT could not be written; none is */
+#define HEAPHOOK_HEAPTRACK_NO_COLLECTOR 6 /* attach_collector: no collector there (errno kept) */
 
 int heaphook_heaptrack_attach(const char *log_path_or_dir);
+int heaphook_heaptrack_attach_collector(const char *collector_socket);
 int heaphook_heaptrack_detach(void);
 /* The log being written, or the last one written; "" before the first. */
 const char *heaphook_heaptrack_log_path(void);

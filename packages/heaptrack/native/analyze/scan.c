@@ -482,7 +482,7 @@ struct hh_scan {
     double live_bytes, allocated_bytes, peak_bytes, peak_time;
     uint64_t peak_epoch;
     double peak_blocks, peak_blocks_time;
-    double temporary, unknown_frees, failed_calls;
+    double temporary, unknown_frees, failed_calls, freed_before_attach;
     double size_counts[HH_SIZE_BUCKETS], size_bytes[HH_SIZE_BUCKETS];
     /* Heap series (src/report/series.ts) */
     uint32_t points;
@@ -1114,7 +1114,10 @@ static void forget_block(hh_scan *s, block_rec *e, const double *time) {
 static void remove_block(hh_scan *s, double ptr, const double *time) {
     uint32_t r = live_find(s, ptr);
     if (r == NO_REC) {
-        s->unknown_frees++;
+        if (s->flags & HH_PF_ATTACHED)
+            s->freed_before_attach++;
+        else
+            s->unknown_frees++;
         return;
     }
     block_rec *e = &s->blocks.recs[r];
@@ -1772,6 +1775,7 @@ void hh_scan_get_totals(const hh_scan *s, hh_scan_totals *o) {
     o->unknown_frees = s->unknown_frees;
     o->failed_calls = s->failed_calls;
     o->anomalies = s->anomalies;
+    o->freed_before_attach = s->freed_before_attach;
     memcpy(o->size_counts, s->size_counts, sizeof o->size_counts);
     memcpy(o->size_bytes, s->size_bytes, sizeof o->size_bytes);
 }

@@ -86,6 +86,9 @@ typedef struct hh_scan_totals {
     double peak_blocks, peak_blocks_time, last_time; /* live blocks: hh_scan_live_count */
     double temporary, unknown_frees, failed_calls;
     double anomalies; /* allocations at an address already live (should be 0) */
+    /* In a log that began with an attach (HH_PF_ATTACHED): frees (and reallocs) of blocks the
+     * log never saw allocated, i.e. allocated before the attach; unknown_frees is then 0. */
+    double freed_before_attach;
     double size_counts[HH_SIZE_BUCKETS], size_bytes[HH_SIZE_BUCKETS];
 } hh_scan_totals;
 void hh_scan_get_totals(const hh_scan *s, hh_scan_totals *out);

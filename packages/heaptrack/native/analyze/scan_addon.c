@@ -39,7 +39,7 @@
         }                                                                   \
     } while (0)
 
-#define TOTALS_SCALARS 12
+#define TOTALS_SCALARS 13
 #define TOTALS_FIELDS (HH_OP_COUNT + TOTALS_SCALARS + 2 * HH_SIZE_BUCKETS)
 
 static void finalize(napi_env env, void *data, void *hint) {
@@ -237,10 +237,10 @@ static napi_value result(napi_env env, napi_callback_info info) {
     memcpy(o, t.calls, sizeof t.calls);
     o += HH_OP_COUNT;
     /* In the order src/report/native.ts reads them. */
-    const double scalars[TOTALS_SCALARS] = {t.events,           t.allocated_bytes, t.live_bytes,
-                                            t.peak_bytes,       t.peak_time,       t.peak_blocks,
-                                            t.peak_blocks_time, t.last_time,       t.temporary,
-                                            t.unknown_frees,    t.failed_calls,    t.anomalies};
+    const double scalars[TOTALS_SCALARS] = {
+        t.events,       t.allocated_bytes,  t.live_bytes,         t.peak_bytes, t.peak_time,
+        t.peak_blocks,  t.peak_blocks_time, t.last_time,          t.temporary,  t.unknown_frees,
+        t.failed_calls, t.anomalies,        t.freed_before_attach};
     memcpy(o, scalars, sizeof scalars);
     o += TOTALS_SCALARS;
     memcpy(o, t.size_counts, sizeof t.size_counts);

@@ -4,6 +4,7 @@
  *   heaphook-heaptrack-collector [--dir DIR] [--preload LIBS] [--manifest FILE] [--quiet]
  *                                [--no-follow]
  *                                -- command [args...]
+ *   heaphook-heaptrack-collector --attach PID [--dir DIR] [--manifest FILE] [--quiet]
  *
  * Listens on an abstract Unix socket, starts the command with LD_PRELOAD=LIBS and
  * HEAPHOOK_COLLECTOR=@<socket>, and serves every traced process that connects (the command,
@@ -12,6 +13,15 @@
  * 50 ms, and writes DIR/heaplog.<pid>.log. When a connection closes — exit, crash, _exit,
  * exec — it reads what the ring still holds, skipping only records left half-written, and
  * closes the log. It exits with the command's status once every traced process is gone.
+ *
+ * --attach PID (`heaphook record -p`): no command. It prints "socket <name>" on stdout and
+ * serves the processes that connect to it: PID, after heaphook-inject made it call
+ * heaphook_heaptrack_attach_collector(<name>), and its fork children. It accepts a peer of its
+ * own user, or PID and its descendants (root tracing another user's service). A process that
+ * detaches sends HH_MSG_DETACH before closing: its log ends with END reason detach. Each log
+ * opened is announced on stdout ("log <pid> <path>"), each one closed too ("closed <pid>").
+ * SIGTERM stops it (the logs still open end with reason collector); SIGINT and SIGHUP are
+ * ignored, since the terminal's Ctrl-C is heaphook's to handle: it detaches first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +47,7 @@ typedef struct client {
     hh_ring ring;
     hh_writer *writer;
     bool saw_exit;
+    bool saw_detach;
     char path[4096];
 } client;
 
@@ -48,6 +59,8 @@ static bool quiet;
 static bool no_follow; /* --no-follow: only the command's own process records */
 static pid_t child = -1;
 static long pending_forks;
+static pid_t attach_pid; /* --attach: the process served (0: a command is run) */
+static volatile sig_atomic_t stop_requested;
 
 static uint64_t now_ms(void) {
     struct timespec ts;
@@ -107,28 +120,32 @@ static void finish(client *c, bool stopped) {
     if (stopped) drain(c, false);
     uint64_t events = hh_writer_events(c->writer);
     bool exited = c->saw_exit || hh_writer_saw_exit(c->writer);
+    bool detached = c->saw_detach && !stopped;
     hh_ring_close(&c->ring);
     hh_writer_close(c->writer,
-                    stopped  ? HH_END_COLLECTOR
-                    : exited ? HH_END_EXIT
-                             : HH_END_LOST,
+                    stopped    ? HH_END_COLLECTOR
+                    : detached ? HH_END_DETACH
+                    : exited   ? HH_END_EXIT
+                               : HH_END_LOST,
                     atomic_load(&c->ring.hdr->dropped));
     hh_ring_unmap(&c->ring);
     close(c->fd);
     if (!quiet) {
         fprintf(stderr, "heaphook record: wrote %s (%llu events%s)\n", c->path,
                 (unsigned long long)events,
-                stopped  ? ", stopped while the process ran"
-                : exited ? ""
-                         : ", process ended without exit");
+                stopped    ? ", stopped while the process ran"
+                : detached ? ", detached"
+                : exited   ? ""
+                           : ", process ended without exit");
     }
     if (manifest != NULL) {
         FILE *m = fopen(manifest, "a");
         if (m != NULL) {
             fprintf(m, "%s\t%d\t%llu\t%s\n", c->path, c->pid, (unsigned long long)events,
-                    stopped  ? "collector"
-                    : exited ? "exit"
-                             : "lost");
+                    stopped    ? "collector"
+                    : detached ? "detach"
+                    : exited   ? "exit"
+                               : "lost");
             fclose(m);
         }
     }
@@ -150,13 +167,31 @@ static bool read_full(int fd, void *buf, size_t len, int timeout_ms) {
     return true;
 }
 
+/* Whether pid is attach_pid or one of its descendants. */
+static bool in_attached_tree(pid_t pid) {
+    for (int depth = 0; depth < 4096 && pid > 1; depth++) {
+        if (pid == attach_pid) return true;
+        char path[64], line[256];
+        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) return false;
+        pid_t parent = 0;
+        while (fgets(line, sizeof line, f) != NULL)
+            if (sscanf(line, "PPid: %d", &parent) == 1) break;
+        fclose(f);
+        pid = parent;
+    }
+    return false;
+}
+
 static void accept_client(int listener) {
     int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
     if (fd < 0) return;
     /* The socket is abstract, so any local process could connect: serve our own user only. */
     struct ucred peer;
     socklen_t peer_len = sizeof peer;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 || peer.uid != getuid()) {
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 ||
+        (peer.uid != getuid() && !(attach_pid > 0 && in_attached_tree(peer.pid)))) {
         close(fd);
         return;
     }
@@ -213,11 +248,126 @@ static void accept_client(int listener) {
         clients = realloc(clients, capclients * sizeof *clients);
     }
     clients[nclients++] = c;
+    if (attach_pid > 0 && sent == 1) {
+        printf("log %d %s\n", c->pid, c->path);
+        fflush(stdout);
+    }
     if (sent != 1) { /* the process went away during the handshake */
         finish(c, false);
         clients[--nclients] = NULL;
         free(c);
     }
+}
+
+static char name[108]; /* the listening socket, "@heaphook-<pid>-<random>" (abstract) */
+
+/* Listens on a new abstract socket (name); exits with status 2 when it cannot. */
+static int listen_socket(void) {
+    snprintf(name, sizeof name, "@heaphook-%d-%llx", (int)getpid(),
+             (unsigned long long)now_ms() ^ ((unsigned long long)rand() << 20));
+    struct sockaddr_un addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sun_family = AF_UNIX;
+    size_t name_len = strlen(name);
+    memcpy(addr.sun_path, name, name_len);
+    addr.sun_path[0] = '\0';
+    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listener < 0 ||
+        bind(listener, (struct sockaddr *)&addr,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + name_len)) != 0 ||
+        listen(listener, 128) != 0) {
+        fprintf(stderr, "heaphook record: cannot listen on a Unix socket: %s\n", strerror(errno));
+        exit(2);
+    }
+    return listener;
+}
+
+/* Reads what a client sent; false when its connection closed. */
+static bool read_messages(client *c) {
+    char buf[512];
+    for (;;) {
+        ssize_t n = read(c->fd, buf, sizeof buf);
+        if (n > 0) {
+            for (ssize_t b = 0; b < n; b++) {
+                if (buf[b] == HH_MSG_FORK) pending_forks++;
+                if (buf[b] == HH_MSG_EXIT) c->saw_exit = true;
+                if (buf[b] == HH_MSG_DETACH) c->saw_detach = true;
+            }
+            continue;
+        }
+        return !(n == 0 || (errno != EAGAIN && errno != EINTR));
+    }
+}
+
+/* One round of the collector: waits up to 50 ms, accepts a new client, reads the messages of
+ * the others, ends the logs of those whose connection closed (with --attach, "closed <pid>" on
+ * stdout), drains every ring. Returns -1 when poll fails, else 1 when a client came or went,
+ * 0 otherwise. */
+static int serve_once(int listener) {
+    static struct pollfd *pfds;
+    static size_t pcap;
+    if (pcap < nclients + 1) {
+        pcap = (nclients + 1) * 2;
+        pfds = realloc(pfds, pcap * sizeof *pfds);
+    }
+    pfds[0] = (struct pollfd){listener, POLLIN, 0};
+    for (size_t k = 0; k < nclients; k++) pfds[k + 1] = (struct pollfd){clients[k]->fd, POLLIN, 0};
+    int ready = poll(pfds, nclients + 1, 50);
+    if (ready < 0 && errno != EINTR) return -1;
+    int activity = 0;
+    if (ready > 0 && (pfds[0].revents & POLLIN)) {
+        accept_client(listener);
+        activity = 1;
+    }
+    size_t polled = ready > 0 ? nclients : 0;
+    for (size_t k = 0; k < polled && k < nclients; k++) {
+        client *c = clients[k];
+        if (pfds[k + 1].fd != c->fd || pfds[k + 1].revents == 0) continue;
+        if (read_messages(c)) continue;
+        int pid = c->pid;
+        finish(c, false);
+        free(c);
+        clients[k] = clients[--nclients];
+        pfds[k + 1] = pfds[nclients + 1];
+        k--;
+        activity = 1;
+        if (attach_pid > 0) {
+            printf("closed %d\n", pid);
+            fflush(stdout);
+        }
+    }
+    for (size_t k = 0; k < nclients; k++) drain(clients[k], false);
+    return activity;
+}
+
+static void on_stop(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* --attach: serves PID and its children until SIGTERM. */
+static int serve_attached(int listener) {
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigaction(SIGTERM, &sa, NULL);
+    printf("socket %s\n", name);
+    fflush(stdout);
+    while (!stop_requested && serve_once(listener) >= 0) {
+    }
+    /* Stopped: a process that detached just now has its log closed as a detach. */
+    for (size_t k = 0; k < nclients; k++) {
+        bool open = read_messages(clients[k]);
+        finish(clients[k], open);
+        printf("closed %d\n", clients[k]->pid);
+        free(clients[k]);
+    }
+    nclients = 0;
+    fflush(stdout);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -237,29 +387,17 @@ int main(int argc, char **argv) {
             quiet = true;
         } else if (strcmp(argv[i], "--no-follow") == 0) {
             no_follow = true;
+        } else if (strcmp(argv[i], "--attach") == 0 && i + 1 < argc) {
+            attach_pid = (pid_t)atoi(argv[++i]);
+            if (attach_pid <= 0) usage();
         } else {
             usage();
         }
     }
+    if (attach_pid > 0) return serve_attached(listen_socket());
     if (i >= argc) usage();
 
-    char name[108];
-    snprintf(name, sizeof name, "@heaphook-%d-%llx", (int)getpid(),
-             (unsigned long long)now_ms() ^ ((unsigned long long)rand() << 20));
-    struct sockaddr_un addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sun_family = AF_UNIX;
-    size_t name_len = strlen(name);
-    memcpy(addr.sun_path, name, name_len);
-    addr.sun_path[0] = '\0';
-    int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listener < 0 ||
-        bind(listener, (struct sockaddr *)&addr,
-             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + name_len)) != 0 ||
-        listen(listener, 128) != 0) {
-        fprintf(stderr, "heaphook record: cannot listen on a Unix socket: %s\n", strerror(errno));
-        return 2;
-    }
+    int listener = listen_socket();
 
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
@@ -293,50 +431,10 @@ int main(int argc, char **argv) {
     int status = 0;
     bool child_done = false, said_first = false, stopping = false;
     uint64_t last_activity = now_ms();
-    struct pollfd *pfds = NULL;
-    size_t pcap = 0;
     for (;;) {
-        if (pcap < nclients + 1) {
-            pcap = (nclients + 1) * 2;
-            pfds = realloc(pfds, pcap * sizeof *pfds);
-        }
-        pfds[0] = (struct pollfd){listener, POLLIN, 0};
-        for (size_t k = 0; k < nclients; k++)
-            pfds[k + 1] = (struct pollfd){clients[k]->fd, POLLIN, 0};
-        int ready = poll(pfds, nclients + 1, 50);
-        if (ready < 0 && errno != EINTR) break;
-        if (ready > 0 && (pfds[0].revents & POLLIN)) {
-            accept_client(listener);
-            last_activity = now_ms();
-        }
-        size_t polled = ready > 0 ? nclients : 0;
-        for (size_t k = 0; k < polled && k < nclients; k++) {
-            client *c = clients[k];
-            if (pfds[k + 1].fd != c->fd || pfds[k + 1].revents == 0) continue;
-            char buf[512];
-            bool closed = false;
-            for (;;) {
-                ssize_t n = read(c->fd, buf, sizeof buf);
-                if (n > 0) {
-                    for (ssize_t b = 0; b < n; b++) {
-                        if (buf[b] == HH_MSG_FORK) pending_forks++;
-                        if (buf[b] == HH_MSG_EXIT) c->saw_exit = true;
-                    }
-                    continue;
-                }
-                if (n == 0 || (errno != EAGAIN && errno != EINTR)) closed = true;
-                break;
-            }
-            if (closed) {
-                finish(c, false);
-                free(c);
-                clients[k] = clients[--nclients];
-                pfds[k + 1] = pfds[nclients + 1];
-                k--;
-                last_activity = now_ms();
-            }
-        }
-        for (size_t k = 0; k < nclients; k++) drain(clients[k], false);
+        int served = serve_once(listener);
+        if (served < 0) break;
+        if (served > 0) last_activity = now_ms();
         if (!child_done) {
             pid_t r = waitpid(child, &status, WNOHANG);
             if (r == child) {

@@ -135,6 +135,7 @@ enum hh_op {
 #define HH_PF_FREE_STACKS 16u /* stacks of frees recorded */
 #define HH_PF_FORK_CHILD 32u  /* the process is a fork child of a traced parent */
 #define HH_PF_VM 64u          /* memory events recorded (ucm-hooks, HEAPHOOK_TRACE_VM) */
+#define HH_PF_ATTACHED 128u   /* tracing began in a running process (heaphook_heaptrack_attach*) */
 
 /* The END record's reason. */
 enum hh_end_reason {
@@ -195,6 +196,8 @@ enum hh_leak_trigger {
 #define HH_MSG_FORK 'F'
 /* Message: the process runs its exit path (its log ends with HH_END_EXIT). */
 #define HH_MSG_EXIT 'X'
+/* Message: the process detached (heaphook_heaptrack_detach): its log ends with HH_END_DETACH. */
+#define HH_MSG_DETACH 'D'
 
 typedef struct hh_hello {
     uint32_t magic; /* HH_HELLO_MAGIC */

@@ -1,6 +1,6 @@
 /*
- * attach.c — heaphook_heaptrack_attach / _detach (heaphook/heaptrack.h): the tracer installed
- * into a running process by GOT patching, and taken out again.
+ * attach.c — heaphook_heaptrack_attach / _attach_collector / _detach (heaphook/heaptrack.h): the
+ * tracer installed into a running process by GOT patching, and taken out again.
  *
  * Order of an attach: the log and its drain thread first, then the forwarding targets (the
  * functions the GOTs lead to now, as heaphook_reloc_patch reports them), then the patches, so
@@ -40,14 +40,23 @@ void hh_attach_postfork_child(void) {
     pthread_mutex_init(&g_attach_lock, NULL);
 }
 
+/* The order of the patches (indices into hh_hooks): the functions that free first, those that
+ * only allocate last; the unpatching goes in reverse. So a block allocated while traced has its
+ * free traced too, as long as it is freed before the detach, and a free traced of a block the
+ * log never saw allocated is one of before the attach (the report counts those apart). */
+static const int g_patch_order[HH_HOOK_COUNT] = {1, 10, 3, 4, 0, 2, 5, 6, 7, 8, 9};
+_Static_assert(HH_HOOK_COUNT == 11, "g_patch_order lists every hook of hooks.c once");
+
 static void hh_unpatch_all(void) {
-    for (int i = HH_HOOK_COUNT - 1; i >= 0; i--) {
+    for (int k = HH_HOOK_COUNT - 1; k >= 0; k--) {
+        int i = g_patch_order[k];
         if (g_patches[i] != NULL) heaphook_reloc_unpatch(g_patches[i]);
         g_patches[i] = NULL;
     }
 }
 
-HH_EXPORT int heaphook_heaptrack_attach(const char *log_path_or_dir) {
+/* attach and attach_collector: one of where (standalone) or collector is used. */
+static int hh_attach(const char *where, const char *collector) {
     if (hh_hooks_interposed()) return HEAPHOOK_HEAPTRACK_PRELOADED;
     pthread_mutex_lock(&g_attach_lock);
     int rc = HEAPHOOK_HEAPTRACK_OK;
@@ -70,12 +79,13 @@ HH_EXPORT int heaphook_heaptrack_attach(const char *log_path_or_dir) {
         }
     }
     hh_hooks_forward_to(originals);
-    if (!hh_tracer_attach_start(log_path_or_dir)) {
-        rc = HEAPHOOK_HEAPTRACK_NO_LOG;
+    if (!hh_tracer_attach_start(where, collector)) {
+        rc = collector != NULL ? HEAPHOOK_HEAPTRACK_NO_COLLECTOR : HEAPHOOK_HEAPTRACK_NO_LOG;
         goto out;
     }
     hh_busy++; /* the patcher's own allocations, once malloc is redirected, are not traced */
-    for (int i = 0; i < HH_HOOK_COUNT; i++) {
+    for (int k = 0; k < HH_HOOK_COUNT; k++) {
+        int i = g_patch_order[k];
         int error =
             heaphook_reloc_patch(hh_hooks[i].name, hh_hooks[i].function, NULL, &g_patches[i]);
         if (error != HEAPHOOK_RELOC_OK) {
@@ -94,6 +104,18 @@ HH_EXPORT int heaphook_heaptrack_attach(const char *log_path_or_dir) {
 out:
     pthread_mutex_unlock(&g_attach_lock);
     return rc;
+}
+
+HH_EXPORT int heaphook_heaptrack_attach(const char *log_path_or_dir) {
+    return hh_attach(log_path_or_dir, NULL);
+}
+
+HH_EXPORT int heaphook_heaptrack_attach_collector(const char *collector_socket) {
+    if (collector_socket == NULL || collector_socket[0] == '\0') {
+        errno = EINVAL;
+        return HEAPHOOK_HEAPTRACK_NO_COLLECTOR;
+    }
+    return hh_attach(NULL, collector_socket);
 }
 
 HH_EXPORT int heaphook_heaptrack_detach(void) {

@@ -28,15 +28,19 @@ void hh_attach_prefork(void);
 void hh_attach_postfork_parent(void);
 void hh_attach_postfork_child(void);
 
-/* tracer.c: starts a standalone log and its drain thread: where is an existing folder (the
- * log is heaplog.<pid>[.n].log there), else the log file's path; NULL: HEAPHOOK_LOG_DIR or the
- * working directory. After a finish, a new log (stacks and modules declared again) through
- * the same ring. false with errno set when the log cannot be created. */
-bool hh_tracer_attach_start(const char *where);
+/* tracer.c: with collector NULL or "", starts a standalone log and its drain thread: where is
+ * an existing folder (the log is heaplog.<pid>[.n].log there), else the log file's path; NULL:
+ * HEAPHOOK_LOG_DIR or the working directory. After a finish, a new log (stacks and modules
+ * declared again) through the same ring. With a collector's socket (HEAPHOOK_COLLECTOR's
+ * form, "@name" for an abstract one), connects to it instead and gets a ring from it (no drain
+ * thread: the collector writes the log). false with errno set when the log cannot be created
+ * or the collector reached. */
+bool hh_tracer_attach_start(const char *where, const char *collector);
 /* tracer.c: stops recording, waits (at most a second without progress) for the records of
- * calls that were inside a hook, drains the ring, writes END (reason detach) and closes the
- * log. Threads still inside a hook finish their call; what they reserve after that is not in
- * the log. */
+ * calls that were inside a hook; standalone, drains the ring, stops the drain thread, writes
+ * END (reason detach) and closes the log; with a collector, tells it "detach" and closes the
+ * connection (the collector writes END, reason detach). Threads still inside a hook finish
+ * their call; what they reserve after that is not in the log. */
 void hh_tracer_attach_finish(void);
 /* tracer.c: the path of the log being written, or of the last one. */
 const char *hh_tracer_log_path(void);

@@ -75,9 +75,11 @@ static hh_writer *g_writer;
 static char g_log_path[4096];
 static char g_attach_dir[4096];  /* attach's log folder, when given: wins over HEAPHOOK_LOG_DIR */
 static char g_attach_file[4096]; /* attach's log file, when given (its folder is g_attach_dir) */
-static bool g_attach_mode;       /* installed by heaphook_heaptrack_attach: always standalone */
-static pid_t g_ring_pid;         /* the process that created the standalone ring and socket pair */
-static int g_start_errno;        /* why the last start failed */
+static bool g_attach_mode;       /* installed by heaphook_heaptrack_attach*: standalone, or the
+                                  * collector g_attach_collector names */
+static char g_attach_collector[108]; /* attach_collector's socket ("" for a standalone log) */
+static pid_t g_ring_pid;  /* the process that created the standalone ring and socket pair */
+static int g_start_errno; /* why the last start failed */
 static pthread_t g_drain;
 static bool g_drain_started;
 static _Atomic int g_drain_stop, g_drain_done, g_drain_lock;
@@ -121,7 +123,8 @@ static void hh_read_config(void) {
         heaphook_env_choice("HEAPHOOK_CLOCK", NULL, clocks, 2, 0) == 0 && hh_invariant_tsc();
     static const char *const unwinders[] = {"fast", "libgcc"};
     g_use_fast_unwind = heaphook_env_choice("HEAPHOOK_UNWIND", NULL, unwinders, 2, 0) == 0;
-    g_collector = g_attach_mode ? NULL : heaphook_env_get_unless_secure("HEAPHOOK_COLLECTOR", NULL);
+    g_collector = g_attach_mode ? (g_attach_collector[0] != '\0' ? g_attach_collector : NULL)
+                                : heaphook_env_get_unless_secure("HEAPHOOK_COLLECTOR", NULL);
     hh_cfg.vm = hh_vm_configure(g_attach_mode);
     /* Made absolute now: a fork child opens its log later, maybe after a chdir. */
     const char *dir = heaphook_env_get_unless_secure("HEAPHOOK_LOG_DIR", NULL);
@@ -455,7 +458,8 @@ static void hh_send_process(void) {
     p->flags = (hh_cfg.stacks ? HH_PF_STACKS : 0) | (hh_cfg.timing ? HH_PF_TIMING : 0) |
                (hh_cfg.sample_bytes ? HH_PF_SAMPLING : 0) | (hh_cfg.drop ? HH_PF_DROP : 0) |
                (hh_cfg.free_stacks ? HH_PF_FREE_STACKS : 0) |
-               (g_fork_child ? HH_PF_FORK_CHILD : 0) | (hh_cfg.vm ? HH_PF_VM : 0);
+               (g_fork_child ? HH_PF_FORK_CHILD : 0) | (hh_cfg.vm ? HH_PF_VM : 0) |
+               (g_attach_mode ? HH_PF_ATTACHED : 0);
     p->stack_depth = (uint32_t)hh_cfg.depth;
     p->sample_bytes = hh_cfg.sample_bytes;
     p->time_unit = hh_cfg.time_unit;
@@ -871,9 +875,35 @@ static bool hh_absolute(const char *path, char *out, size_t cap) {
     return true;
 }
 
-bool hh_tracer_attach_start(const char *where) {
+/* Before an attach: the transport of the previous log is let go of when no writer can still be
+ * inside it (nothing unread); otherwise it stays mapped, unused (a thread stopped in a hook may
+ * write to it). A collector's ring is never reused; a standalone ring is, by a standalone log. */
+static void hh_release_transport(bool collector_next) {
+    if (g_ring.hdr == NULL) return;
+    bool was_collector = g_mode == HH_MODE_COLLECTOR;
+    if (!was_collector && !collector_next) return; /* hh_setup_standalone reuses it */
+    if (hh_ring_pending(&g_ring) == 0) hh_ring_unmap(&g_ring);
+    memset(&g_ring, 0, sizeof g_ring);
+    if (!was_collector) {
+        close(g_drain_rd);
+        g_drain_rd = -1;
+    }
+    if (g_notify_fd >= 0) close(g_notify_fd);
+    g_notify_fd = -1;
+}
+
+bool hh_tracer_attach_start(const char *where, const char *collector) {
     if (atomic_load(&hh_state) != HH_STATE_FINISHED) return false;
     hh_busy++;
+    size_t collector_len = collector != NULL ? strlen(collector) : 0;
+    if (collector_len >= sizeof g_attach_collector) {
+        errno = ENAMETOOLONG;
+        hh_busy--;
+        return false;
+    }
+    hh_release_transport(collector_len > 0);
+    memcpy(g_attach_collector, collector != NULL ? collector : "", collector_len + 1);
+    atomic_store(&g_gone, false);
     g_attach_mode = true;
     g_attach_dir[0] = g_attach_file[0] = '\0';
     if (where != NULL && where[0] != '\0') {
@@ -915,10 +945,41 @@ bool hh_tracer_attach_start(const char *where) {
     return ok;
 }
 
+/* Collector mode: stops recording, waits for the calls in flight to publish their records (as
+ * hh_read_in_flight: until the collector has read everything reserved, or nothing moved for a
+ * second), then tells the collector this is a detach and closes the connection: the collector
+ * writes the rest and ends the log with HH_END_DETACH. A straggler finds the ring closed and
+ * drops its record silently (g_gone is set first). */
+static void hh_finish_collector_log(void) {
+    atomic_store(&hh_state, HH_STATE_FINISHED);
+    uint64_t last = UINT64_MAX;
+    for (int idle_ms = 0; idle_ms <= 1000; idle_ms++) {
+        uint64_t pending = hh_ring_pending(&g_ring);
+        if (pending == 0) break;
+        if (pending != last) idle_ms = 0;
+        last = pending;
+        hh_wake(NULL);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&g_gone, true);
+    hh_ring_close(&g_ring);
+    if (g_notify_fd >= 0) {
+        static const char bye[] = {HH_MSG_DETACH, HH_MSG_WAKE};
+        ssize_t sent = send(g_notify_fd, bye, sizeof bye, MSG_NOSIGNAL);
+        (void)sent;
+        close(g_notify_fd);
+        g_notify_fd = -1;
+    }
+}
+
 void hh_tracer_attach_finish(void) {
     if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
     hh_busy++;
-    hh_finish_standalone_log(HH_END_DETACH);
+    if (g_mode == HH_MODE_COLLECTOR)
+        hh_finish_collector_log();
+    else
+        hh_finish_standalone_log(HH_END_DETACH);
     hh_busy--;
 }
 

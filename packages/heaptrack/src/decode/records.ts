@@ -23,6 +23,8 @@ export interface ProcessRecord {
   readonly forkChild: boolean;
   /** Mapped-memory events are recorded (ucm-hooks was loaded; VmRecord). */
   readonly vmEvents: boolean;
+  /** Tracing began in a running process (heaphook_heaptrack_attach*, `heaphook record -p`). */
+  readonly attached: boolean;
   readonly stackDepth: number;
   /** HEAPHOOK_SAMPLE_BYTES, 0 when every call is recorded. */
   readonly sampleBytes: number;

@@ -114,6 +114,7 @@ export const TOTALS_SCALARS = [
   'unknownFrees',
   'failedCalls',
   'anomalies',
+  'freedBeforeAttach',
 ] as const;
 export type TotalsScalars = Record<(typeof TOTALS_SCALARS)[number], number>;
 /** Buckets of the size histogram (bucket 0: size 0; bucket k: [2^(k-1), 2^k)). */

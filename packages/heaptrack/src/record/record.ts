@@ -77,8 +77,9 @@ export interface RecordedLog {
   readonly pid: number;
   readonly events: number;
   /** 'exit': the process ran its exit path; 'lost': it crashed, called _exit or exec'd;
-   * 'collector': the collector was stopped (a second Ctrl-C) while the process ran. */
-  readonly reason: 'exit' | 'lost' | 'collector';
+   * 'collector': the collector was stopped (a second Ctrl-C) while the process ran;
+   * 'detach': `heaphook record -p` detached from the running process. */
+  readonly reason: 'exit' | 'lost' | 'collector' | 'detach';
 }
 
 export interface RecordResult {
@@ -95,7 +96,7 @@ export interface RecordResult {
  * Creates the folder the logs go to, or a HeaphookError naming it and the fix (a file in the
  * way, a parent that is not a folder, no permission): one line, exit status 2.
  */
-function makeOutputDir(given: string, outputDir: string): void {
+export function makeOutputDir(given: string, outputDir: string): void {
   try {
     mkdirSync(outputDir, { recursive: true });
   } catch (error) {
@@ -108,6 +109,23 @@ function makeOutputDir(given: string, outputDir: string): void {
       namesCommand: true,
     });
   }
+}
+
+/** The logs the collector listed in its manifest (one line per log it closed). */
+export function readManifest(manifest: string): RecordedLog[] {
+  return readFileSync(manifest, 'utf8')
+    .split('\n')
+    .filter((line) => line.length > 0)
+    .map((line) => {
+      const [path, pid, events, reason] = line.split('\t');
+      return {
+        path: path!,
+        pid: Number(pid),
+        events: Number(events),
+        reason:
+          reason === 'exit' || reason === 'collector' || reason === 'detach' ? reason : 'lost',
+      };
+    });
 }
 
 export async function record(
@@ -166,20 +184,7 @@ export async function record(
         resolvePromise(code ?? (signal !== null ? 128 + (constants.signals[signal] ?? 0) : 1)),
       );
     });
-    const logs: RecordedLog[] = existsSync(manifest)
-      ? readFileSync(manifest, 'utf8')
-          .split('\n')
-          .filter((line) => line.length > 0)
-          .map((line) => {
-            const [path, pid, events, reason] = line.split('\t');
-            return {
-              path: path!,
-              pid: Number(pid),
-              events: Number(events),
-              reason: reason === 'exit' || reason === 'collector' ? reason : 'lost',
-            };
-          })
-      : [];
+    const logs: RecordedLog[] = existsSync(manifest) ? readManifest(manifest) : [];
     return { status, recorderPid: child.pid ?? 0, logs, stdout, stderr };
   } finally {
     for (const signal of signals) process.off(signal, forward);

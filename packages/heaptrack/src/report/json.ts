@@ -62,6 +62,8 @@ export interface ReportJson {
   readonly latency: Partial<Record<Op, Percentiles>>;
   readonly dropped: number;
   readonly unknownFrees: number;
+  /** Frees of blocks allocated before the attach (a log that began with one), else 0. */
+  readonly freedBeforeAttach: number;
   readonly failedCalls: number;
   readonly end: string | null;
   /**
@@ -148,6 +150,7 @@ export function reportJson(model: ReportModel, names: StackNames, ctx: JsonConte
     latency,
     dropped: model.dropped,
     unknownFrees: model.unknownFrees,
+    freedBeforeAttach: model.freedBeforeAttach,
     failedCalls: model.failedCalls,
     end: model.end?.reason ?? null,
     endedNormally: model.end?.reason === 'exit' && ctx.error === undefined,

@@ -113,6 +113,9 @@ export interface ReportModel {
   /** Allocations by thread, in the order the threads first allocated. */
   readonly threads: readonly ThreadAllocations[];
   readonly unknownFrees: number;
+  /** A log that began with an attach (ProcessRecord.attached): frees of blocks allocated
+   * before it (counted here instead of unknownFrees; not an error). */
+  readonly freedBeforeAttach: number;
   readonly failedCalls: number;
   readonly dropped: number;
 }
@@ -131,6 +134,7 @@ export interface EventFigures {
   readonly lastTime: number;
   readonly temporary: number;
   readonly unknownFrees: number;
+  readonly freedBeforeAttach: number;
   readonly failedCalls: number;
   readonly sizes: SizeHistogram;
   /** By op code; undefined where no duration was recorded. */
@@ -262,6 +266,7 @@ export class ReportBuilder {
       sites: f.sites,
       threads: f.threads ?? [],
       unknownFrees: f.unknownFrees,
+      freedBeforeAttach: f.freedBeforeAttach,
       failedCalls: f.failedCalls,
       dropped: this.end?.dropped ?? 0,
     };

@@ -77,6 +77,8 @@ export interface Summary {
   readonly leakChecks: LeakCheckSummary[];
   /** Frees of blocks not allocated in this log. */
   readonly unknownFrees: number;
+  /** In a log that began with an attach: frees of blocks allocated before it. */
+  readonly freedBeforeAttach: number;
   /** Allocations returning an address the log already had live (should be 0). */
   readonly anomalies: number;
   readonly failedCalls: number;
@@ -196,6 +198,7 @@ export async function summarize(path: string, options: SummaryOptions = {}): Pro
     leakSites: liveSites(scanner, new Map()),
     leakChecks,
     unknownFrees: t.unknownFrees,
+    freedBeforeAttach: t.freedBeforeAttach,
     anomalies: t.anomalies,
     failedCalls: t.failedCalls,
     ...(mapped.seen || process?.vmEvents === true ? { mapped: mapped.finish() } : {}),

@@ -85,6 +85,10 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
     out.push(
       `dropped events: ${formatCount(j.dropped)} (HEAPHOOK_ON_FULL=drop, or calls unfinished when tracing stopped)`,
     );
+  if (j.freedBeforeAttach > 0)
+    out.push(
+      `freed, allocated before attach (left out of the figures): ${formatCount(j.freedBeforeAttach)}`,
+    );
   if (j.unknownFrees > 0)
     out.push(
       `frees of blocks allocated before tracing started or outside this log (left out of the figures): ${formatCount(j.unknownFrees)}`,

@@ -52,6 +52,9 @@ export class OracleEvents implements ReplayedEvents {
   private lastTime = 0;
   private temporary = 0;
   private unknownFrees = 0;
+  private freedBeforeAttach = 0;
+  /** The log began with an attach: unknown frees are blocks allocated before it. */
+  attached = false;
   private failedCalls = 0;
   anomalies = 0;
   private readonly sizes = new SizeHistogram();
@@ -130,7 +133,8 @@ export class OracleEvents implements ReplayedEvents {
   private removeBlock(ptr: number, time?: number): void {
     const slot = this.live.find(ptr);
     if (slot < 0) {
-      this.unknownFrees++;
+      if (this.attached) this.freedBeforeAttach++;
+      else this.unknownFrees++;
       return;
     }
     const site = this.sites[this.live.siteAt(slot)]!;
@@ -235,6 +239,7 @@ export class OracleEvents implements ReplayedEvents {
       lastTime: this.lastTime,
       temporary: this.temporary,
       unknownFrees: this.unknownFrees,
+      freedBeforeAttach: this.freedBeforeAttach,
       failedCalls: this.failedCalls,
       sizes: this.sizes,
       latency: this.latency,
@@ -255,6 +260,7 @@ export async function oracleReportModel(
   const events = new OracleEvents(points);
   const builder = new ReportBuilder(events, { points });
   const add = (r: LogRecord): void => {
+    if (r.type === 'process') events.attached = r.attached;
     builder.add(r);
     onRecord?.(r, events);
   };
@@ -283,6 +289,7 @@ export function oracleModelOf(records: readonly LogRecord[], points = SERIES_DEF
   const one = (e: EventRecord, field: (e: EventRecord) => number) => Float64Array.of(field(e));
   for (const r of records) {
     if (r.type !== 'event') {
+      if (r.type === 'process') events.attached = r.attached;
       builder.add(r);
       continue;
     }

@@ -143,6 +143,7 @@ describe('writer → decoder round trip of every record kind (unit)', () => {
           freeStacks: (p.flags & F.PF_FREE_STACKS) !== 0,
           forkChild: (p.flags & F.PF_FORK_CHILD) !== 0,
           vmEvents: (p.flags & F.PF_VM) !== 0,
+          attached: (p.flags & F.PF_ATTACHED) !== 0,
           stackDepth: p.stack_depth,
           sampleBytes: p.sample_bytes,
           timeUnitNs: p.time_unit,

@@ -1,0 +1,289 @@
+/**
+ * `heaphook record -p PID` / `-n NAME`: trace processes that are already running. For each one a
+ * collector is started (`heaphook-heaptrack-collector --attach PID`), the tracer is loaded into
+ * the process with heaphook-inject and told to hand its records to that collector
+ * (heaphook_heaptrack_attach_collector); at the end (the duration, Ctrl-C, the process exiting,
+ * or `stop()`) the process and the fork children it started meanwhile are detached
+ * (heaphook_heaptrack_detach: the GOTs restored, the connection closed) and the collector ends
+ * their logs. The processes go on untraced; the tracer library stays loaded in them.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+
+import {
+  findProcesses,
+  HeaphookError,
+  INJECT_EXIT_CODES,
+  injectCall,
+  InjectRefusal,
+} from '@heaphook/core';
+
+import {
+  collectorPath,
+  makeOutputDir,
+  readManifest,
+  tracerLibraryPath,
+  type RecordedLog,
+} from './record.js';
+
+/** heaphook_heaptrack_attach*'s return values (include/heaphook/heaptrack.h). */
+const ATTACH_RESULTS: Readonly<Record<number, string>> = {
+  1: 'is traced by heaphook already (another `heaphook record -p` or an attach() of its own)',
+  2: 'runs with the tracer preloaded (`heaphook record -- ...`): it is traced already',
+  4: 'could not create its log',
+  5: 'could not redirect its malloc calls (a GOT could not be written)',
+  6: 'could not reach the collector (in another network namespace, e.g. a container?)',
+};
+
+export interface AttachRunningOptions {
+  /** Where the logs go (default: the current directory). */
+  readonly outputDir?: string;
+  /** Do not print the "wrote ..." lines. */
+  readonly quiet?: boolean;
+}
+
+/** One traced process: its collector and what the collector said. */
+interface Attachment {
+  readonly pid: number;
+  readonly collector: ChildProcess;
+  readonly manifest: string;
+  /** Processes with a log open (the target and its fork children), by pid. */
+  readonly open: Set<number>;
+  readonly ended: Promise<void>;
+}
+
+export interface RunningRecording {
+  /** The processes attached. */
+  readonly pids: readonly number[];
+  /** Resolves when every attached process has exited (their logs closed). */
+  readonly allExited: Promise<void>;
+  /** Detaches every process still traced (and its fork children) and closes the logs. */
+  stop(): Promise<RecordedLog[]>;
+}
+
+function readLine(child: ChildProcess, onLine: (line: string) => void): void {
+  if (child.stdout === null) return;
+  createInterface({ input: child.stdout }).on('line', onLine);
+}
+
+async function startCollector(
+  pid: number,
+  outputDir: string,
+  scratch: string,
+  quiet: boolean,
+): Promise<{ attachment: Attachment; socket: string }> {
+  const manifest = join(scratch, `logs.${pid}.tsv`);
+  const collector = spawn(
+    collectorPath(),
+    [
+      '--attach',
+      String(pid),
+      '--dir',
+      outputDir,
+      '--manifest',
+      manifest,
+      ...(quiet ? ['--quiet'] : []),
+    ],
+    // Its own process group: a terminal's Ctrl-C is ours to handle (we detach first).
+    { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
+  );
+  const open = new Set<number>();
+  let announce: ((socket: string) => void) | undefined;
+  const socket = new Promise<string>((resolveSocket, reject) => {
+    announce = resolveSocket;
+    collector.on('error', reject);
+    collector.on('exit', (code) =>
+      reject(
+        new HeaphookError(
+          `the collector for process ${pid} exited (${String(code)}) before listening`,
+        ),
+      ),
+    );
+  });
+  readLine(collector, (line) => {
+    const [word, value] = line.split(' ');
+    if (word === 'socket' && value !== undefined) announce?.(value);
+    else if (word === 'log') open.add(Number(value));
+    else if (word === 'closed') open.delete(Number(value));
+  });
+  const ended = new Promise<void>((resolveEnded) => collector.on('close', () => resolveEnded()));
+  return { attachment: { pid, collector, manifest, open, ended }, socket: await socket };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    const state = /^\d+ \(.*\) (\S)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1];
+    return state !== 'Z' && state !== 'X';
+  } catch {
+    return false;
+  }
+}
+
+/** Calls a function of the tracer in process pid; InjectRefusal when the injector refuses. */
+function callTracer(pid: number, symbol: string, argument?: string): Promise<number> {
+  return injectCall({
+    pid,
+    library: tracerLibraryPath(),
+    symbol,
+    ...(argument !== undefined ? { argument } : {}),
+  });
+}
+
+/**
+ * Attaches to each process (InjectRefusal, or a HeaphookError, when one cannot be: the ones
+ * attached before it are detached again). The logs are written by the collectors while the
+ * processes run; stop() detaches and returns them.
+ */
+export async function attachRunning(
+  pids: readonly number[],
+  options: AttachRunningOptions = {},
+): Promise<RunningRecording> {
+  const outputDir = resolve(options.outputDir ?? '.');
+  makeOutputDir(options.outputDir ?? '.', outputDir);
+  const scratch = mkdtempSync(join(tmpdir(), 'heaphook-attach-'));
+  const attachments: Attachment[] = [];
+  const stopCollector = async (a: Attachment): Promise<void> => {
+    a.collector.kill('SIGTERM');
+    await a.ended;
+  };
+  let stopped: Promise<RecordedLog[]> | undefined;
+  const stop = (): Promise<RecordedLog[]> => {
+    stopped ??= (async () => {
+      for (const a of attachments) {
+        // The process first, then the fork children it started while traced.
+        for (const pid of [a.pid, ...[...a.open].filter((p) => p !== a.pid)]) {
+          if (!alive(pid)) continue;
+          try {
+            await callTracer(pid, 'heaphook_heaptrack_detach');
+          } catch (error) {
+            // Exited meanwhile: its log is closed by the collector as it ended.
+            if (!(error instanceof InjectRefusal && error.reason === 'exited')) throw error;
+          }
+        }
+      }
+      await Promise.all(attachments.map(stopCollector));
+      const logs = attachments.flatMap((a) =>
+        existsSync(a.manifest) ? readManifest(a.manifest) : [],
+      );
+      rmSync(scratch, { recursive: true, force: true });
+      return logs;
+    })();
+    return stopped;
+  };
+  try {
+    for (const pid of pids) {
+      const { attachment, socket } = await startCollector(
+        pid,
+        outputDir,
+        scratch,
+        options.quiet === true,
+      );
+      attachments.push(attachment);
+      let result: number;
+      try {
+        result = await callTracer(pid, 'heaphook_heaptrack_attach_collector', socket);
+      } catch (error) {
+        await stopCollector(attachment);
+        attachments.pop();
+        throw error;
+      }
+      if (result !== 0) {
+        await stopCollector(attachment);
+        attachments.pop();
+        throw new HeaphookError(
+          `process ${pid} ${ATTACH_RESULTS[result] ?? `refused the attach (${result})`}`,
+          {
+            exitStatus: result === 1 || result === 2 ? INJECT_EXIT_CODES['already-traced'] : 1,
+            namesCommand: true,
+          },
+        );
+      }
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const allExited = (async () => {
+    while (stopped === undefined && attachments.some((a) => alive(a.pid) || a.open.size > 0)) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  })();
+  return { pids: attachments.map((a) => a.pid), allExited, stop };
+}
+
+/** The pids `heaphook record -n NAME` attaches to; a HeaphookError (exit 10) when none. */
+export function processesNamed(name: string): number[] {
+  const pids = findProcesses(name);
+  if (pids.length === 0) {
+    throw new HeaphookError(`no running process is named ${name} (its executable or argv[0])`, {
+      exitStatus: INJECT_EXIT_CODES['no-such-process'],
+      namesCommand: true,
+    });
+  }
+  return pids;
+}
+
+/** "10s", "500ms", "2m", "1h", or plain seconds, in milliseconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  if (match === null || Number(match[1]) <= 0) {
+    throw new HeaphookError(`${text} is not a duration: give e.g. 10s, 500ms, 2m or 1h`, {
+      namesCommand: true,
+    });
+  }
+  return Number(match[1]) * units[match[2] ?? 's']!;
+}
+
+/**
+ * SIGINT, SIGTERM and SIGHUP caught from now on (installed before the attach, so a Ctrl-C at any
+ * moment ends in a detach): `interrupted` resolves at the first. release() puts the default
+ * back; while the processes are being detached, further signals are only counted.
+ */
+export interface SignalTrap {
+  readonly interrupted: Promise<void>;
+  release(): void;
+}
+
+export function trapSignals(): SignalTrap {
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+  let resolveInterrupted: () => void = () => {};
+  const interrupted = new Promise<void>((r) => (resolveInterrupted = r));
+  const onSignal = (): void => resolveInterrupted();
+  for (const s of signals) process.on(s, onSignal);
+  return {
+    interrupted,
+    release: () => {
+      for (const s of signals) process.off(s, onSignal);
+    },
+  };
+}
+
+/**
+ * Waits until the duration ends, a trapped signal arrives, or every process has exited; then
+ * stops the recording (detach) and releases the trap. Returns the logs and why it stopped.
+ */
+export async function recordUntilDone(
+  recording: RunningRecording,
+  trap: SignalTrap,
+  durationMs: number | undefined,
+): Promise<{ logs: RecordedLog[]; why: 'duration' | 'signal' | 'exited' }> {
+  let timer: NodeJS.Timeout | undefined;
+  const why = await Promise.race([
+    recording.allExited.then(() => 'exited' as const),
+    trap.interrupted.then(() => 'signal' as const),
+    ...(durationMs !== undefined
+      ? [new Promise<'duration'>((r) => (timer = setTimeout(() => r('duration'), durationMs)))]
+      : []),
+  ]);
+  if (timer !== undefined) clearTimeout(timer);
+  try {
+    return { logs: await recording.stop(), why };
+  } finally {
+    trap.release();
+  }
+}
