@@ -90,8 +90,42 @@ function reportJson(log: string): Record<string, unknown> & {
 /** `heaphook record -p pid --duration d` into dir: ends by itself, status 0. */
 async function recordFor(pid: number, dir: string, duration: string): Promise<void> {
   const recorder = heaphook(['record', '-p', String(pid), '-o', dir, '--duration', duration]);
-  const { code } = await recorder.ended;
+  const { code } = await withinOrExplain(recorder.ended, 60_000, () =>
+    [`heaphook record -p ${pid} has not ended after 60 s:`, recorder.err(), threadStates(pid)].join(
+      '\n',
+    ),
+  );
   expect(code, recorder.err()).toBe(0);
+}
+
+/** What each thread of pid and every heaphook process is doing (for a failure's message). */
+function threadStates(pid: number): string {
+  return spawnSync(
+    'sh',
+    [
+      '-c',
+      `for t in /proc/${pid}/task/*; do echo "$t $(cat $t/comm) wchan=$(cat $t/wchan) syscall=$(cut -d' ' -f1 $t/syscall) $(grep State $t/status)"; done; ` +
+        `ps -eo pid,ppid,stat,wchan:24,args | grep -E 'heaphook|collector' | grep -v grep`,
+    ],
+    { encoding: 'utf8' },
+  ).stdout;
+}
+
+/** The promise's value, or a failure with explain()'s text when it takes longer than ms. */
+async function withinOrExplain<T>(
+  promise: Promise<T>,
+  ms: number,
+  explain: () => string,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(explain())), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The reports of the `count` logs in dir: each ended by a detach, with mallocs, and every free
@@ -365,8 +399,12 @@ describe('services keep serving through five attach/detach cycles', () => {
       let asking = true;
       const client = (async () => {
         for (let n = 1; asking; n = (n * 7 + 3) % 5000) {
-          const reply = await fetch(`http://127.0.0.1:${port}/${n}`);
-          const got = (await reply.json()) as unknown;
+          const reply = await withinOrExplain(
+            fetch(`http://127.0.0.1:${port}/${n}`).then((r) => r.json() as Promise<unknown>),
+            30_000,
+            () => `the ${name} service did not answer /${n} in 30 s:\n${threadStates(server.pid)}`,
+          );
+          const got = reply;
           if (JSON.stringify(got) !== JSON.stringify(expected(n)))
             wrong.push(`${n}: ${JSON.stringify(got).slice(0, 80)}`);
           answers++;
