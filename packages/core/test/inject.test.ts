@@ -102,6 +102,14 @@ describe('injectCall', () => {
     await stillWorks(target);
   });
 
+  it("never takes a thread waiting for room in the tracer's ring (it is inside malloc)", async () => {
+    const target = await startTarget(TARGET, ['ringwait']);
+    const error = await refusal(probe(target.pid));
+    expect(error.reason).toBe('busy');
+    expect(loaded(target.pid)).toBe(false);
+    expect(target.child.exitCode).toBeNull(); // still waiting, untouched
+  });
+
   it('traces a busy target to a syscall outside the allocator', async () => {
     const target = await startTarget(TARGET, ['busy']);
     for (let round = 1; round <= 3; round++) {

@@ -119,6 +119,15 @@ static bool read_object(int fd, uint16_t *machine, uintptr_t *first_vaddr, bool 
     return true;
 }
 
+/*
+ * The ring buffer of heaphook's tracer (a memfd it shares with its collector, heaptrack's
+ * native/track/ring.c). A thread waiting on a futex in it is inside the tracer's malloc, waiting
+ * for the collector to make room, and may hold the tracer's stack-table lock: it counts as
+ * allocator data, so such a thread is never the one taken (`heaphook record -p` calls the tracer
+ * again to detach).
+ */
+#define TRACER_RING_MAPPING "/memfd:heaphook-ring"
+
 static bool is_named(const char *path, const char *prefix) {
     const char *base = strrchr(path, '/');
     base = base != NULL ? base + 1 : path;
@@ -196,6 +205,10 @@ int read_target_map(pid_t pid, struct target_map *map) {
     uintptr_t address[W_COUNT] = {0};
     for (size_t i = 0; i < map->count; i++) {
         struct target_object *object = &map->objects[i];
+        if (strncmp(object->path, TRACER_RING_MAPPING, strlen(TRACER_RING_MAPPING)) == 0) {
+            object->exports_malloc = true;
+            continue;
+        }
         int fd = open_in_target(pid, object->path);
         if (fd < 0) continue;
         uint16_t machine = 0;

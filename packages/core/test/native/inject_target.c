@@ -6,13 +6,19 @@
  *   threads  `threads` threads allocating all the time, the main thread in sigwaitinfo
  *   spin     spins in malloc/free without a syscall (the clock is the vDSO's) and exits with
  *            status 0 after `threads` milliseconds: a process that exits during the attach
+ *   ringwait the only thread waits on a futex in a memfd named "heaphook-ring", as a thread of a
+ *            traced process waits for room in the tracer's ring: it is inside the tracer's malloc,
+ *            so the injector must not take it (it gives up: no thread outside the allocator)
  * SIGTERM: prints "bye" and exits 0. */
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static volatile int stop;
@@ -42,6 +48,13 @@ int main(int argc, char **argv) {
             pthread_create(&workers[i], NULL, allocate_forever, NULL);
     printf("ready %d\n", (int)getpid());
     fflush(stdout);
+    if (strcmp(mode, "ringwait") == 0) {
+        int fd = (int)syscall(SYS_memfd_create, "heaphook-ring", 1u /* MFD_CLOEXEC */);
+        if (fd < 0 || ftruncate(fd, 4096) != 0) return 1;
+        unsigned *word = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (word == MAP_FAILED) return 1;
+        for (;;) syscall(SYS_futex, word, FUTEX_WAIT, 0, NULL, NULL, 0);
+    }
     if (strcmp(mode, "spin") == 0) {
         struct timespec start, now;
         clock_gettime(CLOCK_MONOTONIC, &start);
