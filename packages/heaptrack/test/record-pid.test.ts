@@ -8,6 +8,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
+  statSync,
   existsSync,
   readdirSync,
   readFileSync,
@@ -79,11 +80,15 @@ function reportJson(log: string): Record<string, unknown> & {
   unknownFrees: number;
   end: string | null;
 } {
+  const started = Date.now();
   const run = spawnSync(process.execPath, [heaphookBin, 'report', '--json', log], {
     encoding: 'utf8',
-    timeout: 120_000,
+    timeout: 50_000,
   });
-  expect(run.status, run.stderr).toBe(0);
+  expect(
+    run.status,
+    `heaphook report --json ${log} (${statSync(log).size} bytes): ${String(run.error ?? '')} after ${Date.now() - started} ms\n${run.stderr}`,
+  ).toBe(0);
   return JSON.parse(run.stdout);
 }
 
@@ -392,7 +397,7 @@ describe('services keep serving through five attach/detach cycles', () => {
       const file = join(dir, name === 'node' ? 'server.cjs' : 'server.py');
       writeFileSync(file, script);
       const server = start(command, [file]);
-      await server.waitFor(/ready \d+/);
+      await withinOrExplain(server.waitFor(/ready \d+/), 30_000, () => `${name} did not start`);
       const port = Number(/ready (\d+)/.exec(server.out())![1]);
       let answers = 0;
       let wrong: string[] = [];
@@ -424,7 +429,15 @@ describe('services keep serving through five attach/detach cycles', () => {
       expect(wrong).toEqual([]);
       detachedLogs(dir, 5);
       server.child.kill('SIGTERM');
-      expect(await server.ended).toEqual({ code: 0, signal: null });
+      const ended = await withinOrExplain(server.ended, 30_000, () =>
+        [
+          `the ${name} service did not exit within 30 s of SIGTERM:`,
+          server.out(),
+          server.err(),
+          threadStates(server.pid),
+        ].join('\n'),
+      );
+      expect(ended).toEqual({ code: 0, signal: null });
       expect(server.out()).toContain('bye');
       wrong = [];
     });
