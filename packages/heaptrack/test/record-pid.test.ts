@@ -377,7 +377,9 @@ const server = http.createServer((req, res) => {
   res.writeHead(200, { 'Content-Length': Buffer.byteLength(body) });
   res.end(body);
 });
-server.listen(0, '127.0.0.1', () => console.log('ready', server.address().port));
+// One string: console.log colours a number argument when FORCE_COLOR is set (nx sets it for
+// its tasks), and "ready \x1b[33m4242\x1b[39m" would never match the test's /ready \d+/.
+server.listen(0, '127.0.0.1', () => console.log(\`ready \${server.address().port}\`));
 process.on('SIGTERM', () => server.close(() => { console.log('bye'); process.exit(0); }));
 `;
 
