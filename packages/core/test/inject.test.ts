@@ -104,6 +104,10 @@ describe('injectCall', () => {
 
   it("never takes a thread waiting for room in the tracer's ring (it is inside malloc)", async () => {
     const target = await startTarget(TARGET, ['ringwait']);
+    // Until it is in the futex wait, the thread may still be at the exit of its "ready" write,
+    // a syscall outside the allocator where taking it is right.
+    while (!readFileSync(`/proc/${target.pid}/syscall`, 'utf8').startsWith('202 '))
+      await new Promise((resolve) => setTimeout(resolve, 5));
     const error = await refusal(probe(target.pid));
     expect(error.reason).toBe('busy');
     expect(loaded(target.pid)).toBe(false);

@@ -46,15 +46,18 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "threads") == 0)
         for (int i = 0; i < threads && i < 64; i++)
             pthread_create(&workers[i], NULL, allocate_forever, NULL);
-    printf("ready %d\n", (int)getpid());
-    fflush(stdout);
     if (strcmp(mode, "ringwait") == 0) {
+        /* set up before "ready": after it, the thread only waits */
         int fd = (int)syscall(SYS_memfd_create, "heaphook-ring", 1u /* MFD_CLOEXEC */);
         if (fd < 0 || ftruncate(fd, 4096) != 0) return 1;
         unsigned *word = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (word == MAP_FAILED) return 1;
+        printf("ready %d\n", (int)getpid());
+        fflush(stdout);
         for (;;) syscall(SYS_futex, word, FUTEX_WAIT, 0, NULL, NULL, 0);
     }
+    printf("ready %d\n", (int)getpid());
+    fflush(stdout);
     if (strcmp(mode, "spin") == 0) {
         struct timespec start, now;
         clock_gettime(CLOCK_MONOTONIC, &start);
