@@ -5,22 +5,13 @@
  * against programs whose figures are known.
  */
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { report, type ReportModel } from '../src/index.js';
+import { memoryEventsLibrary, report, type ReportModel } from '../src/index.js';
 import { perfettoTraceType } from '../src/report/perfetto.js';
-import {
-  logsIn,
-  packageDir,
-  python3,
-  release,
-  scratch,
-  traced,
-  tracer,
-  workload,
-} from './helpers.js';
+import { logsIn, python3, release, scratch, traced, tracer, workload } from './helpers.js';
 
 interface Packet {
   timestamp?: number;
@@ -119,8 +110,10 @@ describe('the Perfetto trace', () => {
 
   it('has the mapped memory as a counter track when ucm-hooks recorded memory events', async () => {
     const dir = scratch('perfetto-mapped');
-    const ucm = resolve(packageDir, '..', 'ucm-hooks', 'build', 'Release', 'libheaphook_ucm.so');
-    const run = traced(dir, join(release, 'hh_test_mapper'), [], {}, [ucm, tracer]);
+    const run = traced(dir, join(release, 'hh_test_mapper'), [], {}, [
+      memoryEventsLibrary(true)!,
+      tracer,
+    ]);
     expect(run.status, run.stderr).toBe(0);
     const { model, trace } = await reportOf(dir);
     const mapped = counterValues(trace.packets, 1, 'mapped memory');
