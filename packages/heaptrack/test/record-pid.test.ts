@@ -38,9 +38,15 @@ afterEach(() => {
   for (const child of started.splice(0)) if (child.exitCode === null) child.kill('SIGKILL');
 });
 
-function start(command: string, args: readonly string[], cwd?: string): Proc {
+function start(
+  command: string,
+  args: readonly string[],
+  cwd?: string,
+  env: NodeJS.ProcessEnv = {},
+): Proc {
   const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
     ...(cwd ? { cwd } : {}),
   });
   started.push(child);
@@ -147,8 +153,12 @@ function detachedLogs(dir: string, count: number): ReturnType<typeof reportJson>
   });
 }
 
-async function runningTarget(threads = 0, program = RUNNING): Promise<Proc> {
-  const target = start(program, threads > 0 ? [String(threads)] : []);
+async function runningTarget(
+  threads = 0,
+  program = RUNNING,
+  env: NodeJS.ProcessEnv = {},
+): Promise<Proc> {
+  const target = start(program, threads > 0 ? [String(threads)] : [], undefined, env);
   await target.waitFor('ready');
   return target;
 }
@@ -164,6 +174,12 @@ async function finishesNormally(target: Proc, rounds: number): Promise<void> {
 
 function threadsOf(pid: number): number {
   return readdirSync(`/proc/${pid}/task`).length;
+}
+
+/** Whether pid has a handler of its own for signal number sig (SigCgt in /proc/pid/status). */
+function catches(pid: number, sig: number): boolean {
+  const mask = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
+  return ((BigInt(`0x${mask}`) >> BigInt(sig - 1)) & 1n) === 1n;
 }
 
 /** `heaphook record -p` (no duration) around one round of the target's work, ended by a Ctrl-C
@@ -213,6 +229,29 @@ describe('heaphook record -p', () => {
     expect(json2.calls).toEqual({ malloc: 1000, free: 1000 });
     expect(json2.freedBeforeAttach).toBe(500);
     expect(threadsOf(target.pid)).toBe(1);
+    await finishesNormally(target, 2);
+  });
+
+  it('a target started with HEAPHOOK_LEAK_SIGNAL: the leak-check thread runs while attached, and the detach ends it and gives the signal back', async () => {
+    const dir = scratch('record-leak-signal');
+    // SIGRTMIN is 34 with glibc (it keeps two real-time signals for itself).
+    const RTMIN = 34;
+    const target = await runningTarget(0, RUNNING, { HEAPHOOK_LEAK_SIGNAL: 'RTMIN' });
+    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([1, false]);
+    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
+    await recorder.waitFor('attached to process', 'err');
+    // Attached: the leak-check thread waits for the signal, whose handler is the tracer's.
+    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([2, true]);
+    target.child.kill('SIGUSR1');
+    await target.waitFor('work 1');
+    recorder.child.kill('SIGINT');
+    expect((await recorder.ended).code, recorder.err()).toBe(0);
+    // Detached: no thread of the library left, the signal's disposition the program's again.
+    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([1, false]);
+    expect(reportJson(logsIn(dir)[0]!).calls).toEqual({ malloc: 1000, free: 1000 });
+    // A second attach and detach (a new pipe and thread) leaves nothing behind either.
+    await recordOneRound(target, dir, 2);
+    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([1, false]);
     await finishesNormally(target, 2);
   });
 

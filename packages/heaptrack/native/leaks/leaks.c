@@ -21,8 +21,11 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "heaphook/config.h"
@@ -144,10 +147,17 @@ HH_EXPORT void heaphook_leaks_print(int fd) {
     heaphook_leaks_foreach(hh_print_one, &fd);
 }
 
-/* HEAPHOOK_LEAK_SIGNAL: the handler writes a byte, the leak thread runs the check. */
+/* HEAPHOOK_LEAK_SIGNAL: the handler writes a byte, the leak thread runs the check. The thread
+ * owns the pipe's read end (its argument) and closes it when it ends: at the end of file, once
+ * hh_leaks_stop has closed the write end. */
 static int g_pipe[2] = {-1, -1};
 static pid_t g_pipe_pid;
 static bool g_thread_started;
+static _Atomic bool g_thread_running;
+static struct sigaction g_program_action; /* the signal's disposition before ours, for a detach */
+
+/* How long a detach waits for the leak thread to finish a check in progress and end. */
+#define HH_LEAK_THREAD_STOP_WAIT_MS 2000
 
 static void hh_leak_signal_handler(int sig) {
     (void)sig;
@@ -159,16 +169,18 @@ static void hh_leak_signal_handler(int sig) {
 }
 
 static void *hh_leak_thread(void *arg) {
-    (void)arg;
+    int fd = (int)(intptr_t)arg;
     hh_busy = 1;
     hh_leaks_tracer_thread();
     char buf[64];
     for (;;) {
-        ssize_t n = read(g_pipe[0], buf, sizeof buf);
+        ssize_t n = read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;
         hh_check(HH_TRIGGER_SIGNAL, false, 0);
     }
+    close(fd);
+    atomic_store(&g_thread_running, false);
     return NULL;
 }
 
@@ -265,7 +277,7 @@ void hh_leaks_start(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = hh_leak_signal_handler;
     sa.sa_flags = SA_RESTART;
-    sigaction(g_signal, &sa, NULL);
+    sigaction(g_signal, &sa, &g_program_action);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -274,9 +286,33 @@ void hh_leaks_start(void) {
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
     pthread_t t;
-    g_thread_started = pthread_create(&t, &attr, hh_leak_thread, NULL) == 0;
+    atomic_store(&g_thread_running, true);
+    g_thread_started =
+        pthread_create(&t, &attr, hh_leak_thread, (void *)(intptr_t)g_pipe[0]) == 0;
+    if (!g_thread_started) atomic_store(&g_thread_running, false);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void hh_leaks_stop(void) {
+    if (!g_thread_started || g_pipe_pid != getpid()) return;
+    /* The program's own disposition first, so that no handler of ours runs once the write end
+     * is closed (a handler already running on another thread may still write to it: a byte
+     * into a closed descriptor, EBADF, is harmless). */
+    sigaction(g_signal, &g_program_action, NULL);
+    close(g_pipe[1]);
+    for (int i = 0; i < HH_LEAK_THREAD_STOP_WAIT_MS && atomic_load(&g_thread_running); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&g_thread_running)) {
+        heaphook_log_error("heaptrack: the leak-check thread has not ended after %d ms; left "
+                           "running",
+                           HH_LEAK_THREAD_STOP_WAIT_MS);
+    }
+    g_pipe[0] = g_pipe[1] = -1; /* the read end is the thread's: it closes it */
+    g_pipe_pid = 0;             /* the next start makes a new pipe */
+    g_thread_started = false;
 }
 
 __attribute__((noinline)) void hh_leaks_at_exit(void) {

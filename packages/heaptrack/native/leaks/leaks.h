@@ -73,8 +73,12 @@ void hh_leaks_tracer_thread(void);
 /* The exit check (tracer destructor, before the EXIT record). */
 void hh_leaks_at_exit(void);
 
-/* Starts the HEAPHOOK_LEAK_SIGNAL thread (after start-up, and in a fork child). */
+/* Starts the HEAPHOOK_LEAK_SIGNAL thread (after start-up, an attach, and in a fork child). */
 void hh_leaks_start(void);
+
+/* A detach: gives the signal back to the program's own disposition and ends the
+ * HEAPHOOK_LEAK_SIGNAL thread (a check in progress finishes first; waited for up to 2 s). */
+void hh_leaks_stop(void);
 
 /* Fork (track/fork.c's order): the check lock is taken before the stack trie's lock, the
  * cursor lock and the table's after it; released in the reverse order. */

@@ -976,6 +976,7 @@ static void hh_finish_collector_log(void) {
 void hh_tracer_attach_finish(void) {
     if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
     hh_busy++;
+    hh_leaks_stop(); /* before the log ends: a check in progress still writes its result */
     if (g_mode == HH_MODE_COLLECTOR)
         hh_finish_collector_log();
     else
