@@ -287,8 +287,7 @@ void hh_leaks_start(void) {
     pthread_attr_setstacksize(&attr, 256 * 1024);
     pthread_t t;
     atomic_store(&g_thread_running, true);
-    g_thread_started =
-        pthread_create(&t, &attr, hh_leak_thread, (void *)(intptr_t)g_pipe[0]) == 0;
+    g_thread_started = pthread_create(&t, &attr, hh_leak_thread, (void *)(intptr_t)g_pipe[0]) == 0;
     if (!g_thread_started) atomic_store(&g_thread_running, false);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -306,9 +305,10 @@ void hh_leaks_stop(void) {
         nanosleep(&ts, NULL);
     }
     if (atomic_load(&g_thread_running)) {
-        heaphook_log_error("heaptrack: the leak-check thread has not ended after %d ms; left "
-                           "running",
-                           HH_LEAK_THREAD_STOP_WAIT_MS);
+        heaphook_log_error(
+            "heaptrack: the leak-check thread has not ended after %d ms; left "
+            "running",
+            HH_LEAK_THREAD_STOP_WAIT_MS);
     }
     g_pipe[0] = g_pipe[1] = -1; /* the read end is the thread's: it closes it */
     g_pipe_pid = 0;             /* the next start makes a new pipe */
