@@ -230,6 +230,8 @@ export {
   runAarch64,
 } from './emulation.js';
 
+export { settledValue, threadNames } from './test-process-state.js';
+
 export {
   runSanitized,
   sanitizedProgramMissing,

@@ -17,7 +17,7 @@ import {
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { skipOutsideCI } from '@heaphook/core/testing';
+import { settledValue, skipOutsideCI } from '@heaphook/core/testing';
 
 import { heaphookBin, logsIn, python3, release, scratch } from './helpers.js';
 
@@ -176,6 +176,11 @@ function threadsOf(pid: number): number {
   return readdirSync(`/proc/${pid}/task`).length;
 }
 
+/** pid's thread count once a detach's threads have had time to leave (settledValue). */
+async function threadsSettleAt(pid: number, expected: number): Promise<number> {
+  return await settledValue(() => threadsOf(pid), expected);
+}
+
 /** Whether pid has a handler of its own for signal number sig (SigCgt in /proc/pid/status). */
 function catches(pid: number, sig: number): boolean {
   const mask = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
@@ -203,7 +208,7 @@ describe('heaphook record -p', () => {
     const recorder = await recordOneRound(target, dir, 1);
     expect(recorder.err()).toMatch(/wrote .*heaplog\.\d+\.log \(2000 events, detached\)/);
     // Detached: no thread of the library left, the tracer library stays loaded.
-    expect(threadsOf(target.pid)).toBe(1);
+    expect(await threadsSettleAt(target.pid, 1)).toBe(1);
     expect(readFileSync(`/proc/${target.pid}/maps`, 'utf8')).toContain('libheaphook_heaptrack.so');
     const [log, ...others] = logsIn(dir);
     expect(others).toEqual([]);
@@ -228,7 +233,7 @@ describe('heaphook record -p', () => {
     // The 500 blocks kept by round 1 were allocated before this attach.
     expect(json2.calls).toEqual({ malloc: 1000, free: 1000 });
     expect(json2.freedBeforeAttach).toBe(500);
-    expect(threadsOf(target.pid)).toBe(1);
+    expect(await threadsSettleAt(target.pid, 1)).toBe(1);
     await finishesNormally(target, 2);
   });
 
@@ -247,11 +252,15 @@ describe('heaphook record -p', () => {
     recorder.child.kill('SIGINT');
     expect((await recorder.ended).code, recorder.err()).toBe(0);
     // Detached: no thread of the library left, the signal's disposition the program's again.
-    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([1, false]);
+    expect(
+      await settledValue(() => [threadsOf(target.pid), catches(target.pid, RTMIN)], [1, false]),
+    ).toEqual([1, false]);
     expect(reportJson(logsIn(dir)[0]!).calls).toEqual({ malloc: 1000, free: 1000 });
     // A second attach and detach (a new pipe and thread) leaves nothing behind either.
     await recordOneRound(target, dir, 2);
-    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([1, false]);
+    expect(
+      await settledValue(() => [threadsOf(target.pid), catches(target.pid, RTMIN)], [1, false]),
+    ).toEqual([1, false]);
     await finishesNormally(target, 2);
   });
 
@@ -307,7 +316,7 @@ describe('heaphook record -p', () => {
     // before the attach) is never an unknown free. Blocks allocated while the GOTs were being
     // restored (free last) are live at the end of the log.
     for (const json of detachedLogs(dir, 3)) expect(json.calls.malloc).toBeGreaterThan(1000);
-    expect(threadsOf(target.pid)).toBe(9);
+    expect(await threadsSettleAt(target.pid, 9)).toBe(9);
     await finishesNormally(target, 0);
   });
 
@@ -515,7 +524,7 @@ describe('heaphook snapshot', () => {
     expect(pprof(file, 'alloc_space')).toMatch(/^ +599500B +100% +100% +599500B +100% +main$/m);
     expect(pprof(file, 'inuse_space')).toMatch(/^ +300000B +100% +100% +300000B +100% +main$/m);
     expect(pprof(file, 'peak_space')).toMatch(/^ +300000B +100% +100% +300000B +100% +main$/m);
-    expect(threadsOf(target.pid)).toBe(1);
+    expect(await threadsSettleAt(target.pid, 1)).toBe(1);
     await finishesNormally(target, 1);
   });
 

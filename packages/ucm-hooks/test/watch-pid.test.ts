@@ -3,13 +3,14 @@
 // between attach and detach, the GOT entry and the C library's code back to before, the
 // library's thread gone, the process working on. Refusals come from the injector, passed through.
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { injectorPath, INJECT_EXIT_CODES } from '@heaphook/core';
+import { settledValue, threadNames } from '@heaphook/core/testing';
 
 import { libraryPath } from '../src/index.js';
 import {
@@ -20,6 +21,7 @@ import {
   pythonExecutable,
   release,
   Target,
+  watchThreadRemains,
 } from './helpers/watch-target.js';
 
 let work: string;
@@ -35,12 +37,6 @@ afterEach(() => {
   for (const f of cleanup) f();
   cleanup = [];
 });
-
-function threadNames(pid: number): string[] {
-  return readdirSync(`/proc/${pid}/task`).map((tid) =>
-    readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(),
-  );
-}
 
 /** `heaphook watch --json -p pid -o file [args]`, running; resolves its exit status. */
 class Watch {
@@ -126,7 +122,9 @@ describe('heaphook watch -p PID', () => {
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
         'state mode=none got=libc code=original dlopen=libc',
       );
-      expect(threadNames(target.pid)).toEqual(['ucm_watch_targe']);
+      expect(await settledValue(() => threadNames(target.pid), ['ucm_watch_targe'])).toEqual([
+        'ucm_watch_targe',
+      ]);
     }
     await target.ask('SIGUSR1', /^sequence done$/);
     await target.ask('SIGTERM', /^exiting$/);
@@ -350,7 +348,7 @@ describe('heaphook watch -p PID on a busy process', () => {
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
         'state mode=none got=libc code=original dlopen=libc',
       );
-      expect(threadNames(target.pid)).not.toContain('heaphook-watch');
+      expect(await watchThreadRemains(target.pid)).toBe(false);
     }
     target.child.kill('SIGTERM');
     expect(await target.exited).toBe(0);

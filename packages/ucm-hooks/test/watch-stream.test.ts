@@ -3,22 +3,16 @@
 // heaphook_ucm_stream_start / _stop itself, and a WatchServer (src/stream/server.ts) receives.
 // Counts are exact between start and stop; after stop the hooks are gone (GOT entry and the C
 // library's code back as before), the library's thread has ended, and the target goes on.
-import { readdirSync, readFileSync } from 'node:fs';
-
 import { afterEach, describe, expect, it } from 'vitest';
+
+import { threadNames } from '@heaphook/core/testing';
 
 import { libraryPath, MemoryEvent } from '../src/index.js';
 import { ALL_EVENTS, RING_DEFAULT } from '../src/stream/protocol.js';
 import { WatchServer } from '../src/stream/server.js';
-import { Collector, expectedCounts, Target } from './helpers/watch-target.js';
+import { Collector, expectedCounts, Target, watchThreadRemains } from './helpers/watch-target.js';
 
 const N = 500;
-
-function threadNames(pid: number): string[] {
-  return readdirSync(`/proc/${pid}/task`).map((tid) =>
-    readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(),
-  );
-}
 
 let cleanup: Array<() => void> = [];
 afterEach(() => {
@@ -71,7 +65,7 @@ describe('heaphook_ucm_stream_start / _stop in a dlopen-ing target (reloc mode)'
       expect(await target.ask('SIGWINCH', /^state /)).toBe(
         'state mode=none got=libc code=original dlopen=libc',
       );
-      expect(threadNames(target.pid)).not.toContain('heaphook-watch');
+      expect(await watchThreadRemains(target.pid)).toBe(false);
       server.connections.clear();
     }
     // Unwatched, it still works, and exits normally.

@@ -149,11 +149,12 @@ HH_EXPORT void heaphook_leaks_print(int fd) {
 
 /* HEAPHOOK_LEAK_SIGNAL: the handler writes a byte, the leak thread runs the check. The thread
  * owns the pipe's read end (its argument) and closes it when it ends: at the end of file, once
- * hh_leaks_stop has closed the write end. */
+ * hh_leaks_stop has closed the write end. It is joinable so that a detach can wait for it to
+ * have ended; a fork child forgets the parent's (it does not exist there). */
 static int g_pipe[2] = {-1, -1};
 static pid_t g_pipe_pid;
 static bool g_thread_started;
-static _Atomic bool g_thread_running;
+static pthread_t g_thread;
 static struct sigaction g_program_action; /* the signal's disposition before ours, for a detach */
 
 /* How long a detach waits for the leak thread to finish a check in progress and end. */
@@ -180,7 +181,6 @@ static void *hh_leak_thread(void *arg) {
         hh_check(HH_TRIGGER_SIGNAL, false, 0);
     }
     close(fd);
-    atomic_store(&g_thread_running, false);
     return NULL;
 }
 
@@ -283,12 +283,9 @@ void hh_leaks_start(void) {
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    pthread_t t;
-    atomic_store(&g_thread_running, true);
-    g_thread_started = pthread_create(&t, &attr, hh_leak_thread, (void *)(intptr_t)g_pipe[0]) == 0;
-    if (!g_thread_started) atomic_store(&g_thread_running, false);
+    g_thread_started =
+        pthread_create(&g_thread, &attr, hh_leak_thread, (void *)(intptr_t)g_pipe[0]) == 0;
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
@@ -300,15 +297,20 @@ void hh_leaks_stop(void) {
      * into a closed descriptor, EBADF, is harmless). */
     sigaction(g_signal, &g_program_action, NULL);
     close(g_pipe[1]);
-    for (int i = 0; i < HH_LEAK_THREAD_STOP_WAIT_MS && atomic_load(&g_thread_running); i++) {
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += HH_LEAK_THREAD_STOP_WAIT_MS / 1000;
+    deadline.tv_nsec += (long)(HH_LEAK_THREAD_STOP_WAIT_MS % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000;
     }
-    if (atomic_load(&g_thread_running)) {
+    if (pthread_timedjoin_np(g_thread, NULL, &deadline) != 0) {
         heaphook_log_error(
             "heaptrack: the leak-check thread has not ended after %d ms; left "
             "running",
             HH_LEAK_THREAD_STOP_WAIT_MS);
+        pthread_detach(g_thread);
     }
     g_pipe[0] = g_pipe[1] = -1; /* the read end is the thread's: it closes it */
     g_pipe_pid = 0;             /* the next start makes a new pipe */

@@ -3,6 +3,8 @@
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
+import { settledValue, threadNames } from '@heaphook/core/testing';
+
 import { eventName } from '../../src/stream/protocol.js';
 import type { RawRecord } from '../../src/stream/protocol.js';
 import type {
@@ -16,6 +18,13 @@ export const release = (name: string): string =>
   fileURLToPath(new URL(`../../build/Release/${name}`, import.meta.url));
 
 /** The sequence's events for N (see ucm_watch_target.c). */
+/** Whether pid still runs the stream's thread (heaphook-watch), once it has had time to leave:
+ * the thread ends just after it has sent END and closed the connection, so the watcher can be
+ * gone before it is. */
+export async function watchThreadRemains(pid: number): Promise<boolean> {
+  return await settledValue(() => threadNames(pid).includes('heaphook-watch'), false);
+}
+
 export function expectedCounts(n: number): Record<string, number> {
   return {
     MMAP: n,
