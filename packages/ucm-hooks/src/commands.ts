@@ -109,7 +109,10 @@ export function register(program: Command): void {
       'events to record: mmap,munmap,mremap,shmat,shmdt,sbrk,brk,madvise,vm_mapped,vm_unmapped, or all, native, vm',
       'all',
     )
-    .option('--duration <time>', 'stop watching (and detach) after this long: 500ms, 10s, 2m')
+    .option(
+      '--duration <time>',
+      'stop watching (and detach) this long after the attach: 500ms, 10s, 2m',
+    )
     .option(
       '--buffer <events>',
       `the target's ring, in events (a power of two; default ${RING_DEFAULT})`,

@@ -93,6 +93,9 @@ export interface WatchServerOptions {
 export class WatchServer {
   readonly connections = new Set<WatchConnection>();
   private accepting = true;
+  private resolveFirstStart!: () => void;
+  /** Resolves when the first process's stream has started (its STARTED record is in). */
+  readonly firstStart = new Promise<void>((resolve) => (this.resolveFirstStart = resolve));
 
   private constructor(
     private readonly server: Server,
@@ -190,6 +193,7 @@ export class WatchServer {
           ringRecords: record.arg1,
         };
         listener.started?.(connection, connection.start);
+        this.resolveFirstStart();
         return;
       }
       case CONTROL_DROPPED:

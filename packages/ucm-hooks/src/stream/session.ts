@@ -204,10 +204,16 @@ export async function watchCommand(
       },
     });
     const stopSignals = onInterrupt((signal) => child.kill(signal));
-    const timer =
-      options.durationMs !== undefined
-        ? setTimeout(() => void detachAndSettle(server, 10_000), options.durationMs)
-        : undefined;
+    // The duration counts from the first process's attach, as with -p: a command slow to
+    // start (a loaded machine, a big loader) is watched for as long as one quick to start.
+    let timer: NodeJS.Timeout | undefined;
+    let ended = false;
+    if (options.durationMs !== undefined) {
+      const durationMs = options.durationMs;
+      void server.firstStart.then(() => {
+        if (!ended) timer = setTimeout(() => void detachAndSettle(server, 10_000), durationMs);
+      });
+    }
     const status = await new Promise<number>((resolve) => {
       child.on('error', (error: NodeJS.ErrnoException) => {
         options.err.write(`heaphook watch: cannot run ${command}: ${error.message}\n`);
@@ -215,6 +221,7 @@ export async function watchCommand(
       });
       child.on('close', (code, signal) => resolve(exitStatusOf(code, signal)));
     });
+    ended = true;
     if (timer !== undefined) clearTimeout(timer);
     stopSignals();
     // Descendants that outlive the command: a moment to end on their own, then detached.
