@@ -187,11 +187,17 @@ function catches(pid: number, sig: number): boolean {
   return ((BigInt(`0x${mask}`) >> BigInt(sig - 1)) & 1n) === 1n;
 }
 
+/** `heaphook record -p pid -o dir [extra]`, once it has said it is attached. */
+async function attachedRecorder(pid: number, dir: string, extra: string[] = []): Promise<Proc> {
+  const recorder = heaphook(['record', '-p', String(pid), '-o', dir, ...extra]);
+  await recorder.waitFor('attached to process', 'err');
+  return recorder;
+}
+
 /** `heaphook record -p` (no duration) around one round of the target's work, ended by a Ctrl-C
  * (SIGINT to heaphook): the recorder, ended with status 0. */
 async function recordOneRound(target: Proc, dir: string, round: number): Promise<Proc> {
-  const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
-  await recorder.waitFor('attached to process', 'err');
+  const recorder = await attachedRecorder(target.pid, dir);
   target.child.kill('SIGUSR1');
   await target.waitFor(`work ${round}`);
   recorder.child.kill('SIGINT');
@@ -222,8 +228,7 @@ describe('heaphook record -p', () => {
     expect(text.stdout).toContain('freed, allocated before attach (left out of the figures): 500');
 
     // Attached again: the next round is exact too (the GOTs were restored and patched again).
-    const again = heaphook(['record', '-p', String(target.pid), '-o', dir, '--duration', '60s']);
-    await again.waitFor('attached to process', 'err');
+    const again = await attachedRecorder(target.pid, dir, ['--duration', '60s']);
     target.child.kill('SIGUSR1');
     await target.waitFor('work 2');
     again.child.kill('SIGTERM');
@@ -243,8 +248,7 @@ describe('heaphook record -p', () => {
     const RTMIN = 34;
     const target = await runningTarget(0, RUNNING, { HEAPHOOK_LEAK_SIGNAL: 'RTMIN' });
     expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([1, false]);
-    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
-    await recorder.waitFor('attached to process', 'err');
+    const recorder = await attachedRecorder(target.pid, dir);
     // Attached: the leak-check thread waits for the signal, whose handler is the tracer's.
     expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([2, true]);
     target.child.kill('SIGUSR1');
@@ -293,8 +297,7 @@ describe('heaphook record -p', () => {
   it('ends by itself when the process exits while traced (its log ends with the exit)', async () => {
     const dir = scratch('record-exit');
     const target = await runningTarget();
-    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
-    await recorder.waitFor('attached to process', 'err');
+    const recorder = await attachedRecorder(target.pid, dir);
     target.child.kill('SIGUSR1');
     await target.waitFor('work 1');
     target.child.kill('SIGTERM');
@@ -323,8 +326,7 @@ describe('heaphook record -p', () => {
   it("a fork during the trace gets its own log (the child's exit ends it)", async () => {
     const dir = scratch('record-fork');
     const target = await runningTarget();
-    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
-    await recorder.waitFor('attached to process', 'err');
+    const recorder = await attachedRecorder(target.pid, dir);
     target.child.kill('SIGUSR2');
     await target.waitFor('forked');
     const child = Number(/forked (\d+)/.exec(target.out())![1]);
@@ -376,8 +378,7 @@ describe('heaphook record -p', () => {
     // Already traced by heaphook: the second recorder is refused, the first goes on.
     const dir = scratch('record-twice');
     const target = await runningTarget();
-    const recorder = heaphook(['record', '-p', String(target.pid), '-o', dir]);
-    await recorder.waitFor('attached to process', 'err');
+    const recorder = await attachedRecorder(target.pid, dir);
     const twice = spawnSync(
       process.execPath,
       [heaphookBin, 'record', '-p', String(target.pid), '-o', dir],

@@ -158,7 +158,7 @@ static pthread_t g_thread;
 static struct sigaction g_program_action; /* the signal's disposition before ours, for a detach */
 
 /* How long a detach waits for the leak thread to finish a check in progress and end. */
-#define HH_LEAK_THREAD_STOP_WAIT_MS 2000
+#define HH_LEAK_THREAD_STOP_WAIT_S 2
 
 static void hh_leak_signal_handler(int sig) {
     (void)sig;
@@ -299,17 +299,11 @@ void hh_leaks_stop(void) {
     close(g_pipe[1]);
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += HH_LEAK_THREAD_STOP_WAIT_MS / 1000;
-    deadline.tv_nsec += (long)(HH_LEAK_THREAD_STOP_WAIT_MS % 1000) * 1000000;
-    if (deadline.tv_nsec >= 1000000000) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000;
-    }
+    deadline.tv_sec += HH_LEAK_THREAD_STOP_WAIT_S;
     if (pthread_timedjoin_np(g_thread, NULL, &deadline) != 0) {
         heaphook_log_error(
-            "heaptrack: the leak-check thread has not ended after %d ms; left "
-            "running",
-            HH_LEAK_THREAD_STOP_WAIT_MS);
+            "heaptrack: the leak-check thread has not ended after %d s; left running",
+            HH_LEAK_THREAD_STOP_WAIT_S);
         pthread_detach(g_thread);
     }
     g_pipe[0] = g_pipe[1] = -1; /* the read end is the thread's: it closes it */
