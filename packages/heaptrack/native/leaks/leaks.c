@@ -323,7 +323,6 @@ __attribute__((noinline)) void hh_leaks_at_exit(void) {
  * table is the parent's as the drain thread left it: the child applies the records reserved
  * before the fork that it has not (a thread inside a hook at the fork never publishes its
  * record, in the parent's ring as in a synchronous table). */
-static uint64_t g_fork_mark;
 
 void hh_leaks_prefork_check(void) {
     hh_check_lock();
@@ -331,7 +330,7 @@ void hh_leaks_prefork_check(void) {
 
 void hh_leaks_prefork_table(void) {
     hh_tracer_leaks_lock();
-    g_fork_mark = hh_tracer_ring_mark();
+    if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) hh_tracer_leaks_fork_prepare();
     hh_table_lock();
 }
 
@@ -346,7 +345,7 @@ void hh_leaks_postfork_parent_check(void) {
 
 void hh_leaks_postfork_child_table(void) {
     hh_table_unlock();
-    if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) hh_tracer_leaks_catch_up(g_fork_mark, true);
+    if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) hh_tracer_leaks_fork_child();
     hh_tracer_leaks_unlock();
 }
 

@@ -425,7 +425,7 @@ static void hh_emit(uint32_t check, int trigger, uint64_t start, const hh_rec_le
  * written (a thread the stop could not reach, a tracer thread's) is waited for a little, then
  * left for the drain thread: the check sees the table as of that record. */
 static void hh_catch_up(void) {
-    for (int ms = 0; !hh_tracer_leaks_catch_up(UINT64_MAX, false) && ms < 100; ms++)
+    for (int ms = 0; !hh_tracer_leaks_catch_up(UINT64_MAX) && ms < 100; ms++)
         hh_pause_us(1000);
 }
 

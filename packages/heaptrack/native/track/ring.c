@@ -8,6 +8,7 @@
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -173,6 +174,36 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
         if (ahead == r) lead = 0;
     }
     return r;
+}
+
+uint64_t hh_ring_copy_records(const hh_ring *ring, uint64_t from, uint64_t w, uint8_t *copy) {
+    uint64_t r = from;
+    while (r < w) {
+        uint64_t word = hh_ring_record_at(ring, r, w);
+        if (word == 0) break;
+        uint32_t len = hh_rec_len(word);
+        /* The data is mapped twice in a row: a record is contiguous from its offset, and so
+         * is its copy (2 * capacity bytes); a walk reads it at the same offset. */
+        uint64_t at = r & ring->mask;
+        if (hh_rec_type_of(word) == HH_REC_RESERVED) {
+            memcpy(copy + at, &word, sizeof word);
+        } else {
+            /* published with release order after its body: the acquire load above makes the
+             * body complete, and nobody writes a published record's space before it is read */
+            memcpy(copy + at, ring->data + at, len);
+        }
+        r += len;
+    }
+    return r;
+}
+
+void hh_ring_view(hh_ring *view, hh_ring_header *hdr, const hh_ring *ring, uint8_t *copy,
+                  uint64_t end) {
+    memset(hdr, 0, sizeof *hdr);
+    atomic_store_explicit(&hdr->write_pos, end, memory_order_relaxed);
+    *view = *ring;
+    view->hdr = hdr;
+    view->data = copy;
 }
 
 uint64_t hh_ring_walk(const hh_ring *ring, uint64_t from, uint64_t limit, bool skip_unpublished,

@@ -83,6 +83,18 @@ uint64_t hh_ring_read(hh_ring *ring, hh_ring_reader fn, hh_ring_prefetcher prefe
 uint64_t hh_ring_walk(const hh_ring *ring, uint64_t from, uint64_t limit, bool skip_unpublished,
                       hh_ring_reader fn, void *arg);
 
+/* Copies the records from position `from` up to `end` (at most the write position) into copy
+ * (2 * capacity bytes, private memory) at their offsets in the ring: a published record whole,
+ * one still being written by its header alone (so a walk of the copy can pass it). Stops at a
+ * slot that holds no record of this lap. Returns the position after the last record copied.
+ * For a fork child, which must not read the shared ring: the parent frees and reuses that
+ * space while the child reads it (tracer.c, "Fork"). */
+uint64_t hh_ring_copy_records(const hh_ring *ring, uint64_t from, uint64_t end, uint8_t *copy);
+/* A ring that reads such a copy: hh_ring_walk(view, ...) up to `end` gives its records. hdr is
+ * the view's own header (only write_pos is read). */
+void hh_ring_view(hh_ring *view, hh_ring_header *hdr, const hh_ring *ring, uint8_t *copy,
+                  uint64_t end);
+
 /* Records between read_pos and write_pos that are reserved and not yet published. */
 uint64_t hh_ring_unpublished(const hh_ring *ring);
 

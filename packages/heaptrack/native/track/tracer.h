@@ -84,10 +84,15 @@ void hh_tracer_leaks_unlock(void);
 /* Lock held: the next record to apply is the next one the drain thread will read. */
 void hh_tracer_leaks_restart(void);
 /* Lock held: applies the published records from the cursor up to `limit` (a ring position;
- * UINT64_MAX: all reserved ones), in order; stops at the first record still being written, or
- * passes it with skip_unpublished (a fork child: its writer is not in this process). True when
- * it reached the limit. */
-bool hh_tracer_leaks_catch_up(uint64_t limit, bool skip_unpublished);
+ * UINT64_MAX: all reserved ones), in order; stops at the first record still being written.
+ * True when it reached the limit. */
+bool hh_tracer_leaks_catch_up(uint64_t limit);
+/* Lock held, in the forking thread: copies the records from the cursor on into private
+ * memory, for the child (the parent goes on reusing the ring's shared space). */
+void hh_tracer_leaks_fork_prepare(void);
+/* Lock held, in a fork child: applies the copied records, passing those that were still being
+ * written (their writer is not in this process). */
+void hh_tracer_leaks_fork_child(void);
 /* The ring position after the last record reserved so far. */
 uint64_t hh_tracer_ring_mark(void);
 

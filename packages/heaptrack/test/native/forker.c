@@ -7,7 +7,9 @@
  * Each child ends through exit (the default) or _exit (no exit path: what a forked worker,
  * Python's os._exit or a signal handler does).
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -31,6 +33,20 @@ __attribute__((noinline)) void child_work(void) {
     for (int i = 0; i < 10; i++) free(malloc(100 + (size_t)i));
 }
 
+/* One line on stderr for a child that did not exit 0: the test shows it beside the count. */
+static void report_child(pid_t pid, int status) {
+    char line[96];
+    int n = snprintf(line, sizeof line, "child %d: %s %d\n", (int)pid,
+                     pid < 0               ? "fork failed, errno"
+                     : WIFSIGNALED(status) ? "killed by signal"
+                                           : "exit status",
+                     pid < 0               ? errno
+                     : WIFSIGNALED(status) ? WTERMSIG(status)
+                                           : WEXITSTATUS(status));
+    ssize_t r = write(2, line, (size_t)n);
+    (void)r;
+}
+
 int main(int argc, char **argv) {
     int forks = argc > 1 ? atoi(argv[1]) : 20;
     int threads = argc > 2 ? atoi(argv[2]) : 3;
@@ -50,6 +66,8 @@ int main(int argc, char **argv) {
         if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
             WEXITSTATUS(status) == 0) {
             ok++;
+        } else {
+            report_child(pid, status);
         }
     }
     atomic_store(&stop, 1);

@@ -3,7 +3,8 @@
  * alone: records come back in reservation order, a record reserved and not yet published holds
  * back every record after it (or is skipped when the writer crashed), and the prefetcher sees
  * each published record before the reader does, at most HH_RING_LOOKAHEAD records ahead, and
- * never a record that is not published.
+ * never a record that is not published; a copy of the records made for a fork child reads
+ * back the same records after the ring's space was reused.
  *
  * Prints one "ok <case>" line per case; on a failed expectation prints "FAIL <case>: <what>"
  * on stderr and exits with 1 (test/ring.test.ts runs it).
@@ -163,10 +164,61 @@ static void case_wraparound(void) {
     end_case(&ring, s);
 }
 
+static void ignore_record(void *arg, uint64_t pos, unsigned type, const void *record,
+                          uint32_t len) {
+    (void)arg, (void)pos, (void)type, (void)record, (void)len;
+}
+
+/* A fork child's copy (hh_ring_copy_records, hh_ring_view): the records from a position on,
+ * copied while one of them is still being written, read back from the copy whole and in
+ * order, the unpublished one passed; then the ring's space is read and reused by the "parent"
+ * (three laps of new records), and the copy still gives the same records. Before the copy,
+ * a fork child read them in the shared ring while the parent overwrote them. The records
+ * start near the end of the data, so some wrap around it. */
+static void case_fork_copy(void) {
+    hh_ring ring;
+    seen *s = begin_case("fork-copy", &ring);
+    uint32_t next = 0;
+    while ((uint64_t)atomic_load(&ring.hdr->write_pos) < ring.capacity - 200) {
+        hh_ring_commit(&ring, reserve(&ring, next++), HH_REC_EVENT);
+    }
+    expect(hh_ring_read(&ring, ignore_record, NULL, NULL, false) == next,
+           "the first records not read");
+    uint64_t from = atomic_load(&ring.hdr->write_pos);
+    for (uint32_t i = 0; i < 20; i++) {
+        void *r = reserve(&ring, 1000 + i);
+        if (i != 3) hh_ring_commit(&ring, r, HH_REC_EVENT); /* 3: a thread inside a hook */
+    }
+    uint64_t end = atomic_load(&ring.hdr->write_pos);
+    uint8_t *copy = calloc(2, ring.capacity);
+    expect(copy != NULL, "out of memory");
+    expect(hh_ring_copy_records(&ring, from, end, copy) == end, "the copy stopped short");
+    /* the parent: its reader passes the held record (as a crashed writer's), then 3 laps */
+    expect(hh_ring_read(&ring, ignore_record, NULL, NULL, true) == 19,
+           "the parent read not 19 records");
+    for (uint32_t k = 0; (uint64_t)atomic_load(&ring.hdr->write_pos) < end + 3 * ring.capacity;
+         k++) {
+        hh_ring_commit(&ring, reserve(&ring, 5000 + k % 1000), HH_REC_EVENT);
+        if (k % 1000 == 999) hh_ring_read(&ring, ignore_record, NULL, NULL, false);
+    }
+    hh_ring view;
+    hh_ring_header view_header;
+    hh_ring_view(&view, &view_header, &ring, copy, end);
+    expect(hh_ring_walk(&view, from, end, true, on_record, s) == end, "the walk stopped short");
+    expect(s->nread == 19, "not the 19 published records read from the copy");
+    for (uint32_t k = 0, i = 0; i < 20; i++) {
+        if (i == 3) continue;
+        expect(s->read[k++] == 1000 + i, "the copy gave a record out of order or overwritten");
+    }
+    free(copy);
+    end_case(&ring, s);
+}
+
 int main(void) {
     case_order_and_lookahead();
     case_unpublished_holds_back();
     case_crashed_skips();
     case_wraparound();
+    case_fork_copy();
     return 0;
 }

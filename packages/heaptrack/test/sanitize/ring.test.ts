@@ -21,7 +21,7 @@ describe('ring buffer under sanitizers', () => {
     expect(run.report).toBe('');
     expect(run.stderr).toBe('');
     expect(run.status).toBe(0);
-    expect(run.stdout.trim().split('\n')).toHaveLength(4);
+    expect(run.stdout.trim().split('\n')).toHaveLength(5);
   });
 
   it.skipIf(skipOutsideCI(sanitizedProgramMissing(table)))(
