@@ -240,12 +240,4 @@ export {
   type SanitizedRun,
 } from './sanitizers.js';
 
-/**
- * Whether to skip a test for a missing prerequisite (a tool not installed, not root): on a
- * developer's machine, when there is a reason; under CI (CI=true), never, since
- * tools/install-system-packages.sh installs everything there: the test then runs and fails,
- * so a prerequisite that went missing cannot pass unnoticed as a skip.
- */
-export function skipOutsideCI(reason: string | boolean | null | undefined): boolean {
-  return process.env.CI !== 'true' && Boolean(reason);
-}
+export { missing, skipOutsideCI, unmet, type PrerequisiteName } from './prerequisites.js';

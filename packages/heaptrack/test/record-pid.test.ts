@@ -17,7 +17,7 @@ import {
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { settledValue, skipOutsideCI } from '@heaphook/core/testing';
+import { settledValue, unmet } from '@heaphook/core/testing';
 
 import { heaphookBin, logsIn, python3, release, scratch } from './helpers.js';
 
@@ -277,8 +277,10 @@ describe('heaphook record -p', () => {
     await finishesNormally(target, 0);
   });
 
-  it("root traces another user's process (the collector accepts it, writes the log itself)", async () => {
-    if (skipOutsideCI(process.getuid?.() !== 0 && 'needs root (a target run as nobody)')) return;
+  it("root traces another user's process (the collector accepts it, writes the log itself)", async (ctx) => {
+    // root: the target runs as nobody
+    const why = unmet('root', 'setpriv');
+    if (why !== undefined) ctx.skip(why);
     const dir = scratch('record-nobody');
     const target = start('setpriv', [
       '--reuid=nobody',
