@@ -160,21 +160,46 @@ static bool is_aligned(const void *ptr, size_t align) {
     return (uintptr_t)ptr % align == 0;
 }
 
-/* A byte pattern that depends on the block and the offset, so overlapping or moved blocks
- * are noticed. */
+/* A pattern that depends on the block and the offset, so overlapping or moved blocks are
+ * noticed. It is made of 8-byte words, written and compared a word at a time: the churn group
+ * fills and checks about a gigabyte, which byte by byte was most of the suite's time. Byte i is
+ * byte i % 8 of word i / 8 in memory order, so any offset can still be checked on its own. */
+/* __builtin_memcpy: the suite is built with -fno-builtin, and a call per word would cost
+ * more than the byte loop it replaces. */
+static uint64_t pattern_word(uintptr_t seed, size_t index) {
+    return ((uint64_t)seed * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)index * 0x100000001b3ULL) ^
+           ((uint64_t)index >> 5);
+}
+
 static unsigned char pattern_byte(uintptr_t seed, size_t offset) {
-    return (unsigned char)((seed >> 4) * 131 + offset * 7 + (offset >> 8));
+    uint64_t word = pattern_word(seed, offset / sizeof word);
+    unsigned char bytes[sizeof word];
+    __builtin_memcpy(bytes, &word, sizeof word);
+    return bytes[offset % sizeof word];
 }
 
 static void fill(void *ptr, size_t size, uintptr_t seed) {
     unsigned char *bytes = ptr;
-    for (size_t i = 0; i < size; i++) bytes[i] = pattern_byte(seed, i);
+    size_t words = size / sizeof(uint64_t);
+    for (size_t k = 0; k < words; k++) {
+        uint64_t word = pattern_word(seed, k);
+        __builtin_memcpy(bytes + k * sizeof word, &word, sizeof word);
+    }
+    for (size_t i = words * sizeof(uint64_t); i < size; i++) bytes[i] = pattern_byte(seed, i);
 }
 
 /* The first offset where the pattern is broken, or size when it is intact. */
 static size_t verify(const void *ptr, size_t size, uintptr_t seed) {
     const unsigned char *bytes = ptr;
-    for (size_t i = 0; i < size; i++) {
+    size_t words = size / sizeof(uint64_t);
+    for (size_t k = 0; k < words; k++) {
+        uint64_t word;
+        __builtin_memcpy(&word, bytes + k * sizeof word, sizeof word);
+        if (word == pattern_word(seed, k)) continue;
+        for (size_t i = k * sizeof word;; i++)
+            if (bytes[i] != pattern_byte(seed, i)) return i;
+    }
+    for (size_t i = words * sizeof(uint64_t); i < size; i++) {
         if (bytes[i] != pattern_byte(seed, i)) return i;
     }
     return size;
