@@ -262,16 +262,21 @@ describe('heaphook watch -p PID', () => {
     cleanup.push(() => service.kill('SIGKILL'));
     let out = '';
     service.stdout.setEncoding('utf8').on('data', (c: string) => (out += c));
+    // Whole lines only: with PYTHONUNBUFFERED=1 in the environment (CI machines set it),
+    // print() writes "child", " ", "7", ... one write(2) each, and a read can end mid-line.
+    const childLines = (): string[] => out.match(/^child [^\n]*\n/gm) ?? [];
     const request = async (): Promise<number> => {
-      const before = (out.match(/^child /gm) ?? []).length;
+      const before = childLines().length;
       service.stdin.write('go\n');
       const deadline = Date.now() + 30_000;
-      while ((out.match(/^child /gm) ?? []).length === before && Date.now() < deadline) {
+      while (childLines().length === before) {
+        if (Date.now() > deadline) throw new Error(`no child line in 30 s; stdout: ${out}`);
         await new Promise((r) => setTimeout(r, 5));
       }
-      const last = [...out.matchAll(/^child (\d+) (\d+)$/gm)].at(-1)!;
-      expect(last[1]).toBe('7');
-      return Number(last[2]);
+      const last = /^child (\d+) (\d+)\n$/.exec(childLines().at(-1)!);
+      expect(last, out).not.toBeNull();
+      expect(last![1]).toBe('7');
+      return Number(last![2]);
     };
     await request();
     const watch = new Watch(service.pid!, join(work, 'fork.jsonl'));
