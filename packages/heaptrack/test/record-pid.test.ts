@@ -450,7 +450,8 @@ describe('services keep serving through five attach/detach cycles', () => {
       const file = join(dir, name === 'node' ? 'server.cjs' : 'server.py');
       writeFileSync(file, script);
       const server = start(command, [file]);
-      await withinOrExplain(server.waitFor(/ready \d+/), 30_000, () => `${name} did not start`);
+      // the whole line: with PYTHONUNBUFFERED=1, print() writes its pieces one by one
+      await withinOrExplain(server.waitFor(/ready \d+\n/), 30_000, () => `${name} did not start`);
       const port = Number(/ready (\d+)/.exec(server.out())![1]);
       let answers = 0;
       let wrong: string[] = [];
