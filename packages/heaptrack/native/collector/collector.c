@@ -127,7 +127,7 @@ static void finish(client *c, bool stopped) {
                     : detached ? HH_END_DETACH
                     : exited   ? HH_END_EXIT
                                : HH_END_LOST,
-                    atomic_load(&c->ring.hdr->dropped));
+                    atomic_load(&c->ring.hdr->dropped), NULL);
     hh_ring_unmap(&c->ring);
     close(c->fd);
     if (!quiet) {

@@ -839,7 +839,7 @@ static void hh_finish_standalone_log(unsigned reason) {
         hh_ring_close(&g_ring);
         while (hh_ring_read(&g_ring, hh_drain_record, hh_drain_prefetch, g_writer, true) > 0) {
         }
-        hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped) + stuck);
+        hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped) + stuck, NULL);
         g_writer = NULL;
     } else {
         hh_ring_close(&g_ring);

@@ -949,7 +949,7 @@ static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size
     return w;
 }
 
-void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
+uint64_t hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped, int *error) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
@@ -967,18 +967,22 @@ void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
     hh_put_var(w, HH_STREAM_DECL, dropped);
     /* unit is 0 when the process never sent its PROCESS record (it failed to start) */
     hh_put_var(w, HH_STREAM_DECL, w->unit != 0 && now > w->start ? (now - w->start) / w->unit : 0);
-    hh_put_var(w, HH_STREAM_DECL, failed ? w->written : w->events);
+    uint64_t events = failed ? w->written : w->events; /* in the log */
+    hh_put_var(w, HH_STREAM_DECL, events);
     if (failed) {
         uint32_t raw = hh_assemble(w);
         hh_write_block(w, w->buf, raw, raw); /* cut off again when even this fails */
     } else {
         hh_writer_flush(w);
+        if (w->error != 0) events = w->written; /* the last block did not fit */
     }
+    if (error != NULL) *error = w->error;
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);
     if (w->zarena != NULL) hh_sys_munmap(w->zarena, HH_ZARENA_SIZE);
     if (w->live != NULL) hh_sys_munmap(w->live, w->live_cap * sizeof *w->live);
     hh_sys_munmap(w, sizeof *w);
+    return events;
 }
 
 void hh_writer_abandon(hh_writer *w) {

@@ -40,10 +40,11 @@ void hh_writer_flush(hh_writer *w);
  * file follows the process closely without cutting the stream into tiny blocks. */
 void hh_writer_tick(hh_writer *w);
 
-/* Writes the END record (dropped = the ring's drop counter), flushes and closes. After a
- * failed write (hh_writer_error) the END says HH_END_WRITE_ERROR and counts the events written,
- * whatever the reason given. */
-void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped);
+/* Writes the END record (dropped = the ring's drop counter), flushes and closes. Returns the
+ * events in the log; error (may be NULL) receives the errno of a write that failed, 0 when
+ * none did. After a failed write (hh_writer_error) the END says HH_END_WRITE_ERROR and counts
+ * the events in the log's whole blocks, whatever the reason given. */
+uint64_t hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped, int *error);
 
 /* Releases the writer's memory without writing (a fork child's copy of its parent's). */
 void hh_writer_abandon(hh_writer *w);

@@ -111,9 +111,8 @@ static int fill(const char *path, int codec, long limit) {
         events++;
         if (hh_writer_error(g_w) != 0) after++;
     }
-    int error = hh_writer_error(g_w);
-    uint64_t written = hh_writer_written(g_w);
-    hh_writer_close(g_w, HH_END_EXIT, 0);
+    int error = 0;
+    uint64_t written = hh_writer_close(g_w, HH_END_EXIT, 0, &error);
     printf("{\"error\":%d,\"written\":%llu,\"events\":%llu}\n", error, (unsigned long long)written,
            (unsigned long long)events);
     return 0;
@@ -254,7 +253,7 @@ int main(int argc, char **argv) {
     hh_rec_exit *x = (hh_rec_exit *)buf;
     *x = (hh_rec_exit){.time = T(14000)};
     emit(HH_REC_EXIT, x, sizeof *x);
-    hh_writer_close(g_w, HH_END_DETACH, 7);
+    hh_writer_close(g_w, HH_END_DETACH, 7, NULL);
     printf("\"end\":{\"reason\":%u,\"dropped\":7,\"events\":10}}\n", HH_END_DETACH);
     return 0;
 }
