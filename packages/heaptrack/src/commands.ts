@@ -12,7 +12,7 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 
 import { decodeLog, EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
 import { dump } from './report/dump.js';
@@ -21,7 +21,7 @@ import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js';
 import { writeSession, type Session } from './decode/session.js';
-import { record } from './record/record.js';
+import { record, type RecordedLog } from './record/record.js';
 import { recordRunningCommand } from './record/command.js';
 import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
@@ -93,8 +93,14 @@ async function printSummary(path: string): Promise<void> {
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
+/** Why a log of record's is incomplete, or undefined when it is not. */
+function incomplete(log: RecordedLog | undefined): string | undefined {
+  if (log?.reason === 'unfinished') return 'unfinished: the collector died while writing it';
+  return undefined;
+}
+
 /** What record says at the end: the program's log among the session's, and what to run next. */
-function nextSteps(session: Session, outputDir: string): string {
+function nextSteps(session: Session, outputDir: string, logs: readonly RecordedLog[]): string {
   const program = session.logs.find((l) => l.role === 'program');
   const others = session.logs.length - (program === undefined ? 0 : 1);
   const dir = outputDir === '.' ? '.' : outputDir;
@@ -102,8 +108,9 @@ function nextSteps(session: Session, outputDir: string): string {
     return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${dir}/heaphook-session.${session.recorderPid}.json\n`;
   }
   const also = others > 0 ? ` (and ${others} log(s) of shims, children and exec'd images)` : '';
+  const why = incomplete(logs.find((l) => basename(l.path) === program.file));
   return (
-    `heaphook record: the program's log is ${join(dir, program.file)}, pid ${program.pid}: ${program.argv.join(' ').slice(0, 80)}${also}\n` +
+    `heaphook record: the program's log is ${join(dir, program.file)}${why !== undefined ? ` (${why})` : ''}, pid ${program.pid}: ${program.argv.join(' ').slice(0, 80)}${also}\n` +
     `next: npx heaphook report ${dir}        (or recommend ${dir}; --pid N for another process, --all for every log)\n`
   );
 }
@@ -207,15 +214,21 @@ export function register(program: Command): void {
           ...(options.follow ? {} : { follow: false }),
           ...(options.only.length > 0 ? { only: options.only } : {}),
         });
+        process.exitCode = result.status;
         const session = await writeSession(
           options.outputDir,
-          { command, args, recorderPid: result.recorderPid, status: result.status },
+          {
+            command,
+            args,
+            recorderPid: result.recorderPid,
+            parentPid: result.parentPid,
+            status: result.status,
+          },
           result.logs.map((l) => l.path),
         );
         if (options.json === true) process.stdout.write(`${JSON.stringify(session, null, 2)}\n`);
         else if (options.quiet !== true)
-          process.stderr.write(nextSteps(session, options.outputDir));
-        process.exitCode = result.status;
+          process.stderr.write(nextSteps(session, options.outputDir, result.logs));
       },
     );
 

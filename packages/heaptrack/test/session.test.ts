@@ -76,7 +76,10 @@ describe('a session recorded through a shim', () => {
     expect(session.logs.filter((l) => l.role === 'child').map((l) => l.argv[0])).toEqual(
       expect.arrayContaining(['tr', 'ls']),
     );
-    expect(session.recorderPid).toBe(program[0]!.ppid);
+    // record starts the command itself (its parent), the collector beside it
+    expect(session.parentPid).toBe(program[0]!.ppid);
+    expect(session.recorderPid).not.toBe(session.parentPid);
+    expect(manifestFile).toBe(`heaphook-session.${session.recorderPid}.json`);
     expect(session.status).toBe(0);
   });
 

@@ -5,7 +5,7 @@
  * python; `env`, `nice`, `sh -c 'exec ...'` exec the program; a shell runs a pipeline in
  * children. Every traced image writes a log, so one `record` can leave dozens. The program's
  * own log is the last image of the process `record` started: the PROCESS record whose parent
- * is the collector and which was not forked (an exec keeps the pid; the images of one pid
+ * is record's own process and which was not forked (an exec keeps the pid; the images of one pid
  * follow each other in start time). The session manifest, `heaphook-session.<collector
  * pid>.json` beside the logs, records each log with its pid, parent, command line and role,
  * so `report DIR`, `recommend DIR` and `dump DIR` pick the program's log, or the one `--pid`
@@ -48,8 +48,11 @@ export interface Session {
   /** The command as given to record, and its arguments. */
   readonly command: string;
   readonly args: readonly string[];
-  /** The collector's pid: the parent of the process record started. */
+  /** The collector's pid: it names the manifest. */
   readonly recorderPid: number;
+  /** The parent of the process record started (record's own process). Manifests written
+   * before record started the command itself have none: their parent was the collector. */
+  readonly parentPid?: number;
   /** The command's exit status (128 + signal when a signal ended it). */
   readonly status: number;
   /** The program's log (a file of `logs`), when one was written. */
@@ -70,14 +73,15 @@ export async function readProcessRecord(path: string): Promise<ProcessRecord | u
 }
 
 /**
- * Gives each log its role: among the logs of unforked processes whose parent is the recorder,
- * the latest started is the program, the others the exec chain before it.
+ * Gives each log its role: among the logs of unforked processes whose parent is the process
+ * that started the command, the latest started is the program, the others the exec chain
+ * before it.
  */
 export function assignRoles(
   logs: readonly Omit<SessionLog, 'role'>[],
-  recorderPid: number,
+  parentPid: number,
 ): SessionLog[] {
-  const root = logs.filter((l) => l.ppid === recorderPid && !l.forkChild);
+  const root = logs.filter((l) => l.ppid === parentPid && !l.forkChild);
   const program = root.reduce<Omit<SessionLog, 'role'> | undefined>(
     (latest, l) => (latest === undefined || l.startTimeMs >= latest.startTimeMs ? l : latest),
     undefined,
@@ -91,7 +95,13 @@ export function assignRoles(
 /** Writes the session's manifest beside its logs; returns the session. */
 export async function writeSession(
   dir: string,
-  run: { command: string; args: readonly string[]; recorderPid: number; status: number },
+  run: {
+    command: string;
+    args: readonly string[];
+    recorderPid: number;
+    parentPid: number;
+    status: number;
+  },
   logPaths: readonly string[],
 ): Promise<Session> {
   const described: Omit<SessionLog, 'role'>[] = [];
@@ -108,13 +118,14 @@ export async function writeSession(
       startTimeMs: p.startTimeMs,
     });
   }
-  const logs = assignRoles(described, run.recorderPid);
+  const logs = assignRoles(described, run.parentPid);
   const program = logs.find((l) => l.role === 'program');
   const session: Session = {
     version: 1,
     command: run.command,
     args: run.args,
     recorderPid: run.recorderPid,
+    parentPid: run.parentPid,
     status: run.status,
     ...(program !== undefined ? { program: program.file } : {}),
     logs,
