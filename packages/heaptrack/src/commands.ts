@@ -12,7 +12,7 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { basename, join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 
 import { decodeLog, EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
 import { dump } from './report/dump.js';
@@ -20,8 +20,8 @@ import { registerCheck } from './check/command.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js';
-import { writeSession, type Session } from './decode/session.js';
-import { record, type RecordedLog } from './record/record.js';
+import { releaseSession, reserveSession, writeSession, type Session } from './decode/session.js';
+import { makeOutputDir, record, type RecordedLog, type RecordResult } from './record/record.js';
 import { recordRunningCommand } from './record/command.js';
 import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
@@ -115,6 +115,43 @@ function nextSteps(session: Session, outputDir: string, logs: readonly RecordedL
   );
 }
 
+/**
+ * The session of a record run, written beside its logs; when it cannot be (a full disk), one
+ * line saying so and naming the program's log instead (record's status stays the command's).
+ */
+async function saveSession(
+  command: string,
+  args: readonly string[],
+  result: RecordResult,
+  outputDir: string,
+  reserved: string | undefined,
+): Promise<Session | undefined> {
+  try {
+    return await writeSession(
+      outputDir,
+      {
+        command,
+        args,
+        recorderPid: result.recorderPid,
+        parentPid: result.parentPid,
+        status: result.status,
+      },
+      result.logs.map((l) => l.path),
+      reserved,
+    );
+  } catch (error) {
+    if (!(error instanceof HeaphookError)) throw error;
+    const own = result.logs.filter((l) => l.pid === result.pid).map((l) => l.path);
+    process.stderr.write(
+      `heaphook record: ${error.message}; \`report ${outputDir}\` may read an older session: ` +
+        (own.length > 0
+          ? `name the program's log instead (${own.join(', ')})\n`
+          : `name a log instead (${result.logs.length} written)\n`),
+    );
+    return undefined;
+  }
+}
+
 /** dump --json: every record of the log as one JSON object per line (with its log under --all). */
 async function dumpJson(path: string, withLog: boolean): Promise<void> {
   const lines: string[] = [];
@@ -205,27 +242,29 @@ export function register(program: Command): void {
             { namesCommand: true },
           );
         }
-        const result = await record(command, args, {
-          outputDir: options.outputDir,
-          backends: options.backend,
-          env: options.env,
-          ...(options.vm ? {} : { vm: false }),
-          ...(options.quiet === true ? { quiet: true } : {}),
-          ...(options.follow ? {} : { follow: false }),
-          ...(options.only.length > 0 ? { only: options.only } : {}),
-        });
+        makeOutputDir(options.outputDir, resolve(options.outputDir));
+        // Room for the session's manifest, taken before the logs can fill the disk.
+        const reserved = reserveSession(options.outputDir);
+        let result: RecordResult;
+        try {
+          result = await record(command, args, {
+            outputDir: options.outputDir,
+            backends: options.backend,
+            env: options.env,
+            ...(options.vm ? {} : { vm: false }),
+            ...(options.quiet === true ? { quiet: true } : {}),
+            ...(options.follow ? {} : { follow: false }),
+            ...(options.only.length > 0 ? { only: options.only } : {}),
+          });
+        } catch (error) {
+          releaseSession(reserved);
+          throw error;
+        }
+        // The command's own status, whatever happens to the logs and the manifest.
         process.exitCode = result.status;
-        const session = await writeSession(
-          options.outputDir,
-          {
-            command,
-            args,
-            recorderPid: result.recorderPid,
-            parentPid: result.parentPid,
-            status: result.status,
-          },
-          result.logs.map((l) => l.path),
-        );
+        const session = await saveSession(command, args, result, options.outputDir, reserved);
+        releaseSession(reserved); // renamed into the manifest, or left unused
+        if (session === undefined) return;
         if (options.json === true) process.stdout.write(`${JSON.stringify(session, null, 2)}\n`);
         else if (options.quiet !== true)
           process.stderr.write(nextSteps(session, options.outputDir, result.logs));
