@@ -96,6 +96,7 @@ async function printSummary(path: string): Promise<void> {
 /** Why a log of record's is incomplete, or undefined when it is not. */
 function incomplete(log: RecordedLog | undefined): string | undefined {
   if (log?.reason === 'unfinished') return 'unfinished: the collector died while writing it';
+  if (log?.reason === 'write_error') return `a write failed: it ends after ${log.events} events`;
   return undefined;
 }
 

@@ -6,6 +6,8 @@
 import {
   copyFileSync,
   existsSync,
+  mkdirSync,
+  readdirSync,
   readFileSync,
   statSync,
   truncateSync,
@@ -15,9 +17,11 @@ import { join } from 'node:path';
 
 import { describe, expect, it, onTestFinished } from 'vitest';
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 
 import { decodeLog, LogFormatError, record, summarize, type LogRecord } from '../src/index.js';
+import { skipOutsideCI } from '@heaphook/core/testing';
+
 import { forker, heaphookBin, logsIn, scratch, traced, workload } from './helpers.js';
 
 async function decodeAll(path: string): Promise<{ records: LogRecord[]; error?: unknown }> {
@@ -458,6 +462,74 @@ describe('the program outlives its collector, or heaphook record', () => {
     );
     const s = await logOf(dir, pid);
     expect(s.end?.reason).toBe('collector');
+  });
+});
+
+describe('a full disk', () => {
+  it('the log ends at the real count, the program runs on to its own status, report DIR works', async (ctx) => {
+    // A 2 MiB tmpfs of the test's own: an uncompressed log of 6 M calls fills it early.
+    const dir = join(scratch('full-disk'), 'tmpfs');
+    mkdirSync(dir);
+    const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', dir], {
+      encoding: 'utf8',
+    });
+    if (mount.status !== 0) {
+      const why = `this test fills a 2 MiB tmpfs it mounts, and mount failed (${mount.stderr.trim() || mount.error?.message}): run it as root`;
+      if (skipOutsideCI(why)) return ctx.skip(why);
+      throw new Error(why);
+    }
+    onTestFinished(() => {
+      spawnSync('umount', ['-l', dir]);
+    });
+    const run = await heaphook([
+      'record',
+      '-o',
+      dir,
+      '--no-vm',
+      '-e',
+      'HEAPHOOK_COMPRESS=none',
+      '--',
+      workload,
+      'churn',
+      '3000000',
+      '3',
+    ]);
+    // before: record exited 2 (no space for its session manifest, left empty), the program's
+    // status lost, and the collector said it wrote 6,000,000 events of a log that held 567,110
+    expect(run.code, run.stderr).toBe(3);
+    expect(run.stdout).toBe('churned\n'); // the program ran to its end
+    const line = new RegExp(
+      `heaphook record: cannot write (${dir}/heaplog\\.(\\d+)\\.log): No space left on device; the log ends after (\\d+) events, and process \\2 runs on untraced\n`,
+    ).exec(run.stderr);
+    expect(line, run.stderr).not.toBeNull();
+    const [, log, pid, count] = line!;
+    expect(run.stderr).toContain(
+      `heaptrack: the collector is gone (it could not write this process's log: No space left on device)`,
+    );
+    // the count is what the log holds: whole blocks, then END write_error when it fits
+    const s = await summarize(log!);
+    expect(s.events).toBe(Number(count));
+    expect(s.events).toBeGreaterThan(1000);
+    expect(s.events).toBeLessThan(6_000_000);
+    if (s.end !== undefined)
+      expect(s.end).toMatchObject({ reason: 'write_error', events: s.events });
+    // the session manifest is whole (written into room reserved before the run), so the
+    // folder's report is the program's log, said to be partial
+    const files = readdirSync(dir);
+    const manifests = files.filter((f) => /^heaphook-session\.\d+\.json$/.test(f));
+    expect(manifests).toHaveLength(1);
+    expect(files.filter((f) => f.endsWith('.tmp'))).toEqual([]); // the reservation was used
+    const session = JSON.parse(readFileSync(join(dir, manifests[0]!), 'utf8')) as object;
+    expect(session).toMatchObject({ status: 3, program: `heaplog.${pid}.log` });
+    const report = await heaphook(['report', dir]);
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toMatch(
+      s.end !== undefined
+        ? /^this run did not end normally: a write of the log failed \(a full disk\?\)/
+        : /^this run did not end normally: the log has no END record/,
+    );
+    expect(report.stdout).toContain(`process: ${pid} `);
+    expect(report.stdout).toContain(`${s.events.toLocaleString('en-US')} events`);
   });
 });
 

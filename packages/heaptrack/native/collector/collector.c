@@ -10,8 +10,12 @@
  * DIR/heaplog.<pid>.log. When a connection closes — exit, crash, _exit, exec — it reads what the
  * ring still holds, skipping only records left half-written, and closes the log. Each log
  * opened is announced on stdout ("log <pid> <path>"), each one closed too ("closed <pid>
- * <events> <reason> <path>": the events in the log, the END reason exit, lost, collector or
- * detach).
+ * <events> <reason> <path>": the events in the log, the END reason exit, lost, collector,
+ * detach or write_error).
+ *
+ * A write of a log that fails (a full disk, an I/O error) ends that log at its last whole block
+ * (END reason write_error, writer.c) and stops recording that process, which runs on: its ring
+ * is closed (its threads no longer wait for room) with the errno, for its tracer to say.
  *
  * --record (`heaphook record -- CMD`): the command is not ours. heaphook record starts it, with
  * LD_PRELOAD and HEAPHOOK_COLLECTOR=<name>, as its own child, so that the command's parent and
@@ -125,25 +129,45 @@ static void drain(client *c, bool final) {
 
 /* Ends a client's log (and says so: "closed ..." on stdout, a line on stderr, the manifest).
  * With stopped, the process is still running: what it has published is written, the rest is
- * dropped from now on (its writers no longer wait). */
+ * dropped from now on (its writers no longer wait). A log whose write failed ends with END
+ * write_error: its process is told (the ring's close_error) and runs on untraced. */
 static void finish(client *c, bool stopped) {
-    if (stopped) hh_ring_close(&c->ring);
+    int error = hh_writer_error(c->writer);
+    if (error != 0) {
+        stopped = true;
+        hh_ring_close_error(&c->ring, error);
+    } else if (stopped) {
+        hh_ring_close(&c->ring);
+    }
     drain(c, !stopped);
     if (stopped) drain(c, false);
+    error = hh_writer_error(c->writer); /* the last writes may have failed too */
+    if (error != 0 && atomic_load(&c->ring.hdr->close_error) == 0)
+        hh_ring_close_error(&c->ring, error);
     bool exited = c->saw_exit || hh_writer_saw_exit(c->writer);
     bool detached = c->saw_detach && !stopped;
     hh_ring_close(&c->ring);
+    /* events in the log: after a failed write, those in its whole blocks */
     uint64_t events = hh_writer_close(c->writer,
                                       stopped    ? HH_END_COLLECTOR
                                       : detached ? HH_END_DETACH
                                       : exited   ? HH_END_EXIT
                                                  : HH_END_LOST,
-                                      atomic_load(&c->ring.hdr->dropped), NULL);
+                                      atomic_load(&c->ring.hdr->dropped), &error);
     c->writer = NULL;
-    const char *reason = stopped ? "collector" : detached ? "detach" : exited ? "exit" : "lost";
+    const char *reason = error != 0 ? "write_error"
+                         : stopped  ? "collector"
+                         : detached ? "detach"
+                         : exited   ? "exit"
+                                    : "lost";
     hh_ring_unmap(&c->ring);
     close(c->fd);
-    if (!quiet) {
+    if (error != 0) { /* said even with --quiet: the log is not what the run was */
+        fprintf(stderr,
+                "heaphook record: cannot write %s: %s; the log ends after %llu events, and "
+                "process %d runs on untraced\n",
+                c->path, strerror(error), (unsigned long long)events, c->pid);
+    } else if (!quiet) {
         fprintf(stderr, "heaphook record: wrote %s (%llu events%s)\n", c->path,
                 (unsigned long long)events,
                 stopped    ? ", stopped while the process ran"
@@ -321,8 +345,9 @@ static void read_lifeline(void) {
 }
 
 /* One round of the collector: waits up to 50 ms, accepts a new client, reads the messages of
- * the others, ends the logs of those whose connection closed, drains every ring. Returns -1 when
- * poll fails, else 1 when a client came or went, 0 otherwise. */
+ * the others, ends the logs of those whose connection closed, drains every ring and ends the
+ * logs that could not be written. Returns -1 when poll fails, else 1 when a client came or
+ * went, 0 otherwise. */
 static int serve_once(int listener) {
     static struct pollfd *pfds;
     static size_t pcap;
@@ -354,7 +379,15 @@ static int serve_once(int listener) {
         k--;
         activity = 1;
     }
-    for (size_t k = 0; k < nclients; k++) drain(clients[k], false);
+    for (size_t k = 0; k < nclients; k++) {
+        drain(clients[k], false);
+        if (hh_writer_error(clients[k]->writer) == 0) continue;
+        finish(clients[k], true); /* the process runs on untraced */
+        free(clients[k]);
+        clients[k] = clients[--nclients];
+        k--;
+        activity = 1;
+    }
     return activity;
 }
 
@@ -469,6 +502,9 @@ int main(int argc, char **argv) {
         }
     }
     if (record == (attach_pid > 0)) usage();
+    /* A log over the file size limit fails with EFBIG (and ends, writer.c) instead of killing
+     * the collector. */
+    signal(SIGXFSZ, SIG_IGN);
     if (attach_pid > 0) return serve_attached(listen_socket());
     return serve_command(listen_socket());
 }

@@ -82,10 +82,11 @@ export interface RecordedLog {
   readonly events: number;
   /** 'exit': the process ran its exit path; 'lost': it crashed, called _exit or exec'd;
    * 'collector': the collector was stopped (a second Ctrl-C) while the process ran;
-   * 'detach': `heaphook record -p` detached from the running process; 'unfinished': the
-   * collector died while writing it (the log ends where it stopped, without END, possibly in
-   * the middle of a block). */
-  readonly reason: 'exit' | 'lost' | 'collector' | 'detach' | 'unfinished';
+   * 'detach': `heaphook record -p` detached from the running process; 'write_error': a write of
+   * the log failed (a full disk): it ends at its last whole block, the process ran on
+   * untraced; 'unfinished': the collector died while writing it (the log ends where it stopped,
+   * without END, possibly in the middle of a block). */
+  readonly reason: 'exit' | 'lost' | 'collector' | 'detach' | 'write_error' | 'unfinished';
 }
 
 export interface RecordResult {
@@ -129,7 +130,7 @@ export function makeOutputDir(given: string, outputDir: string): void {
   }
 }
 
-const REASONS = new Set(['exit', 'lost', 'collector', 'detach']);
+const REASONS = new Set(['exit', 'lost', 'collector', 'detach', 'write_error']);
 
 function reasonOf(text: string | undefined): RecordedLog['reason'] {
   return REASONS.has(text ?? '') ? (text as RecordedLog['reason']) : 'lost';
