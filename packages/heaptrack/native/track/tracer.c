@@ -539,7 +539,7 @@ static bool hh_tracer_start(void) {
  *
  * heaphook record --only NAME / --no-follow. HEAPHOOK_TRACE_ONLY names programs (comma-separated
  * base names, matched against the executable's and argv[0]'s): a process of another program
- * records nothing. HEAPHOOK_TRACE_PARENT is a pid (the collector's): only its direct children
+ * records nothing. HEAPHOOK_TRACE_PARENT is a pid (heaphook record's): only its direct children
  * record, through their exec chain (an exec keeps the pid and the parent), and not their forks.
  * A process left out keeps the library loaded, so that what it runs can still match. */
 
