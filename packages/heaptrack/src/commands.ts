@@ -12,7 +12,7 @@ import type { Command } from 'commander';
 
 import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { join } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 
 import { decodeLog, EXIT_DAMAGED_LOG, LogFormatError } from './decode/decoder.js';
 import { dump } from './report/dump.js';
@@ -20,8 +20,8 @@ import { registerCheck } from './check/command.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js';
-import { writeSession, type Session } from './decode/session.js';
-import { record } from './record/record.js';
+import { releaseSession, reserveSession, writeSession, type Session } from './decode/session.js';
+import { makeOutputDir, record, type RecordedLog, type RecordResult } from './record/record.js';
 import { recordRunningCommand } from './record/command.js';
 import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
@@ -93,8 +93,15 @@ async function printSummary(path: string): Promise<void> {
   process.stdout.write(`${out.join('\n')}\n`);
 }
 
+/** Why a log of record's is incomplete, or undefined when it is not. */
+function incomplete(log: RecordedLog | undefined): string | undefined {
+  if (log?.reason === 'unfinished') return 'unfinished: the collector died while writing it';
+  if (log?.reason === 'write_error') return `a write failed: it ends after ${log.events} events`;
+  return undefined;
+}
+
 /** What record says at the end: the program's log among the session's, and what to run next. */
-function nextSteps(session: Session, outputDir: string): string {
+function nextSteps(session: Session, outputDir: string, logs: readonly RecordedLog[]): string {
   const program = session.logs.find((l) => l.role === 'program');
   const others = session.logs.length - (program === undefined ? 0 : 1);
   const dir = outputDir === '.' ? '.' : outputDir;
@@ -102,10 +109,48 @@ function nextSteps(session: Session, outputDir: string): string {
     return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${dir}/heaphook-session.${session.recorderPid}.json\n`;
   }
   const also = others > 0 ? ` (and ${others} log(s) of shims, children and exec'd images)` : '';
+  const why = incomplete(logs.find((l) => basename(l.path) === program.file));
   return (
-    `heaphook record: the program's log is ${join(dir, program.file)}, pid ${program.pid}: ${program.argv.join(' ').slice(0, 80)}${also}\n` +
+    `heaphook record: the program's log is ${join(dir, program.file)}${why !== undefined ? ` (${why})` : ''}, pid ${program.pid}: ${program.argv.join(' ').slice(0, 80)}${also}\n` +
     `next: npx heaphook report ${dir}        (or recommend ${dir}; --pid N for another process, --all for every log)\n`
   );
+}
+
+/**
+ * The session of a record run, written beside its logs; when it cannot be (a full disk), one
+ * line saying so and naming the program's log instead (record's status stays the command's).
+ */
+async function saveSession(
+  command: string,
+  args: readonly string[],
+  result: RecordResult,
+  outputDir: string,
+  reserved: string | undefined,
+): Promise<Session | undefined> {
+  try {
+    return await writeSession(
+      outputDir,
+      {
+        command,
+        args,
+        recorderPid: result.recorderPid,
+        parentPid: result.parentPid,
+        status: result.status,
+      },
+      result.logs.map((l) => l.path),
+      reserved,
+    );
+  } catch (error) {
+    if (!(error instanceof HeaphookError)) throw error;
+    const own = result.logs.filter((l) => l.pid === result.pid).map((l) => l.path);
+    process.stderr.write(
+      `heaphook record: ${error.message}; \`report ${outputDir}\` may read an older session: ` +
+        (own.length > 0
+          ? `name the program's log instead (${own.join(', ')})\n`
+          : `name a log instead (${result.logs.length} written)\n`),
+    );
+    return undefined;
+  }
 }
 
 /** dump --json: every record of the log as one JSON object per line (with its log under --all). */
@@ -198,24 +243,32 @@ export function register(program: Command): void {
             { namesCommand: true },
           );
         }
-        const result = await record(command, args, {
-          outputDir: options.outputDir,
-          backends: options.backend,
-          env: options.env,
-          ...(options.vm ? {} : { vm: false }),
-          ...(options.quiet === true ? { quiet: true } : {}),
-          ...(options.follow ? {} : { follow: false }),
-          ...(options.only.length > 0 ? { only: options.only } : {}),
-        });
-        const session = await writeSession(
-          options.outputDir,
-          { command, args, recorderPid: result.recorderPid, status: result.status },
-          result.logs.map((l) => l.path),
-        );
+        makeOutputDir(options.outputDir, resolve(options.outputDir));
+        // Room for the session's manifest, taken before the logs can fill the disk.
+        const reserved = reserveSession(options.outputDir);
+        let result: RecordResult;
+        try {
+          result = await record(command, args, {
+            outputDir: options.outputDir,
+            backends: options.backend,
+            env: options.env,
+            ...(options.vm ? {} : { vm: false }),
+            ...(options.quiet === true ? { quiet: true } : {}),
+            ...(options.follow ? {} : { follow: false }),
+            ...(options.only.length > 0 ? { only: options.only } : {}),
+          });
+        } catch (error) {
+          releaseSession(reserved);
+          throw error;
+        }
+        // The command's own status, whatever happens to the logs and the manifest.
+        process.exitCode = result.status;
+        const session = await saveSession(command, args, result, options.outputDir, reserved);
+        releaseSession(reserved); // renamed into the manifest, or left unused
+        if (session === undefined) return;
         if (options.json === true) process.stdout.write(`${JSON.stringify(session, null, 2)}\n`);
         else if (options.quiet !== true)
-          process.stderr.write(nextSteps(session, options.outputDir));
-        process.exitCode = result.status;
+          process.stderr.write(nextSteps(session, options.outputDir, result.logs));
       },
     );
 

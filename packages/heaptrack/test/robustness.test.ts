@@ -3,22 +3,26 @@
  * crash; a truncated or corrupted log names the offset and decodes up to it; forking while
  * other threads allocate never deadlocks and each child gets its own log.
  */
-import { copyFileSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 
 import { describe, expect, it, onTestFinished } from 'vitest';
 
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 
-import {
-  collectorPath,
-  decodeLog,
-  LogFormatError,
-  record,
-  summarize,
-  type LogRecord,
-} from '../src/index.js';
-import { forker, heaphookBin, logsIn, scratch, tracer, traced, workload } from './helpers.js';
+import { decodeLog, LogFormatError, record, summarize, type LogRecord } from '../src/index.js';
+import { skipOutsideCI } from '@heaphook/core/testing';
+
+import { forker, heaphookBin, logsIn, scratch, traced, workload } from './helpers.js';
 
 async function decodeAll(path: string): Promise<{ records: LogRecord[]; error?: unknown }> {
   const records: LogRecord[] = [];
@@ -129,56 +133,140 @@ describe('a target that ends through _exit, standalone', () => {
   });
 });
 
+/**
+ * The promise's value, or a failure naming what was awaited when it takes longer than ms: every
+ * wait of these tests is on a condition with such a watchdog, never a bare sleep (the suite
+ * runs on loaded 2-core machines).
+ */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`waited ${ms / 1000} s for ${what}`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The real CLI, run to its end (60 s watchdog): its status and output. */
+async function heaphook(args: readonly string[]) {
+  const child = spawn(process.execPath, [heaphookBin, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const code = await within(
+    new Promise<number | null>((resolve) => child.on('close', resolve)),
+    60_000,
+    `heaphook ${args.join(' ')} to end`,
+  );
+  return { code, stdout, stderr };
+}
+
+/** The child processes of pid (started by its main thread, as Node starts them). */
+function childrenOf(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+    .trim()
+    .split(/\s+/)
+    .filter((p) => p.length > 0)
+    .map(Number);
+}
+
+/** The executable a log's PROCESS record names (undefined while the log has none). */
+async function exeOf(log: string): Promise<string | undefined> {
+  try {
+    for await (const r of decodeLog(log)) if (r.type === 'process') return r.exe;
+  } catch {
+    // still being written
+  }
+  return undefined;
+}
+
+/** The collector among the children of heaphook record (the other one is the command). */
+function collectorOf(cliPid: number): number {
+  const children = childrenOf(cliPid);
+  const collector = children.find((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').startsWith('heaphook-heapt');
+    } catch {
+      return false; // gone meanwhile
+    }
+  });
+  if (collector === undefined) throw new Error(`no collector among ${children.join(', ')}`);
+  return collector;
+}
+
 describe('stopping heaphook record', () => {
   it('Ctrl-C after the command exited stops waiting for what it left running', async () => {
     const dir = scratch('stop');
-    const manifest = join(dir, 'logs.tsv');
-    const collector = spawn(
-      collectorPath(),
+    const cli = spawn(
+      process.execPath,
       [
-        '--dir',
+        heaphookBin,
+        'record',
+        '-o',
         dir,
-        '--preload',
-        tracer,
-        '--manifest',
-        manifest,
-        '--quiet',
+        '--no-vm',
         '--',
         '/bin/sh',
         '-c',
-        'sleep 20 & echo started',
+        'sleep 300 & echo started',
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
     );
     let out = '';
-    collector.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    expect(out).toBe('started\n');
-    const t0 = Date.now();
-    collector.kill('SIGINT');
-    const code = await new Promise<number | null>((resolve) => collector.on('exit', resolve));
-    expect(Date.now() - t0).toBeLessThan(5000);
-    expect(code).toBe(0); // the command's own status
-    const lines = readFileSync(manifest, 'utf8').trim().split('\n');
-    expect(lines.some((l) => l.endsWith('\tcollector'))).toBe(true); // sleep, still running
-    for (const line of lines) await summarize(line.split('\t')[0]!);
-    for (const line of lines.filter((l) => l.endsWith('\tcollector'))) {
+    let err = '';
+    cli.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+    cli.stderr.setEncoding('utf8').on('data', (chunk: string) => (err += chunk));
+    const exited = new Promise<number | null>((resolve) => cli.on('exit', resolve));
+    let sleepPid: number | undefined;
+    onTestFinished(() => {
+      if (sleepPid !== undefined) process.kill(sleepPid, 'SIGTERM'); // the sleep left behind
       try {
-        process.kill(Number(line.split('\t')[1]), 'SIGTERM'); // the sleep left behind
+        process.kill(-cli.pid!, 'SIGKILL');
       } catch {
-        // already gone
+        // all gone
       }
+    });
+    // Once the shell has exited (record's only child left is the collector) and the sleep it
+    // left running is traced (a log of sleep), record waits for the sleep.
+    const ready = async (): Promise<boolean> => {
+      if (!out.includes('started\n') || childrenOf(cli.pid!).length !== 1) return false;
+      for (const log of logsIn(dir)) if ((await exeOf(log))?.endsWith('/sleep')) return true;
+      return false;
+    };
+    await within(
+      (async () => {
+        while (!(await ready())) await new Promise((resolve) => setTimeout(resolve, 50));
+      })(),
+      60_000,
+      'the shell to exit and the sleep it left to be traced',
+    );
+    cli.kill('SIGINT'); // record alone, as `kill -INT`: the collector stops
+    expect(await within(exited, 60_000, 'heaphook record to end after SIGINT'), err).toBe(0);
+    const ends = new Map<string, string | undefined>();
+    for (const log of logsIn(dir)) {
+      const s = await summarize(log);
+      ends.set(s.process!.exe, s.end?.reason);
+      if (s.end?.reason === 'collector') sleepPid = s.process!.pid;
     }
+    expect(sleepPid, JSON.stringify([...ends])).toBeDefined(); // sleep, still running
+    expect(existsSync(`/proc/${sleepPid}`)).toBe(true);
   });
 });
 
 /**
- * `heaphook record` (the real CLI) of `sh -c '<outlive program>; echo status=$?'` in a process
- * group of its own, as a terminal runs it; a small ring, so the program's threads wait for room
- * in it (lossless mode) whenever the collector does not read. The program allocates until the
- * marker file exists, then enough to fill the ring many times, forks, and prints "done".
+ * `heaphook record` (the real CLI) of `sh -c '<outlive program>; echo status=$?<suffix>'` in a
+ * process group of its own, as a terminal runs it; a small ring, so the program's threads wait
+ * for room in it (lossless mode) whenever the collector does not read. The program allocates
+ * until the marker file exists, then enough to fill the ring many times, forks, and prints
+ * "done".
  */
-function recordOutliver(dir: string, shellPrefix = '') {
+function recordOutliver(dir: string, shellPrefix = '', shellSuffix = '') {
   const marker = join(dir, 'marker');
   const cli = spawn(
     process.execPath,
@@ -193,31 +281,48 @@ function recordOutliver(dir: string, shellPrefix = '') {
       '--',
       '/bin/sh',
       '-c',
-      `${shellPrefix}${workload} outlive ${marker} 2 200000; echo status=$?`,
+      `${shellPrefix}${workload} outlive ${marker} 2 200000; echo status=$?${shellSuffix}`,
     ],
     { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
+  let hasExited = false;
   const run = {
     cli,
     marker,
     stdout: '',
     stderr: '',
-    exited: new Promise<number | null>((resolve) => cli.on('exit', resolve)),
+    get hasExited() {
+      return hasExited;
+    },
+    exited: within(
+      new Promise<number | null>((resolve) => cli.on('exit', resolve)),
+      120_000,
+      'heaphook record to exit',
+    ),
     // every holder of the pipes gone: the CLI, the collector, the shell and the program
-    closed: new Promise<void>((resolve) => cli.stdout.on('end', resolve)),
-    /** The first match of pattern in what the stream gives; fails once the stream ends without. */
+    closed: within(
+      new Promise<void>((resolve) => cli.stdout.on('end', resolve)),
+      120_000,
+      'the program and its tools to close their output',
+    ),
+    /** The first match of pattern in what the stream gives; fails once the stream ends without,
+     * or after 60 s. */
     until: (stream: 'stdout' | 'stderr', pattern: RegExp) =>
-      new Promise<RegExpExecArray>((resolve, reject) => {
-        const look = () => {
-          const m = pattern.exec(run[stream]);
-          if (m !== null) resolve(m);
-          else if (cli[stream].readableEnded)
-            reject(new Error(`no ${pattern} in ${stream}: ${run[stream]}`));
-          else cli[stream].once('data', () => setImmediate(look));
-        };
-        cli[stream].once('end', () => setImmediate(look));
-        look();
-      }),
+      within(
+        new Promise<RegExpExecArray>((resolve, reject) => {
+          const look = () => {
+            const m = pattern.exec(run[stream]);
+            if (m !== null) resolve(m);
+            else if (cli[stream].readableEnded)
+              reject(new Error(`no ${pattern} in ${stream}: ${run[stream]}`));
+            else cli[stream].once('data', () => setImmediate(look));
+          };
+          cli[stream].once('end', () => setImmediate(look));
+          look();
+        }),
+        60_000,
+        `${pattern} in ${stream}`,
+      ),
     /** SIGINT to the whole group, as a terminal's Ctrl-C. */
     ctrlC: () => process.kill(-cli.pid!, 'SIGINT'),
     cleanup: () => {
@@ -228,6 +333,8 @@ function recordOutliver(dir: string, shellPrefix = '') {
       }
     },
   };
+  void run.exited.then(() => (hasExited = true)).catch(() => {});
+  void run.closed.catch(() => {});
   cli.stdout.setEncoding('utf8').on('data', (chunk: string) => (run.stdout += chunk));
   cli.stderr.setEncoding('utf8').on('data', (chunk: string) => (run.stderr += chunk));
   onTestFinished(run.cleanup); // also after a timeout: the program would spin on
@@ -250,20 +357,47 @@ async function logOf(dir: string, pid: number) {
   throw new Error(`no log of ${pid} in ${dir}`);
 }
 
-describe('the program outlives heaphook record', () => {
-  it('the collector killed (SIGKILL) mid-run: the program ends with its own status, one line', async () => {
+describe('the program outlives its collector, or heaphook record', () => {
+  it('the collector killed (SIGKILL) mid-run: record waits for the program and returns its status', async () => {
     const dir = scratch('outlive-kill');
-    const run = recordOutliver(dir);
+    const run = recordOutliver(dir, '', '; echo last line >&2; exit 3');
     const pid = Number((await run.until('stdout', /running pid=(\d+)/))[1]);
-    const children = readFileSync(`/proc/${run.cli.pid}/task/${run.cli.pid}/children`, 'utf8');
-    const collector = Number(children.trim().split(/\s+/)[0]);
-    process.kill(collector, 'SIGKILL');
-    expect(await run.exited).toBe(137); // heaphook record: its collector died of SIGKILL
+    // The collector has written the start of each log (the shell's, the program's) to disk.
+    const started = async (): Promise<boolean> => {
+      const logs = logsIn(dir);
+      if (!logs.some((l) => l.endsWith(`/heaplog.${pid}.log`))) return false;
+      for (const log of logs) if ((await exeOf(log)) === undefined) return false;
+      return true;
+    };
+    await within(
+      (async () => {
+        while (!(await started())) await new Promise((resolve) => setTimeout(resolve, 50));
+      })(),
+      60_000,
+      'the collector to write the first block of each log',
+    );
+    process.kill(collectorOf(run.cli.pid!), 'SIGKILL');
+    // record says so, names what stays, and waits: the program is still before its marker
+    const said = await run.until(
+      'stderr',
+      /the collector was killed by SIGKILL; tracing stopped\. (.*)\n/,
+    );
+    expect(said[1]).toContain(`${dir}/heaplog.${pid}.log`);
+    expect(said[1]).toMatch(/The program runs on; waiting for it to end\.$/);
+    expect(run.hasExited).toBe(false);
     writeFileSync(run.marker, ''); // now the program fills its ring with no one to read it
+    // before: record exited 137 at once and the program ran on, orphaned
+    expect(await run.exited, run.stderr).toBe(3); // the program's own status
     await run.closed;
-    // before: the program died of SIGPIPE at its next wake-up byte (status=141)
     expect(run.stdout).toContain('done child=0\n');
     expect(run.stdout).toContain('status=0\n');
+    // record's last lines come after the program's last one (both on the same stderr)
+    const last = run.stderr.indexOf('last line\n');
+    expect(last, run.stderr).toBeGreaterThan(-1);
+    expect(
+      run.stderr.indexOf("heaphook record: the program's log is", last),
+      run.stderr,
+    ).toBeGreaterThan(last);
     const gone = goneLines(run.stderr);
     const own = gone.filter((g) => g.pid === pid);
     expect(own, run.stderr).toHaveLength(1);
@@ -271,6 +405,24 @@ describe('the program outlives heaphook record', () => {
       /heaptrack: the collector is gone \(its connection ended: Broken pipe\); tracing stopped, \d+ events lost$/,
     );
     expect(new Set(gone.map((g) => g.pid)).size).toBe(gone.length); // once per process
+    // What the collector wrote stays readable: the program's log (the shell's) through the
+    // session, and the workload's by its pid; cut where the collector stopped (no END, or
+    // a block cut short: status 3), the part before reported.
+    for (const args of [[dir], [dir, '--pid', String(pid)]]) {
+      const report = await heaphook(['report', ...args]);
+      expect([0, 3], report.stderr).toContain(report.code);
+      expect(report.stdout).toMatch(/^this run did not end normally: /);
+      expect(report.stdout).toMatch(/^process: \d+ /m);
+    }
+    const workloadReport = await heaphook(['report', dir, '--pid', String(pid), '--json']);
+    const json = JSON.parse(workloadReport.stdout) as {
+      pid: number;
+      end: string | null;
+      calls: { malloc: number };
+    };
+    expect(json.pid).toBe(pid);
+    expect(json.end).toBeNull();
+    expect(json.calls.malloc).toBeGreaterThan(0);
   });
 
   it('one Ctrl-C that the command ignores: recording goes on to the end', async () => {
@@ -310,6 +462,74 @@ describe('the program outlives heaphook record', () => {
     );
     const s = await logOf(dir, pid);
     expect(s.end?.reason).toBe('collector');
+  });
+});
+
+describe('a full disk', () => {
+  it('the log ends at the real count, the program runs on to its own status, report DIR works', async (ctx) => {
+    // A 2 MiB tmpfs of the test's own: an uncompressed log of 6 M calls fills it early.
+    const dir = join(scratch('full-disk'), 'tmpfs');
+    mkdirSync(dir);
+    const mount = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=2m', 'tmpfs', dir], {
+      encoding: 'utf8',
+    });
+    if (mount.status !== 0) {
+      const why = `this test fills a 2 MiB tmpfs it mounts, and mount failed (${mount.stderr.trim() || mount.error?.message}): run it as root`;
+      if (skipOutsideCI(why)) return ctx.skip(why);
+      throw new Error(why);
+    }
+    onTestFinished(() => {
+      spawnSync('umount', ['-l', dir]);
+    });
+    const run = await heaphook([
+      'record',
+      '-o',
+      dir,
+      '--no-vm',
+      '-e',
+      'HEAPHOOK_COMPRESS=none',
+      '--',
+      workload,
+      'churn',
+      '3000000',
+      '3',
+    ]);
+    // before: record exited 2 (no space for its session manifest, left empty), the program's
+    // status lost, and the collector said it wrote 6,000,000 events of a log that held 567,110
+    expect(run.code, run.stderr).toBe(3);
+    expect(run.stdout).toBe('churned\n'); // the program ran to its end
+    const line = new RegExp(
+      `heaphook record: cannot write (${dir}/heaplog\\.(\\d+)\\.log): No space left on device; the log ends after (\\d+) events, and process \\2 runs on untraced\n`,
+    ).exec(run.stderr);
+    expect(line, run.stderr).not.toBeNull();
+    const [, log, pid, count] = line!;
+    expect(run.stderr).toContain(
+      `heaptrack: the collector is gone (it could not write this process's log: No space left on device)`,
+    );
+    // the count is what the log holds: whole blocks, then END write_error when it fits
+    const s = await summarize(log!);
+    expect(s.events).toBe(Number(count));
+    expect(s.events).toBeGreaterThan(1000);
+    expect(s.events).toBeLessThan(6_000_000);
+    if (s.end !== undefined)
+      expect(s.end).toMatchObject({ reason: 'write_error', events: s.events });
+    // the session manifest is whole (written into room reserved before the run), so the
+    // folder's report is the program's log, said to be partial
+    const files = readdirSync(dir);
+    const manifests = files.filter((f) => /^heaphook-session\.\d+\.json$/.test(f));
+    expect(manifests).toHaveLength(1);
+    expect(files.filter((f) => f.endsWith('.tmp'))).toEqual([]); // the reservation was used
+    const session = JSON.parse(readFileSync(join(dir, manifests[0]!), 'utf8')) as object;
+    expect(session).toMatchObject({ status: 3, program: `heaplog.${pid}.log` });
+    const report = await heaphook(['report', dir]);
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toMatch(
+      s.end !== undefined
+        ? /^this run did not end normally: a write of the log failed \(a full disk\?\)/
+        : /^this run did not end normally: the log has no END record/,
+    );
+    expect(report.stdout).toContain(`process: ${pid} `);
+    expect(report.stdout).toContain(`${s.events.toLocaleString('en-US')} events`);
   });
 });
 

@@ -11,13 +11,21 @@ import {
   mkdirSync,
   readdirSync,
   readFileSync,
+  statSync,
   writeFileSync,
 } from 'node:fs';
 import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { assignRoles, resolveLogs, type Session } from '../src/decode/session.js';
+import {
+  assignRoles,
+  reserveSession,
+  resolveLogs,
+  SESSION_FILE_PATTERN,
+  writeSession,
+  type Session,
+} from '../src/decode/session.js';
 import { heaphookBin, logsIn, python3, scratch, workload } from './helpers.js';
 
 function heaphook(args: readonly string[], env: NodeJS.ProcessEnv = process.env) {
@@ -76,7 +84,10 @@ describe('a session recorded through a shim', () => {
     expect(session.logs.filter((l) => l.role === 'child').map((l) => l.argv[0])).toEqual(
       expect.arrayContaining(['tr', 'ls']),
     );
-    expect(session.recorderPid).toBe(program[0]!.ppid);
+    // record starts the command itself (its parent), the collector beside it
+    expect(session.parentPid).toBe(program[0]!.ppid);
+    expect(session.recorderPid).not.toBe(session.parentPid);
+    expect(manifestFile).toBe(`heaphook-session.${session.recorderPid}.json`);
     expect(session.status).toBe(0);
   });
 
@@ -157,6 +168,33 @@ describe('choosing logs without a session manifest', () => {
     copyFileSync(log!, join(one, 'heaplog.1.log'));
     expect(() => resolveLogs(one)).toThrow(/2 logs and no session manifest.*--all/);
     expect(resolveLogs(one, { all: true })).toHaveLength(2);
+  });
+});
+
+describe('writing the manifest', () => {
+  const run = { command: 'true', args: [], recorderPid: 4242, parentPid: 4241, status: 7 };
+
+  it('into the room reserved before the run: the JSON alone, the reservation gone', async () => {
+    const dir = scratch('session-write');
+    const reserved = reserveSession(dir)!;
+    expect(statSync(reserved).size).toBe(64 * 1024);
+    expect(readdirSync(dir).filter((f) => SESSION_FILE_PATTERN.test(f))).toEqual([]);
+    await writeSession(dir, run, [], reserved);
+    expect(readdirSync(dir)).toEqual(['heaphook-session.4242.json']);
+    const text = readFileSync(join(dir, 'heaphook-session.4242.json'), 'utf8');
+    expect(JSON.parse(text)).toMatchObject({ status: 7, recorderPid: 4242, parentPid: 4241 });
+    expect(text.endsWith('}\n')).toBe(true);
+  });
+
+  it('one that cannot be written is said, and leaves no part of a file behind', async () => {
+    const dir = scratch('session-write-fails');
+    mkdirSync(join(dir, 'heaphook-session.4242.json')); // in the way of the rename
+    const reserved = reserveSession(dir)!;
+    await expect(writeSession(dir, run, [], reserved)).rejects.toThrow(
+      new RegExp(`^cannot write the session manifest ${dir}/heaphook-session\\.4242\\.json: `),
+    );
+    await expect(writeSession(dir, run, [])).rejects.toThrow(/cannot write the session manifest/);
+    expect(readdirSync(dir)).toEqual(['heaphook-session.4242.json']); // the folder in the way
   });
 });
 

@@ -1,27 +1,39 @@
 /*
  * collector.c — heaphook-heaptrack-collector, the out-of-process side of `heaphook record`.
  *
- *   heaphook-heaptrack-collector [--dir DIR] [--preload LIBS] [--manifest FILE] [--quiet]
- *                                [--no-follow]
- *                                -- command [args...]
+ *   heaphook-heaptrack-collector --record [--dir DIR] [--manifest FILE] [--quiet]
  *   heaphook-heaptrack-collector --attach PID [--dir DIR] [--manifest FILE] [--quiet]
  *
- * Listens on an abstract Unix socket, starts the command with LD_PRELOAD=LIBS and
- * HEAPHOOK_COLLECTOR=@<socket>, and serves every traced process that connects (the command,
- * its forked children, the programs they exec): it creates the process's ring buffer (a
- * memfd), hands it over with SCM_RIGHTS, drains it when woken (one byte per batch) or every
- * 50 ms, and writes DIR/heaplog.<pid>.log. When a connection closes — exit, crash, _exit,
- * exec — it reads what the ring still holds, skipping only records left half-written, and
- * closes the log. It exits with the command's status once every traced process is gone.
+ * Listens on an abstract Unix socket, prints "socket <name>" on stdout, and serves every
+ * traced process that connects to it: it creates the process's ring buffer (a memfd), hands it
+ * over with SCM_RIGHTS, drains it when woken (one byte per batch) or every 50 ms, and writes
+ * DIR/heaplog.<pid>.log. When a connection closes — exit, crash, _exit, exec — it reads what the
+ * ring still holds, skipping only records left half-written, and closes the log. Each log
+ * opened is announced on stdout ("log <pid> <path>"), each one closed too ("closed <pid>
+ * <events> <reason> <path>": the events in the log, the END reason exit, lost, collector,
+ * detach or write_error).
  *
- * --attach PID (`heaphook record -p`): no command. It prints "socket <name>" on stdout and
- * serves the processes that connect to it: PID, after heaphook-inject made it call
- * heaphook_heaptrack_attach_collector(<name>), and its fork children. It accepts a peer of its
- * own user, or PID and its descendants (root tracing another user's service). A process that
- * detaches sends HH_MSG_DETACH before closing: its log ends with END reason detach. Each log
- * opened is announced on stdout ("log <pid> <path>"), each one closed too ("closed <pid>").
- * SIGTERM stops it (the logs still open end with reason collector); SIGINT and SIGHUP are
- * ignored, since the terminal's Ctrl-C is heaphook's to handle: it detaches first.
+ * A write of a log that fails (a full disk, an I/O error) ends that log at its last whole block
+ * (END reason write_error, writer.c) and stops recording that process, which runs on: its ring
+ * is closed (its threads no longer wait for room) with the errno, for its tracer to say.
+ *
+ * --record (`heaphook record -- CMD`): the command is not ours. heaphook record starts it, with
+ * LD_PRELOAD and HEAPHOOK_COLLECTOR=<name>, as its own child, so that the command's parent and
+ * status do not depend on this process: a collector that dies (killed, out of memory) leaves
+ * the command running under heaphook record, which still gets its status. Standard input is the
+ * lifeline: its end (heaphook record closes it when the command has exited, or heaphook record
+ * is gone) means the command is done; the collector then exits once every traced process is
+ * gone (background processes included). Signals: see forward_signal; a signal meant for the
+ * command is asked of heaphook record on stdout ("signal <number>"), which holds the command's
+ * handle; when signals stop the collector it says "stopped" before exiting.
+ *
+ * --attach PID (`heaphook record -p`): serves the processes that connect: PID, after
+ * heaphook-inject made it call heaphook_heaptrack_attach_collector(<name>), and its fork
+ * children. It accepts a peer of its own user, or PID and its descendants (root tracing another
+ * user's service). A process that detaches sends HH_MSG_DETACH before closing: its log ends
+ * with END reason detach. SIGTERM stops it (the logs still open end with reason collector);
+ * SIGINT and SIGHUP are ignored, since the terminal's Ctrl-C is heaphook's to handle: it
+ * detaches first.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +44,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,10 +67,9 @@ static size_t nclients, capclients;
 static const char *dir = ".";
 static const char *manifest;
 static bool quiet;
-static bool no_follow; /* --no-follow: only the command's own process records */
-static pid_t child = -1;
 static long pending_forks;
-static pid_t attach_pid; /* --attach: the process served (0: a command is run) */
+static pid_t attach_pid;  /* --attach: the process served (0: --record) */
+static int lifeline = -1; /* --record: standard input, until its end (the command is done) */
 static volatile sig_atomic_t stop_requested;
 
 static uint64_t now_ms(void) {
@@ -68,7 +78,8 @@ static uint64_t now_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static volatile sig_atomic_t signals_seen, own_signals, relayed_signals, child_exited;
+static volatile sig_atomic_t signals_seen, own_signals, relayed_signals, command_done;
+static volatile sig_atomic_t pass_on, pass_on_signal; /* signals to ask heaphook record to pass */
 
 /* The first signal goes to the command; a second one, or one after the command is gone
  * (processes it left behind are still traced), stops the collector itself.
@@ -77,12 +88,16 @@ static volatile sig_atomic_t signals_seen, own_signals, relayed_signals, child_e
  * here, this collector and the command. So a signal from anyone but our parent is taken as
  * the command's already, and the parent's relay of it is the same press, not a second one:
  * presses are the larger of the two counts. A signal only our parent got (a kill of its pid:
- * relays outnumber our own) is passed on to the command. */
+ * relays outnumber our own) is passed on to the command: the main loop asks heaphook record,
+ * the command's parent, to send it ("signal <number>" on stdout). */
 static void forward_signal(int sig, siginfo_t *info, void *context) {
     (void)context;
     if (info->si_code == SI_USER && info->si_pid == getppid()) {
         relayed_signals++;
-        if (relayed_signals > own_signals && child > 0 && !child_exited) kill(child, sig);
+        if (relayed_signals > own_signals && !command_done) {
+            pass_on_signal = sig;
+            pass_on++;
+        }
     } else {
         own_signals++;
     }
@@ -91,8 +106,8 @@ static void forward_signal(int sig, siginfo_t *info, void *context) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: heaphook-heaptrack-collector [--dir DIR] [--preload LIBS] [--manifest FILE] "
-            "[--quiet] [--no-follow] -- command [args...]\n");
+            "usage: heaphook-heaptrack-collector --record | --attach PID [--dir DIR] "
+            "[--manifest FILE] [--quiet]\n");
     exit(2);
 }
 
@@ -112,25 +127,47 @@ static void drain(client *c, bool final) {
     }
 }
 
-/* Ends a client's log. With stopped, the process is still running: what it has published is
- * written, the rest is dropped from now on (its writers no longer wait). */
+/* Ends a client's log (and says so: "closed ..." on stdout, a line on stderr, the manifest).
+ * With stopped, the process is still running: what it has published is written, the rest is
+ * dropped from now on (its writers no longer wait). A log whose write failed ends with END
+ * write_error: its process is told (the ring's close_error) and runs on untraced. */
 static void finish(client *c, bool stopped) {
-    if (stopped) hh_ring_close(&c->ring);
+    int error = hh_writer_error(c->writer);
+    if (error != 0) {
+        stopped = true;
+        hh_ring_close_error(&c->ring, error);
+    } else if (stopped) {
+        hh_ring_close(&c->ring);
+    }
     drain(c, !stopped);
     if (stopped) drain(c, false);
-    uint64_t events = hh_writer_events(c->writer);
+    error = hh_writer_error(c->writer); /* the last writes may have failed too */
+    if (error != 0 && atomic_load(&c->ring.hdr->close_error) == 0)
+        hh_ring_close_error(&c->ring, error);
     bool exited = c->saw_exit || hh_writer_saw_exit(c->writer);
     bool detached = c->saw_detach && !stopped;
     hh_ring_close(&c->ring);
-    hh_writer_close(c->writer,
-                    stopped    ? HH_END_COLLECTOR
-                    : detached ? HH_END_DETACH
-                    : exited   ? HH_END_EXIT
-                               : HH_END_LOST,
-                    atomic_load(&c->ring.hdr->dropped));
+    /* events in the log: after a failed write, those in its whole blocks */
+    uint64_t events = hh_writer_close(c->writer,
+                                      stopped    ? HH_END_COLLECTOR
+                                      : detached ? HH_END_DETACH
+                                      : exited   ? HH_END_EXIT
+                                                 : HH_END_LOST,
+                                      atomic_load(&c->ring.hdr->dropped), &error);
+    c->writer = NULL;
+    const char *reason = error != 0 ? "write_error"
+                         : stopped  ? "collector"
+                         : detached ? "detach"
+                         : exited   ? "exit"
+                                    : "lost";
     hh_ring_unmap(&c->ring);
     close(c->fd);
-    if (!quiet) {
+    if (error != 0) { /* said even with --quiet: the log is not what the run was */
+        fprintf(stderr,
+                "heaphook record: cannot write %s: %s; the log ends after %llu events, and "
+                "process %d runs on untraced\n",
+                c->path, strerror(error), (unsigned long long)events, c->pid);
+    } else if (!quiet) {
         fprintf(stderr, "heaphook record: wrote %s (%llu events%s)\n", c->path,
                 (unsigned long long)events,
                 stopped    ? ", stopped while the process ran"
@@ -138,14 +175,12 @@ static void finish(client *c, bool stopped) {
                 : exited   ? ""
                            : ", process ended without exit");
     }
+    printf("closed %d %llu %s %s\n", c->pid, (unsigned long long)events, reason, c->path);
+    fflush(stdout);
     if (manifest != NULL) {
         FILE *m = fopen(manifest, "a");
         if (m != NULL) {
-            fprintf(m, "%s\t%d\t%llu\t%s\n", c->path, c->pid, (unsigned long long)events,
-                    stopped    ? "collector"
-                    : detached ? "detach"
-                    : exited   ? "exit"
-                               : "lost");
+            fprintf(m, "%s\t%d\t%llu\t%s\n", c->path, c->pid, (unsigned long long)events, reason);
             fclose(m);
         }
     }
@@ -248,7 +283,7 @@ static void accept_client(int listener) {
         clients = realloc(clients, capclients * sizeof *clients);
     }
     clients[nclients++] = c;
-    if (attach_pid > 0 && sent == 1) {
+    if (sent == 1) {
         printf("log %d %s\n", c->pid, c->path);
         fflush(stdout);
     }
@@ -299,44 +334,60 @@ static bool read_messages(client *c) {
     }
 }
 
+/* The lifeline (--record): its end, or an error, means the command is done. */
+static void read_lifeline(void) {
+    char buf[64];
+    ssize_t n = read(lifeline, buf, sizeof buf);
+    if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN))) return;
+    close(lifeline);
+    lifeline = -1;
+    command_done = 1;
+}
+
 /* One round of the collector: waits up to 50 ms, accepts a new client, reads the messages of
- * the others, ends the logs of those whose connection closed (with --attach, "closed <pid>" on
- * stdout), drains every ring. Returns -1 when poll fails, else 1 when a client came or went,
- * 0 otherwise. */
+ * the others, ends the logs of those whose connection closed, drains every ring and ends the
+ * logs that could not be written. Returns -1 when poll fails, else 1 when a client came or
+ * went, 0 otherwise. */
 static int serve_once(int listener) {
     static struct pollfd *pfds;
     static size_t pcap;
-    if (pcap < nclients + 1) {
-        pcap = (nclients + 1) * 2;
+    if (pcap < nclients + 2) {
+        pcap = (nclients + 2) * 2;
         pfds = realloc(pfds, pcap * sizeof *pfds);
     }
     pfds[0] = (struct pollfd){listener, POLLIN, 0};
     for (size_t k = 0; k < nclients; k++) pfds[k + 1] = (struct pollfd){clients[k]->fd, POLLIN, 0};
-    int ready = poll(pfds, nclients + 1, 50);
+    pfds[nclients + 1] = (struct pollfd){lifeline, POLLIN, 0}; /* -1: ignored by poll */
+    size_t polled = nclients;
+    int ready = poll(pfds, polled + 2, 50);
     if (ready < 0 && errno != EINTR) return -1;
     int activity = 0;
+    if (ready > 0 && pfds[polled + 1].revents != 0) read_lifeline();
     if (ready > 0 && (pfds[0].revents & POLLIN)) {
         accept_client(listener);
         activity = 1;
     }
-    size_t polled = ready > 0 ? nclients : 0;
+    if (ready <= 0) polled = 0;
     for (size_t k = 0; k < polled && k < nclients; k++) {
         client *c = clients[k];
         if (pfds[k + 1].fd != c->fd || pfds[k + 1].revents == 0) continue;
         if (read_messages(c)) continue;
-        int pid = c->pid;
         finish(c, false);
         free(c);
         clients[k] = clients[--nclients];
         pfds[k + 1] = pfds[nclients + 1];
         k--;
         activity = 1;
-        if (attach_pid > 0) {
-            printf("closed %d\n", pid);
-            fflush(stdout);
-        }
     }
-    for (size_t k = 0; k < nclients; k++) drain(clients[k], false);
+    for (size_t k = 0; k < nclients; k++) {
+        drain(clients[k], false);
+        if (hh_writer_error(clients[k]->writer) == 0) continue;
+        finish(clients[k], true); /* the process runs on untraced */
+        free(clients[k]);
+        clients[k] = clients[--nclients];
+        k--;
+        activity = 1;
+    }
     return activity;
 }
 
@@ -362,7 +413,6 @@ static int serve_attached(int listener) {
     for (size_t k = 0; k < nclients; k++) {
         bool open = read_messages(clients[k]);
         finish(clients[k], open);
-        printf("closed %d\n", clients[k]->pid);
         free(clients[k]);
     }
     nclients = 0;
@@ -370,35 +420,9 @@ static int serve_attached(int listener) {
     return 0;
 }
 
-int main(int argc, char **argv) {
-    const char *preload = NULL;
-    int i = 1;
-    for (; i < argc; i++) {
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        } else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
-            dir = argv[++i];
-        } else if (strcmp(argv[i], "--preload") == 0 && i + 1 < argc) {
-            preload = argv[++i];
-        } else if (strcmp(argv[i], "--manifest") == 0 && i + 1 < argc) {
-            manifest = argv[++i];
-        } else if (strcmp(argv[i], "--quiet") == 0) {
-            quiet = true;
-        } else if (strcmp(argv[i], "--no-follow") == 0) {
-            no_follow = true;
-        } else if (strcmp(argv[i], "--attach") == 0 && i + 1 < argc) {
-            attach_pid = (pid_t)atoi(argv[++i]);
-            if (attach_pid <= 0) usage();
-        } else {
-            usage();
-        }
-    }
-    if (attach_pid > 0) return serve_attached(listen_socket());
-    if (i >= argc) usage();
-
-    int listener = listen_socket();
-
+/* --record: serves the command's processes until the command is done (the lifeline ended)
+ * and every traced process is gone, or until signals stop it. */
+static int serve_command(int listener) {
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -407,49 +431,34 @@ int main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    lifeline = STDIN_FILENO;
+    printf("socket %s\n", name);
+    fflush(stdout);
 
-    child = fork();
-    if (child < 0) {
-        fprintf(stderr, "heaphook record: fork: %s\n", strerror(errno));
-        return 2;
-    }
-    if (child == 0) {
-        signal(SIGPIPE, SIG_DFL);
-        setenv("HEAPHOOK_COLLECTOR", name, 1);
-        if (preload != NULL) setenv("LD_PRELOAD", preload, 1);
-        if (no_follow) {
-            /* the tracer records in this process (and what it execs), not in its children */
-            char parent[24];
-            snprintf(parent, sizeof parent, "%d", (int)getppid());
-            setenv("HEAPHOOK_TRACE_PARENT", parent, 1);
-        }
-        execvp(argv[i], argv + i);
-        fprintf(stderr, "heaphook record: cannot run %s: %s\n", argv[i], strerror(errno));
-        _exit(errno == ENOENT ? 127 : 126);
-    }
-
-    int status = 0;
-    bool child_done = false, said_first = false, stopping = false;
+    bool said_first = false, stopping = false;
+    sig_atomic_t passed = 0;
     uint64_t last_activity = now_ms();
+    bool was_done = false;
     for (;;) {
         int served = serve_once(listener);
         if (served < 0) break;
         if (served > 0) last_activity = now_ms();
-        if (!child_done) {
-            pid_t r = waitpid(child, &status, WNOHANG);
-            if (r == child) {
-                child_done = true;
-                child_exited = 1;
-                last_activity = now_ms();
-            }
+        if (command_done && !was_done) {
+            was_done = true;
+            last_activity = now_ms();
         }
-        if (signals_seen == 1 && !child_done && !said_first && !quiet) {
+        while (passed != pass_on) { /* a signal for the command: heaphook record sends it */
+            passed++;
+            printf("signal %d\n", (int)pass_on_signal);
+            fflush(stdout);
+        }
+        if (signals_seen == 1 && !command_done && !said_first && !quiet) {
             said_first = true;
             fprintf(stderr,
                     "heaphook record: the signal went to the command; another one stops "
                     "recording (the logs are closed, the programs go on)\n");
         }
-        if (signals_seen >= 2 || (signals_seen >= 1 && child_done)) {
+        if (signals_seen >= 2 || (signals_seen >= 1 && command_done)) {
             /* One more pass first: a process that ended just now (the command's own children
              * end before it) has its log closed as an exit, not as stopped while running. */
             if (!stopping) {
@@ -461,15 +470,41 @@ int main(int argc, char **argv) {
                 free(clients[k]);
             }
             nclients = 0;
-            if (!child_done && waitpid(child, &status, WNOHANG) != child) return 130;
+            printf("stopped\n");
+            fflush(stdout);
             break;
         }
-        if (child_done && nclients == 0) {
+        if (command_done && nclients == 0) {
             uint64_t quiet_for = now_ms() - last_activity;
             /* A child announced by a fork may still be connecting; wait for it a little. */
             if (quiet_for >= (pending_forks > 0 ? 2000u : 100u)) break;
         }
     }
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    return WEXITSTATUS(status);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    bool record = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc) {
+            dir = argv[++i];
+        } else if (strcmp(argv[i], "--manifest") == 0 && i + 1 < argc) {
+            manifest = argv[++i];
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = true;
+        } else if (strcmp(argv[i], "--record") == 0) {
+            record = true;
+        } else if (strcmp(argv[i], "--attach") == 0 && i + 1 < argc) {
+            attach_pid = (pid_t)atoi(argv[++i]);
+            if (attach_pid <= 0) usage();
+        } else {
+            usage();
+        }
+    }
+    if (record == (attach_pid > 0)) usage();
+    /* A log over the file size limit fails with EFBIG (and ends, writer.c) instead of killing
+     * the collector. */
+    signal(SIGXFSZ, SIG_IGN);
+    if (attach_pid > 0) return serve_attached(listen_socket());
+    return serve_command(listen_socket());
 }

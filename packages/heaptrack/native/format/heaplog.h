@@ -143,6 +143,7 @@ enum hh_end_reason {
     HH_END_LOST = 1,      /* it ended otherwise (crash, _exit, exec); all it wrote is in the log */
     HH_END_COLLECTOR = 2, /* the collector stopped first (interrupted) */
     HH_END_DETACH = 3,    /* heaphook_heaptrack_detach: the process goes on untraced */
+    HH_END_WRITE_ERROR = 4, /* a write failed (a full disk): the log ends at its last whole block */
 };
 
 /* The LEAK_CHECK record's trigger: what started the check. */

@@ -244,6 +244,11 @@ void hh_ring_close(hh_ring *ring) {
     hh_futex_wake(&ring->hdr->read_seq);
 }
 
+void hh_ring_close_error(hh_ring *ring, int error) {
+    atomic_store_explicit(&ring->hdr->close_error, (uint32_t)error, memory_order_relaxed);
+    hh_ring_close(ring);
+}
+
 uint64_t hh_ring_unpublished(const hh_ring *ring) {
     uint64_t count = 0;
     hh_ring_walk_counting(ring, atomic_load_explicit(&ring->hdr->read_pos, memory_order_acquire),
@@ -256,5 +261,6 @@ void hh_ring_reopen(hh_ring *ring) {
     atomic_store_explicit(&ring->hdr->notified,
                           atomic_load_explicit(&ring->hdr->write_pos, memory_order_relaxed),
                           memory_order_relaxed);
+    atomic_store_explicit(&ring->hdr->close_error, 0, memory_order_relaxed);
     atomic_store_explicit(&ring->hdr->closed, 0, memory_order_release);
 }

@@ -26,8 +26,9 @@ typedef struct hh_ring_header {
     uint64_t magic;
     uint64_t capacity; /* bytes of data, a power of two */
     uint32_t flags;
-    _Atomic uint32_t closed; /* set by the reader when it stops: writers no longer wait */
-    char pad1[64 - 24];
+    _Atomic uint32_t closed;      /* set by the reader when it stops: writers no longer wait */
+    _Atomic uint32_t close_error; /* set before closed: the errno that ended the reader's log */
+    char pad1[64 - 28];
     _Atomic uint64_t write_pos; /* next byte to reserve */
     char pad2[56];
     _Atomic uint64_t read_pos; /* next byte to read */
@@ -59,6 +60,9 @@ void hh_ring_unmap(hh_ring *ring);
 void *hh_ring_reserve(hh_ring *ring, uint32_t len, bool block, void (*wake)(void *), void *arg);
 /* Tells writers the reader is gone: reservations fail instead of waiting. */
 void hh_ring_close(hh_ring *ring);
+/* The same, because the reader could not write the log (error: its errno, for the writers to
+ * say). */
+void hh_ring_close_error(hh_ring *ring, int error);
 /* Publishes a reserved record with its type. */
 void hh_ring_commit(hh_ring *ring, void *record, unsigned type);
 

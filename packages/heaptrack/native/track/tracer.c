@@ -60,6 +60,7 @@ static int g_mode;
 static hh_ring g_ring;
 static int g_notify_fd = -1;      /* standalone: the drain's socket pair; collector: the socket */
 static _Atomic bool g_gone;       /* collector mode: the collector went away, tracing stopped */
+static bool g_write_error_said;   /* standalone: a failed write of the log was said (drain lock) */
 static HH_TLS bool t_fork_traced; /* this thread's fork began while recording */
 static uint64_t g_batch;
 static bool g_use_fast_unwind = true;
@@ -236,8 +237,12 @@ static void hh_count_record(void *arg, uint64_t pos, unsigned type, const void *
  * the collector never read, and the calls dropped because the ring was full. */
 static void hh_collector_gone(int error) {
     if (atomic_exchange(&g_gone, true)) return;
-    char cause[96]; /* a closed ring: the collector finished this process's log on purpose */
-    if (atomic_load(&g_ring.hdr->closed) || error == 0)
+    char cause[128]; /* a closed ring: the collector finished this process's log on purpose */
+    int write_error = (int)atomic_load(&g_ring.hdr->close_error);
+    if (write_error != 0)
+        heaphook_formatf(cause, sizeof cause, "it could not write this process's log: %s",
+                         hh_error_text(write_error));
+    else if (atomic_load(&g_ring.hdr->closed) || error == 0)
         heaphook_formatf(cause, sizeof cause, "heaphook record stopped recording this process");
     else
         heaphook_formatf(cause, sizeof cause, "its connection ended: %s", hh_error_text(error));
@@ -339,6 +344,7 @@ static int hh_setup_standalone(void) {
     } else {
         g_writer = hh_writer_open(g_log_dir, getpid(), g_log_path, sizeof g_log_path);
     }
+    g_write_error_said = false;
     if (g_writer == NULL) {
         int error = errno;
         heaphook_log_error(
@@ -534,7 +540,7 @@ static bool hh_tracer_start(void) {
  *
  * heaphook record --only NAME / --no-follow. HEAPHOOK_TRACE_ONLY names programs (comma-separated
  * base names, matched against the executable's and argv[0]'s): a process of another program
- * records nothing. HEAPHOOK_TRACE_PARENT is a pid (the collector's): only its direct children
+ * records nothing. HEAPHOOK_TRACE_PARENT is a pid (heaphook record's): only its direct children
  * record, through their exec chain (an exec keeps the pid and the parent), and not their forks.
  * A process left out keeps the library loaded, so that what it runs can still match. */
 
@@ -712,6 +718,15 @@ static void hh_drain_pass(bool final) {
         while (hh_ring_read(&g_ring, hh_drain_record, hh_drain_prefetch, g_writer, final) > 0) {
         }
         hh_writer_tick(g_writer);
+        /* A write that failed (a full disk) ended the log at its last whole block (writer.c):
+         * said once; the program runs on, and the log gets its END (write_error) at the end. */
+        int error = hh_writer_error(g_writer);
+        if (error != 0 && !g_write_error_said) {
+            g_write_error_said = true;
+            heaphook_log_error("heaptrack: cannot write %s: %s; the log ends after %llu events",
+                               g_log_path, hh_error_text(error),
+                               (unsigned long long)hh_writer_written(g_writer));
+        }
     }
     hh_drain_unlock();
 }
@@ -876,7 +891,7 @@ static void hh_finish_standalone_log(unsigned reason) {
         hh_ring_close(&g_ring);
         while (hh_ring_read(&g_ring, hh_drain_record, hh_drain_prefetch, g_writer, true) > 0) {
         }
-        hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped) + stuck);
+        hh_writer_close(g_writer, reason, atomic_load(&g_ring.hdr->dropped) + stuck, NULL);
         g_writer = NULL;
     } else {
         hh_ring_close(&g_ring);

@@ -3,6 +3,11 @@
  * gathered into blocks of at most HH_BLOCK_TARGET bytes; each block is written with its length
  * and CRC-32 so a reader can tell a damaged or truncated log from a good one and decode
  * everything before the damage. Delta state restarts at every block.
+ *
+ * A write that fails (a full disk, EIO, the file size limit) ends the log there: the part of
+ * the block that reached the file is cut off again, so the file holds whole blocks only, and
+ * nothing more is written but, at close, an END record with reason HH_END_WRITE_ERROR and the
+ * count of the events in those blocks (when even that does not fit, the log ends without END).
  */
 #include "writer.h"
 
@@ -65,6 +70,9 @@ struct hh_writer {
     bool have_process;
     bool saw_exit;
     uint64_t events;
+    uint64_t size;    /* bytes of the file that are whole: the header and whole blocks */
+    uint64_t written; /* events in those blocks */
+    int error;        /* errno of the first write that failed (0: none); nothing is written since */
     uint32_t block_no;
     /* delta state, reset per block */
     uint64_t prev_time;
@@ -102,17 +110,29 @@ static uint32_t hh_crc32(const uint8_t *p, size_t n) {
     return (uint32_t)crc32(0L, p, (uInt)n);
 }
 
-static void hh_write_fully(int fd, const void *data, size_t len) {
+/* Returns 0, or the errno of the write that failed (a short write is retried first). */
+static int hh_write_fully(int fd, const void *data, size_t len) {
     const uint8_t *p = data;
     while (len > 0) {
         ssize_t n = write(fd, p, len);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return;
+            return errno;
         }
+        if (n == 0) return EIO;
         p += n;
         len -= (size_t)n;
     }
+    return 0;
+}
+
+/* A write failed: the file is cut back to its whole blocks (what a partial write added is
+ * dropped, which also gives a full disk that room back) and nothing more is written. */
+static void hh_write_failed(hh_writer *w, int error) {
+    if (w->error == 0) w->error = error;
+    int saved = errno;
+    if (ftruncate(w->fd, (off_t)w->size) == 0) lseek(w->fd, (off_t)w->size, SEEK_SET);
+    errno = saved;
 }
 
 /* ---- encoding ---------------------------------------------------------------------------- */
@@ -331,9 +351,29 @@ void hh_writer_tick(hh_writer *w) {
     if (now - w->last_flush >= HH_FLUSH_NS) hh_writer_flush(w);
 }
 
+/* Writes one block: its length word (len, with the codec's flag), CRC and stored bytes. */
+static void hh_write_block(hh_writer *w, const uint8_t *payload, uint32_t len, uint32_t stored) {
+    uint8_t head[8];
+    uint32_t crc = hh_crc32(payload, stored);
+    memcpy(head, &len, 4); /* little endian: x86-64 and aarch64 */
+    memcpy(head + 4, &crc, 4);
+    int error = hh_write_fully(w->fd, head, 8);
+    if (error == 0) error = hh_write_fully(w->fd, payload, stored);
+    if (error != 0) {
+        hh_write_failed(w, error);
+        return;
+    }
+    w->size += 8 + (uint64_t)stored;
+    w->written = w->events;
+}
+
 void hh_writer_flush(hh_writer *w) {
     w->last_flush = hh_mono_ns();
     if (w->len == 0) return;
+    if (w->error != 0) { /* the log ended at a failed write: the block is dropped */
+        hh_block_reset(w);
+        return;
+    }
     uint32_t raw = hh_assemble(w);
     const uint8_t *payload = w->buf;
     uint32_t len = raw, stored = raw;
@@ -356,12 +396,7 @@ void hh_writer_flush(hh_writer *w) {
         payload = w->zbuf;
         stored = z;
     }
-    uint8_t head[8];
-    uint32_t crc = hh_crc32(payload, stored);
-    memcpy(head, &len, 4); /* little endian: x86-64 and aarch64 */
-    memcpy(head + 4, &crc, 4);
-    hh_write_fully(w->fd, head, 8);
-    hh_write_fully(w->fd, payload, stored);
+    hh_write_block(w, payload, len, stored);
     hh_block_reset(w);
 }
 
@@ -897,7 +932,14 @@ static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size
     uint8_t header[HH_FILE_HEADER_SIZE] = {0}; /* the magic, the version, reserved bytes */
     memcpy(header, HH_LOG_MAGIC, sizeof HH_LOG_MAGIC - 1);
     header[sizeof HH_LOG_MAGIC - 1] = HH_FORMAT_VERSION;
-    hh_write_fully(fd, header, sizeof header);
+    int error = hh_write_fully(fd, header, sizeof header);
+    if (error != 0) { /* not even the header fits (a full disk): no log rather than a stub */
+        unlink(path);
+        hh_writer_abandon(w);
+        errno = error;
+        return NULL;
+    }
+    w->size = sizeof header;
     if (path_out != NULL && path_cap > 0) {
         size_t n = strlen(path);
         if (n >= path_cap) n = path_cap - 1;
@@ -907,23 +949,40 @@ static hh_writer *hh_writer_on_fd(int fd, const char *path, char *path_out, size
     return w;
 }
 
-void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped) {
+uint64_t hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped, int *error) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    hh_room(w, 64);
+    bool failed = w->error != 0;
+    if (failed) {
+        /* The log ended at a failed write: the END alone, in a block of its own, stored (a
+         * zstd block would need the history of the blocks that were not written). */
+        hh_block_reset(w);
+        reason = HH_END_WRITE_ERROR;
+    } else {
+        hh_room(w, 64);
+    }
     hh_put_u8(w, HH_STREAM_TAG, HH_TAG_END);
     hh_put_var(w, HH_STREAM_DECL, reason);
     hh_put_var(w, HH_STREAM_DECL, dropped);
     /* unit is 0 when the process never sent its PROCESS record (it failed to start) */
     hh_put_var(w, HH_STREAM_DECL, w->unit != 0 && now > w->start ? (now - w->start) / w->unit : 0);
-    hh_put_var(w, HH_STREAM_DECL, w->events);
-    hh_writer_flush(w);
+    uint64_t events = failed ? w->written : w->events; /* in the log */
+    hh_put_var(w, HH_STREAM_DECL, events);
+    if (failed) {
+        uint32_t raw = hh_assemble(w);
+        hh_write_block(w, w->buf, raw, raw); /* cut off again when even this fails */
+    } else {
+        hh_writer_flush(w);
+        if (w->error != 0) events = w->written; /* the last block did not fit */
+    }
+    if (error != NULL) *error = w->error;
     close(w->fd);
     if (w->z_ready) deflateEnd(&w->z);
     if (w->zarena != NULL) hh_sys_munmap(w->zarena, HH_ZARENA_SIZE);
     if (w->live != NULL) hh_sys_munmap(w->live, w->live_cap * sizeof *w->live);
     hh_sys_munmap(w, sizeof *w);
+    return events;
 }
 
 void hh_writer_abandon(hh_writer *w) {
@@ -936,6 +995,12 @@ void hh_writer_abandon(hh_writer *w) {
 
 uint64_t hh_writer_events(const hh_writer *w) {
     return w->events;
+}
+uint64_t hh_writer_written(const hh_writer *w) {
+    return w->written;
+}
+int hh_writer_error(const hh_writer *w) {
+    return w->error;
 }
 bool hh_writer_saw_exit(const hh_writer *w) {
     return w->saw_exit;

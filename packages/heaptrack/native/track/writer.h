@@ -15,7 +15,8 @@
 typedef struct hh_writer hh_writer;
 
 /* Opens dir/heaplog.<pid>.log (or heaplog.<pid>.<n>.log when taken) and writes the file
- * header. path_out (may be NULL) receives the path. Returns NULL (errno set) on failure. */
+ * header. path_out (may be NULL) receives the path. Returns NULL (errno set) on failure (when
+ * the header cannot be written, the file is removed again). */
 hh_writer *hh_writer_open(const char *dir, int pid, char *path_out, size_t path_cap);
 /* Creates the log file path (EEXIST when it exists: an existing file, or a link planted at the
  * path, is never written) and writes the file header; path_out as above. Returns NULL (errno
@@ -39,13 +40,22 @@ void hh_writer_flush(hh_writer *w);
  * file follows the process closely without cutting the stream into tiny blocks. */
 void hh_writer_tick(hh_writer *w);
 
-/* Writes the END record (dropped = the ring's drop counter), flushes and closes. */
-void hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped);
+/* Writes the END record (dropped = the ring's drop counter), flushes and closes. Returns the
+ * events in the log; error (may be NULL) receives the errno of a write that failed, 0 when
+ * none did. After a failed write (hh_writer_error) the END says HH_END_WRITE_ERROR and counts
+ * the events in the log's whole blocks, whatever the reason given. */
+uint64_t hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped, int *error);
 
 /* Releases the writer's memory without writing (a fork child's copy of its parent's). */
 void hh_writer_abandon(hh_writer *w);
 
+/* Events encoded so far. */
 uint64_t hh_writer_events(const hh_writer *w);
+/* Events in the blocks that reached the file whole. */
+uint64_t hh_writer_written(const hh_writer *w);
+/* The errno of the write that failed (0: none): the log ended there, at its last whole block,
+ * and the writer drops what it is given from then on. */
+int hh_writer_error(const hh_writer *w);
 bool hh_writer_saw_exit(const hh_writer *w);
 
 #endif /* HH_WRITER_H */

@@ -5,16 +5,28 @@
  * python; `env`, `nice`, `sh -c 'exec ...'` exec the program; a shell runs a pipeline in
  * children. Every traced image writes a log, so one `record` can leave dozens. The program's
  * own log is the last image of the process `record` started: the PROCESS record whose parent
- * is the collector and which was not forked (an exec keeps the pid; the images of one pid
- * follow each other in start time). The session manifest, `heaphook-session.<collector
+ * is record's own process and which was not forked (an exec keeps the pid; the images of one
+ * pid follow each other in start time). The session manifest, `heaphook-session.<collector
  * pid>.json` beside the logs, records each log with its pid, parent, command line and role,
  * so `report DIR`, `recommend DIR` and `dump DIR` pick the program's log, or the one `--pid`
- * names, or every log (`--all`).
+ * names, or every log (`--all`). It is written atomically (a temporary file renamed), into
+ * room reserved before the recording, so a full disk leaves the manifest whole or absent.
  */
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { basename, join, resolve } from 'node:path';
+import {
+  closeSync,
+  ftruncateSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 
-import { HeaphookError } from '@heaphook/core';
+import { describeFileSystemError, HeaphookError } from '@heaphook/core';
 
 import { decodeLog } from './decoder.js';
 import type { ProcessRecord } from './records.js';
@@ -48,8 +60,11 @@ export interface Session {
   /** The command as given to record, and its arguments. */
   readonly command: string;
   readonly args: readonly string[];
-  /** The collector's pid: the parent of the process record started. */
+  /** The collector's pid: it names the manifest. */
   readonly recorderPid: number;
+  /** The parent of the process record started (record's own process). Manifests written
+   * before record started the command itself have none: their parent was the collector. */
+  readonly parentPid?: number;
   /** The command's exit status (128 + signal when a signal ended it). */
   readonly status: number;
   /** The program's log (a file of `logs`), when one was written. */
@@ -70,14 +85,15 @@ export async function readProcessRecord(path: string): Promise<ProcessRecord | u
 }
 
 /**
- * Gives each log its role: among the logs of unforked processes whose parent is the recorder,
- * the latest started is the program, the others the exec chain before it.
+ * Gives each log its role: among the logs of unforked processes whose parent is the process
+ * that started the command, the latest started is the program, the others the exec chain
+ * before it.
  */
 export function assignRoles(
   logs: readonly Omit<SessionLog, 'role'>[],
-  recorderPid: number,
+  parentPid: number,
 ): SessionLog[] {
-  const root = logs.filter((l) => l.ppid === recorderPid && !l.forkChild);
+  const root = logs.filter((l) => l.ppid === parentPid && !l.forkChild);
   const program = root.reduce<Omit<SessionLog, 'role'> | undefined>(
     (latest, l) => (latest === undefined || l.startTimeMs >= latest.startTimeMs ? l : latest),
     undefined,
@@ -88,11 +104,78 @@ export function assignRoles(
   }));
 }
 
-/** Writes the session's manifest beside its logs; returns the session. */
+/** The manifest's place in dir. */
+export function sessionPath(dir: string, recorderPid: number): string {
+  return join(dir, `heaphook-session.${recorderPid}.json`);
+}
+
+/** Bytes a reservation (reserveSession) holds: the manifest of ~200 logs. */
+const RESERVED_BYTES = 64 * 1024;
+
+/**
+ * Reserves the room of a session manifest in dir before a recording, so that it can still be
+ * written when the logs have filled the disk: a hidden file of RESERVED_BYTES (not a manifest
+ * by its name), which writeSession overwrites and renames. Undefined when it cannot be made.
+ */
+export function reserveSession(dir: string): string | undefined {
+  const path = join(dir, `.heaphook-session.${process.pid}.${Date.now()}.tmp`);
+  try {
+    writeFileSync(path, Buffer.alloc(RESERVED_BYTES, 0x20), { flag: 'wx' });
+    return path;
+  } catch {
+    rmSync(path, { force: true });
+    return undefined;
+  }
+}
+
+/** Removes a reservation that was not used. */
+export function releaseSession(reserved: string | undefined): void {
+  if (reserved !== undefined) rmSync(reserved, { force: true });
+}
+
+/**
+ * Writes text to path atomically: into a temporary file beside it (the reservation, when
+ * given: overwritten in place, so no new room is needed), renamed over path. A reader sees the
+ * old file or the new one, never a part; on failure the temporary file is removed and a
+ * HeaphookError names path and the cause.
+ */
+function writeAtomically(path: string, text: string, reserved?: string): void {
+  const temp = reserved ?? join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
+  try {
+    const fd = openSync(temp, reserved !== undefined ? 'r+' : 'wx');
+    try {
+      const bytes = Buffer.from(text);
+      let done = 0;
+      while (done < bytes.length) done += writeSync(fd, bytes, done, bytes.length - done, done);
+      ftruncateSync(fd, bytes.length);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temp, path);
+  } catch (error) {
+    rmSync(temp, { force: true });
+    throw new HeaphookError(
+      `cannot write the session manifest ${path}: ${describeFileSystemError(error) ?? (error as Error).message}`,
+    );
+  }
+}
+
+/**
+ * Writes the session's manifest beside its logs (atomically: see writeAtomically; into the
+ * reservation of reserveSession when given); returns the session, or throws a HeaphookError
+ * naming the manifest when it cannot be written.
+ */
 export async function writeSession(
   dir: string,
-  run: { command: string; args: readonly string[]; recorderPid: number; status: number },
+  run: {
+    command: string;
+    args: readonly string[];
+    recorderPid: number;
+    parentPid: number;
+    status: number;
+  },
   logPaths: readonly string[],
+  reserved?: string,
 ): Promise<Session> {
   const described: Omit<SessionLog, 'role'>[] = [];
   for (const path of logPaths) {
@@ -108,20 +191,22 @@ export async function writeSession(
       startTimeMs: p.startTimeMs,
     });
   }
-  const logs = assignRoles(described, run.recorderPid);
+  const logs = assignRoles(described, run.parentPid);
   const program = logs.find((l) => l.role === 'program');
   const session: Session = {
     version: 1,
     command: run.command,
     args: run.args,
     recorderPid: run.recorderPid,
+    parentPid: run.parentPid,
     status: run.status,
     ...(program !== undefined ? { program: program.file } : {}),
     logs,
   };
-  writeFileSync(
-    join(dir, `heaphook-session.${run.recorderPid}.json`),
+  writeAtomically(
+    sessionPath(dir, run.recorderPid),
     `${JSON.stringify(session, null, 2)}\n`,
+    reserved,
   );
   return session;
 }

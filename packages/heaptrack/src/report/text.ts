@@ -27,6 +27,8 @@ export function abnormalEnd(j: Pick<ReportJson, 'end' | 'error'>): string {
       return 'the collector stopped before the process ended';
     case 'detach':
       return 'tracing was detached while the process went on';
+    case 'write_error':
+      return 'a write of the log failed (a full disk?), so it ends early, with the events written until then';
     default:
       return `the END record gives an unknown reason (${j.end})`;
   }

@@ -6,7 +6,8 @@
  *   hh_test_workload counts      N mallocs, callocs, reallocs, aligned calls, frees, L leaks
  *   hh_test_workload crash [segv|abort|handler]  100 mallocs of 24 bytes, then that end
  *   hh_test_workload threads T N T threads, each N malloc + free pairs
- *   hh_test_workload churn N     N malloc + free pairs (for measuring overhead)
+ *   hh_test_workload churn N [S] N malloc + free pairs (for measuring overhead); with S, then
+ *                                prints "churned" and returns S
  *   hh_test_workload vfork       10 vfork children that leave through _exit at once, each
  *                                followed by 100 malloc + free pairs in the parent
  *   hh_test_workload exit_busy T T threads allocate and free without pause; once each has made
@@ -443,6 +444,10 @@ int main(int argc, char **argv) {
         close_fds(argc > 2 ? atoi(argv[2]) : 1023);
     } else if (strcmp(mode, "churn") == 0) {
         churn(argc > 2 ? atol(argv[2]) : 1000000);
+        if (argc > 3) {
+            say("churned\n");
+            return atoi(argv[3]);
+        }
     } else {
         say("unknown mode\n");
         return 2;

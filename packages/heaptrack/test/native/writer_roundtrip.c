@@ -3,6 +3,7 @@
  * encoder (native/track/writer.c, linked alone) as the drain thread hands it ring records.
  *
  *   hh_test_writer_roundtrip <log path> <codec: 0 none | 1 deflate | 2 zstd>
+ *   hh_test_writer_roundtrip <log path> <codec> fsize <bytes>
  *
  * Writes a PROCESS (every flag set, so events carry durations, weights and free stacks), a
  * MODULE, two stack NODEs, an event of every operation (realloc moved and split, so a
@@ -10,11 +11,20 @@
  * LEAK_CHECK, the ring's EXIT, and the END (reason detach, 7 dropped). Prints on stdout, as one
  * JSON object, every field of every ring record it handed the writer; test/unit/roundtrip.test.ts
  * decodes the log with the TypeScript decoder and checks each decoded field against it.
+ *
+ * With fsize, the file may not grow beyond that many bytes (RLIMIT_FSIZE, SIGXFSZ ignored: a
+ * write past it fails with EFBIG, as on a full disk): a PROCESS, then events of changing sizes
+ * and addresses until a write fails and 1,000 more, then the close (reason exit asked). Prints
+ * {"error": errno of the failed write, "written": the events the writer says reached the file,
+ * "events": the events handed over}.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "format/heaplog.h"
 #include "trace.h"
@@ -60,7 +70,59 @@ static void event(uint64_t buf[16], uint8_t op, uint64_t time, uint32_t tid, uin
     g_sep = ",";
 }
 
+/* fsize mode (see the top). */
+static int fill(const char *path, int codec, long limit) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit r = {(rlim_t)limit, (rlim_t)limit};
+    if (setrlimit(RLIMIT_FSIZE, &r) != 0) {
+        perror("setrlimit");
+        return 1;
+    }
+    g_w = hh_writer_open_file(path, NULL, 0);
+    if (g_w == NULL) {
+        printf("{\"open\":%d}\n", errno);
+        return 0;
+    }
+    uint64_t buf[16];
+    static const char exe[] = "/usr/bin/fill";
+    hh_rec_process *p = (hh_rec_process *)buf;
+    memset(buf, 0, sizeof buf);
+    *p = (hh_rec_process){.pid = 4343,
+                          .ppid = 4342,
+                          .mono_start = MONO_START,
+                          .time_unit = 1,
+                          .compress = (uint32_t)codec,
+                          .exe_len = sizeof exe - 1,
+                          .cmdline_len = 5};
+    memcpy(p + 1, exe, sizeof exe - 1);
+    memcpy((char *)(p + 1) + sizeof exe - 1, "fill", 5);
+    emit(HH_REC_PROCESS, p, sizeof *p + sizeof exe - 1 + 5);
+    uint64_t events = 0, after = 0, x = 88172645463325252ull;
+    while (after < 1000 && events < 50000000) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift: sizes and addresses vary */
+        memset(buf, 0, sizeof buf);
+        hh_rec_event *e = (hh_rec_event *)buf;
+        e->time = T(events * 10);
+        e->tid = 9001;
+        e->addr = 0x555500000000ull + ((x >> 20) & 0xffffff) * 16;
+        e->size = 1 + (x & 0xfff);
+        e->op = HH_OP_MALLOC;
+        emit(HH_REC_EVENT, e, sizeof *e);
+        events++;
+        if (hh_writer_error(g_w) != 0) after++;
+    }
+    int error = 0;
+    uint64_t written = hh_writer_close(g_w, HH_END_EXIT, 0, &error);
+    printf("{\"error\":%d,\"written\":%llu,\"events\":%llu}\n", error, (unsigned long long)written,
+           (unsigned long long)events);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && strcmp(argv[3], "fsize") == 0) {
+        hh_writer_prepare(atoi(argv[2]));
+        return fill(argv[1], atoi(argv[2]), atol(argv[4]));
+    }
     if (argc != 3) return 64;
     int codec = atoi(argv[2]);
     hh_writer_prepare(codec);
@@ -191,7 +253,7 @@ int main(int argc, char **argv) {
     hh_rec_exit *x = (hh_rec_exit *)buf;
     *x = (hh_rec_exit){.time = T(14000)};
     emit(HH_REC_EXIT, x, sizeof *x);
-    hh_writer_close(g_w, HH_END_DETACH, 7);
+    hh_writer_close(g_w, HH_END_DETACH, 7, NULL);
     printf("\"end\":{\"reason\":%u,\"dropped\":7,\"events\":10}}\n", HH_END_DETACH);
     return 0;
 }

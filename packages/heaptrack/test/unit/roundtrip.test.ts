@@ -7,7 +7,7 @@
  * records decoded: a new record kind without a round trip here fails.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -205,6 +205,7 @@ describe('writer → decoder round trip of every record kind (unit)', () => {
         [F.END_LOST]: 'lost',
         [F.END_COLLECTOR]: 'collector',
         [F.END_DETACH]: 'detach',
+        [F.END_WRITE_ERROR]: 'write_error',
       };
       const end = of('end');
       expect(end).toHaveLength(1);
@@ -229,4 +230,44 @@ describe('writer → decoder round trip of every record kind (unit)', () => {
       expect(new Set(of('event').map((e) => e.op))).toEqual(new Set(OPS));
     });
   }
+});
+
+/**
+ * A write that fails (here the file size limit, EFBIG, as a full disk's ENOSPC): the log ends at
+ * its last whole block and says so, with the count of the events in it.
+ */
+describe('a log whose write fails', () => {
+  for (const codec of [0, 1, 2]) {
+    it(`ends at its last whole block with END write_error and the events written (codec ${codec})`, async () => {
+      const limit = 256 * 1024 + 100;
+      const log = join(dir, `fsize${codec}.log`);
+      const run = spawnSync(
+        join(release, 'hh_test_writer_roundtrip'),
+        [log, String(codec), 'fsize', String(limit)],
+        { encoding: 'utf8' },
+      );
+      expect(run.stderr).toBe('');
+      expect(run.status).toBe(0);
+      const out = JSON.parse(run.stdout) as { error: number; written: number; events: number };
+      expect(out.error).toBe(27); // EFBIG
+      expect(out.written).toBeGreaterThan(0);
+      expect(out.events).toBeGreaterThan(out.written + 999);
+      expect(statSync(log).size).toBeLessThanOrEqual(limit);
+      const records: LogRecord[] = [];
+      for await (const r of decodeLog(log)) records.push(r); // whole blocks only: no error
+      expect(records.filter((r) => r.type === 'event')).toHaveLength(out.written);
+      const end = records.at(-1);
+      expect(end).toMatchObject({ type: 'end', reason: 'write_error', events: out.written });
+    });
+  }
+
+  it('a log whose header does not fit is not left behind', () => {
+    const log = join(dir, 'fsize-header.log');
+    const run = spawnSync(join(release, 'hh_test_writer_roundtrip'), [log, '0', 'fsize', '10'], {
+      encoding: 'utf8',
+    });
+    expect(run.status).toBe(0);
+    expect(JSON.parse(run.stdout)).toEqual({ open: 27 });
+    expect(existsSync(log)).toBe(false);
+  });
 });
