@@ -1,13 +1,22 @@
 #!/usr/bin/env node
-// `npm test`: every package's vitest suite through nx, then one closing line that CI reads:
+// `npm test`: builds every package through nx (native libraries, addons, the arm64 tier's
+// cross builds), then runs every package's vitest suite in ONE vitest run at the root (its
+// projects), so all test files share one pool of workers, longest first
+// (tools/test-support/sequencer.ts), and ends with one closing line that CI reads:
 //   N passed, N failed[, N skipped]
-// Each package's vitest writes a JSON report (test-results.json in the package); this script
-// removes stale ones first, runs nx, and adds the reports up. A package whose suite did not
-// produce a report (it crashed, or its build failed) counts as one failure, named. Every failed
-// test is listed again just above the closing line, with the first lines of its failure, because
-// CI keeps only the tail of the log and nx interleaves the packages' output.
+// A package whose suite did not run (a build failed, a file failed to load) counts as a
+// failure, named. Every failed test is listed again just above the closing line, with the
+// first lines of its failure, because CI keeps only the tail of the log.
+//
+//   npm test                                  every package
+//   npm test -- --projects=heaptrack,tlsf     some packages (nx's spelling; vitest's --project)
+//   npm test -- --record-durations            also write tools/test-durations.json
+//
+// HEAPHOOK_TEST_WORKERS sets the pool's size (default 3 on 2 cores: tests mostly wait on the
+// programs they run).
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -21,20 +30,49 @@ const packages = [
   if (!existsSync(manifest)) return false;
   return typeof JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test === 'string';
 });
-const reportOf = (dir) => join(root, dir, 'test-results.json');
-for (const name of packages) rmSync(reportOf(name), { force: true });
+const projectOf = (dir) =>
+  JSON.parse(readFileSync(join(root, dir, 'package.json'), 'utf8')).nx?.name ??
+  dir.split('/').pop();
 
-const extra = process.argv.slice(2);
-const nx = spawnSync(
+const args = process.argv.slice(2);
+const recordDurations = args.includes('--record-durations');
+const selected = args
+  .filter((arg) => arg.startsWith('--projects='))
+  .flatMap((arg) => arg.slice('--projects='.length).split(','))
+  .filter((name) => name !== '');
+const unknownArgs = args.filter(
+  (arg) => arg !== '--record-durations' && !arg.startsWith('--projects='),
+);
+if (unknownArgs.length > 0) {
+  process.stderr.write(
+    `run-tests: unknown argument(s) ${unknownArgs.join(' ')} (known: --projects=a,b --record-durations)\n`,
+  );
+  process.exit(2);
+}
+
+const report = join(root, 'test-results.json');
+rmSync(report, { force: true });
+
+const nxSelection = selected.length > 0 ? [`--projects=${selected.join(',')}`] : [];
+const build = spawnSync(
+  'npx',
+  ['nx', 'run-many', '-t', 'build', 'build-arm64', '--outputStyle=stream', ...nxSelection],
+  { cwd: root, stdio: 'inherit' },
+);
+if (build.status !== 0) {
+  process.stdout.write('\nthe build failed (above); no test was run\n\n0 passed, 1 failed\n');
+  process.exit(1);
+}
+
+const workers =
+  process.env.HEAPHOOK_TEST_WORKERS ?? String(Math.max(2, availableParallelism() + 1));
+const vitest = spawnSync(
   'npx',
   [
-    'nx',
-    'run-many',
-    '-t',
-    'test',
-    '--outputStyle=stream',
-    ...extra,
-    '--',
+    'vitest',
+    'run',
+    `--maxWorkers=${workers}`,
+    ...selected.flatMap((name) => ['--project', name]),
     '--reporter=default',
     '--reporter=json',
     '--outputFile.json=test-results.json',
@@ -55,17 +93,20 @@ const firstLines = (text) =>
     .filter((line) => !/^\s*at .*node_modules/.test(line) && !/^\s*at new Promise/.test(line))
     .slice(0, FAILURE_LINES_SHOWN)
     .join('\n    ');
-for (const name of packages) {
-  if (!existsSync(reportOf(name))) {
-    missing.push(name);
-    continue;
-  }
-  const report = JSON.parse(readFileSync(reportOf(name), 'utf8'));
-  passed += report.numPassedTests ?? 0;
-  failed += report.numFailedTests ?? 0;
-  skipped += (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
-  for (const suite of report.testResults ?? []) {
+const durations = {};
+const ran = new Set();
+if (!existsSync(report)) {
+  missing.push('every package (vitest wrote no report: it crashed or could not start)');
+} else {
+  const results = JSON.parse(readFileSync(report, 'utf8'));
+  passed += results.numPassedTests ?? 0;
+  failed += results.numFailedTests ?? 0;
+  skipped += (results.numPendingTests ?? 0) + (results.numTodoTests ?? 0);
+  for (const suite of results.testResults ?? []) {
     const file = suite.name?.startsWith(root) ? suite.name.slice(root.length) : suite.name;
+    ran.add(packages.find((dir) => file.startsWith(`${dir}/`)));
+    if (suite.endTime > suite.startTime)
+      durations[file] = Math.round((suite.endTime - suite.startTime) / 100) / 10;
     const assertions = suite.assertionResults ?? [];
     // A suite that failed to load (syntax error, missing build) has no tests but failed.
     if (suite.status === 'failed' && assertions.length === 0) {
@@ -78,13 +119,20 @@ for (const name of packages) {
       failures.push(`${file} > ${test.fullName}\n    ${firstLines(message)}`);
     }
   }
+  // A package none of whose files ran: its suite was not found or not loaded at all.
+  for (const dir of packages) {
+    if (selected.length > 0 && !selected.includes(projectOf(dir))) continue;
+    if (!ran.has(dir)) missing.push(dir);
+  }
 }
-const selective = extra.some((arg) => arg.startsWith('--projects') || arg === '-p');
-if (!selective && missing.length > 0) {
-  process.stdout.write(
-    `no test report from: ${missing.join(', ')} (its build or test run failed)\n`,
-  );
+if (missing.length > 0) {
+  process.stdout.write(`no test results from: ${missing.join(', ')}\n`);
   failed += missing.length;
+}
+if (recordDurations) {
+  const sorted = Object.fromEntries(Object.entries(durations).sort(([, a], [, b]) => b - a));
+  writeFileSync(join(root, 'tools', 'test-durations.json'), `${JSON.stringify(sorted, null, 2)}\n`);
+  process.stdout.write(`wrote tools/test-durations.json (${Object.keys(sorted).length} files)\n`);
 }
 if (failures.length > 0) {
   process.stdout.write(`\nfailed:\n${failures.map((entry) => `  ${entry}\n`).join('')}`);
@@ -92,4 +140,4 @@ if (failures.length > 0) {
 process.stdout.write(
   `\n${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}\n`,
 );
-process.exit(nx.status !== 0 || failed > 0 ? 1 : 0);
+process.exit(vitest.status !== 0 || failed > 0 ? 1 : 0);
