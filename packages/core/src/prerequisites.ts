@@ -27,15 +27,7 @@
  *   describe.skipIf(unmet('valgrind'))('worst-case instructions', ...);
  */
 import { spawnSync } from 'node:child_process';
-import {
-  accessSync,
-  constants,
-  existsSync,
-  mkdtempSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -103,15 +95,6 @@ function kernelRunsI386(): string | undefined {
   }
 }
 
-function readable(path: string): boolean {
-  try {
-    accessSync(path, constants.R_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 const PREREQUISITES = {
   // --- the machine: no package changes these -------------------------------------------------
   root: {
@@ -119,34 +102,12 @@ const PREREQUISITES = {
     probe: () => (process.getuid?.() === 0 ? undefined : 'needs root (uid 0); CI runs as root'),
   },
   'i386-execution': { kind: 'machine', probe: kernelRunsI386 },
-  yama: {
+  'transparent-huge-pages': {
     kind: 'machine',
     probe: () =>
-      readable('/proc/sys/kernel/yama/ptrace_scope')
+      existsSync('/sys/kernel/mm/transparent_hugepage/enabled')
         ? undefined
-        : 'this kernel has no Yama LSM (/proc/sys/kernel/yama/ptrace_scope)',
-  },
-  'user-namespaces': {
-    kind: 'machine',
-    probe: () =>
-      runs('unshare', ['--user', '--map-root-user', 'true'])
-        ? undefined
-        : 'this kernel or account cannot create user namespaces (unshare --user failed)',
-  },
-  'huge-pages': {
-    kind: 'machine',
-    probe: () => {
-      const meminfo = readable('/proc/meminfo') ? readFileSync('/proc/meminfo', 'utf8') : '';
-      const total = Number(/^HugePages_Total:\s+(\d+)/m.exec(meminfo)?.[1] ?? 0);
-      return total > 0 ? undefined : 'no huge pages reserved (HugePages_Total is 0)';
-    },
-  },
-  'perf-counters': {
-    kind: 'machine',
-    probe: () =>
-      existsSync('/proc/sys/kernel/perf_event_paranoid')
-        ? undefined
-        : 'this kernel has no perf events (/proc/sys/kernel/perf_event_paranoid)',
+        : 'this kernel has no transparent huge pages (/sys/kernel/mm/transparent_hugepage): MADV_HUGEPAGE is refused',
   },
   // --- installed by tools/install-system-packages.sh ----------------------------------------
   'gcc-static': {
@@ -173,10 +134,9 @@ const PREREQUISITES = {
   go: tool('go', ['version'], 'golang-go'),
   chromium: tool('chromium', ['--version'], 'chromium'),
   pdftotext: tool('pdftotext', ['-v'], 'poppler-utils'),
-  zstd: tool('zstd', ['--version'], 'zstd'),
-  heaptrack: tool('heaptrack', ['--version'], 'heaptrack'),
-  colcon: tool('colcon', ['--help'], 'colcon python3-colcon-cmake python3-colcon-ros ament-cmake'),
-  'libucm-dev': file('/usr/include/ucm/api/ucm.h', 'libucx-dev'),
+  colcon: tool('colcon', ['--help'], 'colcon python3-colcon-cmake python3-colcon-ros'),
+  'ament-cmake': file('/usr/share/ament_cmake/cmake/ament_cmakeConfig.cmake', 'ament-cmake'),
+  googletest: file('/usr/src/googletest/googletest/CMakeLists.txt', 'googletest'),
 } satisfies Record<string, Prerequisite>;
 
 /** The name of a prerequisite a test can ask for. */

@@ -22,20 +22,12 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { skipOutsideCI } from '../src/testing.js';
+import { unmet } from '../src/testing.js';
 import { run } from './helpers/native.js';
 
 const amentPackage = fileURLToPath(new URL('../../../ros/heaphook', import.meta.url));
 
-function missingTools(): string | null {
-  if (spawnSync('colcon', ['--help'], { encoding: 'utf8' }).status !== 0) return 'colcon';
-  if (!existsSync('/usr/share/ament_cmake/cmake/ament_cmakeConfig.cmake')) return 'ament-cmake';
-  if (!existsSync('/usr/src/googletest/googletest/CMakeLists.txt')) return 'googletest';
-  return null;
-}
-const missing = missingTools();
-if (missing)
-  console.warn(`ament.test.ts skipped: install ${missing} (tools/install-system-packages.sh)`);
+const missing = unmet('colcon', 'ament-cmake', 'googletest');
 
 const USER_PACKAGE_XML = `<?xml version="1.0"?>
 <package format="3">
@@ -112,7 +104,7 @@ afterAll(() => {
   if (workspace) rmSync(workspace, { recursive: true, force: true });
 });
 
-describe.skipIf(skipOutsideCI(missing))('the ament_cmake package in a colcon workspace', () => {
+describe.skipIf(missing)('the ament_cmake package in a colcon workspace', () => {
   it('colcon build installs the libraries, the CMake module, and a user package builds with it', () => {
     colcon(['build']);
     const lib = join(workspace, 'install/heaphook/lib');

@@ -2,18 +2,11 @@
 // runs tlsf_stress under callgrind with one dump per malloc-family call. This checks that the
 // measurement attributes every call (one dump per call, each entry point seen) and that its
 // figures are those of one sorted sample; the figures themselves are in the README.
-import { spawnSync } from 'node:child_process';
-
-import { skipOutsideCI } from '@heaphook/core/testing';
+import { unmet } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 // @ts-expect-error: a plain ESM script without type declarations
 import { measure } from '../scripts/worst-case-instructions.mjs';
-
-const valgrindMissing =
-  spawnSync('valgrind', ['--version'], { encoding: 'utf8' }).status === 0
-    ? null
-    : 'valgrind is not installed (tools/install-system-packages.sh)';
 
 interface EntryFigures {
   calls: number;
@@ -23,7 +16,7 @@ interface EntryFigures {
   max: number;
 }
 
-describe.skipIf(skipOutsideCI(valgrindMissing))('worst-case instructions per call', () => {
+describe.skipIf(unmet('valgrind'))('worst-case instructions per call', () => {
   it('counts every call of a stress run, one callgrind dump each', () => {
     const r = measure({
       calls: 300,
