@@ -11,7 +11,7 @@
  *    the install script ran there and a prerequisite that went missing must not pass
  *    unnoticed as a skip.
  *  - machine: a property of the kernel or of the account that no package changes (the kernel
- *    runs i386 programs, we are root, Yama is there ...). Missing anywhere, CI included: the
+ *    runs i386 programs, we are root, transparent huge pages). Missing anywhere, CI included: the
  *    test is skipped, and the reason says what the machine lacks. A test skipped for one of
  *    these proves the behaviour another way where it can (see inject.test.ts: i386 under
  *    qemu-i386 when the kernel has no IA32 emulation).
