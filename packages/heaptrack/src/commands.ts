@@ -10,7 +10,13 @@
  */
 import type { Command } from 'commander';
 
-import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
+import {
+  collectList,
+  HeaphookError,
+  jsonText,
+  parseEnvAssignment,
+  terminalText,
+} from '@heaphook/core';
 
 import { join } from 'node:path';
 
@@ -61,8 +67,8 @@ async function printSummary(path: string): Promise<void> {
   const s = await summarize(path, { leakBlocks: false });
   const out: string[] = [];
   const p = s.process;
-  out.push(`log: ${path}`);
-  if (p !== undefined) out.push(`process: ${p.pid} ${p.argv.join(' ')}`);
+  out.push(`log: ${terminalText(path)}`);
+  if (p !== undefined) out.push(`process: ${p.pid} ${terminalText(p.argv.join(' '))}`);
   out.push(`events: ${s.events}`);
   for (const [op, n] of Object.entries(s.calls)) {
     if (n > 0 && op !== 'realloc_done') out.push(`  ${op}: ${n}`);
@@ -99,12 +105,12 @@ function nextSteps(session: Session, outputDir: string): string {
   const others = session.logs.length - (program === undefined ? 0 : 1);
   const dir = outputDir === '.' ? '.' : outputDir;
   if (program === undefined) {
-    return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${dir}/heaphook-session.${session.recorderPid}.json\n`;
+    return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${terminalText(dir)}/heaphook-session.${session.recorderPid}.json\n`;
   }
   const also = others > 0 ? ` (and ${others} log(s) of shims, children and exec'd images)` : '';
   return (
-    `heaphook record: the program's log is ${join(dir, program.file)}, pid ${program.pid}: ${program.argv.join(' ').slice(0, 80)}${also}\n` +
-    `next: npx heaphook report ${dir}        (or recommend ${dir}; --pid N for another process, --all for every log)\n`
+    `heaphook record: the program's log is ${terminalText(join(dir, program.file))}, pid ${program.pid}: ${terminalText(program.argv.join(' ').slice(0, 80))}${also}\n` +
+    `next: npx heaphook report ${terminalText(dir)}        (or recommend ${terminalText(dir)}; --pid N for another process, --all for every log)\n`
   );
 }
 
@@ -116,7 +122,7 @@ async function dumpJson(path: string, withLog: boolean): Promise<void> {
     lines.length = 0;
   };
   for await (const record of decodeLog(path)) {
-    lines.push(JSON.stringify(withLog ? { log: path, ...record } : record));
+    lines.push(jsonText(withLog ? { log: path, ...record } : record));
     if (lines.length >= 4096) flush();
   }
   flush();
@@ -212,7 +218,7 @@ export function register(program: Command): void {
           { command, args, recorderPid: result.recorderPid, status: result.status },
           result.logs.map((l) => l.path),
         );
-        if (options.json === true) process.stdout.write(`${JSON.stringify(session, null, 2)}\n`);
+        if (options.json === true) process.stdout.write(`${jsonText(session, 2)}\n`);
         else if (options.quiet !== true)
           process.stderr.write(nextSteps(session, options.outputDir));
         process.exitCode = result.status;
@@ -240,7 +246,8 @@ export function register(program: Command): void {
       },
     ) => {
       for (const log of chosenLogs(target, options)) {
-        if (options.all === true && options.json !== true) process.stdout.write(`== ${log}\n`);
+        if (options.all === true && options.json !== true)
+          process.stdout.write(`== ${terminalText(log)}\n`);
         try {
           if (options.summary === true) await printSummary(log);
           else if (options.json === true) await dumpJson(log, options.all === true);

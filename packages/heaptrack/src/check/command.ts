@@ -8,7 +8,7 @@ import { writeFileSync } from 'node:fs';
 
 import type { Command } from 'commander';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, terminalText } from '@heaphook/core';
 
 import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
@@ -69,7 +69,7 @@ export async function checkCommand(target: string, options: CheckOptions): Promi
     if (r.error !== undefined) {
       damaged = true;
       process.stderr.write(
-        `heaphook check: ${r.error.message}; checked the part before byte ${r.error.offset}\n`,
+        `heaphook check: ${terminalText(r.error.message)}; checked the part before byte ${r.error.offset}\n`,
       );
     }
     const verdicts = checkLimits(r.json, limits);

@@ -14,7 +14,7 @@
 import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, jsonText } from '@heaphook/core';
 
 import { decodeLog } from './decoder.js';
 import type { ProcessRecord } from './records.js';
@@ -119,10 +119,7 @@ export async function writeSession(
     ...(program !== undefined ? { program: program.file } : {}),
     logs,
   };
-  writeFileSync(
-    join(dir, `heaphook-session.${run.recorderPid}.json`),
-    `${JSON.stringify(session, null, 2)}\n`,
-  );
+  writeFileSync(join(dir, `heaphook-session.${run.recorderPid}.json`), `${jsonText(session, 2)}\n`);
   return session;
 }
 

@@ -6,6 +6,8 @@
  * frames, innermost first. Sites are ranked by the change of their contribution to the peak,
  * then of their allocated bytes.
  */
+import { terminalText } from '@heaphook/core';
+
 import type { ReportJson } from './json.js';
 import { formatBytes } from './format.js';
 import type { ReportModel } from './model.js';
@@ -158,8 +160,8 @@ const FRAMES_SHOWN = 4;
 
 export function diffText(d: ReportDiff): string {
   const out = [
-    `base: ${d.base.log} (${d.base.argv.join(' ')})`,
-    `new:  ${d.new.log} (${d.new.argv.join(' ')})`,
+    `base: ${terminalText(d.base.log)} (${terminalText(d.base.argv.join(' '))})`,
+    `new:  ${terminalText(d.new.log)} (${terminalText(d.new.argv.join(' '))})`,
   ];
   const rows: Array<[string, number | null, number | null, 'bytes' | 'count']> = [
     ...TOTALS.map(
@@ -188,7 +190,7 @@ export function diffText(d: ReportDiff): string {
         `  peak ${signed(s.delta.peakBytes, 'bytes')} (${formatBytes(s.base.peakBytes)} -> ${formatBytes(s.new.peakBytes)}), ` +
           `allocated ${signed(s.delta.bytes, 'bytes')}, allocations ${signed(s.delta.allocations, 'count')}`,
       );
-      for (const f of s.stack.slice(0, FRAMES_SHOWN)) out.push(`      ${f}`);
+      for (const f of s.stack.slice(0, FRAMES_SHOWN)) out.push(`      ${terminalText(f)}`);
     }
   };
   section('sites that grew:', d.grew);

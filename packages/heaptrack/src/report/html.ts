@@ -4,8 +4,10 @@
  * (page/script.ts over d3 and d3-flame-graph, inlined), which take the static charts' place
  * (those stay in <noscript>).
  */
+import { htmlText as esc } from '@heaphook/core';
+
 import { barChartSvg } from './bars.js';
-import { escapeXml as esc, formatBytes, formatCount, formatDuration } from './format.js';
+import { formatBytes, formatCount, formatDuration } from './format.js';
 import type { LatencyHistogram } from './histogram.js';
 import type { JsonSite, ReportJson } from './json.js';
 import type { Op } from '../decode/records.js';
@@ -59,7 +61,7 @@ function num(v: number): string {
 
 function stackCell(stack: readonly string[]): string {
   if (stack.length === 0) return '<td>(no stack recorded)</td>';
-  return `<td><details><summary>${esc(stack[0]!.replace(/ \[[^\]]*\]$/, ''))}</summary><pre class="stack">${esc(stack.join('\n'))}</pre></details></td>`;
+  return `<td><details><summary>${esc(stack[0]!.replace(/ \[[^\]]*\]$/, ''))}</summary><pre class="stack">${stack.map(esc).join('\n')}</pre></details></td>`;
 }
 
 function sitesTable(id: string, sites: readonly JsonSite[]): string {
