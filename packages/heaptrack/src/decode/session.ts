@@ -11,12 +11,13 @@
  * so `report DIR`, `recommend DIR` and `dump DIR` pick the program's log, or the one `--pid`
  * names, or every log (`--all`).
  */
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 
 import { HeaphookError, jsonText } from '@heaphook/core';
 
 import { decodeLog } from './decoder.js';
+import { readSmallFile } from './input.js';
 import type { ProcessRecord } from './records.js';
 
 export const SESSION_FILE_PATTERN = /^heaphook-session\.(\d+)\.json$/;
@@ -123,6 +124,9 @@ export async function writeSession(
   return session;
 }
 
+/** The most a session manifest may hold (a session of thousands of logs, each with its argv). */
+export const SESSION_FILE_CAP = 64 * 1024 * 1024;
+
 /** The newest session manifest in a folder (by modification time), if any. */
 export function readLatestSession(dir: string): Session | undefined {
   const manifests = readdirSync(dir)
@@ -131,9 +135,14 @@ export function readLatestSession(dir: string): Session | undefined {
     .sort((a, b) => b.mtime - a.mtime);
   const newest = manifests[0];
   if (newest === undefined) return undefined;
+  const text = readSmallFile(newest.path, {
+    name: newest.path,
+    wanted: 'name a log instead',
+    cap: SESSION_FILE_CAP,
+  });
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(newest.path, 'utf8'));
+    parsed = JSON.parse(text);
   } catch (error) {
     throw new HeaphookError(
       `${newest.path} is not a session manifest (${(error as Error).message}); name a log instead`,
