@@ -40,6 +40,9 @@ export async function reportCommand(target: string, options: ReportCommandOption
       outputDir === undefined
         ? { diff: await diffReports(base, now, { symbolize: options.symbols, top }) }
         : await diffReportFiles(base, now, { outputDir, symbolize: options.symbols, top });
+    for (const warning of d.warnings) {
+      process.stderr.write(`heaphook report: warning: ${terminalText(warning)}\n`);
+    }
     process.stdout.write(options.json === true ? `${jsonText(d, 2)}\n` : diffText(d));
     if (options.json !== true && result !== undefined) process.stdout.write(written(result.files));
     return;

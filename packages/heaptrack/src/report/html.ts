@@ -171,6 +171,7 @@ function diffSection(d: ReportDiff): string {
     });
   return `<h2>Compared with the base run</h2>
 <p class="sub">base: ${esc(d.base.log)} (${esc(d.base.argv.join(' '))}) · new: ${esc(d.new.log)} (${esc(d.new.argv.join(' '))})</p>
+${d.warnings.map((w) => `<p class="error diff-warning">Warning: ${esc(w)}.</p>`).join('\n')}
 <table id="diff-totals"><thead><tr><th></th><th class="num">base</th><th class="num">new</th><th class="num">change</th></tr></thead><tbody>${rows.join('')}</tbody></table>
 <h3>Sites that grew</h3>
 ${diffSites('diff-grew', d.grew)}
