@@ -29,6 +29,7 @@ import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js
 import { writeSession, type Session } from './decode/session.js';
 import { record } from './record/record.js';
 import { recordRunningCommand } from './record/command.js';
+import { parseProcessId } from './process-id.js';
 import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
 import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
@@ -164,7 +165,11 @@ export function register(program: Command): void {
       '--json',
       "print the session (every log, its process and role, the program's own) as JSON at the end",
     )
-    .option('-p, --pid <pid>', 'trace this running process instead of starting one (ptrace)')
+    .option(
+      '-p, --pid <pid>',
+      'trace this running process instead of starting one (ptrace)',
+      (text: string) => String(parseProcessId(text, `-p ${text}`)),
+    )
     .option(
       '-n, --name <name>',
       'trace every running process of this program (its executable or argv[0] name)',
