@@ -174,6 +174,7 @@ const PREREQUISITES = {
   chromium: tool('chromium', ['--version'], 'chromium'),
   pdftotext: tool('pdftotext', ['-v'], 'poppler-utils'),
   zstd: tool('zstd', ['--version'], 'zstd'),
+  xmllint: tool('xmllint', ['--version'], 'libxml2-utils'),
   heaptrack: tool('heaptrack', ['--version'], 'heaptrack'),
   colcon: tool('colcon', ['--help'], 'colcon python3-colcon-cmake python3-colcon-ros ament-cmake'),
   'libucm-dev': file('/usr/include/ucm/api/ucm.h', 'libucx-dev'),
