@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "heaphook/config.h"
@@ -42,10 +43,33 @@ static bool hh_report_is_file = false;
 static const char *const hh_level_names[] = {"error", "warn", "info", "debug", "trace"};
 #define HH_LEVEL_COUNT ((int)(sizeof hh_level_names / sizeof hh_level_names[0]))
 
+/* stderr itself, when no duplicate could be made (below): the file it was then, so that
+ * reports stop rather than go to whatever file later takes descriptor 2. */
+static bool hh_report_on_stderr = false;
+static dev_t hh_stderr_dev;
+static ino_t hh_stderr_ino;
+
 /* A duplicate of stderr, or -1 when stderr is closed (then reports are dropped rather than
- * written to whatever file later takes descriptor 2). */
+ * written to whatever file later takes descriptor 2). When RLIMIT_NOFILE leaves no
+ * descriptor at HH_REPORT_FD_MIN or above (`ulimit -n 4`), reports go to descriptor 2 itself
+ * while it is the same file (hh_stderr_unchanged): a low duplicate would take a descriptor the
+ * program is about to need, and no report at all would hide why tracing did not start. */
 static int hh_dup_stderr(void) {
-    return fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, HH_REPORT_FD_MIN);
+    int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, HH_REPORT_FD_MIN);
+    if (fd >= 0 || (errno != EINVAL && errno != EMFILE)) return fd;
+    struct stat st;
+    if (fstat(STDERR_FILENO, &st) != 0) return -1;
+    hh_stderr_dev = st.st_dev;
+    hh_stderr_ino = st.st_ino;
+    hh_report_on_stderr = true;
+    return STDERR_FILENO;
+}
+
+/* Descriptor 2 is still the file it was when the logger took it. */
+static bool hh_stderr_unchanged(void) {
+    struct stat st;
+    return fstat(STDERR_FILENO, &st) == 0 && st.st_dev == hh_stderr_dev &&
+           st.st_ino == hh_stderr_ino;
 }
 
 /* HEAPHOOK_LOG_FILE: appended to, moved to a high descriptor so that it does not take a low
@@ -123,7 +147,13 @@ bool hh_log_is_file(void) {
 
 int heaphook_report_fd(void) {
     hh_log_init();
-    return atomic_load_explicit(&hh_report_fd_value, memory_order_acquire);
+    int fd = atomic_load_explicit(&hh_report_fd_value, memory_order_acquire);
+    if (hh_report_on_stderr) {
+        int saved_errno = errno;
+        if (!hh_stderr_unchanged()) fd = -1;
+        errno = saved_errno;
+    }
+    return fd;
 }
 
 int heaphook_log_enabled(heaphook_log_level level) {

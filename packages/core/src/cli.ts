@@ -13,6 +13,7 @@ import { findHeaphookPackages, libraryPath, listBackends } from './backends.js';
 import { collectList, parseEnvAssignment } from './cli-options.js';
 import { formatChecks, runDoctor } from './doctor.js';
 import { describeFileSystemError, EXIT_USAGE, HeaphookError } from './errors.js';
+import { terminalText } from './encode.js';
 import { formatBackendList } from './list-format.js';
 import { PLATFORM_ARCHES } from './native-files.js';
 import { exitStatusOf, spawnWith } from './preload.js';
@@ -126,7 +127,9 @@ export function buildProgram(): Command {
         for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, forward);
         const code = await new Promise<number>((resolvePromise) => {
           child.on('error', (error: NodeJS.ErrnoException) => {
-            process.stderr.write(`heaphook: cannot run ${command}: ${error.message}\n`);
+            process.stderr.write(
+              `heaphook: cannot run ${terminalText(`${command}: ${error.message}`)}\n`,
+            );
             resolvePromise(error.code === 'ENOENT' ? 127 : 126);
           });
           child.on('close', (status, signal) => resolvePromise(exitStatusOf(status, signal)));
@@ -204,13 +207,15 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const who = subcommandOf(program, argv);
     if (error instanceof HeaphookError) {
-      process.stderr.write(`${error.namesCommand ? who : 'heaphook'}: ${error.message}\n`);
+      process.stderr.write(
+        `${error.namesCommand ? who : 'heaphook'}: ${terminalText(error.message)}\n`,
+      );
       return error.exitStatus;
     }
     // A path that does not work is the user's to fix, not a bug: one line, no stack trace.
     const fsProblem = describeFileSystemError(error);
     if (fsProblem !== undefined) {
-      process.stderr.write(`${who}: ${fsProblem}\n`);
+      process.stderr.write(`${who}: ${terminalText(fsProblem)}\n`);
       return EXIT_USAGE;
     }
     throw error;

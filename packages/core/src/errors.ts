@@ -36,6 +36,8 @@ const FILE_SYSTEM_PROBLEMS: Readonly<Record<string, string>> = {
   ENOSPC: 'no space left on the device',
   EMFILE: 'too many open files',
   ENXIO: 'no such device or address',
+  EIO: 'input/output error',
+  EAGAIN: 'no data without waiting',
 };
 
 /**

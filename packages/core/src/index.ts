@@ -35,6 +35,15 @@ export {
   type DoctorOptions,
 } from './doctor.js';
 export {
+  displayText,
+  githubData,
+  githubProperty,
+  htmlText,
+  jsonText,
+  terminalText,
+  xmlText,
+} from './encode.js';
+export {
   BackendNotFoundError,
   describeFileSystemError,
   EXIT_USAGE,

@@ -137,6 +137,7 @@ const PREREQUISITES = {
   colcon: tool('colcon', ['--help'], 'colcon python3-colcon-cmake python3-colcon-ros'),
   'ament-cmake': file('/usr/share/ament_cmake/cmake/ament_cmakeConfig.cmake', 'ament-cmake'),
   googletest: file('/usr/src/googletest/googletest/CMakeLists.txt', 'googletest'),
+  xmllint: tool('xmllint', ['--version'], 'libxml2-utils'),
 } satisfies Record<string, Prerequisite>;
 
 /** The name of a prerequisite a test can ask for. */

@@ -10,7 +10,13 @@
  */
 import type { Command } from 'commander';
 
-import { collectList, HeaphookError, parseEnvAssignment } from '@heaphook/core';
+import {
+  collectList,
+  HeaphookError,
+  jsonText,
+  parseEnvAssignment,
+  terminalText,
+} from '@heaphook/core';
 
 import { basename, join, resolve } from 'node:path';
 
@@ -23,6 +29,7 @@ import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js
 import { releaseSession, reserveSession, writeSession, type Session } from './decode/session.js';
 import { makeOutputDir, record, type RecordedLog, type RecordResult } from './record/record.js';
 import { recordRunningCommand } from './record/command.js';
+import { parseProcessId } from './process-id.js';
 import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
 import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
@@ -61,8 +68,8 @@ async function printSummary(path: string): Promise<void> {
   const s = await summarize(path, { leakBlocks: false });
   const out: string[] = [];
   const p = s.process;
-  out.push(`log: ${path}`);
-  if (p !== undefined) out.push(`process: ${p.pid} ${p.argv.join(' ')}`);
+  out.push(`log: ${terminalText(path)}`);
+  if (p !== undefined) out.push(`process: ${p.pid} ${terminalText(p.argv.join(' '))}`);
   out.push(`events: ${s.events}`);
   for (const [op, n] of Object.entries(s.calls)) {
     if (n > 0 && op !== 'realloc_done') out.push(`  ${op}: ${n}`);
@@ -106,13 +113,13 @@ function nextSteps(session: Session, outputDir: string, logs: readonly RecordedL
   const others = session.logs.length - (program === undefined ? 0 : 1);
   const dir = outputDir === '.' ? '.' : outputDir;
   if (program === undefined) {
-    return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${dir}/heaphook-session.${session.recorderPid}.json\n`;
+    return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${terminalText(dir)}/heaphook-session.${session.recorderPid}.json\n`;
   }
   const also = others > 0 ? ` (and ${others} log(s) of shims, children and exec'd images)` : '';
   const why = incomplete(logs.find((l) => basename(l.path) === program.file));
   return (
-    `heaphook record: the program's log is ${join(dir, program.file)}${why !== undefined ? ` (${why})` : ''}, pid ${program.pid}: ${program.argv.join(' ').slice(0, 80)}${also}\n` +
-    `next: npx heaphook report ${dir}        (or recommend ${dir}; --pid N for another process, --all for every log)\n`
+    `heaphook record: the program's log is ${terminalText(join(dir, program.file))}${why !== undefined ? ` (${why})` : ''}, pid ${program.pid}: ${terminalText(program.argv.join(' ').slice(0, 80))}${also}\n` +
+    `next: npx heaphook report ${terminalText(dir)}        (or recommend ${terminalText(dir)}; --pid N for another process, --all for every log)\n`
   );
 }
 
@@ -161,7 +168,7 @@ async function dumpJson(path: string, withLog: boolean): Promise<void> {
     lines.length = 0;
   };
   for await (const record of decodeLog(path)) {
-    lines.push(JSON.stringify(withLog ? { log: path, ...record } : record));
+    lines.push(jsonText(withLog ? { log: path, ...record } : record));
     if (lines.length >= 4096) flush();
   }
   flush();
@@ -203,7 +210,11 @@ export function register(program: Command): void {
       '--json',
       "print the session (every log, its process and role, the program's own) as JSON at the end",
     )
-    .option('-p, --pid <pid>', 'trace this running process instead of starting one (ptrace)')
+    .option(
+      '-p, --pid <pid>',
+      'trace this running process instead of starting one (ptrace)',
+      (text: string) => String(parseProcessId(text, `-p ${text}`)),
+    )
     .option(
       '-n, --name <name>',
       'trace every running process of this program (its executable or argv[0] name)',
@@ -266,7 +277,7 @@ export function register(program: Command): void {
         const session = await saveSession(command, args, result, options.outputDir, reserved);
         releaseSession(reserved); // renamed into the manifest, or left unused
         if (session === undefined) return;
-        if (options.json === true) process.stdout.write(`${JSON.stringify(session, null, 2)}\n`);
+        if (options.json === true) process.stdout.write(`${jsonText(session, 2)}\n`);
         else if (options.quiet !== true)
           process.stderr.write(nextSteps(session, options.outputDir, result.logs));
       },
@@ -293,7 +304,8 @@ export function register(program: Command): void {
       },
     ) => {
       for (const log of chosenLogs(target, options)) {
-        if (options.all === true && options.json !== true) process.stdout.write(`== ${log}\n`);
+        if (options.all === true && options.json !== true)
+          process.stdout.write(`== ${terminalText(log)}\n`);
         try {
           if (options.summary === true) await printSummary(log);
           else if (options.json === true) await dumpJson(log, options.all === true);

@@ -28,6 +28,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -281,9 +282,26 @@ static const char *hh_error_text(int error) {
     return text != NULL ? text : "unknown error";
 }
 
+/* Tracing that cannot start for want of a descriptor (RLIMIT_NOFILE, `ulimit -n 4`) says
+ * so, with the limit, rather than blaming the collector, the ring's size or the log's folder.
+ * True when that was the cause (EMFILE, ENFILE). */
+static bool hh_fd_limit_failed(const char *what, int error) {
+    if (error != EMFILE && error != ENFILE) return false;
+    struct rlimit limit;
+    unsigned long long soft =
+        getrlimit(RLIMIT_NOFILE, &limit) == 0 ? (unsigned long long)limit.rlim_cur : 0;
+    heaphook_log_error(
+        "heaptrack: cannot %s: no file descriptor left (%s; RLIMIT_NOFILE allows "
+        "%llu open files); not tracing. Raise the limit (ulimit -n 1024)",
+        what, hh_error_text(error), soft);
+    errno = error;
+    return true;
+}
+
 /* Tracing that cannot start says why, once (a process starts its tracer once; a fork child
  * of a process that is not tracing does not start again). */
 static void hh_ring_failed(const char *what, int error) {
+    if (hh_fd_limit_failed("create its ring buffer", error)) return;
     uint64_t size = hh_cfg.buffer_size;
     const char *unit = size >= (1u << 30) ? "GiB" : size >= (1u << 20) ? "MiB" : "KiB";
     uint64_t scale = size >= (1u << 30) ? 1u << 30 : size >= (1u << 20) ? 1u << 20 : 1u << 10;
@@ -320,9 +338,10 @@ static int hh_setup_standalone(void) {
         int p[2]; /* the drain's wake-ups: p[1] -> p[0] (see hh_wake) */
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, p) != 0) {
             error = errno;
-            heaphook_log_error(
-                "heaptrack: cannot create the drain thread's socket pair: %s; not tracing.",
-                hh_error_text(error));
+            if (!hh_fd_limit_failed("create the drain thread's socket pair", error))
+                heaphook_log_error(
+                    "heaptrack: cannot create the drain thread's socket pair: %s; not tracing.",
+                    hh_error_text(error));
             hh_ring_unmap(&g_ring);
             errno = error;
             return -1;
@@ -347,6 +366,7 @@ static int hh_setup_standalone(void) {
     g_write_error_said = false;
     if (g_writer == NULL) {
         int error = errno;
+        if (hh_fd_limit_failed("open its log", error)) return -1;
         heaphook_log_error(
             "heaptrack: cannot create a log %s %s (errno %d); set HEAPHOOK_LOG_DIR "
             "to a writable directory. Not tracing.",
@@ -360,6 +380,8 @@ static int hh_setup_standalone(void) {
 
 /* The collector cannot be used: says why (once, see hh_ring_failed). */
 static int hh_collector_failed(const char *what, int error) {
+    if (hh_fd_limit_failed("use the collector (a socket and the ring buffer it sends)", error))
+        return -1;
     heaphook_log_error(
         "heaptrack: %s the collector at HEAPHOOK_COLLECTOR=%s: %s; is `heaphook "
         "record` still running? Not tracing.",
@@ -413,7 +435,8 @@ static int hh_setup_collector(void) {
     } while (got < 0 && errno == EINTR);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     if (got != 1 || status != HH_HELLO_READY || c == NULL || c->cmsg_type != SCM_RIGHTS) {
-        int error = got < 0 ? errno : EPROTO;
+        /* MSG_CTRUNC: the kernel had no descriptor to give the ring's memfd (RLIMIT_NOFILE). */
+        int error = got < 0 ? errno : (msg.msg_flags & MSG_CTRUNC) != 0 ? EMFILE : EPROTO;
         close(s);
         return hh_collector_failed("got no ring buffer from", error);
     }

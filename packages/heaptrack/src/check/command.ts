@@ -4,13 +4,12 @@
  * cannot be checked), 2 for a usage error, 3 when the log is damaged (its valid part is still
  * checked; a limit passed there still exits 1).
  */
-import { writeFileSync } from 'node:fs';
-
 import type { Command } from 'commander';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, terminalText } from '@heaphook/core';
 
 import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
+import { writeSmallFile } from '../decode/input.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
 import { report } from '../report/run.js';
 import {
@@ -69,7 +68,7 @@ export async function checkCommand(target: string, options: CheckOptions): Promi
     if (r.error !== undefined) {
       damaged = true;
       process.stderr.write(
-        `heaphook check: ${r.error.message}; checked the part before byte ${r.error.offset}\n`,
+        `heaphook check: ${terminalText(r.error.message)}; checked the part before byte ${r.error.offset}\n`,
       );
     }
     const verdicts = checkLimits(r.json, limits);
@@ -77,7 +76,12 @@ export async function checkCommand(target: string, options: CheckOptions): Promi
     process.stdout.write(verdictText(log, verdicts));
     if (options.github === true) process.stdout.write(githubAnnotations(log, verdicts));
   }
-  if (options.junit !== undefined) writeFileSync(options.junit, junitXml(results));
+  if (options.junit !== undefined) {
+    writeSmallFile(options.junit, junitXml(results), {
+      name: `--junit ${options.junit}`,
+      wanted: 'give the path of a file to write the JUnit XML to',
+    });
+  }
   const passed = results.some((r) => r.verdicts.some((v) => v.status !== 'ok'));
   process.exitCode = passed ? EXIT_LIMIT_PASSED : damaged ? EXIT_DAMAGED_LOG : 0;
 }

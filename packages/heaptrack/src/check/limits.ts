@@ -3,10 +3,9 @@
  * and which stacks explain it. Sizes are written as in heaphook's environment: a byte count with
  * an optional unit, K/M/G powers of 1000 and KiB/MiB/GiB powers of 1024 (64MiB, 500K, 0).
  */
-import { readFileSync } from 'node:fs';
-
 import { HeaphookError } from '@heaphook/core';
 
+import { readSmallFile } from '../decode/input.js';
 import type { ReportJson } from '../report/json.js';
 
 export type LimitUnit = 'bytes' | 'count';
@@ -110,14 +109,23 @@ export interface Limit {
   readonly max: number;
 }
 
+/** The most a limits file may hold: a JSON object of at most six limits fits in far less. */
+export const LIMITS_FILE_CAP = 64 * 1024;
+
 /**
  * The limits of a JSON file ({ "max-peak": "64MiB", "max-leaked": 0, ... }), or a
- * HeaphookError naming the file and what is wrong.
+ * HeaphookError naming the file and what is wrong: a regular file of at most
+ * LIMITS_FILE_CAP bytes (a FIFO or /dev/zero is refused, not read forever).
  */
 export function readLimitsFile(path: string): Limit[] {
+  const text = readSmallFile(path, {
+    name: `--limits ${path}`,
+    wanted: 'give a JSON file such as {"max-peak": "64MiB", "max-leaked": 0}',
+    cap: LIMITS_FILE_CAP,
+  });
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(path, 'utf8'));
+    parsed = JSON.parse(text);
   } catch (error) {
     throw new HeaphookError(`--limits ${path}: ${(error as Error).message}`);
   }

@@ -1,10 +1,13 @@
 /**
  * What `heaphook check` says: lines of text, JUnit XML (one test case per limit, for CI test
  * reports) and GitHub Actions workflow commands (an error annotation per limit passed, at the
- * source line of its top frame when the frame has one).
+ * source line of its top frame when the frame has one). Log paths and stack frames come from
+ * the traced program: each goes through its format's encoder (@heaphook/core's encode.ts).
  */
 import { existsSync } from 'node:fs';
 import { basename, relative, resolve } from 'node:path';
+
+import { githubData, githubProperty, terminalText, xmlText } from '@heaphook/core';
 
 import { formatBytes } from '../report/format.js';
 import type { LimitKind, Verdict } from './limits.js';
@@ -30,12 +33,13 @@ export function verdictLine(v: Verdict): string {
 }
 
 export function verdictText(log: string, verdicts: readonly Verdict[]): string {
-  const out = [`heaphook check ${log}`];
+  const out = [`heaphook check ${terminalText(log)}`];
   for (const v of verdicts) {
     out.push(verdictLine(v));
     for (const [n, frames] of v.stacks) {
       out.push(`       ${amount(v.limit.kind, n)} from:`);
-      for (const frame of frames.slice(0, FRAMES_SHOWN)) out.push(`         ${frame}`);
+      for (const frame of frames.slice(0, FRAMES_SHOWN))
+        out.push(`         ${terminalText(frame)}`);
     }
   }
   const failed = verdicts.filter((v) => v.status !== 'ok').length;
@@ -47,14 +51,6 @@ export function verdictText(log: string, verdicts: readonly Verdict[]): string {
   return `${out.join('\n')}\n`;
 }
 
-function xml(text: string): string {
-  return text
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;');
-}
-
 /** JUnit XML for the checks of several logs: a test suite per log, a test case per limit. */
 export function junitXml(
   results: ReadonlyArray<{ log: string; verdicts: readonly Verdict[] }>,
@@ -62,20 +58,21 @@ export function junitXml(
   const suites = results.map(({ log, verdicts }) => {
     const failures = verdicts.filter((v) => v.status !== 'ok').length;
     const cases = verdicts.map((v) => {
-      const name = xml(v.limit.kind.name);
-      const classname = xml(`heaphook.check.${basename(log)}`);
+      const name = xmlText(v.limit.kind.name);
+      const classname = xmlText(`heaphook.check.${basename(log)}`);
       if (v.status === 'ok') return `    <testcase classname="${classname}" name="${name}"/>`;
+      // Each frame encoded on its own: the newlines between them are the XML's.
       const stacks = v.stacks
-        .map(([n, frames]) => `${n}:\n  ${frames.slice(0, FRAMES_SHOWN).join('\n  ')}`)
+        .map(([n, frames]) => `${n}:\n  ${frames.slice(0, FRAMES_SHOWN).map(xmlText).join('\n  ')}`)
         .join('\n');
       return (
         `    <testcase classname="${classname}" name="${name}">\n` +
-        `      <failure message="${xml(verdictLine(v))}">${xml(stacks)}</failure>\n` +
+        `      <failure message="${xmlText(verdictLine(v))}">${stacks}</failure>\n` +
         '    </testcase>'
       );
     });
     return (
-      `  <testsuite name="heaphook check ${xml(log)}" tests="${verdicts.length}" failures="${failures}">\n` +
+      `  <testsuite name="heaphook check ${xmlText(log)}" tests="${verdicts.length}" failures="${failures}">\n` +
       `${cases.join('\n')}\n  </testsuite>`
     );
   });
@@ -95,14 +92,6 @@ function sourceOf(frame: string): { file: string; line: number } | undefined {
   return { file, line: Number(m[2]) };
 }
 
-/** Escapes for workflow command properties and messages (GitHub's toolkit rules). */
-function escapeData(text: string): string {
-  return text.replace(/%/g, '%25').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
-}
-function escapeProperty(text: string): string {
-  return escapeData(text).replace(/:/g, '%3A').replace(/,/g, '%2C');
-}
-
 /** `::error` lines for GitHub Actions: one per limit passed. */
 export function githubAnnotations(log: string, verdicts: readonly Verdict[]): string {
   return verdicts
@@ -111,10 +100,10 @@ export function githubAnnotations(log: string, verdicts: readonly Verdict[]): st
       const top = v.stacks[0]?.[1].find((frame) => sourceOf(frame) !== undefined);
       const at = top === undefined ? undefined : sourceOf(top);
       const props = [
-        ...(at !== undefined ? [`file=${escapeProperty(at.file)}`, `line=${at.line}`] : []),
-        `title=${escapeProperty(`heaphook check: ${v.limit.kind.name}`)}`,
+        ...(at !== undefined ? [`file=${githubProperty(at.file)}`, `line=${at.line}`] : []),
+        `title=${githubProperty(`heaphook check: ${v.limit.kind.name}`)}`,
       ].join(',');
-      return `::error ${props}::${escapeData(`${verdictLine(v)} (${log})`)}\n`;
+      return `::error ${props}::${githubData(`${verdictLine(v)} (${log})`)}\n`;
     })
     .join('');
 }

@@ -10,6 +10,7 @@
  */
 import { crc32, inflateRawSync } from 'node:zlib';
 
+import { describeFileSystemError } from '@heaphook/core';
 import { Decompress as ZstdStream } from 'fzstd';
 
 import { allocColumns, type EventBatch, type EventColumns } from './columns.js';
@@ -51,7 +52,7 @@ import {
 } from './format.generated.js';
 import { ZstdStreamGuard } from './zstdguard.js';
 import { zstdProgram, ZstdPipe } from './zstdpipe.js';
-import { openLogFile } from './input.js';
+import { logInputError, openLogFile } from './input.js';
 import {
   OPS,
   type EndRecord,
@@ -301,6 +302,22 @@ export function undecodableRecord(
   );
 }
 
+/**
+ * A read of the log, its error made one line: at the first byte, the file cannot be read at
+ * all (`/proc/self/mem`: EIO; a file that waits for data: EAGAIN), a LogInputError (exit 2);
+ * later, the log is read up to there, as at any damage (a LogFormatError at that offset).
+ */
+async function readOrFail<T>(path: string, offset: number, read: Promise<T>): Promise<T> {
+  try {
+    return await read;
+  } catch (error) {
+    if (describeFileSystemError(error) === undefined) throw error;
+    if (offset === 0) throw logInputError(path, error);
+    const { code } = error as NodeJS.ErrnoException;
+    throw new LogFormatError(path, offset, `the file cannot be read on (${code})`);
+  }
+}
+
 /** One block of a heaplog, checked (CRC) and decompressed: its payload (FORMAT.md, "Blocks"). */
 export interface LogPayload {
   /** File offset of the block's header. */
@@ -330,7 +347,11 @@ export async function* readLogPayloads(
     const fill = async (need: number): Promise<boolean> => {
       while (pending.length < need && !eof) {
         const chunk = Buffer.allocUnsafe(Math.max(chunkSize, need - pending.length));
-        const { bytesRead } = await file.read(chunk, 0, chunk.length, null);
+        const { bytesRead } = await readOrFail(
+          path,
+          pendingOffset + pending.length,
+          file.read(chunk, 0, chunk.length, null),
+        );
         if (bytesRead === 0) eof = true;
         else
           pending =
@@ -469,7 +490,11 @@ export async function* readLogPayloads(
     /** The zstd bytes of a block given to the pipe, read again from the file. */
     const zstdBytesAt = async (offset: number, length: number): Promise<Buffer> => {
       const buf = Buffer.allocUnsafe(length);
-      const { bytesRead } = await file.read(buf, 0, length, offset + BLOCK_HEADER_SIZE);
+      const { bytesRead } = await readOrFail(
+        path,
+        offset,
+        file.read(buf, 0, length, offset + BLOCK_HEADER_SIZE),
+      );
       const head = new Cursor(buf, 0, bytesRead);
       head.varint();
       return buf.subarray(head.pos, bytesRead);

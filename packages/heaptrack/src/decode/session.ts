@@ -26,9 +26,10 @@ import {
 } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 
-import { describeFileSystemError, HeaphookError } from '@heaphook/core';
+import { describeFileSystemError, HeaphookError, jsonText } from '@heaphook/core';
 
 import { decodeLog } from './decoder.js';
+import { readSmallFile } from './input.js';
 import type { ProcessRecord } from './records.js';
 
 export const SESSION_FILE_PATTERN = /^heaphook-session\.(\d+)\.json$/;
@@ -203,13 +204,12 @@ export async function writeSession(
     ...(program !== undefined ? { program: program.file } : {}),
     logs,
   };
-  writeAtomically(
-    sessionPath(dir, run.recorderPid),
-    `${JSON.stringify(session, null, 2)}\n`,
-    reserved,
-  );
+  writeAtomically(sessionPath(dir, run.recorderPid), `${jsonText(session, 2)}\n`, reserved);
   return session;
 }
+
+/** The most a session manifest may hold (a session of thousands of logs, each with its argv). */
+export const SESSION_FILE_CAP = 64 * 1024 * 1024;
 
 /** The newest session manifest in a folder (by modification time), if any. */
 export function readLatestSession(dir: string): Session | undefined {
@@ -219,9 +219,14 @@ export function readLatestSession(dir: string): Session | undefined {
     .sort((a, b) => b.mtime - a.mtime);
   const newest = manifests[0];
   if (newest === undefined) return undefined;
+  const text = readSmallFile(newest.path, {
+    name: newest.path,
+    wanted: 'name a log instead',
+    cap: SESSION_FILE_CAP,
+  });
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(newest.path, 'utf8'));
+    parsed = JSON.parse(text);
   } catch (error) {
     throw new HeaphookError(
       `${newest.path} is not a session manifest (${(error as Error).message}); name a log instead`,

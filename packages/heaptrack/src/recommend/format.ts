@@ -1,27 +1,35 @@
 /**
  * How a recommendation is printed: the environment lines, a `heaphook run` command and ROS 2
- * launch snippets (XML and Python), then the figures it rests on.
+ * launch snippets (XML and Python), then the figures it rests on. The argv and paths are the
+ * traced program's: each snippet quotes them in its own language, writing a control character
+ * as an escape that language reads back (displayText's `\xNN`), never raw.
  */
 import { basename } from 'node:path';
 
+import { displayText, jsonText, terminalText, xmlText } from '@heaphook/core';
+
 import type { Recommendation } from './search.js';
 
-/** Quotes a word for a POSIX shell when it needs it. */
+/**
+ * Quotes a word for a POSIX shell when it needs it; a word displayText would change (a control
+ * character, `##[`) in bash's $'...', whose \xNN and \uNNNN escapes give the word back.
+ */
 export function shellQuote(word: string): string {
   if (word !== '' && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  if (displayText(word) !== word) {
+    return `$'${displayText(word.replace(/\\/g, '\\\\').replace(/'/g, "\\'"))}'`;
+  }
   return `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
+/** An XML attribute value: xmlText (XML cannot hold a control character at all). */
 function xmlAttr(value: string): string {
-  return value
-    .replace(/&/g, '&amp;')
-    .replace(/"/g, '&quot;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;');
+  return xmlText(value);
 }
 
+/** A Python string literal: Python reads displayText's \xNN and \uNNNN escapes back. */
 function pyString(value: string): string {
-  return `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  return `'${displayText(value.replace(/\\/g, '\\\\').replace(/'/g, "\\'"))}'`;
 }
 
 /** The command line to run with the recommendation (the recorded argv). */
@@ -85,8 +93,8 @@ function mib(bytes: number): string {
 /** The human-readable report. */
 export function formatRecommendation(r: Recommendation, libraryPath: string): string {
   const out: string[] = [];
-  out.push(`# heaphook recommend ${r.log}`);
-  out.push(`# process ${r.pid}: ${r.argv.join(' ')}`);
+  out.push(`# heaphook recommend ${terminalText(r.log)}`);
+  out.push(`# process ${r.pid}: ${terminalText(r.argv.join(' '))}`);
   out.push(
     `# ${r.events} events from ${r.threads} thread(s), replayed through the TLSF addon ` +
       `(${r.replays} pools in ${r.passes} passes)`,
@@ -135,7 +143,7 @@ export function formatRecommendation(r: Recommendation, libraryPath: string): st
 
 /** The --json form: the recommendation plus the rendered command and snippets. */
 export function recommendationJson(r: Recommendation, libraryPath: string): string {
-  return `${JSON.stringify(
+  return `${jsonText(
     {
       ...r,
       threadHeaps: false,
@@ -143,7 +151,6 @@ export function recommendationJson(r: Recommendation, libraryPath: string): stri
       launchXml: launchXml(r, libraryPath),
       launchPython: launchPython(r, libraryPath),
     },
-    null,
     2,
   )}\n`;
 }

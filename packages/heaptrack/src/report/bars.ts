@@ -1,6 +1,8 @@
 /** A small horizontal bar chart (SVG) for the histograms of the HTML report. */
+import { xmlText } from '@heaphook/core';
+
 import { FONT_FAMILY } from './chart.js';
-import { escapeXml, formatCount } from './format.js';
+import { formatCount } from './format.js';
 
 export function barChartSvg(
   rows: readonly { label: string; value: number }[],
@@ -18,17 +20,15 @@ export function barChartSvg(
     `<svg xmlns="http://www.w3.org/2000/svg"${options.id !== undefined ? ` id="${options.id}"` : ''} class="bars" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="${FONT_FAMILY}, sans-serif" font-size="11">`,
   ];
   if (options.title !== undefined) {
-    out.push(
-      `<text x="0" y="14" font-weight="bold" fill="#222">${escapeXml(options.title)}</text>`,
-    );
+    out.push(`<text x="0" y="14" font-weight="bold" fill="#222">${xmlText(options.title)}</text>`);
   }
   rows.forEach((r, i) => {
     const y = top + i * row;
     const w = Math.max(r.value > 0 ? 1 : 0, (r.value / max) * barSpace);
     out.push(
-      `<text x="${labelWidth - 6}" y="${y + 12}" text-anchor="end" fill="#444">${escapeXml(r.label)}</text>`,
+      `<text x="${labelWidth - 6}" y="${y + 12}" text-anchor="end" fill="#444">${xmlText(r.label)}</text>`,
       `<rect x="${labelWidth}" y="${y + 2}" width="${w.toFixed(2)}" height="${row - 4}" fill="#4a90d9"/>`,
-      `<text x="${labelWidth + w + 4}" y="${y + 12}" fill="#444">${escapeXml(formatCount(r.value))}</text>`,
+      `<text x="${labelWidth + w + 4}" y="${y + 12}" fill="#444">${xmlText(formatCount(r.value))}</text>`,
     );
   });
   out.push('</svg>');

@@ -6,12 +6,13 @@
  */
 import { createRequire } from 'node:module';
 
+import { xmlText } from '@heaphook/core';
 import type * as ResvgModule from '@resvg/resvg-js';
 import type PDFKitDocument from 'pdfkit';
 import type SVGtoPDFFunction from 'svg-to-pdfkit';
 
 import type { SeriesPoint } from './series.js';
-import { byteTicks, escapeXml, formatBytes, formatDuration, niceTicks } from './format.js';
+import { byteTicks, formatBytes, formatDuration, niceTicks } from './format.js';
 
 const require = createRequire(import.meta.url);
 
@@ -105,21 +106,21 @@ export function heapChartSvg(input: HeapChartInput): string {
   );
   out.push(`<rect width="${g.width}" height="${g.height}" fill="#ffffff"/>`);
   out.push(
-    `<text x="${g.left}" y="24" font-size="15" font-weight="bold" fill="#222">${escapeXml(input.title ?? 'Heap consumption over time')}</text>`,
+    `<text x="${g.left}" y="24" font-size="15" font-weight="bold" fill="#222">${xmlText(input.title ?? 'Heap consumption over time')}</text>`,
   );
   // grid and axes
   for (const b of byteTicks(chartTopBytes(input))) {
     const y = g.y(b);
     out.push(
       `<line x1="${g.left}" y1="${y}" x2="${g.left + g.plotWidth}" y2="${y}" stroke="#e4e4e4"/>`,
-      `<text x="${g.left - 8}" y="${y + 4}" text-anchor="end" fill="#444">${escapeXml(formatBytes(b))}</text>`,
+      `<text x="${g.left - 8}" y="${y + 4}" text-anchor="end" fill="#444">${xmlText(formatBytes(b))}</text>`,
     );
   }
   for (const t of niceTicks(Math.max(input.endTimeNs, 1))) {
     const x = g.x(t);
     out.push(
       `<line x1="${x}" y1="${g.top + g.plotHeight}" x2="${x}" y2="${g.top + g.plotHeight + 5}" stroke="#444"/>`,
-      `<text x="${x}" y="${g.top + g.plotHeight + 20}" text-anchor="middle" fill="#444">${escapeXml(formatDuration(t))}</text>`,
+      `<text x="${x}" y="${g.top + g.plotHeight + 20}" text-anchor="middle" fill="#444">${xmlText(formatDuration(t))}</text>`,
     );
   }
   out.push(
@@ -146,7 +147,7 @@ export function heapChartSvg(input: HeapChartInput): string {
     `<line x1="${px}" y1="${py}" x2="${px}" y2="${g.top + g.plotHeight}" stroke="#c0392b" stroke-dasharray="4 3"/>`,
     `<circle id="peak-marker" cx="${px}" cy="${py}" r="5" fill="#c0392b" data-time-ns="${input.peakTimeNs}" data-bytes="${input.peakBytes}"/>`,
     `<rect x="${anchor === 'end' ? px + dx - label.length * 7.1 - 4 : px + dx - 4}" y="${Math.max(g.top + 14, py + 4) - 13}" width="${label.length * 7.1 + 8}" height="18" fill="#ffffff" fill-opacity="0.75"/>`,
-    `<text id="peak-label" x="${px + dx}" y="${Math.max(g.top + 14, py + 4)}" text-anchor="${anchor}" fill="#c0392b" font-weight="bold">${escapeXml(label)}</text>`,
+    `<text id="peak-label" x="${px + dx}" y="${Math.max(g.top + 14, py + 4)}" text-anchor="${anchor}" fill="#c0392b" font-weight="bold">${xmlText(label)}</text>`,
   );
   out.push('</svg>');
   return out.join('\n');
@@ -175,7 +176,7 @@ function mappedLayer(g: ChartGeometry, mapped: MappedChartInput, endTimeNs: numb
     `<line x1="${lx}" y1="${ly - 4}" x2="${lx + 24}" y2="${ly - 4}" stroke="#1f5fa8" stroke-width="3"/>`,
     `<text x="${lx + 32}" y="${ly}" fill="#222">live heap (malloc family)</text>`,
     `<line x1="${mx2}" y1="${ly - 4}" x2="${mx2 + 24}" y2="${ly - 4}" stroke="${colour}" stroke-width="2" stroke-dasharray="6 3"/>`,
-    `<text id="mapped-legend" x="${mx2 + 32}" y="${ly}" fill="#222">memory mapped (VM events), peak ${escapeXml(formatBytes(mapped.peakBytes))} at ${escapeXml(formatDuration(mapped.peakTimeNs))}</text>`,
+    `<text id="mapped-legend" x="${mx2 + 32}" y="${ly}" fill="#222">memory mapped (VM events), peak ${xmlText(formatBytes(mapped.peakBytes))} at ${xmlText(formatDuration(mapped.peakTimeNs))}</text>`,
   );
   return out;
 }

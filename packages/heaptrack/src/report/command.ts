@@ -1,7 +1,7 @@
 /** The `heaphook report` command's action (registered in ../commands.ts). */
 import type { Command } from 'commander';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, jsonText, terminalText } from '@heaphook/core';
 
 import { join } from 'node:path';
 
@@ -40,9 +40,11 @@ export async function reportCommand(target: string, options: ReportCommandOption
       outputDir === undefined
         ? { diff: await diffReports(base, now, { symbolize: options.symbols, top }) }
         : await diffReportFiles(base, now, { outputDir, symbolize: options.symbols, top });
-    process.stdout.write(options.json === true ? `${JSON.stringify(d, null, 2)}\n` : diffText(d));
-    if (options.json !== true && result !== undefined)
-      process.stdout.write(`written:\n${result.files.map((f) => `  ${f}\n`).join('')}`);
+    for (const warning of d.warnings) {
+      process.stderr.write(`heaphook report: warning: ${terminalText(warning)}\n`);
+    }
+    process.stdout.write(options.json === true ? `${jsonText(d, 2)}\n` : diffText(d));
+    if (options.json !== true && result !== undefined) process.stdout.write(written(result.files));
     return;
   }
   const logs = chosenLogs(target, options);
@@ -63,20 +65,23 @@ export async function reportCommand(target: string, options: ReportCommandOption
     });
     if (options.json === true) jsons.push(several ? { log, report: result.json } : result.json);
     else {
-      if (several) process.stdout.write(`== ${log}\n`);
+      if (several) process.stdout.write(`== ${terminalText(log)}\n`);
       process.stdout.write(result.text);
-      if (result.files.length > 0)
-        process.stdout.write(`written:\n${result.files.map((f) => `  ${f}\n`).join('')}`);
+      if (result.files.length > 0) process.stdout.write(written(result.files));
     }
     if (result.error !== undefined) {
       process.stderr.write(
-        `heaphook: ${result.error.message}; the report covers the part before byte ${result.error.offset}\n`,
+        `heaphook: ${terminalText(result.error.message)}; the report covers the part before byte ${result.error.offset}\n`,
       );
       process.exitCode = EXIT_DAMAGED_LOG;
     }
   }
-  if (options.json === true)
-    process.stdout.write(`${JSON.stringify(several ? jsons : jsons[0], null, 2)}\n`);
+  if (options.json === true) process.stdout.write(`${jsonText(several ? jsons : jsons[0], 2)}\n`);
+}
+
+/** The files -o wrote, one per line. */
+function written(files: readonly string[]): string {
+  return `written:\n${files.map((f) => `  ${terminalText(f)}\n`).join('')}`;
 }
 
 export function registerReport(program: Command): void {

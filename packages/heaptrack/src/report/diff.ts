@@ -5,12 +5,21 @@
  * another build), so a site is matched by its symbolised stack: the function names of its
  * frames, innermost first. Sites are ranked by the change of their contribution to the peak,
  * then of their allocated bytes.
+ *
+ * Both logs must be whole: a damaged side (truncated, corrupt, a compression bomb, not a log)
+ * fails the comparison with exit status 3, naming the side, rather than comparing a part of a
+ * run with a whole one. A side that did not end normally, or runs of two different
+ * executables, are compared with a warning.
  */
+import { HeaphookError, terminalText } from '@heaphook/core';
+
+import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
 import type { ReportJson } from './json.js';
 import { formatBytes } from './format.js';
 import type { ReportModel } from './model.js';
-import { report } from './run.js';
+import { report, type ReportResult } from './run.js';
 import { StackNames } from './symbols.js';
+import { abnormalEnd } from './text.js';
 
 export interface SiteFigures {
   allocations: number;
@@ -52,6 +61,9 @@ export interface ReportDiff {
   /** Sites only in the new run / only in the base run. */
   readonly added: number;
   readonly removed: number;
+  /** What makes the comparison less than like for like (`report --diff` prints each on stderr):
+   * two different executables, a side that did not end normally. */
+  readonly warnings: string[];
 }
 
 function totalsOf(json: ReportJson): Totals {
@@ -98,10 +110,8 @@ export async function diffReports(
 ): Promise<ReportDiff> {
   const symbolize = options.symbolize !== false;
   const top = options.top ?? 20;
-  const [b, n] = [
-    await report(basePath, { symbolize, top }),
-    await report(newPath, { symbolize, top }),
-  ];
+  const b = whole('base', await report(basePath, { symbolize, top }));
+  const n = whole('new', await report(newPath, { symbolize, top }));
   const [bs, ns] = [await sitesByStack(b.model, symbolize), await sitesByStack(n.model, symbolize)];
   const diffs: SiteDiff[] = [];
   for (const key of new Set([...bs.keys(), ...ns.keys()])) {
@@ -141,7 +151,43 @@ export async function diffReports(
       .slice(0, top),
     added: [...ns.keys()].filter((k) => !bs.has(k)).length,
     removed: [...bs.keys()].filter((k) => !ns.has(k)).length,
+    warnings: warningsOf(b, n),
   };
+}
+
+/** A side's report, or the HeaphookError (exit status 3) of its damage. */
+function whole(side: 'base' | 'new', r: ReportResult): ReportResult {
+  if (r.error === undefined) return r;
+  throw new HeaphookError(
+    `the ${side} log is damaged, so the runs cannot be compared: ${r.error.message} ` +
+      `(heaphook report ${r.json.log} shows the part before the damage; record the ${side} run again)`,
+    { exitStatus: EXIT_DAMAGED_LOG, namesCommand: true },
+  );
+}
+
+function warningsOf(b: ReportResult, n: ReportResult): string[] {
+  const warnings: string[] = [];
+  const [be, ne] = [b.model.process?.exe, n.model.process?.exe];
+  if (be === undefined || ne === undefined) {
+    warnings.push(
+      `the ${be === undefined ? 'base' : 'new'} log names no program (no PROCESS record): the runs may be of different programs`,
+    );
+  } else if (be !== ne) {
+    warnings.push(
+      `the runs are of different programs: base ${be} (${b.json.argv.join(' ')}), new ${ne} (${n.json.argv.join(' ')}); sites are matched by function names alone`,
+    );
+  }
+  for (const [side, r] of [
+    ['base', b],
+    ['new', n],
+  ] as const) {
+    if (!r.json.endedNormally) {
+      warnings.push(
+        `the ${side} run did not end normally: ${abnormalEnd(r.json)}; its blocks still live at the end are not leaks`,
+      );
+    }
+  }
+  return warnings;
 }
 
 function signed(n: number, unit: 'bytes' | 'count'): string {
@@ -158,8 +204,8 @@ const FRAMES_SHOWN = 4;
 
 export function diffText(d: ReportDiff): string {
   const out = [
-    `base: ${d.base.log} (${d.base.argv.join(' ')})`,
-    `new:  ${d.new.log} (${d.new.argv.join(' ')})`,
+    `base: ${terminalText(d.base.log)} (${terminalText(d.base.argv.join(' '))})`,
+    `new:  ${terminalText(d.new.log)} (${terminalText(d.new.argv.join(' '))})`,
   ];
   const rows: Array<[string, number | null, number | null, 'bytes' | 'count']> = [
     ...TOTALS.map(
@@ -188,7 +234,7 @@ export function diffText(d: ReportDiff): string {
         `  peak ${signed(s.delta.peakBytes, 'bytes')} (${formatBytes(s.base.peakBytes)} -> ${formatBytes(s.new.peakBytes)}), ` +
           `allocated ${signed(s.delta.bytes, 'bytes')}, allocations ${signed(s.delta.allocations, 'count')}`,
       );
-      for (const f of s.stack.slice(0, FRAMES_SHOWN)) out.push(`      ${f}`);
+      for (const f of s.stack.slice(0, FRAMES_SHOWN)) out.push(`      ${terminalText(f)}`);
     }
   };
   section('sites that grew:', d.grew);

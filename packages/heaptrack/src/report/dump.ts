@@ -1,4 +1,6 @@
 /** `heaphook dump`: one text line per event, beginning with the function's name. */
+import { terminalText } from '@heaphook/core';
+
 import { decodeLogBatches } from '../decode/decoder.js';
 import type {
   EventRecord,
@@ -51,7 +53,13 @@ export function formatVm(r: VmRecord): string {
   return parts.join(' ');
 }
 
+/** A `#` line of a declaration (terminalText: its exe, argv and paths are the program's). */
 function formatOther(r: LogRecord): string | undefined {
+  const line = declarationLine(r);
+  return line === undefined ? undefined : terminalText(line);
+}
+
+function declarationLine(r: LogRecord): string | undefined {
   switch (r.type) {
     case 'process':
       return `# process pid=${r.pid} ppid=${r.ppid} exe=${r.exe} argv=${JSON.stringify(r.argv)} stacks=${r.stacks} timing=${r.timing} sample_bytes=${r.sampleBytes}${r.vmEvents ? ' vm_events' : ''}${r.forkChild ? ' fork_child' : ''}`;

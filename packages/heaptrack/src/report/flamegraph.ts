@@ -3,7 +3,9 @@
  * every frame on it; the outermost frame at the bottom, callees above, widths proportional
  * to the value. Frames narrower than a pixel are folded into their parent.
  */
-import { escapeXml, formatBytes, formatCount } from './format.js';
+import { xmlText } from '@heaphook/core';
+
+import { formatBytes, formatCount } from './format.js';
 import { FONT_FAMILY } from './chart.js';
 
 export interface FlameInput {
@@ -78,10 +80,10 @@ export function flameGraphSvg(stacks: readonly FlameInput[], options: FlameOptio
     const pct = root.value > 0 ? ((node.value / root.value) * 100).toFixed(2) : '0';
     const label = w > 30 ? truncate(node.name, Math.floor((w - 6) / 6.6)) : '';
     return (
-      `<g class="frame" data-depth="${depth}"><title>${escapeXml(`${node.name}: ${fmt(node.value)} (${pct} %)`)}</title>` +
+      `<g class="frame" data-depth="${depth}"><title>${nameText(`${node.name}: ${fmt(node.value)} (${pct} %)`)}</title>` +
       `<rect x="${x.toFixed(2)}" y="{Y${depth}}" width="${w.toFixed(2)}" height="${row - 1}" fill="${depth === 0 ? '#bbbbbb' : color(node.name)}" rx="2"/>` +
       (label !== ''
-        ? `<text x="${(x + 3).toFixed(2)}" y="{T${depth}}">${escapeXml(label)}</text>`
+        ? `<text x="${(x + 3).toFixed(2)}" y="{T${depth}}">${nameText(label)}</text>`
         : '') +
       '</g>'
     );
@@ -96,10 +98,16 @@ export function flameGraphSvg(stacks: readonly FlameInput[], options: FlameOptio
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" id="flamegraph" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="${FONT_FAMILY}, sans-serif" font-size="11">`,
     `<rect width="${width}" height="${height}" fill="#fffdf8"/>`,
-    `<text x="${pad}" y="22" font-size="15" font-weight="bold" fill="#222">${escapeXml(options.title ?? 'Allocations by call stack')} — ${escapeXml(fmt(root.value))}</text>`,
+    `<text x="${pad}" y="22" font-size="15" font-weight="bold" fill="#222">${xmlText(options.title ?? 'Allocations by call stack')} — ${xmlText(fmt(root.value))}</text>`,
     body,
     '</svg>',
   ].join('\n');
+}
+
+/** A frame's name in the SVG: xmlText, and `{` as a reference (the rows' `{Y3}` placeholders
+ * are filled in after the names are written). */
+function nameText(name: string): string {
+  return xmlText(name).replace(/\{/g, '&#123;');
 }
 
 function truncate(s: string, n: number): string {

@@ -38,15 +38,6 @@ export function formatCount(n: number): string {
   return `${n < 0 ? '-' : ''}${grouped}${fraction !== undefined ? `.${fraction}` : ''}`;
 }
 
-export function escapeXml(s: string): string {
-  return s
-    .replace(/&/g, '&amp;')
-    .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/"/g, '&quot;')
-    .replace(/'/g, '&#39;');
-}
-
 /** About `count` round tick values from 0 to at least `max`. */
 export function niceTicks(max: number, count = 5): number[] {
   if (!(max > 0)) return [0, 1];

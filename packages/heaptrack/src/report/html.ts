@@ -4,8 +4,10 @@
  * (page/script.ts over d3 and d3-flame-graph, inlined), which take the static charts' place
  * (those stay in <noscript>).
  */
+import { htmlText as esc } from '@heaphook/core';
+
 import { barChartSvg } from './bars.js';
-import { escapeXml as esc, formatBytes, formatCount, formatDuration } from './format.js';
+import { formatBytes, formatCount, formatDuration } from './format.js';
 import type { LatencyHistogram } from './histogram.js';
 import type { JsonSite, ReportJson } from './json.js';
 import type { Op } from '../decode/records.js';
@@ -59,7 +61,7 @@ function num(v: number): string {
 
 function stackCell(stack: readonly string[]): string {
   if (stack.length === 0) return '<td>(no stack recorded)</td>';
-  return `<td><details><summary>${esc(stack[0]!.replace(/ \[[^\]]*\]$/, ''))}</summary><pre class="stack">${esc(stack.join('\n'))}</pre></details></td>`;
+  return `<td><details><summary>${esc(stack[0]!.replace(/ \[[^\]]*\]$/, ''))}</summary><pre class="stack">${stack.map(esc).join('\n')}</pre></details></td>`;
 }
 
 function sitesTable(id: string, sites: readonly JsonSite[]): string {
@@ -169,6 +171,7 @@ function diffSection(d: ReportDiff): string {
     });
   return `<h2>Compared with the base run</h2>
 <p class="sub">base: ${esc(d.base.log)} (${esc(d.base.argv.join(' '))}) · new: ${esc(d.new.log)} (${esc(d.new.argv.join(' '))})</p>
+${d.warnings.map((w) => `<p class="error diff-warning">Warning: ${esc(w)}.</p>`).join('\n')}
 <table id="diff-totals"><thead><tr><th></th><th class="num">base</th><th class="num">new</th><th class="num">change</th></tr></thead><tbody>${rows.join('')}</tbody></table>
 <h3>Sites that grew</h3>
 ${diffSites('diff-grew', d.grew)}

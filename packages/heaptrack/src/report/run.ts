@@ -7,6 +7,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
+import { jsonText } from '@heaphook/core';
+
 import { LogFormatError } from '../decode/decoder.js';
 import { replayLog, type ScannerTimeline } from '../decode/replay.js';
 import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
@@ -157,10 +159,10 @@ export async function report(path: string, options: ReportOptions = {}): Promise
       ['profile.pb.gz', pprofBytes(model, names)],
       [
         'speedscope.json',
-        JSON.stringify(speedscopeFile(model, names, `heaphook: ${json.argv.join(' ')}`)),
+        jsonText(speedscopeFile(model, names, `heaphook: ${json.argv.join(' ')}`)),
       ],
       ['heap.perfetto-trace', await perfettoTrace(model)],
-      ['summary.json', `${JSON.stringify(json, null, 2)}\n`],
+      ['summary.json', `${jsonText(json, 2)}\n`],
     ];
     for (const [name, data] of outputs) {
       const file = join(dir, name);

@@ -1,4 +1,6 @@
 /** Stacks of a report resolved to frames, once for all (addr2line through Symbolizer). */
+import { displayText } from '@heaphook/core';
+
 import { framesOf } from './summary.js';
 import { type Frame, Symbolizer } from './symbolize.js';
 import type { ReportModel } from './model.js';
@@ -51,10 +53,13 @@ export class StackNames {
     return this.pcs(stack).flatMap((pc) => this.framesOfPc(pc));
   }
 
-  /** Function names of a stack, innermost first; ['(no stack)'] when none was recorded. */
+  /**
+   * Function names of a stack for display (displayText), innermost first; ['(no stack
+   * recorded)'] when none was recorded.
+   */
   functions(stack: number): string[] {
     const names = this.frames(stack).map((f) =>
-      f.function === '??' ? placeholder(f) : f.function,
+      displayText(f.function === '??' ? placeholder(f) : f.function),
     );
     return names.length > 0 ? names : ['(no stack recorded)'];
   }

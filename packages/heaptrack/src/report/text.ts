@@ -1,4 +1,6 @@
 /** The text summary `heaphook report` prints. */
+import { terminalText } from '@heaphook/core';
+
 import { formatBytes, formatCount, formatDuration } from './format.js';
 import type { ReportJson, JsonSite } from './json.js';
 
@@ -53,7 +55,7 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
   // Blocks live when a run is cut short were not necessarily leaked: say so before any figure.
   const abnormal = abnormalEndLine(j);
   if (abnormal !== undefined) out.push(abnormal);
-  out.push(`log: ${j.log}`);
+  out.push(`log: ${terminalText(j.log)}`);
   if (j.pid !== null) out.push(`process: ${j.pid} ${j.argv.map(quote).join(' ')}`);
   out.push(`duration: ${formatDuration(j.durationNs)}, ${formatCount(j.events)} events`);
   out.push(
@@ -139,16 +141,16 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
       for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
     }
   }
-  if (j.error !== null) out.push(`error: ${j.error.message}`);
+  if (j.error !== null) out.push(`error: ${terminalText(j.error.message)}`);
   return `${out.join('\n')}\n`;
 }
 
-/** A frame without its module part, for reading. */
+/** A frame without its module part, for reading (terminalText: it may come from a file). */
 function short(frame: string): string {
-  return frame.replace(/ \[[^\]]*\]$/, '');
+  return terminalText(frame.replace(/ \[[^\]]*\]$/, ''));
 }
 
-/** An argument as a shell would need it, on one line. */
+/** An argument as a shell would need it, on one line (terminalText: it is the program's). */
 function quote(arg: string): string {
-  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : JSON.stringify(arg);
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : terminalText(JSON.stringify(arg));
 }

@@ -21,6 +21,7 @@ import {
 import { buildReportModel } from '../report/run.js';
 import { pprofBytes } from '../report/pprof.js';
 import { StackNames } from '../report/symbols.js';
+import { parseProcessId } from '../process-id.js';
 
 /** What one snapshot wrote. */
 export interface SnapshotFigures {
@@ -150,10 +151,7 @@ export function registerSnapshot(program: Command): void {
         pidText: string,
         options: { output: string; duration: string; every?: string; quiet?: boolean },
       ) => {
-        const pid = Number(pidText);
-        if (!/^\d+$/.test(pidText) || pid <= 0) {
-          throw new HeaphookError(`${pidText} is not a process id`, { namesCommand: true });
-        }
+        const pid = parseProcessId(pidText, pidText);
         await snapshot(pid, {
           output: options.output,
           durationMs: parseDuration(options.duration),

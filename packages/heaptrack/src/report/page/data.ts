@@ -6,6 +6,8 @@
  * freed) from which the page recomputes a brushed range without the events. Everything is
  * aggregated here; the page never sees an event, so its size follows the sites, not the log.
  */
+import { displayText, jsonText } from '@heaphook/core';
+
 import { TIMELINE_FIELDS, type ScannerTimeline } from '../../decode/replay.js';
 import type { LeakedBlock } from '../leaks.js';
 import type { ReportModel } from '../model.js';
@@ -156,7 +158,7 @@ export function pageRun(
     for (const cell of cells.values()) leaked.push(...cell);
   }
   return {
-    label,
+    label: displayText(label),
     nodeParent,
     nodeFrame,
     sites,
@@ -184,7 +186,7 @@ export function pageRun(
 }
 
 /** The page's data as the text of a <script type="application/json">: no `<` survives, so
- * no `</script>` can end it early. */
+ * no `</script>` can end it early (jsonText: nor a control character or line separator). */
 export function pageDataScript(data: PageData): string {
-  return JSON.stringify(data).replace(/</g, '\\u003c');
+  return jsonText(data).replace(/</g, '\\u003c');
 }
