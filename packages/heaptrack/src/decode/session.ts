@@ -17,7 +17,6 @@ import {
   ftruncateSync,
   openSync,
   readdirSync,
-  readFileSync,
   renameSync,
   rmSync,
   statSync,
