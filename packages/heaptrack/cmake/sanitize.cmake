@@ -1,6 +1,8 @@
 # The sanitizer tier of heaptrack (test/sanitize, README "Tests"): the ring's and the leak
 # table's unit tests under AddressSanitizer + UndefinedBehaviorSanitizer, and the ring under its real concurrency (several
-# writers, one reader, as the drain thread) under ThreadSanitizer. Included at the end of
+# writers, one reader, as the drain thread) under ThreadSanitizer; the collector's input path
+# (ring reader, record checks, writer) fed hostile rings, and the collector itself for the
+# socket-level fuzz, under ASan + UBSan. Included at the end of
 # CMakeLists.txt; the functions are the core's (packages/core/cmake/sanitizers.cmake).
 include(${CMAKE_CURRENT_LIST_DIR}/../../core/cmake/sanitizers.cmake)
 
@@ -17,3 +19,15 @@ heaphook_add_sanitized_program(hh_test_table_unit_asan asan
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${CMAKE_CURRENT_LIST_DIR}/../native/track
            ${HEAPHOOK_CORE_DIR}/include
   DEFINITIONS HEAPHOOK_DEBUG=1)
+heaphook_add_sanitized_program(hh_test_collector_fuzz_asan asan
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/collector_fuzz.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer.c
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native
+  LIBRARIES ZLIB::ZLIB)
+heaphook_add_sanitized_program(heaphook-heaptrack-collector-asan asan
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../native/collector/collector.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer.c
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native
+  LIBRARIES ZLIB::ZLIB)

@@ -205,6 +205,14 @@ describe('FORMAT.md states the values of heaplog.h', () => {
     expect(formatText).toContain(`window of at most ${format.MAX_ZSTD_WINDOW / 1024 / 1024} MiB`);
     expect(formatText).toContain(`at most ${thousands(format.MAX_THREAD_INDEX)};`);
     expect(formatText).toContain(`at most ${format.MAX_VARINT_BYTES} bytes`);
+    expect(formatText).toContain(
+      `\`exe\` holds at most **${thousands(format.MAX_EXE_BYTES)} bytes**`,
+    );
+    expect(formatText).toContain(
+      `\`cmdline\` at most **${thousands(format.MAX_CMDLINE_BYTES)} bytes**`,
+    );
+    expect(formatText).toContain(`\`path\` at most **${thousands(format.MAX_PATH_BYTES)} bytes**`);
+    expect(formatText).toContain(`\`build_id\` at most **${format.MAX_BUILD_ID_BYTES} bytes**`);
     expect(formatText).toContain(`varint ${format.STREAM_COUNT} (the number of streams)`);
     format.STREAM_NAMES.forEach((name, i) =>
       expect(formatMd).toMatch(new RegExp(`^\\| ${i} +\\| \`${name}\` +\\|`, 'm')),

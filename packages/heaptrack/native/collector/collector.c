@@ -29,11 +29,23 @@
  *
  * --attach PID (`heaphook record -p`): serves the processes that connect: PID, after
  * heaphook-inject made it call heaphook_heaptrack_attach_collector(<name>), and its fork
- * children. It accepts a peer of its own user, or PID and its descendants (root tracing another
- * user's service). A process that detaches sends HH_MSG_DETACH before closing: its log ends
+ * children. A process that detaches sends HH_MSG_DETACH before closing: its log ends
  * with END reason detach. SIGTERM stops it (the logs still open end with reason collector);
  * SIGINT and SIGHUP are ignored, since the terminal's Ctrl-C is heaphook's to handle: it
  * detaches first.
+ *
+ * Trust: every byte from a traced process is hostile. The socket is abstract, so any local
+ * process can connect; the collector believes only what the kernel says of a peer
+ * (SO_PEERCRED, read at accept): --record accepts a peer with the command's uid and gid (its
+ * own), --attach one with PID's uid and gid that is PID or a descendant of it (/proc, by the
+ * kernel's pid). The pid a hello claims is never used: the log's name, its PROCESS record and
+ * the "log"/"closed" lines give the kernel's. Handshakes never block the loop: a connection is
+ * one more descriptor in the poll until its 32-byte hello is whole, and is closed when that
+ * takes HELLO_TIMEOUT_MS. Every ring record is checked (hh_writer_check) before the writer uses
+ * it: the first that breaks the format ends that log with END reason protocol ("closed <pid>
+ * <events> protocol <path>", and one line on stderr naming the pid and the reason), its ring is
+ * closed with EPROTO (its threads stop waiting, its tracer says so) and the others are served
+ * as before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +76,21 @@ typedef struct client {
 
 static client **clients;
 static size_t nclients, capclients;
+
+/* A connection whose hello is not whole yet (accepted, its peer trusted). */
+#define HELLO_TIMEOUT_MS 100 /* from the accept: the tracer sends its hello right after connect */
+#define PENDING_MAX 64       /* handshakes at once; more connections are refused */
+typedef struct pending {
+    int fd;
+    pid_t pid; /* SO_PEERCRED: the kernel's */
+    uint64_t deadline;
+    size_t got;
+    hh_hello hello;
+} pending;
+static pending pendings[PENDING_MAX];
+static size_t npending;
+static uid_t target_uid; /* the credentials a peer must have (--attach: PID's, else ours) */
+static gid_t target_gid;
 static const char *dir = ".";
 static const char *manifest;
 static bool quiet;
@@ -114,11 +141,17 @@ static void usage(void) {
 /* One pass: what the ring holds now. A final drain repeats until the ring is empty; a
  * regular one does not, so busy writers cannot starve the other clients and new ones. */
 static void drain(client *c, bool final) {
+    if (hh_writer_violation(c->writer) != NULL) return; /* its input ended there */
     if (final) {
-        while (hh_ring_read(&c->ring, hh_writer_record, hh_writer_prefetch, c->writer, true) > 0) {
+        /* A process that is gone writes nothing more: a few passes empty its ring. More would
+         * be a live process writing on after it closed its connection. */
+        for (int pass = 0; pass < 16; pass++) {
+            if (hh_ring_read(&c->ring, hh_writer_record_checked, hh_writer_prefetch, c->writer,
+                             true) == 0)
+                break;
         }
     } else {
-        hh_ring_read(&c->ring, hh_writer_record, hh_writer_prefetch, c->writer, false);
+        hh_ring_read(&c->ring, hh_writer_record_checked, hh_writer_prefetch, c->writer, false);
     }
     if (final) {
         hh_writer_flush(c->writer);
@@ -133,7 +166,11 @@ static void drain(client *c, bool final) {
  * write_error: its process is told (the ring's close_error) and runs on untraced. */
 static void finish(client *c, bool stopped) {
     int error = hh_writer_error(c->writer);
-    if (error != 0) {
+    const char *violation = hh_writer_violation(c->writer);
+    if (violation != NULL) {
+        stopped = true;
+        hh_ring_close_error(&c->ring, EPROTO);
+    } else if (error != 0) {
         stopped = true;
         hh_ring_close_error(&c->ring, error);
     } else if (stopped) {
@@ -141,7 +178,10 @@ static void finish(client *c, bool stopped) {
     }
     drain(c, !stopped);
     if (stopped) drain(c, false);
-    error = hh_writer_error(c->writer); /* the last writes may have failed too */
+    error = hh_writer_error(c->writer);         /* the last writes may have failed too */
+    violation = hh_writer_violation(c->writer); /* the last records may have broken it */
+    if (violation != NULL && atomic_load(&c->ring.hdr->close_error) == 0)
+        hh_ring_close_error(&c->ring, EPROTO);
     if (error != 0 && atomic_load(&c->ring.hdr->close_error) == 0)
         hh_ring_close_error(&c->ring, error);
     bool exited = c->saw_exit || hh_writer_saw_exit(c->writer);
@@ -149,20 +189,27 @@ static void finish(client *c, bool stopped) {
     hh_ring_close(&c->ring);
     /* events in the log: after a failed write, those in its whole blocks */
     uint64_t events = hh_writer_close(c->writer,
-                                      stopped    ? HH_END_COLLECTOR
+                                      violation  ? HH_END_PROTOCOL
+                                      : stopped  ? HH_END_COLLECTOR
                                       : detached ? HH_END_DETACH
                                       : exited   ? HH_END_EXIT
                                                  : HH_END_LOST,
                                       atomic_load(&c->ring.hdr->dropped), &error);
     c->writer = NULL;
-    const char *reason = error != 0 ? "write_error"
-                         : stopped  ? "collector"
-                         : detached ? "detach"
-                         : exited   ? "exit"
-                                    : "lost";
+    const char *reason = error != 0  ? "write_error"
+                         : violation ? "protocol"
+                         : stopped   ? "collector"
+                         : detached  ? "detach"
+                         : exited    ? "exit"
+                                     : "lost";
     hh_ring_unmap(&c->ring);
     close(c->fd);
-    if (error != 0) { /* said even with --quiet: the log is not what the run was */
+    if (violation != NULL && error == 0) { /* said even with --quiet, as a failed write */
+        fprintf(stderr,
+                "heaphook record: process %d broke the collector's protocol (%s); its log %s "
+                "ends after %llu events, and it runs on untraced\n",
+                c->pid, violation, c->path, (unsigned long long)events);
+    } else if (error != 0) { /* said even with --quiet: the log is not what the run was */
         fprintf(stderr,
                 "heaphook record: cannot write %s: %s; the log ends after %llu events, and "
                 "process %d runs on untraced\n",
@@ -186,67 +233,115 @@ static void finish(client *c, bool stopped) {
     }
 }
 
-static bool read_full(int fd, void *buf, size_t len, int timeout_ms) {
-    uint8_t *p = buf;
-    while (len > 0) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        if (poll(&pfd, 1, timeout_ms) <= 0) return false;
-        ssize_t n = read(fd, p, len);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR) continue;
-            return false;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return true;
+/* A line on stderr for a connection refused (not with --quiet). */
+static void refuse(int fd, pid_t pid, const char *why) {
+    close(fd);
+    if (!quiet)
+        fprintf(stderr, "heaphook record: refused a connection from process %d: %s\n", (int)pid,
+                why);
 }
 
-/* Whether pid is attach_pid or one of its descendants. */
+/* The parent of pid and its effective uid and gid (from /proc/<pid>/status); false when the
+ * process is gone. */
+static bool proc_status(pid_t pid, pid_t *parent, uid_t *uid, gid_t *gid) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return false;
+    int found = 0;
+    unsigned real, effective;
+    while (fgets(line, sizeof line, f) != NULL) {
+        int p;
+        if (sscanf(line, "PPid: %d", &p) == 1) {
+            if (parent != NULL) *parent = p;
+            found |= 1;
+        } else if (sscanf(line, "Uid: %u %u", &real, &effective) == 2) {
+            if (uid != NULL) *uid = effective;
+            found |= 2;
+        } else if (sscanf(line, "Gid: %u %u", &real, &effective) == 2) {
+            if (gid != NULL) *gid = effective;
+            found |= 4;
+        }
+    }
+    fclose(f);
+    return found == 7;
+}
+
+/* Whether pid is attach_pid or one of its descendants (by the kernel's parent links). */
 static bool in_attached_tree(pid_t pid) {
     for (int depth = 0; depth < 4096 && pid > 1; depth++) {
         if (pid == attach_pid) return true;
-        char path[64], line[256];
-        snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-        FILE *f = fopen(path, "r");
-        if (f == NULL) return false;
         pid_t parent = 0;
-        while (fgets(line, sizeof line, f) != NULL)
-            if (sscanf(line, "PPid: %d", &parent) == 1) break;
-        fclose(f);
+        if (!proc_status(pid, &parent, NULL, NULL)) return false;
         pid = parent;
     }
     return false;
 }
 
-static void accept_client(int listener) {
-    int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0) return;
-    /* The socket is abstract, so any local process could connect: serve our own user only. */
-    struct ucred peer;
-    socklen_t peer_len = sizeof peer;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0 ||
-        (peer.uid != getuid() && !(attach_pid > 0 && in_attached_tree(peer.pid)))) {
-        close(fd);
-        return;
+/* Whether the kernel's view of a peer is in the collector's trust domain; why says not. */
+static bool peer_trusted(const struct ucred *peer, char *why, size_t why_cap) {
+    uid_t uid = target_uid;
+    gid_t gid = target_gid;
+    /* --attach: PID's credentials now (a service may drop privileges), else as at start */
+    if (attach_pid > 0) proc_status(attach_pid, NULL, &uid, &gid);
+    if (peer->uid != uid || peer->gid != gid) {
+        snprintf(why, why_cap, "it runs as uid %u gid %u, not as %s (uid %u gid %u)",
+                 (unsigned)peer->uid, (unsigned)peer->gid,
+                 attach_pid > 0 ? "the traced process" : "the command", (unsigned)uid,
+                 (unsigned)gid);
+        return false;
     }
-    hh_hello hello;
-    if (!read_full(fd, &hello, sizeof hello, 5000) || hello.magic != HH_HELLO_MAGIC ||
-        hello.capacity < HH_RING_MIN_CAPACITY || (hello.capacity & (hello.capacity - 1)) != 0) {
-        close(fd);
+    if (attach_pid > 0 && !in_attached_tree(peer->pid)) {
+        snprintf(why, why_cap, "it is not process %d or a descendant of it", (int)attach_pid);
+        return false;
+    }
+    return true;
+}
+
+/* Accepts the connections waiting: each one whose peer is trusted waits for its hello beside
+ * the clients (handshake()); nothing here blocks. */
+static void accept_clients(int listener) {
+    for (int n = 0; n < 16; n++) {
+        int fd = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;
+        struct ucred peer;
+        socklen_t peer_len = sizeof peer;
+        char why[160];
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_len) != 0) {
+            close(fd);
+            continue;
+        }
+        if (!peer_trusted(&peer, why, sizeof why)) {
+            refuse(fd, peer.pid, why);
+            continue;
+        }
+        if (npending == PENDING_MAX) {
+            refuse(fd, peer.pid, "too many handshakes at once");
+            continue;
+        }
+        pendings[npending++] = (pending){fd, peer.pid, now_ms() + HELLO_TIMEOUT_MS, 0, {0}};
+    }
+}
+
+/* A whole hello: the process gets its ring and becomes a client (or is refused). */
+static void start_client(int fd, pid_t pid, const hh_hello *hello) {
+    if (hello->magic != HH_HELLO_MAGIC || hello->capacity < HH_RING_MIN_CAPACITY ||
+        (hello->capacity & (hello->capacity - 1)) != 0) {
+        refuse(fd, pid, "its hello is not heaphook's");
         return;
     }
     client *c = calloc(1, sizeof *c);
-    int memfd = hh_ring_create_fd(hello.capacity);
+    int memfd = hh_ring_create_fd(hello->capacity);
     if (c == NULL || memfd < 0 || hh_ring_map(&c->ring, memfd) != 0) {
-        fprintf(stderr, "heaphook record: cannot create a %llu-byte buffer for pid %u: %s\n",
-                (unsigned long long)hello.capacity, hello.pid, strerror(errno));
+        fprintf(stderr, "heaphook record: cannot create a %llu-byte buffer for pid %d: %s\n",
+                (unsigned long long)hello->capacity, (int)pid, strerror(errno));
         if (memfd >= 0) close(memfd);
         free(c);
         close(fd);
         return;
     }
-    c->writer = hh_writer_open(dir, (int)hello.pid, c->path, sizeof c->path);
+    /* the kernel's pid names the log, never the one the hello claims */
+    c->writer = hh_writer_open(dir, (int)pid, c->path, sizeof c->path);
     if (c->writer == NULL) {
         fprintf(stderr, "heaphook record: cannot create a log in %s: %s\n", dir, strerror(errno));
         hh_ring_unmap(&c->ring);
@@ -255,6 +350,7 @@ static void accept_client(int listener) {
         close(fd);
         return;
     }
+    hh_writer_set_pid(c->writer, (uint32_t)pid);
     char status = HH_HELLO_READY;
     struct iovec iov = {&status, 1};
     union {
@@ -275,9 +371,8 @@ static void accept_client(int listener) {
     ssize_t sent = sendmsg(fd, &msg, MSG_NOSIGNAL);
     close(memfd);
     c->fd = fd;
-    c->pid = (int)hello.pid;
-    fcntl(fd, F_SETFL, O_NONBLOCK);
-    if ((hello.flags & HH_PF_FORK_CHILD) && pending_forks > 0) pending_forks--;
+    c->pid = (int)pid;
+    if ((hello->flags & HH_PF_FORK_CHILD) && pending_forks > 0) pending_forks--;
     if (nclients == capclients) {
         capclients = capclients ? capclients * 2 : 16;
         clients = realloc(clients, capclients * sizeof *clients);
@@ -292,6 +387,36 @@ static void accept_client(int listener) {
         clients[--nclients] = NULL;
         free(c);
     }
+}
+
+/* Reads what the pending handshakes sent (those polled ready: ready[k]), starts the clients
+ * whose hello is whole, and closes the connections that ended or took too long. */
+static void handshake(const bool *ready) {
+    uint64_t now = now_ms();
+    size_t kept = 0;
+    for (size_t k = 0; k < npending; k++) {
+        pending *p = &pendings[k];
+        bool done = false;
+        if (ready[k]) {
+            ssize_t n = read(p->fd, (char *)&p->hello + p->got, sizeof p->hello - p->got);
+            if (n > 0) p->got += (size_t)n;
+            if (p->got == sizeof p->hello) {
+                start_client(p->fd, p->pid, &p->hello);
+                done = true;
+            } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+                refuse(p->fd, p->pid, "it closed the connection during the handshake");
+                done = true;
+            }
+        }
+        if (!done && now >= p->deadline) {
+            char why[64];
+            snprintf(why, sizeof why, "it sent no whole hello within %d ms", HELLO_TIMEOUT_MS);
+            refuse(p->fd, p->pid, why);
+            done = true;
+        }
+        if (!done) pendings[kept++] = *p;
+    }
+    npending = kept;
 }
 
 static char name[108]; /* the listening socket, "@heaphook-<pid>-<random>" (abstract) */
@@ -344,29 +469,37 @@ static void read_lifeline(void) {
     command_done = 1;
 }
 
-/* One round of the collector: waits up to 50 ms, accepts a new client, reads the messages of
- * the others, ends the logs of those whose connection closed, drains every ring and ends the
- * logs that could not be written. Returns -1 when poll fails, else 1 when a client came or
- * went, 0 otherwise. */
+/* One round of the collector: waits up to 50 ms (less when a handshake's deadline comes
+ * first), reads the messages of the clients, ends the logs of those whose connection closed,
+ * moves the handshakes on, accepts new connections, drains every ring and ends the logs that
+ * could not be written or whose process broke the protocol. Returns -1 when poll fails, else 1 when
+ * a client came or went, 0 otherwise. */
 static int serve_once(int listener) {
     static struct pollfd *pfds;
     static size_t pcap;
-    if (pcap < nclients + 2) {
-        pcap = (nclients + 2) * 2;
+    if (pcap < nclients + 2 + PENDING_MAX) {
+        pcap = (nclients + 2) * 2 + PENDING_MAX;
         pfds = realloc(pfds, pcap * sizeof *pfds);
     }
     pfds[0] = (struct pollfd){listener, POLLIN, 0};
     for (size_t k = 0; k < nclients; k++) pfds[k + 1] = (struct pollfd){clients[k]->fd, POLLIN, 0};
     pfds[nclients + 1] = (struct pollfd){lifeline, POLLIN, 0}; /* -1: ignored by poll */
-    size_t polled = nclients;
-    int ready = poll(pfds, polled + 2, 50);
+    /* the handshakes under way, after the clients: the nearest deadline bounds the wait */
+    size_t polled = nclients, handshakes = npending;
+    int timeout = 50;
+    uint64_t now = now_ms();
+    for (size_t k = 0; k < handshakes; k++) {
+        pfds[polled + 2 + k] = (struct pollfd){pendings[k].fd, POLLIN, 0};
+        uint64_t left = pendings[k].deadline > now ? pendings[k].deadline - now : 0;
+        if ((int)left < timeout) timeout = (int)left;
+    }
+    int ready = poll(pfds, polled + 2 + handshakes, timeout);
     if (ready < 0 && errno != EINTR) return -1;
     int activity = 0;
     if (ready > 0 && pfds[polled + 1].revents != 0) read_lifeline();
-    if (ready > 0 && (pfds[0].revents & POLLIN)) {
-        accept_client(listener);
-        activity = 1;
-    }
+    bool hello_ready[PENDING_MAX];
+    for (size_t k = 0; k < handshakes; k++)
+        hello_ready[k] = ready > 0 && pfds[polled + 2 + k].revents != 0;
     if (ready <= 0) polled = 0;
     for (size_t k = 0; k < polled && k < nclients; k++) {
         client *c = clients[k];
@@ -379,10 +512,21 @@ static int serve_once(int listener) {
         k--;
         activity = 1;
     }
+    /* then the handshakes (a hello made whole starts a client) and new connections */
+    size_t before = nclients;
+    handshake(hello_ready); /* also ends those past their deadline */
+    if (nclients != before) activity = 1;
+    if (ready > 0 && (pfds[0].revents & POLLIN)) {
+        accept_clients(listener);
+        activity = 1;
+    }
     for (size_t k = 0; k < nclients; k++) {
         drain(clients[k], false);
-        if (hh_writer_error(clients[k]->writer) == 0) continue;
-        finish(clients[k], true); /* the process runs on untraced */
+        if (hh_writer_error(clients[k]->writer) == 0 &&
+            hh_writer_violation(clients[k]->writer) == NULL)
+            continue;
+        /* a failed write, or a record that broke the format: the process runs on untraced */
+        finish(clients[k], true);
         free(clients[k]);
         clients[k] = clients[--nclients];
         k--;
@@ -502,6 +646,14 @@ int main(int argc, char **argv) {
         }
     }
     if (record == (attach_pid > 0)) usage();
+    /* The credentials a peer must have: the command's (ours: heaphook record starts it as
+     * itself), or PID's, as it is now (peer_trusted reads them again at every connection). */
+    target_uid = geteuid();
+    target_gid = getegid();
+    if (attach_pid > 0 && !proc_status(attach_pid, NULL, &target_uid, &target_gid)) {
+        fprintf(stderr, "heaphook record: no process with pid %d\n", (int)attach_pid);
+        return 2;
+    }
     /* A log over the file size limit fails with EFBIG (and ends, writer.c) instead of killing
      * the collector. */
     signal(SIGXFSZ, SIG_IGN);

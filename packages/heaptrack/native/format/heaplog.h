@@ -74,6 +74,13 @@ enum hh_stream {
  * corrupt index of millions would cost them hundreds of MB; the reference writer numbers at
  * most 16,383 threads per log. */
 #define HH_MAX_THREAD_INDEX 65535
+/* The longest strings and byte fields a record may carry: the tracer's buffers (the collector
+ * refuses a record that claims more, FORMAT.md "Size limits"). The PROCESS record's exe (the
+ * target of /proc/self/exe, PATH_MAX) and cmdline, a MODULE record's path and build id. */
+#define HH_MAX_EXE_BYTES 4096
+#define HH_MAX_CMDLINE_BYTES 8192
+#define HH_MAX_PATH_BYTES 4096
+#define HH_MAX_BUILD_ID_BYTES 64
 /* The longest varint (LEB128 of a 64-bit value). */
 #define HH_MAX_VARINT_BYTES 10
 /* The largest value of the time, stack and addr streams and of the addresses they code (2^53 - 1:
@@ -144,6 +151,7 @@ enum hh_end_reason {
     HH_END_COLLECTOR = 2, /* the collector stopped first (interrupted) */
     HH_END_DETACH = 3,    /* heaphook_heaptrack_detach: the process goes on untraced */
     HH_END_WRITE_ERROR = 4, /* a write failed (a full disk): the log ends at its last whole block */
+    HH_END_PROTOCOL = 5,    /* the process broke the collector's protocol: the log ends there */
 };
 
 /* The LEAK_CHECK record's trigger: what started the check. */

@@ -131,7 +131,12 @@ static uint64_t hh_ring_record_at(const hh_ring *ring, uint64_t r, uint64_t w) {
     const _Atomic uint64_t *header = (const _Atomic uint64_t *)(ring->data + (r & ring->mask));
     uint64_t word = atomic_load_explicit(header, memory_order_acquire);
     uint32_t len = hh_rec_len(word);
-    if ((word >> 32) != hh_tag_of(r) || len < 8 || (len & 7) != 0 || r + len > w) return 0;
+    /* The collector reads a ring another process writes: a length over the capacity would read
+     * past the mapping (the data is mapped twice, so a record of up to capacity bytes is whole
+     * from any offset). */
+    if ((word >> 32) != hh_tag_of(r) || len < 8 || (len & 7) != 0 || len > ring->capacity ||
+        r + len > w)
+        return 0;
     return word;
 }
 
@@ -147,6 +152,11 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
                                       uint64_t *unpublished) {
     uint64_t w = atomic_load_explicit(&ring->hdr->write_pos, memory_order_acquire);
     if (limit < w) w = limit;
+    /* Writers never get more than capacity bytes ahead of the reader: a write position further
+     * on, or behind the reader, is not believed (only a ring another process wrote has one), so
+     * one pass reads at most one lap. */
+    if (w < from) w = from;
+    if (w - from > ring->capacity) w = from + ring->capacity;
     uint64_t r = from, ahead = from;
     unsigned lead = 0; /* records in [r, ahead) */
     while (r < w) {

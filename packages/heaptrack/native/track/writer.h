@@ -29,6 +29,23 @@ void hh_writer_prepare(int codec);
 
 /* The ring reader callback: encodes one record. */
 void hh_writer_record(void *writer, uint64_t pos, unsigned type, const void *record, uint32_t len);
+/* Checks one record a traced process wrote (a ring record of `type`, `len` bytes with its header)
+ * against the format's limits and what the log holds so far (FORMAT.md, "Records from the traced
+ * process"): its length holds its fields, a PROCESS record comes first and once, strings and
+ * byte fields stay within HH_MAX_*_BYTES, operations, flags and addresses are the format's.
+ * Returns NULL when the writer may encode it, else the reason (a constant string). */
+const char *hh_writer_check(const hh_writer *w, unsigned type, const void *record, uint32_t len);
+/* The collector's ring reader: hh_writer_check, then hh_writer_record. The first record that
+ * fails the check ends the input: it and every later record are dropped, and
+ * hh_writer_violation gives the reason (the collector then closes the log, HH_END_PROTOCOL). */
+void hh_writer_record_checked(void *writer, uint64_t pos, unsigned type, const void *record,
+                              uint32_t len);
+/* Why hh_writer_record_checked stopped taking records (NULL: it did not). */
+const char *hh_writer_violation(const hh_writer *w);
+/* The pid the log's PROCESS record gives, whatever the record says (0: the record's): the
+ * collector's kernel-checked view of the peer (SO_PEERCRED). */
+void hh_writer_set_pid(hh_writer *w, uint32_t pid);
+
 /* The ring's prefetcher (hh_ring_read): the table slots hh_writer_record will look up for a
  * record a few records ahead. Only from the thread that calls hh_writer_record. */
 void hh_writer_prefetch(void *writer, unsigned type, const void *record);

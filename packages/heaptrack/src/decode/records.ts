@@ -91,7 +91,8 @@ export interface EventRecord {
 
 export interface EndRecord {
   readonly type: 'end';
-  readonly reason: 'exit' | 'lost' | 'collector' | 'detach' | 'write_error' | 'unknown';
+  readonly reason:
+    'exit' | 'lost' | 'collector' | 'detach' | 'write_error' | 'protocol' | 'unknown';
   /** Records dropped with HEAPHOOK_ON_FULL=drop. */
   readonly dropped: number;
   readonly time: number;

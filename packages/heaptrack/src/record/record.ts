@@ -84,9 +84,11 @@ export interface RecordedLog {
    * 'collector': the collector was stopped (a second Ctrl-C) while the process ran;
    * 'detach': `heaphook record -p` detached from the running process; 'write_error': a write of
    * the log failed (a full disk): it ends at its last whole block, the process ran on
-   * untraced; 'unfinished': the collector died while writing it (the log ends where it stopped,
+   * untraced; 'protocol': the process broke the collector's protocol (a record outside the
+   * format's limits): the log ends before it, the process ran on untraced; 'unfinished': the collector died while writing it (the log ends where it stopped,
    * without END, possibly in the middle of a block). */
-  readonly reason: 'exit' | 'lost' | 'collector' | 'detach' | 'write_error' | 'unfinished';
+  readonly reason:
+    'exit' | 'lost' | 'collector' | 'detach' | 'write_error' | 'protocol' | 'unfinished';
 }
 
 export interface RecordResult {
@@ -130,7 +132,7 @@ export function makeOutputDir(given: string, outputDir: string): void {
   }
 }
 
-const REASONS = new Set(['exit', 'lost', 'collector', 'detach', 'write_error']);
+const REASONS = new Set(['exit', 'lost', 'collector', 'detach', 'write_error', 'protocol']);
 
 function reasonOf(text: string | undefined): RecordedLog['reason'] {
   return REASONS.has(text ?? '') ? (text as RecordedLog['reason']) : 'lost';

@@ -123,6 +123,35 @@ function alive(pid: number): boolean {
   }
 }
 
+/** The parent of pid (from /proc/<pid>/stat), or undefined when it is gone. */
+function parentOf(pid: number): number | undefined {
+  try {
+    // the command name may hold spaces and parentheses: the fields follow its last ')'
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Whether pid is root or a descendant of it now, by the kernel's parent links. A pid the
+ * collector reports is the kernel's view of a peer it checked, but the process may be gone and
+ * its pid reused: heaphook acts (injects a detach) only on the process it attached to and on
+ * processes of its tree.
+ */
+export function descendsFrom(pid: number, root: number): boolean {
+  for (
+    let p: number | undefined = pid, depth = 0;
+    p !== undefined && p > 1 && depth < 4096;
+    depth++
+  ) {
+    if (p === root) return true;
+    p = parentOf(p);
+  }
+  return false;
+}
+
 /** Calls a function of the tracer in process pid; InjectRefusal when the injector refuses. */
 function callTracer(pid: number, symbol: string, argument?: string): Promise<number> {
   return injectCall({
@@ -154,8 +183,11 @@ export async function attachRunning(
   const stop = (): Promise<RecordedLog[]> => {
     stopped ??= (async () => {
       for (const a of attachments) {
-        // The process first, then the fork children it started while traced.
-        for (const pid of [a.pid, ...[...a.open].filter((p) => p !== a.pid)]) {
+        // The process first, then the fork children it started while traced: those still in
+        // its tree (one that left it, or a pid the collector heard of and now someone else's,
+        // is not touched: its log ends when the collector stops).
+        const children = [...a.open].filter((p) => p !== a.pid && descendsFrom(p, a.pid));
+        for (const pid of [a.pid, ...children]) {
           if (!alive(pid)) continue;
           try {
             await callTracer(pid, 'heaphook_heaptrack_detach');
