@@ -78,7 +78,10 @@ static client **clients;
 static size_t nclients, capclients;
 
 /* A connection whose hello is not whole yet (accepted, its peer trusted). */
-#define HELLO_TIMEOUT_MS 100 /* from the accept: the tracer sends its hello right after connect */
+/* From the accept. The tracer sends its hello right after connect, but a loaded machine can
+ * deschedule it in between, and a refused process runs untraced: half a second, not the
+ * 100 ms first chosen. Waiting costs the others nothing (a pending handshake never blocks). */
+#define HELLO_TIMEOUT_MS 500
 #define PENDING_MAX 64       /* handshakes at once; more connections are refused */
 typedef struct pending {
     int fd;

