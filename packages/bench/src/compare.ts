@@ -1,7 +1,8 @@
 /**
  * `compare`: discovers the allocators, expands the workloads, runs the interleaved schedule with
  * a progress bar, checks checksums across allocators, summarises, prints the tables and writes
- * latest.json, latest.md, latest.svg (and latest.png when @resvg/resvg-js loads).
+ * latest.json, latest.md, latest.svg (and latest.png when @resvg/resvg-js loads) into
+ * packages/bench/out (ignored by git) or the folder given as outDir.
  */
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -20,7 +21,7 @@ import { renderPng, renderSvg } from './chart.js';
 import { runOne } from './launcher.js';
 import { recommendPool, type PoolRecommendation } from './recommended.js';
 import { machineInfo, versions } from './machine.js';
-import { assertBuilt, packageDir, resultsDir } from './paths.js';
+import { assertBuilt, defaultOutDirs, packageDir } from './paths.js';
 import { markdownReport, terminalReport } from './report.js';
 import { allocatorRecord, SCHEMA_ID, workloadRecord, type Results } from './results.js';
 import { buildSchedule } from './schedule.js';
@@ -47,6 +48,7 @@ export interface CompareOptions {
   readonly seed?: number;
   /** Same size for every workload (tests). */
   readonly size?: number;
+  /** Where the files go (default packages/bench/out, ignored by git). */
   readonly outDir?: string;
   /** Write the result files (default true). */
   readonly write?: boolean;
@@ -315,7 +317,7 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
 
   const files: string[] = [];
   if (opts.write ?? true) {
-    const outDir = opts.outDir ?? resultsDir;
+    const outDir = opts.outDir ?? defaultOutDirs.compare;
     mkdirSync(outDir, { recursive: true });
     const put = (name: string, data: string | Buffer) => {
       const p = join(outDir, name);
