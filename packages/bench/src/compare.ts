@@ -24,7 +24,7 @@ import { machineInfo, versions } from './machine.js';
 import { assertBuilt, defaultOutDirs, packageDir } from './paths.js';
 import { markdownReport, terminalReport } from './report.js';
 import { allocatorRecord, SCHEMA_ID, workloadRecord, type Results } from './results.js';
-import { buildSchedule } from './schedule.js';
+import { buildSchedule, warmUpRuns } from './schedule.js';
 import { checkChecksums, summarize, type CellKey } from './stats.js';
 import type { Allocator, Profile, RunRecord, Workload } from './types.js';
 import { runUcmHooks, type UcmColumn } from './ucmhooks.js';
@@ -217,22 +217,26 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
     },
     cliProgress.Presets.shades_classic,
   );
-  const warm = opts.warmup ?? true;
-  const warmList = warm
-    ? readyW.flatMap((w) =>
-        [...readyA, ...readyT].filter((a) => applies(w, a)).map((a) => ({ w, a })),
-      )
-    : [];
-  const total = warmList.length + schedule.length;
+  const warm =
+    (opts.warmup ?? true)
+      ? warmUpRuns(quick, readyW, [...readyA, ...readyT], schedule, applies)
+      : { runs: [], parallel: 1 };
+  const total = warm.runs.length + schedule.length;
   if (showBar) bar.start(total, 0, { task: 'starting' });
   const records: RunRecord[] = [];
   try {
     let done = 0;
-    for (const { w, a } of warmList) {
-      if (showBar) bar.update(done, { task: `warm-up ${w.name} × ${a.name}` });
-      await runOne(-1, -1, tiny(w, defs.get(w.base)), a, runOpts);
-      done++;
-    }
+    // untimed, before the first timed run: `warm.parallel` at a time
+    let next = 0;
+    const warmer = async () => {
+      while (next < warm.runs.length) {
+        const { workload: w, allocator: a } = warm.runs[next++]!;
+        if (showBar) bar.update(done, { task: `warm-up ${w.name} × ${a.name}` });
+        await runOne(-1, -1, tiny(w, defs.get(w.base)), a, runOpts);
+        done++;
+      }
+    };
+    await Promise.all(Array.from({ length: warm.parallel }, warmer));
     // heaphook's log of one run per workload gives the number of calls every tracer's trace
     // size is divided by (bytes per call): decoding it costs ~0.3 s per million calls.
     const callsCounted = new Set<string>();
