@@ -46,7 +46,10 @@ program
   .description(
     'run every workload under every allocator, interleaved and repeated; print the tables; write latest.{json,md,svg,png} into packages/bench/out (or --out)',
   )
-  .option('--quick', 'smoke run: small sizes, 1 run, 2 threads (under a minute)')
+  .option(
+    '--quick',
+    'smoke run: small sizes, 1 run, 2 threads, tracers on churn, xthread and python-json (~30 s)',
+  )
   .option('--runs <n>', 'repetitions per cell (default 5; 1 with --quick)', positiveInt)
   .option(
     '--tracer-runs <n>',
@@ -111,7 +114,7 @@ program
   )
   .option(
     '--ucm-runs <n>',
-    'interleaved runs of the memory-event hooks (default 5; 3 with --quick)',
+    'interleaved runs of the memory-event hooks (default 5; 2 with --quick)',
     positiveInt,
   )
   .option('--strict', 'exit 1 when any cell failed (default: only when a glibc cell failed)')

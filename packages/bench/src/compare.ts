@@ -66,7 +66,7 @@ export interface CompareOptions {
   readonly ucmHooks?: boolean;
   /** Only the memory-event hooks section: no workloads, no allocators, no tracers. */
   readonly onlyUcmHooks?: boolean;
-  /** Runs of the memory-event hooks section (default: 3 quick, 5 default). */
+  /** Runs of the memory-event hooks section (default: 2 quick, 5 default). */
   readonly ucmRuns?: number;
   /** Injected for tests. */
   readonly ucmColumns?: UcmColumn[];
@@ -96,7 +96,7 @@ function heaphookVersions(): Record<string, string> {
 
 /** The workload at a tiny size, for the warm-up pass. */
 function tiny(w: Workload, def: WorkloadDef | undefined): Workload {
-  const size = Math.max(1, Math.floor((def?.sizes.quick ?? w.size) / 20));
+  const size = def?.warmupSize ?? Math.max(1, Math.floor(w.size / 20));
   return { ...w, size, args: w.args.map((a) => (a.startsWith('--size=') ? `--size=${size}` : a)) };
 }
 
@@ -262,11 +262,12 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   let ucm: ReturnType<typeof runUcmHooks> | undefined;
   if (opts.ucmHooks ?? true) {
     // the memory-event hooks section: its own interleaved runs, a few seconds with --quick
-    const ucmRuns = opts.ucmRuns ?? (quick ? 3 : 5);
+    // (2 runs of 3 × 500 iterations per column: every loop's counts checked, costs rough)
+    const ucmRuns = opts.ucmRuns ?? (quick ? 2 : 5);
     log(`memory-event hooks: ${ucmRuns} interleaved run(s) per column`);
     ucm = runUcmHooks({
       runs: ucmRuns,
-      iters: quick ? 1000 : 4000,
+      iters: quick ? 500 : 4000,
       reps: quick ? 3 : 11,
       timeoutS,
       ...(opts.ucmColumns ? { columns: opts.ucmColumns } : {}),
