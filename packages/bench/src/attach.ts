@@ -21,7 +21,7 @@ import { createInterface } from 'node:readline';
 
 import { attachRunning } from '@heaphook/heaptrack';
 
-import { packageDir, resultsDir } from './paths.js';
+import { defaultOutDirs, packageDir } from './paths.js';
 
 export type AttachTarget = 'idle' | 'alone';
 
@@ -137,7 +137,7 @@ async function oneRun(probe: string, target: AttachTarget, logs: string): Promis
 
 export interface AttachBenchOptions {
   readonly runs?: number;
-  /** Write results/attach/latest.json (default true). */
+  /** Write <outDir>/latest.json (default true; default outDir: packages/bench/out/attach). */
   readonly write?: boolean;
   readonly outDir?: string;
 }
@@ -173,7 +173,7 @@ export async function attachBench(options: AttachBenchOptions = {}): Promise<Att
       };
     });
     if (options.write !== false) {
-      const dir = options.outDir ?? join(resultsDir, 'attach');
+      const dir = options.outDir ?? defaultOutDirs.attach;
       mkdirSync(dir, { recursive: true });
       writeFileSync(join(dir, 'latest.json'), `${JSON.stringify(rows, null, 2)}\n`);
     }

@@ -44,9 +44,12 @@ const program = new Command('heaphook-bench')
 program
   .command('compare')
   .description(
-    'run every workload under every allocator, interleaved and repeated; print the tables; write results/latest.{json,md,svg}',
+    'run every workload under every allocator, interleaved and repeated; print the tables; write latest.{json,md,svg,png} into packages/bench/out (or --out)',
   )
-  .option('--quick', 'smoke run: small sizes, 1 run, 2 threads (under a minute)')
+  .option(
+    '--quick',
+    'smoke run: small sizes, 1 run, 2 threads, tracers on churn, xthread and python-json (~30 s)',
+  )
   .option('--runs <n>', 'repetitions per cell (default 5; 1 with --quick)', positiveInt)
   .option(
     '--tracer-runs <n>',
@@ -99,7 +102,7 @@ program
   )
   .option(
     '--out <dir>',
-    'where to write latest.json, latest.md, latest.svg (default packages/bench/results)',
+    'where to write latest.json, latest.md, latest.svg, latest.png (default packages/bench/out, ignored by git)',
   )
   .option('--no-write', 'do not write result files')
   .option('--no-progress', 'no progress bar')
@@ -111,7 +114,7 @@ program
   )
   .option(
     '--ucm-runs <n>',
-    'interleaved runs of the memory-event hooks (default 5; 3 with --quick)',
+    'interleaved runs of the memory-event hooks (default 5; 2 with --quick)',
     positiveInt,
   )
   .option('--strict', 'exit 1 when any cell failed (default: only when a glibc cell failed)')
@@ -158,7 +161,7 @@ program
     'benchmark.js micro-benchmarks of hot paths through the addons (TLSF); skips what is not built',
   )
   .option('--quick', 'short sampling (0.25 s per case)')
-  .option('--out <dir>', 'where to write micro.json (default packages/bench/results)')
+  .option('--out <dir>', 'where to write micro.json (default packages/bench/out)')
   .option('--no-write', 'do not write micro.json')
   .action(async (o: { quick?: boolean; out?: string; write?: boolean }) => {
     await micro({
@@ -186,10 +189,10 @@ program
 program
   .command('attach')
   .description(
-    'what `heaphook record -p` costs a running process: its throughput traced and after the detach, the pause the attach and the detach cause (ms), their wall time; write results/attach/latest.json',
+    'what `heaphook record -p` costs a running process: its throughput traced and after the detach, the pause the attach and the detach cause (ms), their wall time; write latest.json into packages/bench/out/attach',
   )
   .option('--runs <n>', 'interleaved runs per target (default 5)', positiveInt)
-  .option('--no-write', 'do not write results/attach/latest.json')
+  .option('--no-write', 'do not write packages/bench/out/attach/latest.json')
   .action(async (o: { runs?: number; write?: boolean }) => {
     const rows = await attachBench({
       ...(o.runs ? { runs: o.runs } : {}),
@@ -201,7 +204,7 @@ program
 program
   .command('report-throughput')
   .description(
-    "time heaphook's report pass (native and TypeScript) and `heaphook report --json` on a 10M-event log next to heaptrack_print on KDE heaptrack's trace of the same program; peak RSS at 1x, 2x, 4x the log; write results/report-throughput/latest.{json,md}",
+    "time heaphook's report pass (native and TypeScript) and `heaphook report --json` on a 10M-event log next to heaptrack_print on KDE heaptrack's trace of the same program; peak RSS at 1x, 2x, 4x the log; write latest.{json,md} into packages/bench/out/report-throughput (or --out)",
   )
   .option('--quick', 'small logs, 1 run (the test uses it)')
   .option('--runs <n>', 'interleaved runs of each tool (default 5; 1 with --quick)', positiveInt)
@@ -212,7 +215,7 @@ program
   )
   .option(
     '--out <dir>',
-    'where to write latest.json and latest.md (default results/report-throughput)',
+    'where to write latest.json and latest.md (default packages/bench/out/report-throughput)',
   )
   .option('--no-write', 'do not write result files')
   .action(

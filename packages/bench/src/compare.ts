@@ -1,7 +1,8 @@
 /**
  * `compare`: discovers the allocators, expands the workloads, runs the interleaved schedule with
  * a progress bar, checks checksums across allocators, summarises, prints the tables and writes
- * latest.json, latest.md, latest.svg (and latest.png when @resvg/resvg-js loads).
+ * latest.json, latest.md, latest.svg (and latest.png when @resvg/resvg-js loads) into
+ * packages/bench/out (ignored by git) or the folder given as outDir.
  */
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -20,10 +21,10 @@ import { renderPng, renderSvg } from './chart.js';
 import { runOne } from './launcher.js';
 import { recommendPool, type PoolRecommendation } from './recommended.js';
 import { machineInfo, versions } from './machine.js';
-import { assertBuilt, packageDir, resultsDir } from './paths.js';
+import { assertBuilt, defaultOutDirs, packageDir } from './paths.js';
 import { markdownReport, terminalReport } from './report.js';
 import { allocatorRecord, SCHEMA_ID, workloadRecord, type Results } from './results.js';
-import { buildSchedule } from './schedule.js';
+import { buildSchedule, warmUpRuns } from './schedule.js';
 import { checkChecksums, summarize, type CellKey } from './stats.js';
 import type { Allocator, Profile, RunRecord, Workload } from './types.js';
 import { runUcmHooks, type UcmColumn } from './ucmhooks.js';
@@ -47,6 +48,7 @@ export interface CompareOptions {
   readonly seed?: number;
   /** Same size for every workload (tests). */
   readonly size?: number;
+  /** Where the files go (default packages/bench/out, ignored by git). */
   readonly outDir?: string;
   /** Write the result files (default true). */
   readonly write?: boolean;
@@ -64,7 +66,7 @@ export interface CompareOptions {
   readonly ucmHooks?: boolean;
   /** Only the memory-event hooks section: no workloads, no allocators, no tracers. */
   readonly onlyUcmHooks?: boolean;
-  /** Runs of the memory-event hooks section (default: 3 quick, 5 default). */
+  /** Runs of the memory-event hooks section (default: 2 quick, 5 default). */
   readonly ucmRuns?: number;
   /** Injected for tests. */
   readonly ucmColumns?: UcmColumn[];
@@ -94,7 +96,7 @@ function heaphookVersions(): Record<string, string> {
 
 /** The workload at a tiny size, for the warm-up pass. */
 function tiny(w: Workload, def: WorkloadDef | undefined): Workload {
-  const size = Math.max(1, Math.floor((def?.sizes.quick ?? w.size) / 20));
+  const size = def?.warmupSize ?? Math.max(1, Math.floor(w.size / 20));
   return { ...w, size, args: w.args.map((a) => (a.startsWith('--size=') ? `--size=${size}` : a)) };
 }
 
@@ -215,22 +217,26 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
     },
     cliProgress.Presets.shades_classic,
   );
-  const warm = opts.warmup ?? true;
-  const warmList = warm
-    ? readyW.flatMap((w) =>
-        [...readyA, ...readyT].filter((a) => applies(w, a)).map((a) => ({ w, a })),
-      )
-    : [];
-  const total = warmList.length + schedule.length;
+  const warm =
+    (opts.warmup ?? true)
+      ? warmUpRuns(quick, readyW, [...readyA, ...readyT], schedule, applies)
+      : { runs: [], parallel: 1 };
+  const total = warm.runs.length + schedule.length;
   if (showBar) bar.start(total, 0, { task: 'starting' });
   const records: RunRecord[] = [];
   try {
     let done = 0;
-    for (const { w, a } of warmList) {
-      if (showBar) bar.update(done, { task: `warm-up ${w.name} × ${a.name}` });
-      await runOne(-1, -1, tiny(w, defs.get(w.base)), a, runOpts);
-      done++;
-    }
+    // untimed, before the first timed run: `warm.parallel` at a time
+    let next = 0;
+    const warmer = async () => {
+      while (next < warm.runs.length) {
+        const { workload: w, allocator: a } = warm.runs[next++]!;
+        if (showBar) bar.update(done, { task: `warm-up ${w.name} × ${a.name}` });
+        await runOne(-1, -1, tiny(w, defs.get(w.base)), a, runOpts);
+        done++;
+      }
+    };
+    await Promise.all(Array.from({ length: warm.parallel }, warmer));
     // heaphook's log of one run per workload gives the number of calls every tracer's trace
     // size is divided by (bytes per call): decoding it costs ~0.3 s per million calls.
     const callsCounted = new Set<string>();
@@ -256,11 +262,12 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
   let ucm: ReturnType<typeof runUcmHooks> | undefined;
   if (opts.ucmHooks ?? true) {
     // the memory-event hooks section: its own interleaved runs, a few seconds with --quick
-    const ucmRuns = opts.ucmRuns ?? (quick ? 3 : 5);
+    // (2 runs of 3 × 500 iterations per column: every loop's counts checked, costs rough)
+    const ucmRuns = opts.ucmRuns ?? (quick ? 2 : 5);
     log(`memory-event hooks: ${ucmRuns} interleaved run(s) per column`);
     ucm = runUcmHooks({
       runs: ucmRuns,
-      iters: quick ? 1000 : 4000,
+      iters: quick ? 500 : 4000,
       reps: quick ? 3 : 11,
       timeoutS,
       ...(opts.ucmColumns ? { columns: opts.ucmColumns } : {}),
@@ -315,7 +322,7 @@ export async function compare(opts: CompareOptions): Promise<CompareOutcome> {
 
   const files: string[] = [];
   if (opts.write ?? true) {
-    const outDir = opts.outDir ?? resultsDir;
+    const outDir = opts.outDir ?? defaultOutDirs.compare;
     mkdirSync(outDir, { recursive: true });
     const put = (name: string, data: string | Buffer) => {
       const p = join(outDir, name);

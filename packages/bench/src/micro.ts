@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { nativeFile } from '@heaphook/core';
 import Benchmark from 'benchmark';
 
-import { resultsDir } from './paths.js';
+import { defaultOutDirs } from './paths.js';
 
 /** What the micro-benchmarks need of the addon's TlsfHeap. */
 export interface TlsfHeapLike {
@@ -196,7 +196,7 @@ export async function micro(
     results.push(...runSuite('tlsf', tlsfCases(tlsf.ctor), log, maxTime));
   }
   if ((opts.write ?? true) && results.length > 0) {
-    const dir = opts.outDir ?? resultsDir;
+    const dir = opts.outDir ?? defaultOutDirs.micro;
     mkdirSync(dir, { recursive: true });
     const file = join(dir, 'micro.json');
     writeFileSync(

@@ -13,8 +13,25 @@ export const nativeDir = join(packageDir, 'build', 'Release');
 /** Scripts of the real-program workloads. */
 export const scriptsDir = join(packageDir, 'workloads');
 
-/** Default output folder of `compare` and `micro`. */
-export const resultsDir = join(packageDir, 'results');
+/**
+ * Default output folder of every command (`compare`, `micro`, `report-throughput`, `attach`):
+ * packages/bench/out, ignored by git, so that a run never changes the checkout.
+ */
+export const outDir = join(packageDir, 'out');
+
+/** Where each command writes when not given `--out`: all inside `outDir`. */
+export const defaultOutDirs = {
+  compare: outDir,
+  micro: outDir,
+  'report-throughput': join(outDir, 'report-throughput'),
+  attach: join(outDir, 'attach'),
+} as const;
+
+/**
+ * Committed reference runs (packages/bench/results/<name>/), quoted by the READMEs. No command
+ * writes here unless given `--out` with this folder.
+ */
+export const referenceDir = join(packageDir, 'results');
 
 export const launcherPath = nativeFile(packageDir, 'hh-run');
 

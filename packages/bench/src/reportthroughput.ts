@@ -11,7 +11,7 @@
  *    every figure of the report, the events replayed natively), `heaphook report --json`, and
  *    `heaptrack_print` on the KDE trace.
  * 3. The native report pass's peak RSS on the 1x, 2x, 4x logs.
- * Writes results/report-throughput/latest.{json,md}.
+ * Writes latest.{json,md} into packages/bench/out/report-throughput (ignored by git) or --out.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import {
@@ -30,7 +30,7 @@ import { tracerLibraryPath } from '@heaphook/heaptrack';
 
 import { lastJsonLine } from './launcher.js';
 import { machineInfo, type MachineInfo } from './machine.js';
-import { assertBuilt, launcherPath, nativeProgram, packageDir, resultsDir } from './paths.js';
+import { assertBuilt, defaultOutDirs, launcherPath, nativeProgram, packageDir } from './paths.js';
 import { stat } from './stats.js';
 import type { LauncherReport, Stat } from './types.js';
 
@@ -43,7 +43,7 @@ export interface ThroughputOptions {
   readonly runs?: number;
   /** Churn operations of the 1x log (2 events each; default 1,250,000 -> 4x = 10M events). */
   readonly size?: number;
-  /** Output folder (default results/report-throughput). */
+  /** Output folder (default packages/bench/out/report-throughput). */
   readonly outDir?: string;
   readonly write?: boolean;
   readonly log?: (line: string) => void;
@@ -404,7 +404,7 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
       memory,
     };
     if (o.write !== false) {
-      const out = o.outDir ?? join(resultsDir, 'report-throughput');
+      const out = o.outDir ?? defaultOutDirs['report-throughput'];
       mkdirSync(out, { recursive: true });
       writeFileSync(join(out, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
       writeFileSync(join(out, 'latest.md'), `${formatThroughput(results)}\n`);

@@ -44,3 +44,44 @@ export function buildSchedule<W extends Named, A extends Named>(
   }
   return out;
 }
+
+export interface WarmUp<W, A> {
+  readonly workload: W;
+  readonly allocator: A;
+}
+
+/**
+ * The untimed warm-up runs before the schedule (page cache, first-start costs), each at a tiny
+ * size, and how many may run at once. The full run warms every ready workload under every ready
+ * allocator and tracer that applies to it, one at a time. The quick profile warms what a first
+ * run pays for once: every workload's program under the baseline (the first allocator), and
+ * every other allocator's and tracer's libraries and helpers on the first workload the schedule
+ * runs it with; two at a time, as none of them is timed and the schedule starts after the last.
+ */
+export function warmUpRuns<W extends Named, A extends Named>(
+  quick: boolean,
+  workloads: readonly W[],
+  columns: readonly A[],
+  schedule: ReadonlyArray<ScheduledRun<W, A>>,
+  applies: (w: W, a: A) => boolean = () => true,
+): { runs: Array<WarmUp<W, A>>; parallel: number } {
+  const ws = workloads.filter((w) => w.status === 'ready');
+  const cs = columns.filter((c) => c.status === 'ready');
+  if (!quick)
+    return {
+      runs: ws.flatMap((workload) =>
+        cs.filter((a) => applies(workload, a)).map((allocator) => ({ workload, allocator })),
+      ),
+      parallel: 1,
+    };
+  const [baseline, ...others] = cs;
+  const runs: Array<WarmUp<W, A>> = [];
+  if (baseline)
+    for (const workload of ws)
+      if (applies(workload, baseline)) runs.push({ workload, allocator: baseline });
+  for (const allocator of others) {
+    const first = schedule.find((s) => s.allocator === allocator);
+    if (first) runs.push({ workload: first.workload, allocator });
+  }
+  return { runs, parallel: 2 };
+}

@@ -2,7 +2,8 @@
  * The workload catalogue: native programs built from native/workloads/ and two real programs.
  * Every workload checks its own results and exits non-zero when they are wrong (see
  * native/workloads/bench.h for the contract); its `--size` knob is chosen per profile so that a
- * run takes about 0.1-0.3 s (quick) or 0.5-1.5 s (default) under glibc on a 2-core machine.
+ * run takes about 0.5-1.5 s under glibc on a 2-core machine (default), or a few tens of ms of
+ * work beyond the program's start (quick: a smoke run that every cell runs and verifies).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -20,6 +21,10 @@ export interface WorkloadDef {
   readonly threaded: boolean;
   readonly effectiveThreads?: (requested: number) => number;
   readonly sizes: Readonly<Record<Profile, number>>;
+  /** --size of the untimed warm-up run (default: a twentieth of the run's size). */
+  readonly warmupSize?: number;
+  /** Knobs after --size/--seed/--threads in a profile (bench.h: --probe-ms, --slots). */
+  readonly profileArgs?: Readonly<Partial<Record<Profile, readonly string[]>>>;
   readonly primary: MetricKey;
   /** Initial pool of the real-time TLSF variant: about 1.5× the workload's peak RSS under glibc. */
   readonly rtPoolBytes: Readonly<Record<Profile, number>>;
@@ -27,6 +32,11 @@ export interface WorkloadDef {
   readonly recommendPool?: boolean;
   /** Not run under the tracers (the startup workload: hundreds of processes, a log each). */
   readonly noTracers?: boolean;
+  /**
+   * Run under the tracers in the quick profile too. --quick traces only these (one
+   * single-threaded, one cross-thread, one real program), unless workloads are named.
+   */
+  readonly tracedWhenQuick?: boolean;
   /** Resolves the command; returns a skip reason when the program is not available. */
   readonly resolve: () =>
     { command: string; args: string[]; env?: Record<string, string> } | { skip: string };
@@ -59,9 +69,11 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'small-object churn on one thread: replace random objects of 16 B-1 KiB in a table of 20000',
     threaded: false,
-    sizes: { quick: 1_500_000, default: 6_000_000 },
+    sizes: { quick: 500_000, default: 6_000_000 },
+    warmupSize: 75_000,
     primary: 'wall_s',
     rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
+    tracedWhenQuick: true,
     resolve: native('wl_churn'),
   },
   {
@@ -69,7 +81,8 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'server pattern (Larson): threads replace random objects; every round new threads take over the tables, so blocks are freed by other threads',
     threaded: true,
-    sizes: { quick: 1_500_000, default: 6_000_000 },
+    sizes: { quick: 500_000, default: 6_000_000 },
+    warmupSize: 75_000,
     primary: 'wall_s',
     rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_larson'),
@@ -80,9 +93,11 @@ export const WORKLOADS: readonly WorkloadDef[] = [
       'producer/consumer pairs: messages of 16 B-32 KiB allocated by one thread, checked and freed by another',
     threaded: true,
     effectiveThreads: (t) => 2 * Math.max(1, Math.floor(t / 2)),
-    sizes: { quick: 200_000, default: 2_000_000 },
+    sizes: { quick: 100_000, default: 2_000_000 },
+    warmupSize: 10_000,
     primary: 'wall_s',
     rtPoolBytes: { quick: 32 * MiB, default: 32 * MiB },
+    tracedWhenQuick: true,
     resolve: native('wl_xthread'),
   },
   {
@@ -90,7 +105,8 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'cache-thrash + cache-scratch (Hoard): threads write their own 8-byte objects; slow when the allocator puts them on one cache line',
     threaded: true,
-    sizes: { quick: 15_000, default: 50_000 },
+    sizes: { quick: 5_000, default: 50_000 },
+    warmupSize: 750,
     primary: 'wall_s',
     rtPoolBytes: { quick: 8 * MiB, default: 8 * MiB },
     resolve: native('wl_false_sharing'),
@@ -100,9 +116,10 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       '128 buffers grown by appends with realloc to the exact length, up to 32 KiB (some 1 MiB), checked and retired',
     threaded: false,
-    sizes: { quick: 40_000, default: 150_000 },
+    sizes: { quick: 15_000, default: 150_000 },
+    warmupSize: 2_000,
     primary: 'wall_s',
-    rtPoolBytes: { quick: 32 * MiB, default: 96 * MiB },
+    rtPoolBytes: { quick: 16 * MiB, default: 96 * MiB },
     resolve: native('wl_realloc_growth'),
   },
   {
@@ -110,9 +127,10 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'long run of mixed lifetimes and a size mix that changes by phase; peak RSS against peak live bytes',
     threaded: false,
-    sizes: { quick: 80_000, default: 300_000 },
+    sizes: { quick: 30_000, default: 300_000 },
+    warmupSize: 4_000,
     primary: 'reported.rss_over_live',
-    rtPoolBytes: { quick: 96 * MiB, default: 160 * MiB },
+    rtPoolBytes: { quick: 64 * MiB, default: 160 * MiB },
     recommendPool: true,
     resolve: native('wl_fragmentation'),
   },
@@ -121,7 +139,10 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'real-time loop at 10 kHz per thread, 16 mixed malloc/free per cycle, each call timed; percentiles (all calls, malloc, free) and page faults of the timed phase',
     threaded: true,
-    sizes: { quick: 2_500, default: 12_000 },
+    sizes: { quick: 1_000, default: 12_000 },
+    warmupSize: 125,
+    /* 32,000 timed calls with 2 threads: p99.99 is the 4th slowest */
+    profileArgs: { quick: ['--probe-ms=50'] },
     primary: 'reported.p99_99_ns',
     rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
     resolve: native('wl_latency'),
@@ -131,11 +152,15 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'malloc and free back to back, hot: random slots of a table of 20000 (about 10000 live blocks per thread), sizes 8 B-64 KiB log-uniform, no pause; each call timed; percentiles of malloc and of free apart',
     threaded: true,
-    sizes: { quick: 100_000, default: 2_000_000 },
+    sizes: { quick: 20_000, default: 2_000_000 },
+    warmupSize: 5_000,
+    /* quick: a table of 4000 slots (about 15 MiB live per thread) and a 20,000-operation
+     * warm-up instead of 20000 slots and 100,000 */
+    profileArgs: { quick: ['--slots=4000', '--probe-ms=50'] },
     primary: 'reported.free_p99_9_ns',
     /* about 73 MiB live per thread (10000 blocks of 7.3 KiB on average); glibc peaks at
-     * ~100 MiB with one thread and ~200 MiB with two */
-    rtPoolBytes: { quick: 320 * MiB, default: 320 * MiB },
+     * ~100 MiB with one thread and ~200 MiB with two (quick: ~38 MiB with two) */
+    rtPoolBytes: { quick: 64 * MiB, default: 320 * MiB },
     /* 2 M calls per thread under a tracer is minutes of log for little news: the loops above
      * already show the tracers' cost per call */
     noTracers: true,
@@ -146,7 +171,8 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'start-up cost: N short processes one after the other (spawn, 48 allocations of start-up sizes, checked, exit), as a shell pipeline or a build starts them',
     threaded: false,
-    sizes: { quick: 100, default: 400 },
+    sizes: { quick: 30, default: 400 },
+    warmupSize: 5,
     primary: 'wall_s',
     rtPoolBytes: { quick: 4 * MiB, default: 4 * MiB },
     noTracers: true,
@@ -157,9 +183,11 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'real program, as-is: python3 builds a document of N records, JSON dump + parse round trips, checked',
     threaded: false,
-    sizes: { quick: 1_500, default: 6_000 },
+    sizes: { quick: 500, default: 6_000 },
+    warmupSize: 75,
     primary: 'wall_s',
-    rtPoolBytes: { quick: 48 * MiB, default: 96 * MiB },
+    rtPoolBytes: { quick: 32 * MiB, default: 96 * MiB },
+    tracedWhenQuick: true,
     resolve: () => {
       const python = findPython();
       if (!python) return { skip: 'install python3' };
@@ -171,7 +199,8 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     description:
       'real program, as-is: node builds a document of N records, JSON stringify + parse round trips through a Buffer, checked',
     threaded: false,
-    sizes: { quick: 1_500, default: 6_000 },
+    sizes: { quick: 500, default: 6_000 },
+    warmupSize: 75,
     primary: 'wall_s',
     rtPoolBytes: { quick: 64 * MiB, default: 64 * MiB },
     resolve: () => ({ command: process.execPath, args: [join(scriptsDir, 'json_roundtrip.mjs')] }),
@@ -220,6 +249,11 @@ export function selectWorkloads(sel: WorkloadSelection): Workload[] {
       const resolved = def.resolve();
       const args = [`--size=${size}`, `--seed=${sel.seed ?? 42}`];
       if (threads !== undefined) args.push(`--threads=${threads}`);
+      args.push(...(def.profileArgs?.[sel.profile] ?? []));
+      // --quick traces a few workloads only, unless the user named the workloads
+      const noTracers =
+        def.noTracers === true ||
+        (sel.profile === 'quick' && only.length === 0 && def.tracedWhenQuick !== true);
       const common = {
         name,
         base: def.base,
@@ -228,7 +262,7 @@ export function selectWorkloads(sel: WorkloadSelection): Workload[] {
         primary: def.primary,
         rtPoolBytes: def.rtPoolBytes[sel.profile],
         ...(def.recommendPool ? { recommendPool: true } : {}),
-        ...(def.noTracers ? { noTracers: true } : {}),
+        ...(noTracers ? { noTracers: true } : {}),
         ...(threads !== undefined ? { threads } : {}),
       };
       if ('skip' in resolved) {

@@ -305,7 +305,58 @@ describe('selectWorkloads', () => {
 
   it('passes size, seed and threads to the program', () => {
     const [w] = selectWorkloads({ profile: 'quick', threads: [2], only: ['larson-t2'], seed: 7 });
-    expect(w!.args).toEqual(['--size=1500000', '--seed=7', '--threads=2']);
+    expect(w!.args).toEqual(['--size=500000', '--seed=7', '--threads=2']);
+  });
+
+  it('gives the quick profile its knobs, and the full run none', () => {
+    const quick = selectWorkloads({ profile: 'quick', threads: [2] });
+    const args = (ws: typeof quick, name: string) => ws.find((w) => w.name === name)!.args;
+    expect(args(quick, 'latency_b2b-t2')).toEqual([
+      '--size=20000',
+      '--seed=42',
+      '--threads=2',
+      '--slots=4000',
+      '--probe-ms=50',
+    ]);
+    expect(args(quick, 'latency-t2')).toEqual([
+      '--size=1000',
+      '--seed=42',
+      '--threads=2',
+      '--probe-ms=50',
+    ]);
+    const full = selectWorkloads({ profile: 'default', threads: [1, 2] });
+    expect(args(full, 'latency_b2b-t1')).toEqual(['--size=2000000', '--seed=42', '--threads=1']);
+    expect(args(full, 'latency-t2')).toEqual(['--size=12000', '--seed=42', '--threads=2']);
+  });
+
+  it('traces three workloads with --quick (all named ones when --workloads is given), all in the full run', () => {
+    const traced = (ws: ReturnType<typeof selectWorkloads>) =>
+      ws.filter((w) => w.noTracers !== true).map((w) => w.name);
+    expect(traced(selectWorkloads({ profile: 'quick', threads: [2] }))).toEqual([
+      'churn',
+      'xthread-t2',
+      'python-json',
+    ]);
+    expect(
+      traced(
+        selectWorkloads({ profile: 'quick', threads: [2], only: ['larson', 'startup', 'churn'] }),
+      ),
+    ).toEqual(['churn', 'larson-t2']);
+    // startup and latency_b2b are never traced
+    expect(traced(selectWorkloads({ profile: 'default', threads: [1, 2] }))).toEqual([
+      'churn',
+      'larson-t1',
+      'larson-t2',
+      'xthread-t2',
+      'false_sharing-t1',
+      'false_sharing-t2',
+      'realloc_growth',
+      'fragmentation',
+      'latency-t1',
+      'latency-t2',
+      'python-json',
+      'node-json',
+    ]);
   });
 
   it('rejects an unknown workload name', () => {

@@ -126,3 +126,46 @@ describe('a traced run', () => {
     }
   });
 });
+
+describe("the workloads' quick knobs (--slots, --probe-ms)", () => {
+  const glibc = discoverAllocators({ backends: [] }).allocators.find((a) => a.name === 'glibc')!;
+  const run = async (name: string, args: string[]) => {
+    const [w] = selectWorkloads({ profile: 'default', threads: [1], only: [name] });
+    const scratchRoot = mkdtempSync(join(tmpdir(), 'bench-knobs-'));
+    try {
+      return await runOne(0, 0, { ...w!, args }, glibc, { timeoutS: 60, scratchRoot });
+    } finally {
+      rmSync(scratchRoot, { recursive: true, force: true });
+    }
+  };
+
+  it('latency_b2b: --slots sets the table (and so the heap), --probe-ms the stall probe', async () => {
+    const small = await run('latency_b2b-t1', [
+      '--size=1000',
+      '--threads=1',
+      '--slots=100',
+      '--probe-ms=600',
+    ]);
+    expect(small.status, small.error).toBe('ok');
+    expect(small.reported).toMatchObject({ ops: 1000, threads: 1 });
+    // the probe is a busy loop of 600 ms of CLOCK_MONOTONIC (the default: 250 ms)
+    expect(small.wall_s).toBeGreaterThanOrEqual(0.6);
+    // 100 slots: about 50 live blocks of 7.3 KiB on average
+    expect(small.peak_rss_bytes).toBeLessThan(16 << 20);
+    const full = await run('latency_b2b-t1', ['--size=1000', '--threads=1', '--probe-ms=1']);
+    expect(full.status, full.error).toBe('ok');
+    // the default 20000 slots: about 10000 live blocks, ~73 MiB
+    expect(full.peak_rss_bytes).toBeGreaterThan(48 << 20);
+  });
+
+  it('latency: --probe-ms sets the stall probe; a program without the knob ignores it', async () => {
+    const lat = await run('latency-t1', ['--size=100', '--threads=1', '--probe-ms=600']);
+    expect(lat.status, lat.error).toBe('ok');
+    expect(lat.wall_s).toBeGreaterThanOrEqual(0.6);
+    expect(lat.reported?.stalls_1us_per_s).toEqual(expect.any(Number));
+    const churn = await run('churn', ['--size=1000', '--slots=5', '--probe-ms=5']);
+    expect(churn.status, churn.error).toBe('ok');
+    const bad = await run('churn', ['--size=1000', '--slots=0']);
+    expect(bad.exit_code).toBe(64);
+  });
+});

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { buildSchedule } from '../src/schedule.js';
+import { buildSchedule, warmUpRuns } from '../src/schedule.js';
 
 const ready = (name: string) => ({ name, status: 'ready' as const });
 const skipped = (name: string) => ({ name, status: 'skipped' as const });
@@ -82,5 +82,54 @@ describe('buildSchedule', () => {
   it('rejects a run count that is not a positive integer', () => {
     expect(() => buildSchedule([ready('w')], [ready('A')], 0)).toThrow(/positive integer/);
     expect(() => buildSchedule([ready('w')], [ready('A')], 1.5)).toThrow(/positive integer/);
+  });
+});
+
+describe('warmUpRuns', () => {
+  const workloads = [ready('w1'), ready('w2'), { ...ready('startup'), noTracers: true }];
+  const allocators = [ready('glibc'), ready('tlsf'), skipped('jemalloc'), ready('rec')];
+  const tracers = [ready('trace')];
+  // rec runs w2 only, as tlsf-rec runs the workloads it has a recommendation for
+  const applies = (w: { name: string }, a: { name: string }) => a.name !== 'rec' || w.name === 'w2';
+  const schedule = buildSchedule(workloads, allocators, 1, tracers, 1).filter((s) =>
+    applies(s.workload, s.allocator),
+  );
+  const names = (
+    runs: ReadonlyArray<{ workload: { name: string }; allocator: { name: string } }>,
+  ) => runs.map((r) => `${r.workload.name}:${r.allocator.name}`);
+
+  it('full run: every workload under every column that applies, one at a time', () => {
+    const w = warmUpRuns(false, workloads, [...allocators, ...tracers], schedule, applies);
+    expect(w.parallel).toBe(1);
+    expect(names(w.runs)).toEqual([
+      'w1:glibc',
+      'w1:tlsf',
+      'w1:trace',
+      'w2:glibc',
+      'w2:tlsf',
+      'w2:rec',
+      'w2:trace',
+      'startup:glibc',
+      'startup:tlsf',
+      'startup:trace',
+    ]);
+  });
+
+  it('quick: each program under the baseline, each other column once on its first timed workload, two at a time', () => {
+    const w = warmUpRuns(true, workloads, [...allocators, ...tracers], schedule, applies);
+    expect(w.parallel).toBe(2);
+    expect(names(w.runs)).toEqual([
+      'w1:glibc',
+      'w2:glibc',
+      'startup:glibc',
+      'w1:tlsf',
+      'w2:rec',
+      'w1:trace',
+    ]);
+  });
+
+  it('quick: a column the schedule never runs is not warmed', () => {
+    const w = warmUpRuns(true, [ready('startup')], [ready('glibc'), ready('trace')], []);
+    expect(names(w.runs)).toEqual(['startup:glibc']);
   });
 });

@@ -4,6 +4,9 @@
  * Contract of every workload program (the driver relies on it):
  *   - arguments: --size N (the amount of work, linear in run time), --threads T (ignored by
  *     single-threaded workloads), --seed S (fixed default; same seed => same operations);
+ *     knobs of some programs, ignored by the others (the bench's --quick profile sets them):
+ *     --probe-ms M (length of the machine-stall probe of latency and latency_b2b, default
+ *     250) and --slots K (latency_b2b's table size, default 20000);
  *   - all randomness comes from the seeded generator below, so the operations, and therefore the
  *     reported "checksum", are identical under every allocator; the driver compares checksums
  *     across allocators;
@@ -57,6 +60,9 @@ typedef struct {
     long long size;
     int threads;
     uint64_t seed;
+    /* 0: the program's own default */
+    long long probe_ms;
+    long long slots;
 } bench_args_t;
 
 static inline void bench_parse_args(int argc, char **argv, bench_args_t *a, long long default_size,
@@ -64,6 +70,8 @@ static inline void bench_parse_args(int argc, char **argv, bench_args_t *a, long
     a->size = default_size;
     a->threads = default_threads;
     a->seed = 42;
+    a->probe_ms = 0;
+    a->slots = 0;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         const char *v = NULL;
@@ -89,12 +97,18 @@ static inline void bench_parse_args(int argc, char **argv, bench_args_t *a, long
             a->threads = (int)n;
         } else if (strcmp(key, "--seed") == 0) {
             a->seed = (uint64_t)n;
+        } else if (strcmp(key, "--probe-ms") == 0) {
+            a->probe_ms = n;
+        } else if (strcmp(key, "--slots") == 0) {
+            a->slots = n;
         } else {
             goto bad;
         }
         continue;
     bad:
-        fprintf(stderr, "usage: %s [--size N] [--threads T] [--seed S]  (bad argument: %s)\n",
+        fprintf(stderr,
+                "usage: %s [--size N] [--threads T] [--seed S] [--probe-ms M] [--slots K]  (bad "
+                "argument: %s)\n",
                 argv[0], k);
         exit(64);
     }

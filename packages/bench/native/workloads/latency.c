@@ -20,8 +20,9 @@
  * What the machine does to any code in that time is measured first: for STALL_PROBE_NS, a
  * loop of clock reads counts the gaps over 1 us and over 10 us (the thread was interrupted:
  * a timer tick, another task, the hypervisor), reported per second (stalls_1us_per_s,
- * stalls_10us_per_s). At ~50 ns a call and N such stalls a second, one call in
- * 1 / (N * 50 ns) meets one: when that is near 10,000, p99.99 measures the machine.
+ * stalls_10us_per_s; --probe-ms sets the probe's length). At ~50 ns a call and N such stalls a
+ * second, one call in 1 / (N * 50 ns) meets one: when that is near 10,000, p99.99 measures the
+ * machine.
  */
 #include <pthread.h>
 #include <sys/mman.h>
@@ -185,7 +186,8 @@ int main(int argc, char **argv) {
     }
 
     double stalls_1us, stalls_10us;
-    bench_machine_stalls(STALL_PROBE_NS, &stalls_1us, &stalls_10us);
+    bench_machine_stalls(a.probe_ms ? a.probe_ms * 1000000LL : STALL_PROBE_NS, &stalls_1us,
+                         &stalls_10us);
     const long long overhead = bench_clock_overhead();
 
     pthread_barrier_init(&warmed_up, NULL, (unsigned)threads + 1);

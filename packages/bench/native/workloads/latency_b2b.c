@@ -8,13 +8,16 @@
  * loop (a few calls per period, the caches warm again each period) does not show. Each malloc
  * and each free is timed on its own with CLOCK_MONOTONIC (clock-read cost included, reported
  * as clock_overhead_ns); blocks are stamped and checked outside the timed calls.
- * After an untimed warm-up (a fifth of the operations, at least WARM_MIN: the table fills and
- * the heap reaches its steady size), --size operations per thread are timed; with --threads T,
- * T such loops run at once on tables of their own, started together after their warm-ups.
+ * After an untimed warm-up (a fifth of the operations, at least WARM_PER_SLOT times the table's
+ * size: the table fills and the heap reaches its steady size), --size operations per thread are
+ * timed; with --threads T, T such loops run at once on tables of their own, started together
+ * after their warm-ups. --slots K makes the table K slots instead of SLOTS (the bench's quick
+ * profile: a smaller heap, a shorter warm-up).
  * Reported: p50, p99, p99.9, p99.99 and max of malloc and of free apart (over the calls of all
  * threads), the operations per second of the timed phase, the minor page faults taken in it,
  * and what the machine does to a busy thread (stalls_1us_per_s, stalls_10us_per_s: gaps over
- * 1 us and 10 us in a loop of clock reads before the loops, as `latency` measures them).
+ * 1 us and 10 us in a loop of clock reads before the loops, as `latency` measures them;
+ * --probe-ms sets the probe's length).
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,7 +27,7 @@
 
 #define SLOTS 20000
 #define MAX_THREADS 64
-#define WARM_MIN 100000LL
+#define WARM_PER_SLOT 5LL  /* 100000 operations for SLOTS */
 #define SIZE_MIN_LOG2 3.0  /* 8 B */
 #define SIZE_MAX_LOG2 16.0 /* 64 KiB */
 #define STALL_PROBE_NS 250000000LL
@@ -42,12 +45,16 @@ typedef struct {
     uint64_t checksum, serial;
     long long ops, warm;
     long long t0, t1; /* the timed phase, this thread */
+    uint32_t nslots;  /* the table's size (SLOTS unless --slots) */
 } loop_t;
 
 static pthread_barrier_t warmed_up, go, timed_done, counted;
 
+/* The helpers of step() are forced inline: with two copies of step() (the default table size
+ * and --slots), gcc would otherwise call them, which it did not before. */
+
 /* 8 B .. 64 KiB, log-uniform. */
-static size_t b2b_size(rng_t *r) {
+static inline __attribute__((always_inline)) size_t b2b_size(rng_t *r) {
     const double u = (double)(rng_next(r) >> 11) / 9007199254740992.0; /* [0, 1) */
     size_t sz = (size_t)exp2(SIZE_MIN_LOG2 + u * (SIZE_MAX_LOG2 - SIZE_MIN_LOG2));
     return sz < 8 ? 8 : sz;
@@ -61,14 +68,15 @@ static void *map_touched(size_t bytes) {
 }
 
 /* bench.h's stamps want 16 bytes or more; a smaller block carries its tag in its first 8. */
-static void stamp_any(void *p, size_t size, uint64_t tag) {
+static inline __attribute__((always_inline)) void stamp_any(void *p, size_t size, uint64_t tag) {
     if (size >= 16)
         stamp(p, size, tag);
     else
         memcpy(p, &tag, 8);
 }
 
-static uint64_t check_any(const void *p, size_t size, uint64_t tag, const char *what) {
+static inline __attribute__((always_inline)) uint64_t check_any(const void *p, size_t size,
+                                                                uint64_t tag, const char *what) {
     if (size >= 16) return check_stamp(p, size, tag, what);
     uint64_t head;
     memcpy(&head, p, 8);
@@ -78,9 +86,10 @@ static uint64_t check_any(const void *p, size_t size, uint64_t tag, const char *
     return head;
 }
 
-/* One operation on a random slot; timed into the loop's samples when `timed`. */
-static inline void step(loop_t *l, int timed) {
-    const uint32_t k = (uint32_t)(rng_next(&l->rng) % SLOTS);
+/* One operation on a random slot of nslots; timed into the loop's samples when `timed`. */
+static inline __attribute__((always_inline)) void step_in(loop_t *l, int timed,
+                                                          const uint32_t nslots) {
+    const uint32_t k = (uint32_t)(rng_next(&l->rng) % nslots);
     if (l->slots[k].p) {
         void *p = l->slots[k].p;
         l->checksum += check_any(p, l->slots[k].size, l->slots[k].tag, "latency_b2b");
@@ -104,18 +113,39 @@ static inline void step(loop_t *l, int timed) {
     }
 }
 
+/* The default table size as a constant (the slot index a multiplication; the same code as
+ * before --slots existed), and any other size. */
+static inline void step(loop_t *l, int timed) {
+    step_in(l, timed, SLOTS);
+}
+
+static inline void step_sized(loop_t *l, int timed) {
+    step_in(l, timed, l->nslots);
+}
+
+/* One thread: the warm-up and the timed phase, then the final checks. */
 static void *run_loop(void *arg) {
     loop_t *l = arg;
     bench_prefault_stack();
-    for (long long i = 0; i < l->warm; i++) step(l, 0);
+    if (l->nslots == SLOTS) {
+        for (long long i = 0; i < l->warm; i++) step(l, 0);
+    } else {
+        for (long long i = 0; i < l->warm; i++) step_sized(l, 0);
+    }
     pthread_barrier_wait(&warmed_up);
     pthread_barrier_wait(&go);
-    l->t0 = now_ns();
-    for (long long i = 0; i < l->ops; i++) step(l, 1);
-    l->t1 = now_ns();
+    if (l->nslots == SLOTS) {
+        l->t0 = now_ns();
+        for (long long i = 0; i < l->ops; i++) step(l, 1);
+        l->t1 = now_ns();
+    } else {
+        l->t0 = now_ns();
+        for (long long i = 0; i < l->ops; i++) step_sized(l, 1);
+        l->t1 = now_ns();
+    }
     pthread_barrier_wait(&timed_done);
     pthread_barrier_wait(&counted);
-    for (int k = 0; k < SLOTS; k++) {
+    for (uint32_t k = 0; k < l->nslots; k++) {
         if (l->slots[k].p) {
             l->checksum +=
                 check_any(l->slots[k].p, l->slots[k].size, l->slots[k].tag, "latency_b2b (final)");
@@ -149,12 +179,16 @@ int main(int argc, char **argv) {
     bench_parse_args(argc, argv, &a, 2000000, 1);
     if (a.threads > MAX_THREADS) bench_fail("latency_b2b: at most %d threads", MAX_THREADS);
     const int threads = a.threads;
-    const long long ops = a.size, warm = a.size / 5 < WARM_MIN ? WARM_MIN : a.size / 5;
+    if (a.slots > 1000000) bench_fail("latency_b2b: at most 1000000 slots");
+    const uint32_t nslots = a.slots ? (uint32_t)a.slots : SLOTS;
+    const long long warm_min = WARM_PER_SLOT * nslots;
+    const long long ops = a.size, warm = a.size / 5 < warm_min ? warm_min : a.size / 5;
 
     loop_t *loops = map_touched(sizeof(loop_t) * (size_t)threads);
     for (int i = 0; i < threads; i++) {
         rng_seed(&loops[i].rng, a.seed + (uint64_t)i * 1000003u);
-        loops[i].slots = map_touched(sizeof(*loops[i].slots) * SLOTS);
+        loops[i].slots = map_touched(sizeof(*loops[i].slots) * nslots);
+        loops[i].nslots = nslots;
         loops[i].malloc_lat = map_touched((size_t)ops * sizeof(uint32_t));
         loops[i].free_lat = map_touched((size_t)ops * sizeof(uint32_t));
         loops[i].ops = ops;
@@ -162,7 +196,8 @@ int main(int argc, char **argv) {
     }
 
     double stalls_1us, stalls_10us;
-    bench_machine_stalls(STALL_PROBE_NS, &stalls_1us, &stalls_10us);
+    bench_machine_stalls(a.probe_ms ? a.probe_ms * 1000000LL : STALL_PROBE_NS, &stalls_1us,
+                         &stalls_10us);
     const long long overhead = bench_clock_overhead();
 
     pthread_barrier_t *const phases[] = {&warmed_up, &go, &timed_done, &counted};
