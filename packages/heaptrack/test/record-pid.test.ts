@@ -362,13 +362,15 @@ describe('heaphook record -p', () => {
   });
 
   it('refusals: one line and the injector exit code, the target untouched', async () => {
-    const pidMax = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
-    const none = spawnSync(process.execPath, [heaphookBin, 'record', '-p', String(pidMax)], {
+    // the highest pid this kernel gives (pid_max - 1 and down) that no process has
+    let free = Number(readFileSync('/proc/sys/kernel/pid_max', 'utf8')) - 1;
+    while (existsSync(`/proc/${free}`)) free--;
+    const none = spawnSync(process.execPath, [heaphookBin, 'record', '-p', String(free)], {
       encoding: 'utf8',
     });
     expect(none.status).toBe(10);
     expect(none.stderr.trim().split('\n')).toEqual([
-      `heaphook record: no process with pid ${pidMax}`,
+      `heaphook record: no process with pid ${free}`,
     ]);
     const named = spawnSync(
       process.execPath,

@@ -75,6 +75,14 @@ async function startCollector(
   scratch: string,
   quiet: boolean,
 ): Promise<{ attachment: Attachment; socket: string }> {
+  // The collector reads the target's credentials from /proc and exits without one: say what
+  // the injector would (exit 10), not that the collector exited.
+  if (!existsSync(`/proc/${pid}`))
+    throw new InjectRefusal(
+      `no process with pid ${pid}`,
+      'no-such-process',
+      INJECT_EXIT_CODES['no-such-process'],
+    );
   const manifest = join(scratch, `logs.${pid}.tsv`);
   const collector = spawn(
     collectorPath(),
