@@ -77,7 +77,7 @@ function runStress(
   preload: string[] = [tracer],
 ): { pid: number; forks: number } {
   const run = traced(dir, stress, args, { HEAPHOOK_BUFFER_SIZE: '64KiB', ...env }, preload);
-  expect(run.signal, 'the run hung (killed at the timeout)').toBeNull();
+  expect(run.signal, `killed by ${run.signal} (SIGTERM: hung until the timeout)`).toBeNull();
   expect(run.status, run.stderr).toBe(0);
   const out = JSON.parse(run.stdout) as { forks: number; children_ok: number };
   expect(out.children_ok).toBe(out.forks);
@@ -132,7 +132,7 @@ describe('fork while four threads allocate from new stacks (fork module)', () =>
       env: { ...process.env, LD_PRELOAD: tlsf },
       timeout: 120_000,
     });
-    expect(run.signal, 'the run hung (killed at the timeout)').toBeNull();
+    expect(run.signal, `killed by ${run.signal} (SIGTERM: hung until the timeout)`).toBeNull();
     expect(run.status, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({ forks: 100, children_ok: 100 });
   });

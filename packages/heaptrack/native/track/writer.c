@@ -68,6 +68,7 @@ struct hh_writer {
     double ns_per_tick;
     z_stream z;
     bool have_process;
+    uint64_t stragglers; /* records before the PROCESS record, not this log's (hh_writer_record) */
     bool saw_exit;
     uint32_t pid;          /* the PROCESS record's pid, when not 0 (hh_writer_set_pid) */
     const char *violation; /* the record hh_writer_record_checked refused (NULL: none) */
@@ -836,6 +837,15 @@ void hh_writer_prefetch(void *arg, unsigned type, const void *record) {
 void hh_writer_record(void *arg, uint64_t pos, unsigned type, const void *record, uint32_t len) {
     hh_writer *w = arg;
     (void)pos, (void)len;
+    /* A log begins at its PROCESS record. What comes before it in a reused ring (an attach after
+     * a detach) is a straggler of the previous log: a thread that passed the state check in a
+     * hook before the detach and reserved after the new attach reopened the ring. It is not
+     * this log's, and it could not be encoded anyway (the time unit comes with PROCESS): it is
+     * counted as dropped. */
+    if (HH_UNLIKELY(!w->have_process) && type != HH_REC_PROCESS) {
+        w->stragglers++;
+        return;
+    }
     switch (type) {
         case HH_REC_PROCESS:
             hh_encode_process(w, record);
@@ -1082,7 +1092,7 @@ uint64_t hh_writer_close(hh_writer *w, unsigned reason, uint64_t dropped, int *e
     }
     hh_put_u8(w, HH_STREAM_TAG, HH_TAG_END);
     hh_put_var(w, HH_STREAM_DECL, reason);
-    hh_put_var(w, HH_STREAM_DECL, dropped);
+    hh_put_var(w, HH_STREAM_DECL, dropped + w->stragglers);
     /* unit is 0 when the process never sent its PROCESS record (it failed to start) */
     hh_put_var(w, HH_STREAM_DECL, w->unit != 0 && now > w->start ? (now - w->start) / w->unit : 0);
     uint64_t events = failed ? w->written : w->events; /* in the log */
