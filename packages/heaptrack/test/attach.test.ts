@@ -337,7 +337,10 @@ describe('heaphook_heaptrack_attach / _detach from C', () => {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    expect(r.signal, `killed by ${r.signal} (SIGTERM: hung until the timeout)\n${r.stderr}`).toBeNull();
+    expect(
+      r.signal,
+      `killed by ${r.signal} (SIGTERM: hung until the timeout)\n${r.stderr}`,
+    ).toBeNull();
     expect(r.status, r.stderr).toBe(0);
     const out = JSON.parse(r.stdout) as { cycles: number; forks: number; children_ok: number };
     expect(out.cycles).toBe(20);
