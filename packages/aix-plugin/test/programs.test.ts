@@ -24,9 +24,11 @@ describe.each(realPrograms.map((p) => [p.name, p] as const))('%s', (_name, progr
     expect(r.status).toBe(0);
     expect(r.stdout).toBe(expected.stdout);
     expect(r.stderr).toBe(expected.stderr);
-    // At least one process of the run was served by the plug-in.
+    // Every process of the run was served by the plug-in: each one's calls reached it. (How
+    // many depends on the environment: under LANG=C.UTF-8 a shell pipeline's tools make ~200
+    // calls each to load the locale, with no LANG at all 3 to 13.)
     expect(r.reports.length).toBeGreaterThan(0);
     expect(r.reports.every((x) => x.backend === 'aix:libheaphook_aix_tlsf')).toBe(true);
-    expect(Math.max(...r.reports.map((x) => Number(x.malloc)))).toBeGreaterThan(100);
+    expect(r.reports.filter((x) => Number(x.malloc) === 0)).toEqual([]);
   });
 });

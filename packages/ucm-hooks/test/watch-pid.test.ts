@@ -342,7 +342,7 @@ describe('heaphook watch -p PID on a busy process', () => {
         '500ms',
       ]);
       await watch.attached();
-      expect(await watch.exited).toBe(0);
+      expect(await watch.exited, watch.stderr).toBe(0);
       const lines = watch.lines();
       const tids = new Set(lines.filter((l) => l.type === 'MMAP').map((l) => l.tid));
       expect(tids.size).toBe(8);
