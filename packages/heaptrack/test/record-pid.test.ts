@@ -14,6 +14,7 @@ import {
   readFileSync,
   writeFileSync,
 } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -172,6 +173,12 @@ async function finishesNormally(target: Proc, rounds: number): Promise<void> {
   expect(target.out()).toContain('bye');
 }
 
+function threadNames(pid: number): string[] {
+  return readdirSync(`/proc/${pid}/task`).map((tid) =>
+    readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(),
+  );
+}
+
 function threadsOf(pid: number): number {
   return readdirSync(`/proc/${pid}/task`).length;
 }
@@ -185,6 +192,38 @@ async function threadsSettleAt(pid: number, expected: number): Promise<number> {
 function catches(pid: number, sig: number): boolean {
   const mask = /^SigCgt:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]!;
   return ((BigInt(`0x${mask}`) >> BigInt(sig - 1)) & 1n) === 1n;
+}
+
+/** The pids of the collectors serving pid (`heaphook-heaptrack-collector --attach pid`). */
+function collectorsFor(pid: number): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      const at = args.indexOf('--attach');
+      if (args[0]!.endsWith('collector') && at >= 0 && args[at + 1] === String(pid))
+        found.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return found;
+}
+
+/** The scratch folder `heaphook record -p` running as pid made (its owner file names it). */
+function scratchFolderOf(pid: number): string | undefined {
+  const root = tmpdir();
+  return readdirSync(root)
+    .filter((name) => name.startsWith('heaphook-attach-'))
+    .map((name) => join(root, name))
+    .find((folder) => {
+      try {
+        return readFileSync(join(folder, 'owner'), 'utf8').startsWith(`${pid} `);
+      } catch {
+        return false;
+      }
+    });
 }
 
 /** `heaphook record -p pid -o dir [extra]`, once it has said it is attached. */
@@ -249,8 +288,10 @@ describe('heaphook record -p', () => {
     const target = await runningTarget(0, RUNNING, { HEAPHOOK_LEAK_SIGNAL: 'RTMIN' });
     expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([1, false]);
     const recorder = await attachedRecorder(target.pid, dir);
-    // Attached: the leak-check thread waits for the signal, whose handler is the tracer's.
-    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([2, true]);
+    // Attached: the leak-check thread waits for the signal, whose handler is the tracer's, and
+    // the collector's watch for the collector to hang up.
+    expect([threadsOf(target.pid), catches(target.pid, RTMIN)]).toEqual([3, true]);
+    expect(threadNames(target.pid)).toContain('heaphook-watch');
     target.child.kill('SIGUSR1');
     await target.waitFor('work 1');
     recorder.child.kill('SIGINT');
@@ -322,6 +363,36 @@ describe('heaphook record -p', () => {
     // restored (free last) are live at the end of the log.
     for (const json of detachedLogs(dir, 3)) expect(json.calls.malloc).toBeGreaterThan(1000);
     expect(await threadsSettleAt(target.pid, 9)).toBe(9);
+    await finishesNormally(target, 0);
+  });
+
+  it('SIGKILL of heaphook record: its collector ends the log, the process detaches itself and runs on, and a new record -p is accepted', async () => {
+    const dir = scratch('record-killed');
+    const target = await runningTarget(8);
+    const recorder = await attachedRecorder(target.pid, dir);
+    const folder = scratchFolderOf(recorder.pid);
+    expect(folder, 'the run names itself the owner of its scratch folder').toBeDefined();
+    expect(collectorsFor(target.pid)).toHaveLength(1);
+    recorder.child.kill('SIGKILL'); // as timeout -s KILL, a cancelled job or the OOM killer
+    await recorder.ended;
+    // Its lifeline ended: the collector ends the log (reason collector) and exits; the
+    // process sees its connection end and detaches itself (its watch thread ends too).
+    await withinOrExplain(
+      target.waitFor('detached (the collector is gone)', 'err'),
+      20_000,
+      () => `the process did not detach itself:\n${target.err()}\n${threadStates(target.pid)}`,
+    );
+    expect(await settledValue(() => collectorsFor(target.pid).length, 0)).toBe(0);
+    expect(await threadsSettleAt(target.pid, 9)).toBe(9);
+    const [log] = logsIn(dir);
+    const json = reportJson(log!);
+    expect(json.end).toBe('collector');
+    expect(json.calls.malloc).toBeGreaterThan(0);
+    // Nothing stays traced: a new attach is accepted, and it removes the killed run's folder.
+    const again = scratch('record-killed-again');
+    await recordFor(target.pid, again, '200ms');
+    expect(detachedLogs(again, 1)[0]!.calls.malloc).toBeGreaterThan(1000);
+    expect(existsSync(folder!), `${folder} of the killed run is removed`).toBe(false);
     await finishesNormally(target, 0);
   });
 

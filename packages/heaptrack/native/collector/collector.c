@@ -32,7 +32,10 @@
  * children. A process that detaches sends HH_MSG_DETACH before closing: its log ends
  * with END reason detach. SIGTERM stops it (the logs still open end with reason collector);
  * SIGINT and SIGHUP are ignored, since the terminal's Ctrl-C is heaphook's to handle: it
- * detaches first.
+ * detaches first. A pipe (or socket) on standard input is heaphook record's lifeline here too:
+ * its end means heaphook record is gone (killed: SIGKILL, the OOM killer, a cancelled job),
+ * and the collector stops as on SIGTERM, so no orphan keeps writing; each traced process sees
+ * the connection end and detaches itself (attach.c in the tracer).
  *
  * Trust: every byte from a traced process is hostile. The socket is abstract, so any local
  * process can connect; the collector believes only what the kernel says of a peer
@@ -55,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -82,7 +86,7 @@ static size_t nclients, capclients;
  * deschedule it in between, and a refused process runs untraced: half a second, not the
  * 100 ms first chosen. Waiting costs the others nothing (a pending handshake never blocks). */
 #define HELLO_TIMEOUT_MS 500
-#define PENDING_MAX 64       /* handshakes at once; more connections are refused */
+#define PENDING_MAX 64 /* handshakes at once; more connections are refused */
 typedef struct pending {
     int fd;
     pid_t pid; /* SO_PEERCRED: the kernel's */
@@ -99,7 +103,8 @@ static const char *manifest;
 static bool quiet;
 static long pending_forks;
 static pid_t attach_pid;  /* --attach: the process served (0: --record) */
-static int lifeline = -1; /* --record: standard input, until its end (the command is done) */
+static int lifeline = -1; /* standard input, until its end: --record, the command is done;
+                           * --attach, heaphook record is gone */
 static volatile sig_atomic_t stop_requested;
 
 static uint64_t now_ms(void) {
@@ -552,10 +557,18 @@ static int serve_attached(int listener) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
     sigaction(SIGTERM, &sa, NULL);
+    struct stat in;
+    if (fstat(STDIN_FILENO, &in) == 0 && (S_ISFIFO(in.st_mode) || S_ISSOCK(in.st_mode)))
+        lifeline = STDIN_FILENO;
     printf("socket %s\n", name);
     fflush(stdout);
-    while (!stop_requested && serve_once(listener) >= 0) {
+    while (!stop_requested && !command_done && serve_once(listener) >= 0) {
     }
+    if (command_done && !quiet)
+        fprintf(stderr,
+                "heaphook-heaptrack-collector: heaphook record is gone (its pipe closed); "
+                "ending the logs of process %d\n",
+                (int)attach_pid);
     /* Stopped: a process that detached just now has its log closed as a detach. */
     for (size_t k = 0; k < nclients; k++) {
         bool open = read_messages(clients[k]);

@@ -42,6 +42,12 @@ bool hh_tracer_attach_start(const char *where, const char *collector);
  * connection (the collector writes END, reason detach). Threads still inside a hook finish
  * their call; what they reserve after that is not in the log. */
 void hh_tracer_attach_finish(void);
+/* tracer.c: attached with a collector and still recording: the connection to it (the watch in
+ * attach.c polls it for the collector's hangup); else -1. */
+int hh_tracer_collector_socket(void);
+/* tracer.c: the collector hung up (killed, or ended because heaphook record is gone): recording
+ * stops for good, said once on stderr with the events lost (as when a send fails). */
+void hh_tracer_collector_hung_up(void);
 /* tracer.c: the path of the log being written, or of the last one. */
 const char *hh_tracer_log_path(void);
 /* tracer.c: the library was loaded without being interposed: wait for an attach. */

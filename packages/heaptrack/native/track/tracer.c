@@ -1049,7 +1049,16 @@ static void hh_finish_collector_log(void) {
 }
 
 void hh_tracer_attach_finish(void) {
-    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
+    if (atomic_load(&hh_state) != HH_STATE_ACTIVE) {
+        /* The collector went away while attached (hh_collector_gone finished recording): what
+         * the attach started still ends here. */
+        if (g_attach_mode && atomic_load(&g_gone)) {
+            hh_busy++;
+            hh_leaks_stop();
+            hh_busy--;
+        }
+        return;
+    }
     hh_busy++;
     hh_leaks_stop(); /* before the log ends: a check in progress still writes its result */
     if (g_mode == HH_MODE_COLLECTOR)
@@ -1057,6 +1066,15 @@ void hh_tracer_attach_finish(void) {
     else
         hh_finish_standalone_log(HH_END_DETACH);
     hh_busy--;
+}
+
+int hh_tracer_collector_socket(void) {
+    bool recording = atomic_load(&hh_state) == HH_STATE_ACTIVE && !atomic_load(&g_gone);
+    return recording && g_mode == HH_MODE_COLLECTOR ? g_notify_fd : -1;
+}
+
+void hh_tracer_collector_hung_up(void) {
+    hh_collector_gone(ECONNRESET);
 }
 
 const char *hh_tracer_log_path(void) {

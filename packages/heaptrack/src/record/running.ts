@@ -8,7 +8,7 @@
  * their logs. The processes go on untraced; the tracer library stays loaded in them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -95,8 +95,11 @@ async function startCollector(
       manifest,
       ...(quiet ? ['--quiet'] : []),
     ],
-    // Its own process group: a terminal's Ctrl-C is ours to handle (we detach first).
-    { stdio: ['ignore', 'pipe', 'inherit'], detached: true },
+    // Its own process group: a terminal's Ctrl-C is ours to handle (we detach first). Its
+    // standard input is a pipe we never write to, its lifeline: when we are killed (SIGKILL,
+    // the OOM killer, a cancelled job) the pipe ends and the collector ends the logs and exits,
+    // and the process, its connection gone, detaches itself.
+    { stdio: ['pipe', 'pipe', 'inherit'], detached: true },
   );
   const open = new Set<number>();
   let announce: ((socket: string) => void) | undefined;
@@ -160,6 +163,52 @@ export function descendsFrom(pid: number, root: number): boolean {
   return false;
 }
 
+/** The prefix of the scratch folders `record -p` makes in the temporary folder. */
+const SCRATCH_PREFIX = 'heaphook-attach-';
+/** The file in a scratch folder naming the process that made it: "<pid> <start time>". */
+const SCRATCH_OWNER = 'owner';
+
+/** A process's identity: its pid and start time (field 22 of /proc/<pid>/stat, in clock
+ * ticks since boot), which tells it from a later process given the same pid. */
+function identityOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return startTime === undefined ? undefined : `${pid} ${startTime}`;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Removes the scratch folders of `record -p` runs that were killed before they could (their
+ * owner file names a process that is gone). A folder without an owner file is being made now,
+ * or is not ours: it is left alone.
+ */
+export function removeStaleScratch(root: string = tmpdir()): string[] {
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = readdirSync(root).filter((n) => n.startsWith(SCRATCH_PREFIX));
+  } catch {
+    return removed;
+  }
+  for (const name of names) {
+    const folder = join(root, name);
+    let owner: string;
+    try {
+      owner = readFileSync(join(folder, SCRATCH_OWNER), 'utf8').trim();
+    } catch {
+      continue;
+    }
+    const pid = Number(owner.split(' ')[0]);
+    if (Number.isSafeInteger(pid) && pid > 0 && identityOf(pid) === owner) continue;
+    rmSync(folder, { recursive: true, force: true });
+    removed.push(folder);
+  }
+  return removed;
+}
+
 /** Calls a function of the tracer in process pid; InjectRefusal when the injector refuses. */
 function callTracer(pid: number, symbol: string, argument?: string): Promise<number> {
   return injectCall({
@@ -181,7 +230,9 @@ export async function attachRunning(
 ): Promise<RunningRecording> {
   const outputDir = resolve(options.outputDir ?? '.');
   makeOutputDir(options.outputDir ?? '.', outputDir);
-  const scratch = mkdtempSync(join(tmpdir(), 'heaphook-attach-'));
+  removeStaleScratch();
+  const scratch = mkdtempSync(join(tmpdir(), SCRATCH_PREFIX));
+  writeFileSync(join(scratch, SCRATCH_OWNER), `${identityOf(process.pid) ?? process.pid}\n`);
   const attachments: Attachment[] = [];
   const stopCollector = async (a: Attachment): Promise<void> => {
     a.collector.kill('SIGTERM');
