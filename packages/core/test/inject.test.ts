@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { findProcesses, injectCall, InjectRefusal, injectorPath } from '../src/inject.js';
-import { AARCH64_PYTHON, unmet } from '../src/testing.js';
+import { AARCH64_PYTHON, settledValue, unmet } from '../src/testing.js';
 import { built } from './helpers/native.js';
 
 const TARGET = built('heaphook_inject_target');
@@ -105,6 +105,36 @@ function probe(pid: number, argument?: string): Promise<number> {
   return injectCall({ pid, library: PROBE, symbol: 'inject_probe_call', argument });
 }
 
+/** The syscall number /proc shows thread tid of pid in ('' when running or gone). */
+function syscallOf(pid: number, tid = pid): string {
+  try {
+    return readFileSync(`/proc/${pid}/task/${tid}/syscall`, 'utf8').split(' ')[0]!;
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * heaphook-inject run directly, killed by SIGKILL at a moment: with `dieAt`, the moment it names
+ * (HEAPHOOK_INJECT_DIE_AT: picking, seized, started, report); with `afterMs`, that long after it
+ * started. Resolves once it is gone.
+ */
+function killedInjector(
+  pid: number,
+  symbol: string,
+  argument: string,
+  moment: { dieAt: string } | { afterMs: number },
+): Promise<NodeJS.Signals | number | null> {
+  const env =
+    'dieAt' in moment ? { ...process.env, HEAPHOOK_INJECT_DIE_AT: moment.dieAt } : process.env;
+  const child = spawn(injectorPath(), [String(pid), PROBE, symbol, argument], {
+    stdio: 'ignore',
+    env,
+  });
+  if ('afterMs' in moment) setTimeout(() => child.kill('SIGKILL'), moment.afterMs);
+  return new Promise((resolve) => child.on('close', (code, signal) => resolve(signal ?? code)));
+}
+
 function loaded(pid: number): boolean {
   const maps = spawnSync('cat', [`/proc/${pid}/maps`], { encoding: 'utf8' }).stdout;
   return maps.includes('libheaphook_inject_probe.so');
@@ -170,6 +200,91 @@ describe('injectCall', () => {
     expect(crashed.exitCode).toBe(21);
     // The fault was the injected call's: the target's registers were restored and it goes on.
     await stillWorks(target);
+  });
+});
+
+describe('the thread given back, and the target surviving a killed injector', () => {
+  it('gives the thread back exactly: every register, the vector state, errno; the read goes on', async () => {
+    // It reads stdin by a raw syscall with known values in the registers and errno = 4321; a
+    // SIGUSR2 handler with SA_RESTART counts signals.
+    const target = await startTarget(TARGET, ['registers']);
+    expect(await settledValue(() => syscallOf(target.pid), '0')).toBe('0'); // in read(0, ...)
+    expect(await probe(target.pid, 'abc')).toBe(1003);
+    target.child.stdin.write('x');
+    await target.waitFor('read x handled');
+    expect(target.output()).toContain('read x handled 0: registers kept');
+    // A signal that comes during the call (the probe sends SIGUSR2 to its own process) is
+    // handled once the thread is back; the read, interrupted, restarts (SA_RESTART).
+    expect(await settledValue(() => syscallOf(target.pid), '0')).toBe('0');
+    expect(
+      await injectCall({
+        pid: target.pid,
+        library: PROBE,
+        symbol: 'inject_probe_raise',
+        argument: '12',
+      }),
+    ).toBe(2000);
+    target.child.stdin.write('y');
+    await target.waitFor('read y handled');
+    expect(target.output()).toContain('read y handled 1: registers kept');
+    target.child.stdin.end();
+    expect(await target.ended).toBe(0);
+  });
+
+  it('a handler run for a signal that came during the call ends pause() with EINTR, as the kernel does', async () => {
+    const target = await startTarget(TARGET, ['pause']);
+    expect(await settledValue(() => syscallOf(target.pid), '34')).toBe('34'); // pause
+    expect(
+      await injectCall({
+        pid: target.pid,
+        library: PROBE,
+        symbol: 'inject_probe_raise',
+        argument: '12',
+      }),
+    ).toBe(1000);
+    await target.waitFor('pause EINTR 1');
+  });
+
+  it('the target survives the injector killed at any moment, and the call completes without it', async () => {
+    const target = await startTarget(TARGET, ['threads', '8']);
+    // The main thread, in sigwaitinfo (rt_sigtimedwait, 128), is the one taken; back in it, it
+    // has given itself back.
+    const backInSigwait = async (what: string): Promise<void> => {
+      expect(await settledValue(() => syscallOf(target.pid), '128'), `after ${what}`).toBe('128');
+    };
+    await backInSigwait('start');
+    let calls = 0;
+    // Before the thread's registers change: nothing happens in the target. After: the
+    // trampoline makes the call and returns on its own.
+    for (const [dieAt, called] of [
+      ['picking', false],
+      ['seized', false],
+      ['started', true],
+      ['report', true],
+    ] as const) {
+      expect(await killedInjector(target.pid, 'inject_probe_call', 'x', { dieAt })).toBe('SIGKILL');
+      if (called) calls++;
+      await backInSigwait(dieAt);
+      expect(loaded(target.pid)).toBe(calls > 0);
+    }
+    expect(await probe(target.pid, 'ab')).toBe(1000 * ++calls + 2);
+    // Killed from outside while the call (50 ms long) runs, or before it: a spread of moments.
+    for (const afterMs of [0, 1, 2, 4, 8, 15, 30, 45, 60]) {
+      const end = await killedInjector(target.pid, 'inject_probe_slow', '50', { afterMs });
+      expect([0, 'SIGKILL']).toContain(end);
+      await backInSigwait(`a kill ${afterMs} ms after the start`);
+    }
+    await stillWorks(target);
+  });
+
+  it('a busy target survives the injector killed while it follows its threads or runs the call', async () => {
+    const target = await startTarget(TARGET, ['busy']);
+    for (const dieAt of ['picking', 'started', 'report'])
+      expect(await killedInjector(target.pid, 'inject_probe_call', 'x', { dieAt })).toBe('SIGKILL');
+    // The call made once each after the start (2): the next one is the third.
+    expect(await probe(target.pid, 'ab')).toBe(3002);
+    target.child.kill('SIGTERM');
+    expect(await target.ended).toBe(0);
   });
 });
 

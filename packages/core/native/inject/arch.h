@@ -7,6 +7,7 @@
 #define HEAPHOOK_INJECT_ARCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -37,13 +38,52 @@ uintptr_t arch_sp(const struct arch_state *state);
 bool arch_syscall_outside_allocator(long number);
 bool arch_syscall_is_futex_wait(const struct arch_state *state);
 
-/* Sets the stopped thread up to call fn(args[0..nargs-1]) with its stack at or below
- * stack_top (16-byte aligned, below the saved red zone) and a return address of 0, so the
- * return faults at pc 0. Not a syscall restart: the kernel must not rewind the pc.
- * mem_fd: /proc/PID/mem open for writing (the return address may live on the stack). */
-int arch_setup_call(pid_t tid, const struct arch_state *saved, uintptr_t fn, const uintptr_t *args,
-                    int nargs, uintptr_t stack_top, int mem_fd);
-/* After the call returned (a fault at pc 0): its return value. */
-int arch_call_result(pid_t tid, uintptr_t *value, uintptr_t *pc);
+/*
+ * The return trampoline: position-independent code that heaphook-inject copies into an unused
+ * corner of the target's code (session.c's code cave) and runs on the taken thread. It blocks
+ * the thread's signals, saves errno, calls dlopen, dlsym and the function (dlerror when dlopen
+ * fails), stores their results in its block, makes one harmless syscall (the report, where a
+ * tracing injector stops the thread to read them; untraced, the syscall just returns), puts
+ * errno back and returns to the interrupted code with rt_sigreturn, which restores every
+ * register, the FP/vector state and the signal mask at once. So the thread completes the call
+ * and gives itself back whether or not the injector is still there.
+ */
+const unsigned char *arch_trampoline(size_t *size);
+
+/* What the trampoline calls (addresses in the target; dlerror and errno_location may be 0) and
+ * with what (strings already written in the target; argument 0 passes NULL). */
+struct arch_call {
+    uintptr_t dlopen, dlsym, dlerror, errno_location;
+    uintptr_t library, symbol, argument;
+};
+
+/* How far the trampoline got, and what it got back. */
+enum arch_stage {
+    ARCH_STAGE_NOT_STARTED = 0,
+    ARCH_STAGE_STARTED = 1,  /* signals blocked, the old mask saved */
+    ARCH_STAGE_DLOPEN = 2,   /* dlopen returned (handle; message when NULL) */
+    ARCH_STAGE_DLSYM = 3,    /* dlsym returned (function) */
+    ARCH_STAGE_RETURNED = 4, /* the function returned (result) */
+};
+struct arch_outcome {
+    int stage;
+    uintptr_t handle, function, result, message;
+};
+
+/* Writes the trampoline's block (the saved context as a signal frame, the FP/vector state, the
+ * call) on the stopped thread's stack at or below `below` (below its red zone), then, in one
+ * PTRACE_SETREGS, points the thread at the trampoline at `code` (already written). *block: where
+ * the block is. mem_fd: /proc/PID/mem open for writing. 0, or -1 with errno (nothing changed in
+ * the thread's registers). */
+int arch_start_trampoline(pid_t tid, int mem_fd, const struct arch_state *saved, uintptr_t code,
+                          uintptr_t below, const struct arch_call *call, uintptr_t *block);
+/* At a syscall-entry stop at pc `pc` of syscall `number`: whether it is the trampoline's report. */
+bool arch_at_report(uintptr_t code, uintptr_t pc, long number);
+/* Reads the block's results. 0, or -1 with errno. */
+int arch_read_outcome(int mem_fd, uintptr_t block, struct arch_outcome *outcome);
+/* The call faulted (the thread is stopped at the fault): registers and FP state as saved, errno
+ * and the signal mask as the trampoline found them. The thread is then detached without the
+ * fault's signal. 0, or -1 with errno. */
+int arch_abandon_call(pid_t tid, int mem_fd, const struct arch_state *saved, uintptr_t block);
 
 #endif /* HEAPHOOK_INJECT_ARCH_H */

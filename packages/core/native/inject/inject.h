@@ -71,6 +71,9 @@ struct target_object {
     uint16_t machine;
     bool exports_malloc; /* an allocator: locks in its data are allocator locks */
     bool is_loader;      /* ld.so */
+    uintptr_t text_map_start, text_map_end; /* its r-x mapping */
+    uintptr_t cave, cave_size; /* unused bytes after its code in its last r-x page (0: none) */
+    int cave_rank;             /* which cave to use first: libc 2, the loader 1, others 0 */
 };
 
 struct target_map {

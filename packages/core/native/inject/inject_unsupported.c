@@ -44,14 +44,26 @@ bool arch_syscall_outside_allocator(long number) {
 bool arch_syscall_is_futex_wait(const struct arch_state *state) {
     return (void)state, false;
 }
-int arch_setup_call(pid_t tid, const struct arch_state *saved, uintptr_t fn, const uintptr_t *args,
-                    int nargs, uintptr_t stack_top, int mem_fd) {
-    (void)tid, (void)saved, (void)fn, (void)args, (void)nargs, (void)stack_top, (void)mem_fd;
+const unsigned char *arch_trampoline(size_t *size) {
+    *size = 0;
+    return 0;
+}
+int arch_start_trampoline(pid_t tid, int mem_fd, const struct arch_state *saved, uintptr_t code,
+                          uintptr_t below, const struct arch_call *call, uintptr_t *block) {
+    (void)tid, (void)mem_fd, (void)saved, (void)code, (void)below, (void)call, (void)block;
     errno = ENOSYS;
     return -1;
 }
-int arch_call_result(pid_t tid, uintptr_t *value, uintptr_t *pc) {
-    (void)tid, (void)value, (void)pc;
+bool arch_at_report(uintptr_t code, uintptr_t pc, long number) {
+    return (void)code, (void)pc, (void)number, false;
+}
+int arch_read_outcome(int mem_fd, uintptr_t block, struct arch_outcome *outcome) {
+    (void)mem_fd, (void)block, (void)outcome;
+    errno = ENOSYS;
+    return -1;
+}
+int arch_abandon_call(pid_t tid, int mem_fd, const struct arch_state *saved, uintptr_t block) {
+    (void)tid, (void)mem_fd, (void)saved, (void)block;
     errno = ENOSYS;
     return -1;
 }

@@ -3,8 +3,9 @@
  *
  * Loads LIBRARY into the running process PID (dlopen(LIBRARY, RTLD_NOW) on one of its threads
  * that is not inside the allocator), calls int SYMBOL(const char *STRING) there (NULL when
- * STRING is absent), prints the returned int on stdout as one line, restores the thread's
- * registers and the memory the injector wrote, and detaches. A second call for the same LIBRARY
+ * STRING is absent), prints the returned int on stdout as one line, and detaches; the thread
+ * puts its own registers back (session.c), so the injector may die at any instant without
+ * harming the target. A second call for the same LIBRARY
  * reuses the loaded copy (dlopen's reference count). Exit 0 when the call was made; each
  * refusal has its own exit code (inject.h, packages/core/README.md) and one line on stderr, and
  * leaves the target untouched.

@@ -11,13 +11,18 @@
  * and checked; when none is, every thread is traced syscall by syscall until one returns from
  * such a syscall, for at most PICK_TIMEOUT_MS.
  *
- * On the taken thread: every register (general, FP, vector) and errno are saved; the strings are
- * written below the red zone of its stack (the bytes they cover saved too); dlopen, dlsym and the
- * function are called one after the other, each returning to address 0, so its return stops the
- * thread with a fault at pc 0. A signal that arrives for the thread meanwhile is held and
- * re-delivered after the registers are restored. Restoring the registers as they were (the
- * syscall number included) lets the kernel restart an interrupted syscall exactly as it would
- * have without us.
+ * On the taken thread: every register (general, FP, vector) is saved; the strings and the return
+ * trampoline's block (arch.h: the saved context as a signal frame, the call) are written below
+ * the red zone of its stack, the trampoline's code into a code cave of a library (symbols.c);
+ * then one PTRACE_SETREGS starts the trampoline. It calls dlopen, dlsym and the function with
+ * the thread's signals blocked and reports at a syscall, where the injector reads the results
+ * and lets it go; it then puts errno, its signal mask and every register back on its own and
+ * returns to the interrupted code, restarting an interrupted syscall as the kernel would have.
+ * The injector can die at any instant (SIGKILL of its process group): before PTRACE_SETREGS
+ * the thread goes on untouched, after it the thread completes the call and returns by itself.
+ * No signal is ever held by the injector: one that comes before the trampoline blocks them is
+ * delivered at once, and one that comes later stays pending in the kernel until the trampoline
+ * restores the mask.
  */
 #include "inject.h"
 #include "arch.h"
@@ -40,8 +45,8 @@
 #define RTLD_NOW 2
 #endif
 
-enum { PICK_TIMEOUT_MS = 5000, MAX_THREADS = 1024, MAX_HELD_SIGNALS = 64, STRING_MAX = 4096 };
-enum { RED_ZONE = 128, FRAME_SLACK = 64 };
+enum { PICK_TIMEOUT_MS = 5000, MAX_THREADS = 1024, STRING_MAX = 4096 };
+enum { RED_ZONE = 128, FRAME_SLACK = 64 }; /* bytes left between the strings and the block */
 
 struct tracee {
     pid_t tid;
@@ -52,10 +57,9 @@ struct session {
     pid_t pid;
     pid_t tid; /* the taken thread */
     int mem_fd;
+    const char *symbol;
     const struct target_map *map;
     struct arch_state *saved;
-    siginfo_t held[MAX_HELD_SIGNALS];
-    int held_count;
 };
 
 static volatile sig_atomic_t timer_fired;
@@ -77,6 +81,15 @@ static void arm_timer(int milliseconds) {
 static void disarm_timer(void) {
     struct itimerval timer = {{0, 0}, {0, 0}};
     setitimer(ITIMER_REAL, &timer, NULL);
+}
+
+/* Tests only: HEAPHOOK_INJECT_DIE_AT=<moment> makes the injector kill itself (SIGKILL, as a
+ * cancelled job or the OOM killer would) at that moment of the session: picking (threads seized,
+ * one stop seen), seized (the thread taken, nothing written), started (the trampoline just
+ * started), report (the call done, the thread stopped at the report). */
+static void die_at(const char *moment) {
+    const char *wanted = getenv("HEAPHOOK_INJECT_DIE_AT");
+    if (wanted != NULL && strcmp(wanted, moment) == 0) raise(SIGKILL);
 }
 
 /* Whether the process is gone (or a zombie: its threads have exited). */
@@ -122,6 +135,25 @@ static long blocked_syscall(pid_t pid, pid_t tid) {
     fclose(file);
     if (text[0] < '0' || text[0] > '9') return -1;
     return strtol(text, NULL, 10);
+}
+
+/* Whether a signal the thread does not block is pending for it (or for the process): it is
+ * about to run a handler, and the kernel to decide whether its interrupted syscall restarts or
+ * fails with EINTR. Such a thread is let go to do that, not taken now. */
+static bool signal_waiting(pid_t pid, pid_t tid) {
+    char path[96], line[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+    FILE *file = fopen(path, "r");
+    if (file == NULL) return false;
+    unsigned long long pending = 0, blocked = 0, value;
+    while (fgets(line, sizeof line, file) != NULL) {
+        if (sscanf(line, "SigPnd: %llx", &value) == 1 || sscanf(line, "ShdPnd: %llx", &value) == 1)
+            pending |= value;
+        else if (sscanf(line, "SigBlk: %llx", &value) == 1)
+            blocked = value;
+    }
+    fclose(file);
+    return (pending & ~blocked) != 0;
 }
 
 /* Whether the saved thread is at a point outside the allocator (see the file's comment). */
@@ -194,6 +226,7 @@ static int pick_thread(struct session *s, const pid_t *tids, size_t count, bool 
             if (errno == EINTR) continue;
             break; /* ECHILD: every tracee is gone */
         }
+        die_at("picking");
         struct tracee *t = NULL;
         for (size_t i = 0; i < count; i++)
             if (tracees[i].tid == tid) t = &tracees[i];
@@ -217,7 +250,7 @@ static int pick_thread(struct session *s, const pid_t *tids, size_t count, bool 
             deliver = sig;
         }
         if (!finishing && at_exit_or_interrupt && arch_save(tid, s->saved) == 0 &&
-            outside_allocator(s, s->saved)) {
+            outside_allocator(s, s->saved) && !signal_waiting(s->pid, tid)) {
             s->tid = tid;
             t->attached = false; /* kept stopped: the session owns it now */
             live--;
@@ -240,41 +273,6 @@ static int pick_thread(struct session *s, const pid_t *tids, size_t count, bool 
     return process_gone(s->pid) ? exited(s->pid) : INJECT_BUSY;
 }
 
-/* Runs fn(args) on the taken thread. Returns INJECT_OK with *value, or a failure. */
-static int call_in_target(struct session *s, uintptr_t fn, const uintptr_t *args, int nargs,
-                          uintptr_t stack_top, uintptr_t *value) {
-    if (arch_setup_call(s->tid, s->saved, fn, args, nargs, stack_top, s->mem_fd) != 0)
-        return process_gone(s->pid)
-                   ? exited(s->pid)
-                   : refuse(INJECT_FAILED, "setting up the call: %s", strerror(errno));
-    int deliver = 0;
-    for (;;) {
-        if (ptrace(PTRACE_CONT, s->tid, 0, (void *)(long)deliver) != 0 && errno == ESRCH)
-            return exited(s->pid);
-        deliver = 0;
-        int status;
-        pid_t got = waitpid(s->tid, &status, __WALL);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0 || WIFEXITED(status) || WIFSIGNALED(status)) return exited(s->pid);
-        if (!WIFSTOPPED(status)) continue;
-        int sig = WSTOPSIG(status), event = status >> 16;
-        if (event != 0 || sig == (SIGTRAP | 0x80)) continue; /* an interrupt or group stop */
-        uintptr_t pc = 0;
-        if ((sig == SIGSEGV || sig == SIGBUS) && arch_call_result(s->tid, value, &pc) == 0 &&
-            pc == 0)
-            return INJECT_OK;
-        if (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP)
-            return refuse(INJECT_CALL_CRASHED,
-                          "the call at %#lx in process %d faulted (signal %d at pc %#lx): its "
-                          "registers were restored",
-                          (unsigned long)fn, (int)s->pid, sig, (unsigned long)pc);
-        /* Any other signal waits until the thread is given back. */
-        if (s->held_count < MAX_HELD_SIGNALS &&
-            ptrace(PTRACE_GETSIGINFO, s->tid, 0, &s->held[s->held_count]) == 0)
-            s->held_count++;
-    }
-}
-
 static bool write_target(int fd, uintptr_t at, const void *data, size_t size) {
     return pwrite(fd, data, size, (off_t)at) == (ssize_t)size;
 }
@@ -286,34 +284,133 @@ static void read_string(int fd, uintptr_t at, char *buffer, size_t size) {
     buffer[strnlen(buffer, size - 1)] = '\0';
 }
 
-/* Gives the taken thread back: registers, stack bytes, errno, held signals. */
-static int release(struct session *s, const void *stack_copy, uintptr_t stack_low,
-                   size_t stack_size, uintptr_t errno_address, int errno_value) {
-    int code = INJECT_OK;
-    if (errno_address != 0 &&
-        !write_target(s->mem_fd, errno_address, &errno_value, sizeof errno_value))
-        code = INJECT_FAILED;
-    if (stack_copy != NULL && !write_target(s->mem_fd, stack_low, stack_copy, stack_size))
-        code = INJECT_FAILED;
-    if (arch_restore(s->tid, s->saved) != 0) {
-        if (process_gone(s->pid)) return exited(s->pid);
-        code = refuse(INJECT_FAILED, "restoring the registers of thread %d: %s", (int)s->tid,
-                      strerror(errno));
+/* Writes bytes into read-only code of the stopped thread's process with PTRACE_POKEDATA (a
+ * ptrace write forces its way into a private mapping, copying the page, whether or not the
+ * kernel lets /proc/PID/mem do the same). */
+static bool poke_code(pid_t tid, uintptr_t at, const unsigned char *bytes, size_t size) {
+    for (size_t done = 0; done < size;) {
+        uintptr_t word_at = (at + done) & ~(uintptr_t)7;
+        size_t skip = (at + done) - word_at;
+        errno = 0;
+        long word = ptrace(PTRACE_PEEKDATA, tid, (void *)word_at, 0);
+        if (errno != 0) return false;
+        size_t n = sizeof word - skip;
+        if (n > size - done) n = size - done;
+        memcpy((unsigned char *)&word + skip, bytes + done, n);
+        if (ptrace(PTRACE_POKEDATA, tid, (void *)word_at, (void *)word) != 0) return false;
+        done += n;
     }
-    int first = 0;
-    if (s->held_count > 0 && ptrace(PTRACE_SETSIGINFO, s->tid, 0, &s->held[0]) == 0)
-        first = s->held[0].si_signo;
-    if (ptrace(PTRACE_DETACH, s->tid, 0, (void *)(long)first) != 0 && process_gone(s->pid))
-        return exited(s->pid);
-    for (int i = first != 0 ? 1 : 0; i < s->held_count; i++)
-        syscall(SYS_tgkill, s->pid, s->tid, s->held[i].si_signo);
-    return code;
+    return true;
+}
+
+/*
+ * Puts the return trampoline into a code cave (symbols.c): libc's first, then the loader's, then
+ * any object's, one whose bytes are all zero (unused) or hold the trampoline already (an earlier
+ * injection, or another injector now: the same bytes, so rewriting them is harmless). Returns
+ * its address, or 0.
+ */
+static uintptr_t place_trampoline(struct session *s) {
+    size_t size;
+    const unsigned char *code = arch_trampoline(&size);
+    unsigned char *current = malloc(size);
+    if (current == NULL) return 0;
+    uintptr_t placed = 0;
+    for (int rank = 2; rank >= 0 && placed == 0; rank--) {
+        for (size_t i = 0; i < s->map->count && placed == 0; i++) {
+            const struct target_object *object = &s->map->objects[i];
+            if (object->cave_rank != rank || object->cave_size < size) continue;
+            if (pread(s->mem_fd, current, size, (off_t)object->cave) != (ssize_t)size) continue;
+            bool same = memcmp(current, code, size) == 0, empty = true;
+            for (size_t b = 0; b < size && empty; b++) empty = current[b] == 0;
+            if (!same && !empty) continue;
+            if (!same && !poke_code(s->tid, object->cave, code, size)) continue;
+            if (pread(s->mem_fd, current, size, (off_t)object->cave) == (ssize_t)size &&
+                memcmp(current, code, size) == 0)
+                placed = object->cave;
+        }
+    }
+    free(current);
+    return placed;
+}
+
+/*
+ * Runs the trampoline on the taken thread (arch.h) and follows it syscall by syscall to its
+ * report, where *outcome is read; then lets it go on alone to put itself back. A signal that
+ * comes before the trampoline has blocked signals is delivered at once, never held (a held
+ * signal would be lost if the injector died). A fault is the call-crashed failure: the thread
+ * is put back as it was (arch_abandon_call) and released without the fault's signal.
+ */
+static int run_trampoline(struct session *s, uintptr_t code, uintptr_t below,
+                          const struct arch_call *call, struct arch_outcome *outcome) {
+    uintptr_t block = 0;
+    if (arch_start_trampoline(s->tid, s->mem_fd, s->saved, code, below, call, &block) != 0) {
+        if (process_gone(s->pid)) return exited(s->pid);
+        int code_failed = refuse(INJECT_FAILED, "starting the call in thread %d: %s", (int)s->tid,
+                                 strerror(errno));
+        ptrace(PTRACE_DETACH, s->tid, 0, 0); /* its registers were not changed */
+        return code_failed;
+    }
+    die_at("started");
+    int deliver = 0;
+    for (;;) {
+        if (ptrace(PTRACE_SYSCALL, s->tid, 0, (void *)(long)deliver) != 0 && errno == ESRCH)
+            return exited(s->pid);
+        deliver = 0;
+        int status;
+        pid_t got = waitpid(s->tid, &status, __WALL);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0 || WIFEXITED(status) || WIFSIGNALED(status)) return exited(s->pid);
+        if (!WIFSTOPPED(status)) continue;
+        int sig = WSTOPSIG(status), event = status >> 16;
+        if (event != 0) continue; /* an interrupt or a group stop */
+        if (sig == (SIGTRAP | 0x80)) {
+            struct __ptrace_syscall_info info;
+            if (ptrace(PTRACE_GET_SYSCALL_INFO, s->tid, (void *)sizeof info, &info) > 0 &&
+                info.op == PTRACE_SYSCALL_INFO_ENTRY &&
+                arch_at_report(code, (uintptr_t)info.instruction_pointer, (long)info.entry.nr)) {
+                if (arch_read_outcome(s->mem_fd, block, outcome) != 0)
+                    return process_gone(s->pid)
+                               ? exited(s->pid)
+                               : refuse(INJECT_FAILED, "reading the results: %s", strerror(errno));
+                die_at("report");
+                return INJECT_OK; /* still stopped at the report: the caller detaches */
+            }
+            continue;
+        }
+        siginfo_t info;
+        bool fault =
+            (sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE || sig == SIGTRAP) &&
+            ptrace(PTRACE_GETSIGINFO, s->tid, 0, &info) == 0 && info.si_code > 0;
+        if (!fault) {
+            deliver = sig;
+            continue;
+        }
+        uintptr_t pc = 0;
+        struct arch_state *now = arch_state_new();
+        if (now != NULL && arch_save(s->tid, now) == 0) pc = arch_pc(now);
+        arch_state_free(now);
+        if (arch_abandon_call(s->tid, s->mem_fd, s->saved, block) != 0) {
+            /* Released with its fault: nothing else can be done for it. */
+            int failed = refuse(INJECT_FAILED,
+                                "the call in process %d faulted (signal %d at pc %#lx) and its "
+                                "thread could not be put back: %s",
+                                (int)s->pid, sig, (unsigned long)pc, strerror(errno));
+            ptrace(PTRACE_DETACH, s->tid, 0, (void *)(long)sig);
+            return failed;
+        }
+        ptrace(PTRACE_DETACH, s->tid, 0, 0);
+        return refuse(INJECT_CALL_CRASHED,
+                      "the call of %s in process %d faulted (signal %d at pc %#lx): its "
+                      "registers were restored",
+                      s->symbol, (int)s->pid, sig, (unsigned long)pc);
+    }
 }
 
 int inject_call(const struct inject_request *request, const struct target_map *map, int *result) {
     struct session s;
     memset(&s, 0, sizeof s);
     s.pid = request->pid;
+    s.symbol = request->symbol;
     s.map = map;
     s.saved = arch_state_new();
     if (s.saved == NULL) return refuse(INJECT_FAILED, "out of memory");
@@ -346,71 +443,68 @@ int inject_call(const struct inject_request *request, const struct target_map *m
         return code;
     }
 
-    /* The strings, below the red zone; the frame below them. */
+    die_at("seized");
+    /* Until the thread's registers change (one PTRACE_SETREGS in arch_start_trampoline), every
+     * write is harmless if we die: the code cave is unused, and the stack below the red zone is
+     * free by the ABI (a signal handler would overwrite it too). From then on the thread
+     * completes the call and puts itself back on its own. */
+    uintptr_t code_at = place_trampoline(&s);
+    if (code_at == 0) {
+        code = refuse(INJECT_FAILED,
+                      "process %d has no unused bytes after the code of its libraries to put "
+                      "the call's return trampoline in",
+                      (int)s.pid);
+        ptrace(PTRACE_DETACH, s.tid, 0, 0);
+        close(s.mem_fd);
+        arch_state_free(s.saved);
+        return code;
+    }
+    /* The strings below the red zone; the trampoline's block below them. */
     const char *strings[3] = {request->library, request->symbol,
                               request->argument != NULL ? request->argument : ""};
     uintptr_t string_at[3];
     uintptr_t cursor = (arch_sp(s.saved) - RED_ZONE) & ~(uintptr_t)15;
-    uintptr_t stack_high = cursor;
     for (int i = 0; i < 3; i++) {
         cursor = (cursor - strlen(strings[i]) - 1) & ~(uintptr_t)15;
         string_at[i] = cursor;
-    }
-    uintptr_t stack_top = cursor - FRAME_SLACK;
-    uintptr_t stack_low = stack_top - FRAME_SLACK;
-    size_t stack_size = stack_high - stack_low;
-    void *stack_copy = malloc(stack_size);
-    if (stack_copy == NULL ||
-        pread(s.mem_fd, stack_copy, stack_size, (off_t)stack_low) != (ssize_t)stack_size) {
-        free(stack_copy);
-        stack_copy = NULL;
-        code = refuse(INJECT_FAILED, "reading the stack of thread %d: %s", (int)s.tid,
-                      strerror(errno));
-    }
-    for (int i = 0; code == INJECT_OK && i < 3; i++)
-        if (!write_target(s.mem_fd, string_at[i], strings[i], strlen(strings[i]) + 1))
-            code = refuse(INJECT_FAILED, "writing to the stack of thread %d: %s", (int)s.tid,
-                          strerror(errno));
-
-    uintptr_t errno_address = 0, value = 0, handle = 0, function = 0;
-    int errno_value = 0;
-    if (code == INJECT_OK && map->errno_location != 0) {
-        code = call_in_target(&s, map->errno_location, NULL, 0, stack_top, &errno_address);
-        if (code == INJECT_OK && pread(s.mem_fd, &errno_value, sizeof errno_value,
-                                       (off_t)errno_address) != sizeof errno_value)
-            errno_address = 0;
-    }
-    if (code == INJECT_OK) {
-        uintptr_t args[2] = {string_at[0], RTLD_NOW};
-        code = call_in_target(&s, map->dlopen, args, 2, stack_top, &handle);
-        if (code == INJECT_OK && handle == 0) {
-            char reason[STRING_MAX] = "dlerror unavailable";
-            uintptr_t message = 0;
-            if (map->dlerror != 0 &&
-                call_in_target(&s, map->dlerror, NULL, 0, stack_top, &message) == INJECT_OK &&
-                message != 0)
-                read_string(s.mem_fd, message, reason, sizeof reason);
-            code = refuse(INJECT_DLOPEN_FAILED, "dlopen(%s) failed in process %d: %s",
-                          request->library, (int)s.pid, reason);
+        if (!write_target(s.mem_fd, cursor, strings[i], strlen(strings[i]) + 1)) {
+            code = process_gone(s.pid)
+                       ? exited(s.pid)
+                       : refuse(INJECT_FAILED, "writing to the stack of thread %d: %s", (int)s.tid,
+                                strerror(errno));
+            if (code != INJECT_EXITED) ptrace(PTRACE_DETACH, s.tid, 0, 0);
+            close(s.mem_fd);
+            arch_state_free(s.saved);
+            return code;
         }
     }
+    struct arch_call call = {map->dlopen,
+                             map->dlsym,
+                             map->dlerror,
+                             map->errno_location,
+                             string_at[0],
+                             string_at[1],
+                             request->argument != NULL ? string_at[2] : 0};
+    struct arch_outcome outcome;
+    memset(&outcome, 0, sizeof outcome);
+    code = run_trampoline(&s, code_at, cursor - FRAME_SLACK, &call, &outcome);
     if (code == INJECT_OK) {
-        uintptr_t args[2] = {handle, string_at[1]};
-        code = call_in_target(&s, map->dlsym, args, 2, stack_top, &function);
-        if (code == INJECT_OK && function == 0)
+        char reason[STRING_MAX] = "dlerror unavailable";
+        if (outcome.stage >= ARCH_STAGE_DLOPEN && outcome.handle == 0 && outcome.message != 0)
+            read_string(s.mem_fd, outcome.message, reason, sizeof reason);
+        /* The thread, stopped at the report, puts itself back once let go. */
+        if (ptrace(PTRACE_DETACH, s.tid, 0, 0) != 0 && process_gone(s.pid)) {
+            code = exited(s.pid);
+        } else if (outcome.stage < ARCH_STAGE_DLOPEN || outcome.handle == 0) {
+            code = refuse(INJECT_DLOPEN_FAILED, "dlopen(%s) failed in process %d: %s",
+                          request->library, (int)s.pid, reason);
+        } else if (outcome.function == 0) {
             code = refuse(INJECT_NO_SYMBOL, "%s has no function %s", request->library,
                           request->symbol);
+        } else {
+            *result = (int)(uint32_t)outcome.result;
+        }
     }
-    if (code == INJECT_OK) {
-        uintptr_t args[1] = {request->argument != NULL ? string_at[2] : 0};
-        code = call_in_target(&s, function, args, 1, stack_top, &value);
-        if (code == INJECT_OK) *result = (int)(uint32_t)value;
-    }
-    if (code != INJECT_EXITED) {
-        int released = release(&s, stack_copy, stack_low, stack_size, errno_address, errno_value);
-        if (code == INJECT_OK) code = released;
-    }
-    free(stack_copy);
     close(s.mem_fd);
     arch_state_free(s.saved);
     return code;

@@ -56,8 +56,8 @@ static void *read_at(int fd, off_t offset, size_t size) {
 /* Reads the ELF header of an object: its machine, the p_vaddr of its first PT_LOAD, whether it
  * is ET_DYN, and the defined dynamic symbols among WANTED_NAMES. false when not a 64-bit ELF
  * (a 32-bit one still gives its machine). */
-static bool read_object(int fd, uint16_t *machine, uintptr_t *first_vaddr, bool *is_dyn,
-                        struct found *found) {
+static bool read_object(int fd, uint16_t *machine, uintptr_t *first_vaddr, uintptr_t *text_end,
+                        bool *is_dyn, struct found *found) {
     Elf64_Ehdr header;
     memset(found, 0, sizeof *found);
     if (pread(fd, &header, sizeof header, 0) < (ssize_t)sizeof(Elf32_Ehdr) ||
@@ -67,17 +67,21 @@ static bool read_object(int fd, uint16_t *machine, uintptr_t *first_vaddr, bool 
     if (header.e_ident[EI_CLASS] != ELFCLASS64) return false;
     *is_dyn = header.e_type == ET_DYN;
     *first_vaddr = 0;
+    *text_end = 0;
+    bool first = true;
     for (unsigned i = 0; i < header.e_phnum; i++) {
         Elf64_Phdr program;
         if (pread(fd, &program, sizeof program,
                   (off_t)(header.e_phoff + (Elf64_Off)i * header.e_phentsize)) !=
             (ssize_t)sizeof program)
             break;
-        if (program.p_type == PT_LOAD) {
+        if (program.p_type != PT_LOAD) continue;
+        if (first)
             *first_vaddr =
                 program.p_vaddr & ~(uintptr_t)(program.p_align > 1 ? program.p_align - 1 : 0);
-            break;
-        }
+        first = false;
+        if ((program.p_flags & PF_X) && program.p_vaddr + program.p_memsz > *text_end)
+            *text_end = program.p_vaddr + program.p_memsz;
     }
     if (header.e_shoff == 0 || header.e_shentsize != sizeof(Elf64_Shdr)) return true;
     Elf64_Shdr *sections =
@@ -147,6 +151,25 @@ bool is_allocator_data(pid_t pid, const struct target_map *map, uintptr_t addr) 
     return (addr & (ARENA_HEAP_SIZE - 1)) < 4096;
 }
 
+/*
+ * The code cave of an object: the bytes of its last executable page after the end of its
+ * executable segment (p_vaddr + p_memsz). They are mapped executable but belong to no section:
+ * nothing runs or reads them through this mapping (another mapping of the same file page, the
+ * next segment, is not affected by a write here, which copies the page). heaphook-inject puts
+ * its return trampoline there (session.c).
+ */
+static void find_cave(struct target_object *object, uintptr_t text_end) {
+    object->cave = object->cave_size = 0;
+    if (text_end == 0 || object->text_map_end == 0) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (object->base + text_end + 15) & ~(uintptr_t)15;
+    uintptr_t end = (object->base + text_end + page - 1) & ~(page - 1);
+    if (end > object->text_map_end) end = object->text_map_end;
+    if (start < object->text_map_start || start >= end) return;
+    object->cave = start;
+    object->cave_size = end - start;
+}
+
 void free_target_map(struct target_map *map) {
     free(map->objects);
     memset(map, 0, sizeof *map);
@@ -193,6 +216,10 @@ int read_target_map(pid_t pid, struct target_map *map) {
         }
         if (start < object->start) object->start = start;
         if (end > object->end) object->end = end;
+        if (perms[0] == 'r' && perms[2] == 'x' && end > object->text_map_end) {
+            object->text_map_start = start;
+            object->text_map_end = end;
+        }
         if (offset == 0 && object->base == 0) object->base = start;
         last = object;
     }
@@ -212,10 +239,10 @@ int read_target_map(pid_t pid, struct target_map *map) {
         int fd = open_in_target(pid, object->path);
         if (fd < 0) continue;
         uint16_t machine = 0;
-        uintptr_t first_vaddr = 0;
+        uintptr_t first_vaddr = 0, text_end = 0;
         bool is_dyn = false;
         struct found found;
-        bool is_elf64 = read_object(fd, &machine, &first_vaddr, &is_dyn, &found);
+        bool is_elf64 = read_object(fd, &machine, &first_vaddr, &text_end, &is_dyn, &found);
         close(fd);
         object->machine = machine;
         if (machine != 0 && machine != arch_elf_machine) {
@@ -238,6 +265,8 @@ int read_target_map(pid_t pid, struct target_map *map) {
         int rank = is_named(object->path, "libc.so") || is_named(object->path, "libc-") ? 2
                    : is_named(object->path, "libdl")                                    ? 1
                                                                                         : 0;
+        object->cave_rank = rank == 2 ? 2 : object->is_loader ? 1 : 0;
+        find_cave(object, text_end);
         for (int w = 0; w < W_COUNT; w++) {
             if (found.value[w] == 0 || rank <= chosen_rank[w]) continue;
             chosen_rank[w] = rank;
