@@ -157,9 +157,12 @@ function nodeModulesChain(start: string): string[] {
 
 /** Every installed package with a `heaphook` field, nearest first, each package once. */
 export function findHeaphookPackages(options: DiscoveryOptions = {}): PackageRecord[] {
+  // each folder once: from inside the project both chains hold its node_modules
   const roots = [
-    ...nodeModulesChain(options.from ?? process.cwd()),
-    ...nodeModulesChain(ownPackageDir),
+    ...new Set([
+      ...nodeModulesChain(options.from ?? process.cwd()),
+      ...nodeModulesChain(ownPackageDir),
+    ]),
   ];
   const seen = new Set<string>();
   const records: PackageRecord[] = [];

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { settledValue, unmet } from '@heaphook/core/testing';
+import { settledValue, threadNames, unmet } from '@heaphook/core/testing';
 
 import { heaphookBin, logsIn, python3, release, scratch } from './helpers.js';
 
@@ -44,10 +44,12 @@ function start(
   args: readonly string[],
   cwd?: string,
   env: NodeJS.ProcessEnv = {},
+  ownGroup = false,
 ): Proc {
   const child = spawn(command, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
+    detached: ownGroup,
     ...(cwd ? { cwd } : {}),
   });
   started.push(child);
@@ -171,12 +173,6 @@ async function finishesNormally(target: Proc, rounds: number): Promise<void> {
   target.child.kill('SIGTERM');
   expect(await target.ended).toEqual({ code: 0, signal: null });
   expect(target.out()).toContain('bye');
-}
-
-function threadNames(pid: number): string[] {
-  return readdirSync(`/proc/${pid}/task`).map((tid) =>
-    readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim(),
-  );
 }
 
 function threadsOf(pid: number): number {
@@ -393,6 +389,56 @@ describe('heaphook record -p', () => {
     await recordFor(target.pid, again, '200ms');
     expect(detachedLogs(again, 1)[0]!.calls.malloc).toBeGreaterThan(1000);
     expect(existsSync(folder!), `${folder} of the killed run is removed`).toBe(false);
+    await finishesNormally(target, 0);
+  });
+
+  it('SIGKILL of heaphook record and its injector while tracing and inside the detach: the target survives each, and a record -p after them is exact', async () => {
+    const dir = scratch('record-kill-loop');
+    const target = await runningTarget(8);
+    // Counted from its "attached" line: tracing, and from 500 ms (--duration's end) inside the
+    // detach. A run that ended before its moment is a complete one. (The injector killed at
+    // each moment of its own session is inject.test.ts's.)
+    const moments = [0, 350, 520, 650].map((ms) => ({ from: 'attached', ms }));
+    for (const { from, ms } of moments) {
+      const recorder = start(
+        process.execPath,
+        [heaphookBin, 'record', '-p', String(target.pid), '-o', dir, '--duration', '500ms'],
+        undefined,
+        {},
+        true,
+      );
+      let kills: string[] = [];
+      const explain = (): string =>
+        `a SIGKILL ${ms} ms from ${from} of record -p (${kills.join(', ')}):\n${recorder.err()}\n${target.err()}\n${threadStates(target.pid)}`;
+      if (from === 'attached')
+        await withinOrExplain(recorder.waitFor('attached to process', 'err'), 60_000, explain);
+      await new Promise((r) => setTimeout(r, ms));
+      // Its process group (the CLI and the injector); the CLI itself too, in case it has not
+      // made its group yet (setsid right after the fork).
+      kills = [-recorder.pid, recorder.pid].map((p) => {
+        try {
+          process.kill(p, 'SIGKILL');
+          return `kill ${p}: sent`;
+        } catch (error) {
+          return `kill ${p}: ${(error as NodeJS.ErrnoException).code}`; // ended already
+        }
+      });
+      // its stderr closes when the collector, which shares it, has ended too
+      await withinOrExplain(recorder.ended, 60_000, explain);
+      // Nothing stays: the collector ends (its lifeline), the process detaches itself.
+      expect(await settledValue(() => collectorsFor(target.pid).length, 0, 20_000), explain()).toBe(
+        0,
+      );
+      expect(
+        await settledValue(() => threadNames(target.pid).includes('heaphook-watch'), false, 20_000),
+        explain(),
+      ).toBe(false);
+      expect(target.child.exitCode, explain()).toBeNull();
+    }
+    expect(await threadsSettleAt(target.pid, 9)).toBe(9);
+    const after = scratch('record-kill-loop-after');
+    await recordFor(target.pid, after, '200ms');
+    expect(detachedLogs(after, 1)[0]!.calls.malloc).toBeGreaterThan(1000);
     await finishesNormally(target, 0);
   });
 

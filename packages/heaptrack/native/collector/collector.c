@@ -193,7 +193,9 @@ static void finish(client *c, bool stopped) {
     if (error != 0 && atomic_load(&c->ring.hdr->close_error) == 0)
         hh_ring_close_error(&c->ring, error);
     bool exited = c->saw_exit || hh_writer_saw_exit(c->writer);
-    bool detached = c->saw_detach && !stopped;
+    /* the detach byte, or the ring's header when the socket was too full for that byte */
+    bool detached =
+        (c->saw_detach || atomic_load(&c->ring.hdr->ending) == HH_RING_ENDING_DETACH) && !stopped;
     hh_ring_close(&c->ring);
     /* events in the log: after a failed write, those in its whole blocks */
     uint64_t events = hh_writer_close(c->writer,

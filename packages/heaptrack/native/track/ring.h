@@ -37,7 +37,12 @@ typedef struct hh_ring_header {
     _Atomic uint32_t waiters;  /* writers sleeping on read_seq */
     _Atomic uint64_t dropped;  /* records dropped (HEAPHOOK_ON_FULL=drop) */
     _Atomic uint64_t notified; /* write position at the last wake-up byte */
+    _Atomic uint32_t ending;   /* set by the traced process before it closes its connection */
 } hh_ring_header;
+
+/* Values of hh_ring_header.ending: why the traced process ends its connection. */
+#define HH_RING_ENDING_NONE 0u
+#define HH_RING_ENDING_DETACH 1u /* heaphook_heaptrack_detach: the log ends with reason detach */
 
 typedef struct hh_ring {
     hh_ring_header *hdr;

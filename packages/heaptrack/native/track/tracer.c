@@ -1038,11 +1038,15 @@ static void hh_finish_collector_log(void) {
         nanosleep(&ts, NULL);
     }
     atomic_store(&g_gone, true);
+    /* Said in the ring's header first: the socket may be full of wake-up bytes the collector has
+     * not read yet (its threads, blocked on a full ring, each send one per wait), and a
+     * "detach" that cannot be sent would end the log as lost. */
+    atomic_store_explicit(&g_ring.hdr->ending, HH_RING_ENDING_DETACH, memory_order_release);
     hh_ring_close(&g_ring);
     if (g_notify_fd >= 0) {
         static const char bye[] = {HH_MSG_DETACH, HH_MSG_WAKE};
-        ssize_t sent = send(g_notify_fd, bye, sizeof bye, MSG_NOSIGNAL);
-        (void)sent;
+        ssize_t sent = send(g_notify_fd, bye, sizeof bye, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)sent; /* the header says it when the socket is full */
         close(g_notify_fd);
         g_notify_fd = -1;
     }
