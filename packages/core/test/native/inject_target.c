@@ -39,6 +39,7 @@ static void count_signal(int sig) {
     handled++;
 }
 
+#if defined(__x86_64__) /* the registers mode is x86-64's: its syscall is written in assembly */
 /* What "registers" loads before its read: 16 xmm registers (two words each), then the upper
  * halves of the 16 ymm registers; and the general registers' values. */
 uint64_t hh_register_patterns[64];
@@ -153,6 +154,12 @@ static int read_keeping_registers(void) {
         fflush(stdout);
     }
 }
+#else
+static int read_keeping_registers(void) {
+    fprintf(stderr, "inject_target: the registers mode is x86-64 only\n");
+    return 2;
+}
+#endif
 
 static void *allocate_forever(void *arg) {
     (void)arg;
