@@ -140,6 +140,11 @@ function loaded(pid: number): boolean {
   return maps.includes('libheaphook_inject_probe.so');
 }
 
+/** Makes the probe in pid send SIGUSR2 (12) to its own process from inside the injected call. */
+function raiseSigusr2In(pid: number): Promise<number> {
+  return injectCall({ pid, library: PROBE, symbol: 'inject_probe_raise', argument: '12' });
+}
+
 describe('injectCall', () => {
   it('calls a function in an idle target, reuses the loaded copy, and the target goes on', async () => {
     const target = await startTarget(TARGET, ['wait']);
@@ -216,14 +221,7 @@ describe('the thread given back, and the target surviving a killed injector', ()
     // A signal that comes during the call (the probe sends SIGUSR2 to its own process) is
     // handled once the thread is back; the read, interrupted, restarts (SA_RESTART).
     expect(await settledValue(() => syscallOf(target.pid), '0')).toBe('0');
-    expect(
-      await injectCall({
-        pid: target.pid,
-        library: PROBE,
-        symbol: 'inject_probe_raise',
-        argument: '12',
-      }),
-    ).toBe(2000);
+    expect(await raiseSigusr2In(target.pid)).toBe(2000);
     target.child.stdin.write('y');
     await target.waitFor('read y handled');
     expect(target.output()).toContain('read y handled 1: registers kept');
@@ -234,14 +232,7 @@ describe('the thread given back, and the target surviving a killed injector', ()
   it('a handler run for a signal that came during the call ends pause() with EINTR, as the kernel does', async () => {
     const target = await startTarget(TARGET, ['pause']);
     expect(await settledValue(() => syscallOf(target.pid), '34')).toBe('34'); // pause
-    expect(
-      await injectCall({
-        pid: target.pid,
-        library: PROBE,
-        symbol: 'inject_probe_raise',
-        argument: '12',
-      }),
-    ).toBe(1000);
+    expect(await raiseSigusr2In(target.pid)).toBe(1000);
     await target.waitFor('pause EINTR 1');
   });
 

@@ -124,25 +124,34 @@ async function startCollector(
   return { attachment: { pid, collector, manifest, open, ended }, socket: await socket };
 }
 
+/**
+ * The fields of /proc/<pid>/stat after the command name (which may hold spaces and parentheses:
+ * they follow its last ')'): [0] the state, [1] the parent, [19] the start time. undefined when
+ * the process is gone.
+ */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    const state = /^\d+ \(.*\) (\S)/.exec(readFileSync(`/proc/${pid}/stat`, 'utf8'))?.[1];
-    return state !== 'Z' && state !== 'X';
   } catch {
     return false;
   }
+  const state = statFields(pid)?.[0];
+  return state !== undefined && state !== 'Z' && state !== 'X';
 }
 
 /** The parent of pid (from /proc/<pid>/stat), or undefined when it is gone. */
 function parentOf(pid: number): number | undefined {
-  try {
-    // the command name may hold spaces and parentheses: the fields follow its last ')'
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    return undefined;
-  }
+  const parent = statFields(pid)?.[1];
+  return parent === undefined ? undefined : Number(parent);
 }
 
 /**
@@ -171,13 +180,8 @@ const SCRATCH_OWNER = 'owner';
 /** A process's identity: its pid and start time (field 22 of /proc/<pid>/stat, in clock
  * ticks since boot), which tells it from a later process given the same pid. */
 function identityOf(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-    return startTime === undefined ? undefined : `${pid} ${startTime}`;
-  } catch {
-    return undefined;
-  }
+  const startTime = statFields(pid)?.[19];
+  return startTime === undefined ? undefined : `${pid} ${startTime}`;
 }
 
 /**
