@@ -392,6 +392,42 @@ describe('heaphook record -p', () => {
     await finishesNormally(target, 0);
   });
 
+  it('SIGKILL of the collector alone: record -p says so and names the unfinished log, exits 1 at once, and the process detaches itself and runs on', async () => {
+    const dir = scratch('collector-killed');
+    const target = await runningTarget(8);
+    const recorder = await attachedRecorder(target.pid, dir); // no duration: until stopped
+    const [collector] = collectorsFor(target.pid);
+    expect(collector, 'a collector serves the process').toBeDefined();
+    // Killed once it has written some events.
+    const written = (): boolean => logsIn(dir).some((log) => statSync(log).size >= 64 * 1024);
+    expect(await settledValue(written, true, 20_000), 'the collector writes the log').toBe(true);
+    process.kill(collector!, 'SIGKILL');
+    const { code } = await withinOrExplain(
+      recorder.ended,
+      20_000,
+      () => `record -p went on after its collector died:\n${recorder.err()}`,
+    );
+    expect(code, recorder.err()).toBe(1);
+    const [log] = logsIn(dir);
+    expect(recorder.err()).toContain(
+      `the collector for process ${target.pid} was killed by SIGKILL; tracing stopped and the process detached itself (it runs on). What it wrote is kept, unfinished: ${log}`,
+    );
+    await withinOrExplain(
+      target.waitFor('detached (the collector is gone)', 'err'),
+      20_000,
+      () => `the process did not detach itself:\n${target.err()}\n${threadStates(target.pid)}`,
+    );
+    expect(await threadsSettleAt(target.pid, 9)).toBe(9);
+    // What the collector wrote is still read: the log has no END, its events are counted.
+    const json = reportJson(log!);
+    expect(json.end).toBeNull();
+    expect(json.calls.malloc).toBeGreaterThan(0);
+    const again = scratch('collector-killed-again');
+    await recordFor(target.pid, again, '200ms');
+    expect(detachedLogs(again, 1)[0]!.calls.malloc).toBeGreaterThan(1000);
+    await finishesNormally(target, 0);
+  });
+
   it('SIGKILL of heaphook record and its injector while tracing and inside the detach: the target survives each, and a record -p after them is exact', async () => {
     const dir = scratch('record-kill-loop');
     const target = await runningTarget(8);
@@ -648,6 +684,31 @@ describe('heaphook snapshot', () => {
     expect(pprof(file, 'inuse_space')).toMatch(/^ +300000B +100% +100% +300000B +100% +main$/m);
     expect(pprof(file, 'peak_space')).toMatch(/^ +300000B +100% +100% +300000B +100% +main$/m);
     expect(await threadsSettleAt(target.pid, 1)).toBe(1);
+    await finishesNormally(target, 1);
+  });
+
+  it('a collector killed while tracing: snapshot fails naming it, and still writes the heap up to then', async () => {
+    const dir = scratch('snapshot-collector-killed');
+    const target = await runningTarget();
+    const file = join(dir, 'heap.pb.gz');
+    const snap = heaphook(['snapshot', String(target.pid), '-o', file, '--duration', '60s']);
+    while (!existsSync(join(dir, `heaplog.${target.pid}.log`)))
+      await new Promise((r) => setTimeout(r, 20));
+    target.child.kill('SIGUSR1');
+    await target.waitFor('work 1');
+    const [collector] = collectorsFor(target.pid);
+    process.kill(collector!, 'SIGKILL');
+    const { code } = await withinOrExplain(
+      snap.ended,
+      20_000,
+      () => `snapshot went on after its collector died:\n${snap.err()}`,
+    );
+    expect(code, snap.err()).toBe(1);
+    expect(snap.err()).toContain(
+      `the collector for process ${target.pid} was killed by SIGKILL while tracing: ${file} holds the heap up to then`,
+    );
+    expect(existsSync(file), 'the snapshot of what was written').toBe(true);
+    await target.waitFor('detached (the collector is gone)', 'err');
     await finishesNormally(target, 1);
   });
 

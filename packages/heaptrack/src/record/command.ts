@@ -32,7 +32,10 @@ function usage(message: string): HeaphookError {
   return new HeaphookError(message, { namesCommand: true });
 }
 
-/** Attaches, waits, detaches; returns the exit status (0). */
+/**
+ * Attaches, waits, detaches; returns the exit status: 0, or 1 when a collector died while
+ * tracing (its process detached itself; the log it was writing is kept, unfinished, and named).
+ */
 export async function recordRunningCommand(
   command: string | undefined,
   options: RecordRunningOptions,
@@ -74,15 +77,27 @@ export async function recordRunningCommand(
       `heaphook record: attached to ${pids.length === 1 ? 'process' : 'processes'} ${pids.join(', ')}; tracing ${until} (or until it exits)\n`,
     );
   }
-  const { logs, why } = await recordUntilDone(recording, trap, durationMs);
+  const { logs, why, collectorDied } = await recordUntilDone(recording, trap, durationMs);
+  if (collectorDied !== undefined) {
+    // Said even with --quiet: the recording failed.
+    const unfinished = logs.filter((log) => log.reason === 'unfinished').map((log) => log.path);
+    process.stderr.write(
+      `heaphook record: the collector for process ${collectorDied.pid} was ${collectorDied.how}; tracing stopped and the process detached itself (it runs on). ` +
+        (unfinished.length > 0
+          ? `What it wrote is kept, unfinished: ${unfinished.join(', ')}\n`
+          : `The logs it wrote are in ${options.outputDir}\n`),
+    );
+  }
   if (options.json === true) {
-    process.stdout.write(`${JSON.stringify({ pids, stoppedBy: why, logs }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ pids, stoppedBy: why, ...(collectorDied !== undefined ? { collectorDied } : {}), logs }, null, 2)}\n`,
+    );
   } else if (!quiet) {
     const dir = options.outputDir;
     process.stderr.write(
-      `heaphook record: ${why === 'exited' ? 'the process exited' : 'detached'}; ${logs.length} log(s) in ${dir}\n` +
+      `heaphook record: ${why === 'exited' ? 'the process exited' : why === 'collector' ? 'stopped' : 'detached'}; ${logs.length} log(s) in ${dir}\n` +
         `next: npx heaphook report ${logs.length === 1 ? join(dir, logs[0]!.path.split('/').pop()!) : dir}\n`,
     );
   }
-  return 0;
+  return collectorDied !== undefined ? 1 : 0;
 }

@@ -50,9 +50,21 @@ interface Attachment {
   readonly pid: number;
   readonly collector: ChildProcess;
   readonly manifest: string;
-  /** Processes with a log open (the target and its fork children), by pid. */
-  readonly open: Set<number>;
+  /** The logs open (the target's and its fork children's): pid -> path. */
+  readonly open: Map<number, string>;
   readonly ended: Promise<void>;
+  /** Set when stop() asks the collector to end: an end before that is a death. */
+  stopping: boolean;
+  /** How the collector died ("killed by SIGKILL", "exited with status 1"), once it has. */
+  died: string | undefined;
+}
+
+/** A collector that ended before stop() asked it to: tracing of its process stopped. */
+export interface CollectorDeath {
+  /** The process it served. */
+  readonly pid: number;
+  /** "killed by SIGKILL", "exited with status 1". */
+  readonly how: string;
 }
 
 export interface RunningRecording {
@@ -60,6 +72,12 @@ export interface RunningRecording {
   readonly pids: readonly number[];
   /** Resolves when every attached process has exited (their logs closed). */
   readonly allExited: Promise<void>;
+  /**
+   * Resolves when a collector dies while tracing (killed, crashed). Its process sees its
+   * connection end and detaches itself (heaptrack's attach.c, the watch thread); the log it was
+   * writing is kept and listed by stop() as 'unfinished'.
+   */
+  readonly collectorDied: Promise<CollectorDeath>;
   /** Detaches every process still traced (and its fork children) and closes the logs. */
   stop(): Promise<RecordedLog[]>;
 }
@@ -101,7 +119,7 @@ async function startCollector(
     // and the process, its connection gone, detaches itself.
     { stdio: ['pipe', 'pipe', 'inherit'], detached: true },
   );
-  const open = new Set<number>();
+  const open = new Map<number, string>();
   let announce: ((socket: string) => void) | undefined;
   const socket = new Promise<string>((resolveSocket, reject) => {
     announce = resolveSocket;
@@ -117,11 +135,26 @@ async function startCollector(
   readLine(collector, (line) => {
     const [word, value] = line.split(' ');
     if (word === 'socket' && value !== undefined) announce?.(value);
-    else if (word === 'log') open.add(Number(value));
+    // "log <pid> <path>", "closed <pid> <events> <reason> <path>" (collector.c)
+    else if (word === 'log') open.set(Number(value), line.slice(line.indexOf(' ', 4) + 1));
     else if (word === 'closed') open.delete(Number(value));
   });
-  const ended = new Promise<void>((resolveEnded) => collector.on('close', () => resolveEnded()));
-  return { attachment: { pid, collector, manifest, open, ended }, socket: await socket };
+  const attachment: Attachment = {
+    pid,
+    collector,
+    manifest,
+    open,
+    ended: new Promise<void>((resolveEnded) =>
+      collector.on('close', (code, signal) => {
+        if (!attachment.stopping)
+          attachment.died = signal !== null ? `killed by ${signal}` : `exited with status ${code}`;
+        resolveEnded();
+      }),
+    ),
+    stopping: false,
+    died: undefined,
+  };
+  return { attachment, socket: await socket };
 }
 
 /**
@@ -239,6 +272,7 @@ export async function attachRunning(
   writeFileSync(join(scratch, SCRATCH_OWNER), `${identityOf(process.pid) ?? process.pid}\n`);
   const attachments: Attachment[] = [];
   const stopCollector = async (a: Attachment): Promise<void> => {
+    a.stopping = true;
     a.collector.kill('SIGTERM');
     await a.ended;
   };
@@ -246,10 +280,12 @@ export async function attachRunning(
   const stop = (): Promise<RecordedLog[]> => {
     stopped ??= (async () => {
       for (const a of attachments) {
+        // A dead collector's process detached itself when its connection ended.
+        if (a.died !== undefined) continue;
         // The process first, then the fork children it started while traced: those still in
         // its tree (one that left it, or a pid the collector heard of and now someone else's,
         // is not touched: its log ends when the collector stops).
-        const children = [...a.open].filter((p) => p !== a.pid && descendsFrom(p, a.pid));
+        const children = [...a.open.keys()].filter((p) => p !== a.pid && descendsFrom(p, a.pid));
         for (const pid of [a.pid, ...children]) {
           if (!alive(pid)) continue;
           try {
@@ -261,9 +297,18 @@ export async function attachRunning(
         }
       }
       await Promise.all(attachments.map(stopCollector));
-      const logs = attachments.flatMap((a) =>
-        existsSync(a.manifest) ? readManifest(a.manifest) : [],
-      );
+      const logs = attachments.flatMap((a) => [
+        ...(existsSync(a.manifest) ? readManifest(a.manifest) : []),
+        // A dead collector's open logs end where it stopped writing, without END.
+        ...(a.died !== undefined
+          ? [...a.open].map(([pid, path]) => ({
+              path,
+              pid,
+              events: 0,
+              reason: 'unfinished' as const,
+            }))
+          : []),
+      ]);
       rmSync(scratch, { recursive: true, force: true });
       return logs;
     })();
@@ -303,11 +348,21 @@ export async function attachRunning(
     throw error;
   }
   const allExited = (async () => {
-    while (stopped === undefined && attachments.some((a) => alive(a.pid) || a.open.size > 0)) {
+    while (
+      stopped === undefined &&
+      attachments.some((a) => alive(a.pid) || (a.died === undefined && a.open.size > 0))
+    ) {
       await new Promise((r) => setTimeout(r, 100));
     }
   })();
-  return { pids: attachments.map((a) => a.pid), allExited, stop };
+  const collectorDied = Promise.race(
+    attachments.map((a) =>
+      a.ended.then(() =>
+        a.died !== undefined ? { pid: a.pid, how: a.died } : new Promise<CollectorDeath>(() => {}),
+      ),
+    ),
+  );
+  return { pids: attachments.map((a) => a.pid), allExited, collectorDied, stop };
 }
 
 /** The pids `heaphook record -n NAME` attaches to; a HeaphookError (exit 10) when none. */
@@ -359,17 +414,27 @@ export function trapSignals(): SignalTrap {
 }
 
 /**
- * Waits until the duration ends, a trapped signal arrives, or every process has exited; then
- * stops the recording (detach) and releases the trap. Returns the logs and why it stopped.
+ * Waits until the duration ends, a trapped signal arrives, every process has exited, or a
+ * collector died; then stops the recording (detach) and releases the trap. Returns the logs
+ * and why it stopped (with the death, when a collector died).
  */
 export async function recordUntilDone(
   recording: RunningRecording,
   trap: SignalTrap,
   durationMs: number | undefined,
-): Promise<{ logs: RecordedLog[]; why: 'duration' | 'signal' | 'exited' }> {
+): Promise<{
+  logs: RecordedLog[];
+  why: 'duration' | 'signal' | 'exited' | 'collector';
+  collectorDied?: CollectorDeath;
+}> {
   let timer: NodeJS.Timeout | undefined;
+  let collectorDied: CollectorDeath | undefined;
   const why = await Promise.race([
     recording.allExited.then(() => 'exited' as const),
+    recording.collectorDied.then((death) => {
+      collectorDied = death;
+      return 'collector' as const;
+    }),
     trap.interrupted.then(() => 'signal' as const),
     ...(durationMs !== undefined
       ? [new Promise<'duration'>((r) => (timer = setTimeout(() => r('duration'), durationMs)))]
@@ -377,7 +442,8 @@ export async function recordUntilDone(
   ]);
   if (timer !== undefined) clearTimeout(timer);
   try {
-    return { logs: await recording.stop(), why };
+    const logs = await recording.stop();
+    return { logs, why, ...(collectorDied !== undefined ? { collectorDied } : {}) };
   } finally {
     trap.release();
   }

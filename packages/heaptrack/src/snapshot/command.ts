@@ -7,7 +7,7 @@
  */
 import type { Command } from 'commander';
 
-import { HeaphookError } from '@heaphook/core';
+import { HeaphookError, terminalText } from '@heaphook/core';
 
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -16,6 +16,7 @@ import {
   attachRunning,
   parseDuration,
   trapSignals,
+  type CollectorDeath,
   type RunningRecording,
 } from '../record/running.js';
 import { buildReportModel } from '../report/run.js';
@@ -104,7 +105,12 @@ export async function snapshot(pid: number, options: SnapshotOptions): Promise<S
     trap.release();
     throw error;
   }
-  const stopped = Promise.race([trap.interrupted, recording.allExited]);
+  let death: CollectorDeath | undefined;
+  const stopped = Promise.race([
+    trap.interrupted,
+    recording.allExited,
+    recording.collectorDied.then((d) => void (death = d)),
+  ]);
   const written: SnapshotFigures[] = [];
   const say = (f: SnapshotFigures): void => {
     written.push(f);
@@ -129,6 +135,13 @@ export async function snapshot(pid: number, options: SnapshotOptions): Promise<S
     throw new HeaphookError(`no log of process ${pid} was written`, { namesCommand: true });
   const last = options.everyMs !== undefined ? numberedFile(output, written.length + 1) : output;
   say(await writeSnapshot(own.path, last));
+  if (death !== undefined) {
+    // The process detached itself; the last snapshot holds what the collector wrote before.
+    throw new HeaphookError(
+      `the collector for process ${pid} was ${death.how} while tracing: ${terminalText(last)} holds the heap up to then (the process runs on, detached)`,
+      { exitStatus: 1 },
+    );
+  }
   return written;
 }
 
