@@ -156,6 +156,34 @@ int heaphook_report_fd(void) {
     return fd;
 }
 
+/* The report fd is a duplicate of stderr made by hh_dup_stderr (not a HEAPHOOK_LOG_FILE, not
+ * descriptor 2 itself, not closed). */
+static int hh_report_stderr_copy(void) {
+    if (atomic_load_explicit(&hh_log_state, memory_order_acquire) != HH_LOG_READY) return -1;
+    if (hh_report_is_file || hh_report_on_stderr) return -1;
+    return atomic_load_explicit(&hh_report_fd_value, memory_order_acquire);
+}
+
+void heaphook_log_release_stderr(void) {
+    int fd = hh_report_stderr_copy();
+    if (fd < 0) return;
+    int saved_errno = errno;
+    int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null_fd >= 0) {
+        dup3(null_fd, fd, O_CLOEXEC); /* atomic: a concurrent write goes to one or the other */
+        close(null_fd);
+    }
+    errno = saved_errno;
+}
+
+void heaphook_log_retake_stderr(void) {
+    int fd = hh_report_stderr_copy();
+    if (fd < 0) return;
+    int saved_errno = errno;
+    if (fcntl(STDERR_FILENO, F_GETFD) >= 0) dup3(STDERR_FILENO, fd, O_CLOEXEC);
+    errno = saved_errno;
+}
+
 int heaphook_log_enabled(heaphook_log_level level) {
     hh_log_init();
     return (int)level <= atomic_load_explicit(&hh_log_level, memory_order_relaxed);

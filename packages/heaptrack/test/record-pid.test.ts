@@ -12,6 +12,7 @@ import {
   existsSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -303,6 +304,29 @@ describe('heaphook record -p', () => {
       await settledValue(() => [threadsOf(target.pid), catches(target.pid, RTMIN)], [1, false]),
     ).toEqual([1, false]);
     await finishesNormally(target, 2);
+  });
+
+  it("keeps no copy of the process's stderr after the detach", async () => {
+    const dir = scratch('record-stderr');
+    const target = await runningTarget();
+    // The descriptors of the process that are its stderr (a pipe to this test).
+    const stderrCopies = (): number => {
+      const fds = `/proc/${target.pid}/fd`;
+      const stderr = readlinkSync(`${fds}/2`);
+      return readdirSync(fds).filter((fd) => readlinkSync(`${fds}/${fd}`) === stderr).length;
+    };
+    const recorder = await attachedRecorder(target.pid, dir);
+    expect(stderrCopies(), 'while attached, the tracer reports through a copy').toBe(2);
+    recorder.child.kill('SIGINT');
+    expect((await recorder.ended).code, recorder.err()).toBe(0);
+    expect(stderrCopies(), 'after the detach only descriptor 2').toBe(1);
+    // Attached again, the copy reports again: the collector's death is said on the stderr.
+    const again = await attachedRecorder(target.pid, dir);
+    process.kill(collectorsFor(target.pid)[0]!, 'SIGKILL');
+    await target.waitFor('detached (the collector is gone)', 'err');
+    await again.ended;
+    expect(await settledValue(stderrCopies, 1)).toBe(1);
+    await finishesNormally(target, 0);
   });
 
   it('--duration ends the recording by itself', async () => {

@@ -50,6 +50,17 @@ size_t heaphook_formatf(char *buf, size_t cap, const char *fmt, ...)
 /* The fd opened at start-up for reports and logs (see above). */
 int heaphook_report_fd(void);
 
+/* For a library that stays loaded in a process it stopped serving (heaptrack's detach): lets
+ * go of the program's stderr, so that a program that closes its stderr (a daemon, the writer
+ * end of a pipe whose reader waits for the end) is not held open by us. The report fd is
+ * pointed at /dev/null rather than closed: a thread still inside a hook may be about to write
+ * to it, and a closed number may be the program's next open(). heaphook_log_retake_stderr()
+ * (at the next attach) points it at the program's stderr again. Neither changes a
+ * HEAPHOOK_LOG_FILE, and both do nothing before the first message. Not thread-safe against
+ * each other: the caller serialises them (heaptrack's attach lock). */
+void heaphook_log_release_stderr(void);
+void heaphook_log_retake_stderr(void);
+
 /* Writes all of buf to fd, retrying on EINTR and short writes; errno is preserved. */
 void heaphook_write_all(int fd, const char *buf, size_t len);
 

@@ -119,6 +119,7 @@ static void *hh_watch_main(void *arg) {
                 heaphook_log_error(
                     "heaptrack: detached (the collector is gone); a new heaphook record -p may "
                     "attach again");
+                heaphook_log_release_stderr(); /* the last line of this attach */
             }
             pthread_mutex_unlock(&g_attach_lock);
             return NULL;
@@ -173,6 +174,7 @@ static int hh_attach(const char *where, const char *collector) {
         rc = HEAPHOOK_HEAPTRACK_ATTACHED;
         goto out;
     }
+    heaphook_log_retake_stderr(); /* let go of at the last detach: this attach may report */
     /* The hooks forward to what the process calls now: glibc, or a preloaded backend. Our own
      * object is never patched (its calls to malloc must not come back to its hooks). */
     heaphook_reloc_skip((const void *)hh_unpatch_all);
@@ -212,6 +214,7 @@ static int hh_attach(const char *where, const char *collector) {
     hh_busy--;
     g_attached = true;
 out:
+    if (!g_attached) heaphook_log_release_stderr(); /* a refused attach holds nothing either */
     pthread_mutex_unlock(&g_attach_lock);
     return rc;
 }
@@ -238,6 +241,8 @@ HH_EXPORT int heaphook_heaptrack_detach(void) {
         hh_detach_locked();
         rc = HEAPHOOK_HEAPTRACK_OK;
     }
+    /* The library stays loaded: it keeps no copy of stderr (unless preloaded: the exit report) */
+    if (!hh_hooks_interposed()) heaphook_log_release_stderr();
     pthread_mutex_unlock(&g_attach_lock);
     return rc;
 }
