@@ -224,6 +224,22 @@ function scratchFolderOf(pid: number): string | undefined {
 }
 
 /** `heaphook record -p pid -o dir [extra]`, once it has said it is attached. */
+/** Resolves when a heaphook-inject for pid runs (polled: it lives for a few milliseconds). */
+async function injectorStarted(pid: number): Promise<void> {
+  for (;;) {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const args = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+        if (args[0]!.endsWith('heaphook-inject') && args[1] === String(pid)) return;
+      } catch {
+        // gone meanwhile
+      }
+    }
+    await new Promise((r) => setTimeout(r, 1));
+  }
+}
+
 async function attachedRecorder(pid: number, dir: string, extra: string[] = []): Promise<Proc> {
   const recorder = heaphook(['record', '-p', String(pid), '-o', dir, ...extra]);
   await recorder.waitFor('attached to process', 'err');
@@ -452,13 +468,17 @@ describe('heaphook record -p', () => {
     await finishesNormally(target, 0);
   });
 
-  it('SIGKILL of heaphook record and its injector while tracing and inside the detach: the target survives each, and a record -p after them is exact', async () => {
+  it('SIGKILL of heaphook record and its injector inside the attach call, while tracing and inside the detach: the target survives each, and a record -p after them is exact', async () => {
     const dir = scratch('record-kill-loop');
     const target = await runningTarget(8);
-    // Counted from its "attached" line: tracing, and from 500 ms (--duration's end) inside the
-    // detach. A run that ended before its moment is a complete one. (The injector killed at
-    // each moment of its own session is inject.test.ts's.)
-    const moments = [0, 350, 520, 650].map((ms) => ({ from: 'attached', ms }));
+    // Counted from the injector's start (inside the attach call: 0, 5, 20 ms), and from the
+    // "attached" line: tracing, and from 500 ms (--duration's end) inside the detach. A run that
+    // ended before its moment is a complete one. (The injector killed at each step of its own
+    // session is inject.test.ts's.)
+    const moments = [
+      ...[0, 5, 20].map((ms) => ({ from: 'injector', ms })),
+      ...[0, 350, 520, 650].map((ms) => ({ from: 'attached', ms })),
+    ];
     for (const { from, ms } of moments) {
       const recorder = start(
         process.execPath,
@@ -472,6 +492,7 @@ describe('heaphook record -p', () => {
         `a SIGKILL ${ms} ms from ${from} of record -p (${kills.join(', ')}):\n${recorder.err()}\n${target.err()}\n${threadStates(target.pid)}`;
       if (from === 'attached')
         await withinOrExplain(recorder.waitFor('attached to process', 'err'), 60_000, explain);
+      else await withinOrExplain(injectorStarted(target.pid), 60_000, explain);
       await new Promise((r) => setTimeout(r, ms));
       // Its process group (the CLI and the injector); the CLI itself too, in case it has not
       // made its group yet (setsid right after the fork).
