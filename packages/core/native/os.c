@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "heaphook/os.h"
@@ -148,4 +149,10 @@ int heaphook_os_lock(void *addr, size_t size) {
 
 int heaphook_os_discard(void *addr, size_t size) {
     return madvise(addr, size, MADV_DONTNEED);
+}
+
+unsigned long long heaphook_os_coarse_ns(void) {
+    struct timespec now;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &now) != 0) return 0;
+    return (unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec;
 }

@@ -40,6 +40,11 @@ int heaphook_os_lock(void *addr, size_t size);
  * contents read back as zero. Returns 0 or -1. */
 int heaphook_os_discard(void *addr, size_t size);
 
+/* A monotonic clock in nanoseconds, cheap and coarse (CLOCK_MONOTONIC_COARSE: read from the
+ * vDSO with no system call, a few milliseconds of resolution): for rates and delays of the
+ * heap's housekeeping, never for measuring. */
+unsigned long long heaphook_os_coarse_ns(void);
+
 #ifdef __cplusplus
 }
 #endif

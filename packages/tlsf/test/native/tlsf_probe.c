@@ -13,10 +13,11 @@
  *   tlsf_probe enomem [bytes]    a request the system refuses fails with ENOMEM
  *   tlsf_probe faults            minor page faults taken by 16 MiB of 1 KiB blocks after start-up
  *   tlsf_probe many-threads <n>  n threads alive at once allocate and free
- *   tlsf_probe release           resident memory before and after 64 MiB of 64 KiB blocks are
- * freed, and page faults of a loop that frees and allocates near its peak tlsf_probe realloc-moves
- * how often a buffer grown by 64-byte appends to 1 MiB moves tlsf_probe backend           prints
- * the active backend's name
+ *   tlsf_probe release           resident memory before and after 64 MiB of 64 KiB blocks
+ *                                are freed, and page faults of a loop near its peak
+ *   tlsf_probe batch-release     page faults of a loop that empties its heap at every round
+ *   tlsf_probe realloc-moves     how often a buffer grown by 64-byte appends to 1 MiB moves
+ *   tlsf_probe backend           prints the active backend's name
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -31,6 +32,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void say(const char *fmt, void *p) {
@@ -314,6 +316,30 @@ static int scenario_release(void) {
     return 0;
 }
 
+/* A loop that empties its heap at every round: 1600 blocks of 128 bytes allocated, then all
+ * freed, ROUNDS times. Each round ends nearly emptied, so its pages would be given back and
+ * faulted in again at every round; what is given back is rate-limited instead. Prints the
+ * loop's page faults and its duration, from which the test bounds the bytes given back. */
+static int scenario_batch_release(void) {
+    enum { COUNT = 1600, SIZE = 128, ROUNDS = 4000 };
+    static char *blocks[COUNT];
+    struct timespec t0, t1;
+    const long before = minor_faults();
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < COUNT; i++) {
+            blocks[i] = malloc(SIZE);
+            if (!blocks[i]) return fail("malloc");
+            blocks[i][0] = (char)round; /* touch it: a given-back page faults here */
+        }
+        for (int i = 0; i < COUNT; i++) free(blocks[i]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    printf("loop_faults %ld loop_ms %ld rounds %d\n", minor_faults() - before, ms, ROUNDS);
+    return 0;
+}
+
 /* Eight buffers grown in turn by 64-byte appends with realloc to the exact length, up to
  * 512 KiB each (each stands in the way of the others' growth in place): how often they move. */
 static int scenario_realloc_moves(void) {
@@ -443,6 +469,7 @@ int main(int argc, char **argv) {
         return scenario_enomem(argc > 2 ? strtoull(argv[2], NULL, 0) : (size_t)1 << 50);
     if (!strcmp(s, "faults")) return scenario_faults();
     if (!strcmp(s, "release")) return scenario_release();
+    if (!strcmp(s, "batch-release")) return scenario_batch_release();
     if (!strcmp(s, "cache-lines")) return scenario_cache_lines();
     if (!strcmp(s, "realloc-moves")) return scenario_realloc_moves();
     if (!strcmp(s, "many-threads")) return scenario_many_threads(argc > 2 ? atoi(argv[2]) : 300);
