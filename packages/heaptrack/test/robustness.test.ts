@@ -186,6 +186,16 @@ async function exeOf(log: string): Promise<string | undefined> {
   return undefined;
 }
 
+/** The log on disk holds a malloc event already (false while it has none, or none decodes). */
+async function hasMalloc(log: string): Promise<boolean> {
+  try {
+    for await (const r of decodeLog(log)) if (r.type === 'event' && r.op === 'malloc') return true;
+  } catch {
+    // still being written: what decodes so far had none
+  }
+  return false;
+}
+
 /** The collector among the children of heaphook record (the other one is the command). */
 function collectorOf(cliPid: number): number {
   const children = childrenOf(cliPid);
@@ -362,19 +372,22 @@ describe('the program outlives its collector, or heaphook record', () => {
     const dir = scratch('outlive-kill');
     const run = recordOutliver(dir, '', '; echo last line >&2; exit 3');
     const pid = Number((await run.until('stdout', /running pid=(\d+)/))[1]);
-    // The collector has written the start of each log (the shell's, the program's) to disk.
+    // The collector has written the start of each log (the shell's, the program's) to disk,
+    // and the program's mallocs have reached its log (under load the first block may hold
+    // only the PROCESS record: the program had not allocated yet when it was written).
+    const ownLog = `${dir}/heaplog.${pid}.log`;
     const started = async (): Promise<boolean> => {
       const logs = logsIn(dir);
-      if (!logs.some((l) => l.endsWith(`/heaplog.${pid}.log`))) return false;
+      if (!logs.includes(ownLog)) return false;
       for (const log of logs) if ((await exeOf(log)) === undefined) return false;
-      return true;
+      return hasMalloc(ownLog);
     };
     await within(
       (async () => {
         while (!(await started())) await new Promise((resolve) => setTimeout(resolve, 50));
       })(),
       60_000,
-      'the collector to write the first block of each log',
+      "the collector to write the first block of each log and the program's first malloc",
     );
     process.kill(collectorOf(run.cli.pid!), 'SIGKILL');
     // record says so, names what stays, and waits: the program is still before its marker
