@@ -335,17 +335,21 @@ static int watch_setup(void) {
     return 0;
 }
 
-/* Sends what the ring holds, and a DROPPED record for drops not yet reported. Returns the
- * records sent, or -1 when the connection failed. */
-static long watch_drain(void) {
+/* Sends what the ring holds, at most max records, and a DROPPED record for drops not yet
+ * reported. Returns the records sent, or -1 when the connection failed. The thread's loop
+ * passes the ring's capacity: busy threads refill the ring as fast as a slow watcher reads it,
+ * and an unbounded drain would never come back to see the watcher's half-close. */
+static long watch_drain(uint64_t max) {
     static struct heaphook_ucm_watch_record batch[WATCH_BATCH]; /* the thread only */
     long total = 0;
-    for (;;) {
-        size_t n = watch_ring_pop(&watch.ring, batch, WATCH_BATCH);
+    while ((uint64_t)total < max) {
+        size_t want =
+            max - (uint64_t)total < WATCH_BATCH ? (size_t)(max - (uint64_t)total) : WATCH_BATCH;
+        size_t n = watch_ring_pop(&watch.ring, batch, want);
         if (n == 0) break;
         if (!watch_send(batch, n * sizeof batch[0])) return -1;
         total += (long)n;
-        if (n < WATCH_BATCH) break;
+        if (n < want) break;
     }
     uint64_t dropped = atomic_load_explicit(&watch.ring.dropped, memory_order_relaxed);
     if (dropped != watch.dropped_reported) {
@@ -385,7 +389,9 @@ static void watch_finish(int reason) {
     atomic_store(&watch.recording, 0);
     uint64_t recorded = 0, dropped = 0;
     if (watch.ring.slots != NULL) {
-        if (reason != HEAPHOOK_UCM_WATCH_END_IO) watch_drain();
+        /* Unbounded: with the handler off, only what is in the ring (and a few records of
+         * calls in flight) is left. */
+        if (reason != HEAPHOOK_UCM_WATCH_END_IO) watch_drain(UINT64_MAX);
         recorded = atomic_load(&watch.ring.recorded);
         dropped = atomic_load(&watch.ring.dropped);
     }
@@ -415,7 +421,7 @@ static void *watch_thread(void *setup_done) {
     watch_is_drainer = 1;
     int reason = setup_done != NULL ? 0 : watch_setup();
     while (reason == 0) {
-        long sent = watch_drain();
+        long sent = watch_drain(watch.ring.mask + 1);
         if (sent < 0) {
             reason = HEAPHOOK_UCM_WATCH_END_IO;
             break;

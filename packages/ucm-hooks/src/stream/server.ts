@@ -56,6 +56,8 @@ export class WatchConnection {
   events = 0;
   /** Events the target dropped (its ring was full), as reported so far. */
   dropped = 0;
+  /** Date.now() when bytes last came from the target (a detach waits while they still come). */
+  lastDataAt = Date.now();
   readonly ended: Promise<StreamEnd>;
   private resolveEnded!: (end: StreamEnd) => void;
 
@@ -73,6 +75,24 @@ export class WatchConnection {
   /** Asks the target to detach: it unsets its handler, removes the hooks, sends END, closes. */
   detach(): void {
     if (!this.socket.writableEnded) this.socket.end();
+  }
+
+  /** @internal Closes the connection without reading what is left (WatchServer.close). */
+  drop(): void {
+    this.socket.removeAllListeners('data');
+    this.socket.destroy();
+  }
+
+  /** Resolves true when the connection ends, false once no byte has come for quietMs (counted
+   * from the call at the earliest). */
+  async endsUnlessQuiet(quietMs: number): Promise<boolean> {
+    let done = false;
+    void this.ended.then(() => (done = true));
+    const since = Date.now();
+    while (!done && Date.now() - Math.max(this.lastDataAt, since) < quietMs) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return done;
   }
 
   /** @internal */
@@ -142,6 +162,7 @@ export class WatchServer {
       });
     };
     socket.on('data', (chunk: Buffer) => {
+      if (connection !== undefined) connection.lastDataAt = Date.now();
       pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
       let at = 0;
       if (connection === undefined) {
@@ -234,6 +255,13 @@ export class WatchServer {
     await Promise.all([...this.connections].map((c) => c.ended));
   }
 
+  /** Resolves true when every connection made so far has ended, false when one sent no byte
+   * for quietMs without ending (a detach waits for what is still coming, not for a clock). */
+  async settledUnlessQuiet(quietMs: number): Promise<boolean> {
+    const ends = await Promise.all([...this.connections].map((c) => c.endsUnlessQuiet(quietMs)));
+    return ends.every(Boolean);
+  }
+
   /** The first connection from pid, once its STARTED record is in; undefined after timeoutMs. */
   async started(pid: number, timeoutMs: number): Promise<WatchConnection | undefined> {
     const deadline = Date.now() + timeoutMs;
@@ -246,9 +274,11 @@ export class WatchServer {
     }
   }
 
-  /** Stops accepting and removes the folder. */
+  /** Stops accepting, drops every connection still open (nothing is read or reported after
+   * this: the listener may have closed its output) and removes the folder. */
   close(): void {
     this.stopAccepting();
+    for (const c of this.connections) c.drop();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }

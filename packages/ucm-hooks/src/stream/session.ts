@@ -54,6 +54,8 @@ class Printer implements StreamListener {
   private readonly pids = new Set<number>();
   /** Event lines not yet written (written once per chunk read: one write per batch, not per line). */
   private pending: string[] = [];
+  /** Set by summary(): the output may be closed after it, nothing more is written. */
+  private closed = false;
 
   constructor(private readonly options: WatchOptions) {
     for (const [name, bit] of Object.entries(MemoryEvent)) {
@@ -62,6 +64,7 @@ class Printer implements StreamListener {
   }
 
   private note(line: string, json: Record<string, unknown>): void {
+    if (this.closed) return;
     this.flush();
     if (this.options.json) this.options.out.write(`${JSON.stringify(json)}\n`);
     else this.options.err.write(`heaphook watch: ${line}\n`);
@@ -100,7 +103,7 @@ class Printer implements StreamListener {
   }
 
   flush(): void {
-    if (this.pending.length === 0) return;
+    if (this.closed || this.pending.length === 0) return;
     this.options.out.write(`${this.pending.join('\n')}\n`);
     this.pending = [];
   }
@@ -131,6 +134,7 @@ class Printer implements StreamListener {
 
   summary(): void {
     this.flush();
+    this.closed = true;
     const seconds = (Date.now() - this.startedAt) / 1000;
     const counts = Object.fromEntries(this.counts);
     if (this.options.json) {
@@ -168,12 +172,12 @@ function onInterrupt(action: (signal: NodeJS.Signals) => void): () => void {
   };
 }
 
-/** Detaches every connection and waits (at most timeoutMs) for their END. */
-async function detachAndSettle(server: WatchServer, timeoutMs: number): Promise<boolean> {
+/** Detaches every connection and waits for their END while their events still come (at most
+ * quietMs without a byte). */
+async function detachAndSettle(server: WatchServer, quietMs: number): Promise<boolean> {
   server.stopAccepting();
   server.detachAll();
-  const settled = server.settled().then(() => true);
-  return Promise.race([settled, sleep(timeoutMs).then(() => false)]);
+  return server.settledUnlessQuiet(quietMs);
 }
 
 /**
@@ -322,16 +326,15 @@ export async function watchPid(pid: number, options: WatchOptions): Promise<numb
     });
     if (connection.end === undefined) {
       connection.detach();
-      const confirmed = await Promise.race([
-        connection.ended.then(() => true),
-        sleep(10_000).then(() => false),
-      ]);
-      if (!confirmed) {
+      // The events already in its ring and the socket come first, then END: waited for while
+      // they still come (a busy target under load sends for seconds), given up after 10 s
+      // without a byte.
+      if (!(await connection.endsUnlessQuiet(10_000))) {
         // The thread did not answer the half-close: ask through the injector as well.
         await injectCall({ pid, library, symbol: 'heaphook_ucm_stream_stop' }).catch(
           () => undefined,
         );
-        await Promise.race([connection.ended, sleep(5_000)]);
+        await connection.endsUnlessQuiet(5_000);
       }
     }
     printer.summary();
