@@ -23,10 +23,9 @@
  * the block as it is, so a buffer grown by appends moves O(log n) times.
  *
  * Worst cases (each TLSF call is O(1)):
- *   malloc: DRAIN_FAST + DRAIN_SLOW frees, the thread cache's flush (at most (CACHE_CLASSES -
- *           CACHE_CLASS_MIN) x cache_depth frees), one chunk borrowed under the mutex, a TLSF
- *           search after each step; when the pool itself must grow, log2(request / ADDITIONAL)
- *           mappings.
+ *   malloc: DRAIN_FAST + DRAIN_SLOW frees, CACHE_FLUSH_MAX frees of cached blocks, one chunk
+ *           borrowed under the mutex, a TLSF search after each step; when the pool itself must
+ *           grow, log2(request / ADDITIONAL) mappings.
  *   free:   one TLSF free, or one CAS push (retried only while other threads push).
  * A thread heap is released when its thread exits and adopted by the next new thread, with
  * its chunks; chunks are not returned to the shared heap.
@@ -74,14 +73,19 @@
 #define LARGE_ALIGN ((size_t)64 << 10)
 #define DRAIN_FAST 4
 #define DRAIN_SLOW 64
-#define CACHE_CLASSES 64 /* footprints 32 .. 1008 bytes, one class per 16 bytes */
-#define CACHE_DEPTH_DEFAULT 8
-#define CACHE_DEPTH_MAX 64
+#define CACHE_CLASSES 64         /* footprints 32 .. 1008 bytes, one class per 16 bytes */
+#define CACHE_DEPTH_DEFAULT 4096 /* blocks per class: the byte budget below is the real bound */
+#define CACHE_DEPTH_MAX 65000
+#define CACHE_BYTES_DEFAULT ((size_t)512 << 10) /* bytes a thread's cache holds at most */
+#define CACHE_BYTES_MAX ((size_t)64 << 20)
+/* Blocks a malloc short of memory flushes from its cache before it borrows a chunk: the flush
+ * is spread over such mallocs, so no call frees more than this many blocks into TLSF. */
+#define CACHE_FLUSH_MAX 64
 /* The first class a block can have (the smallest block is 32 bytes). Classes below it have
  * their count kept at CACHE_FULL, so that the leaf free path never caches a head whose size
  * says 0 or 16 (the check on every free relies on it). */
 #define CACHE_CLASS_MIN (BLOCK_SIZE_MIN / 16)
-#define CACHE_FULL 0xff
+#define CACHE_FULL 0xffff
 #define CONTROL_BYTES 12288 /* >= tlsf_control_size(), checked at init */
 #define RELEASE_FRACTION 8  /* a heap below 1/8 of its high-water mark gives pages back */
 #define RELEASE_MIN ((size_t)64 << 10)    /* ... when they come to 64 KiB or more at once */
@@ -130,10 +134,12 @@ typedef struct thread_heap {
     release_state release; /* returning memory (owner only) */
     area_cache area;       /* the area this heap's thread last freed into (owner only) */
     /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
-     * cfg.cache_depth per footprint, handed out again by the next malloc of that footprint.
-     * Indexed by footprint / 16 (classes 0 and 1 stay empty: the smallest block is 32 bytes). */
+     * cfg.cache_depth per footprint and cfg.cache_bytes in all, handed out again by the next
+     * malloc of that footprint. Indexed by footprint / 16 (classes 0 and 1 stay empty: the
+     * smallest block is 32 bytes). */
     void *cache_head[CACHE_CLASSES];
-    uint8_t cache_count[CACHE_CLASSES];
+    uint16_t cache_count[CACHE_CLASSES];
+    size_t cache_bytes; /* the footprints of the blocks cached */
     /* Blocks freed by other threads: a lock-free LIFO linked through the blocks' first word.
      * On its own cache line: other threads write it, the owner only reads it when not NULL. */
     _Alignas(64) _Atomic(void *) remote;
@@ -148,10 +154,11 @@ static struct {
     bool check;
     bool thread_heaps;
     unsigned cache_depth;
-    bool release; /* frees may give pages back to the system */
-    int on_grow;  /* ON_GROW_*: what a growth after start-up does (HEAPHOOK_TLSF_ON_GROW) */
-    bool stats;   /* count bytes in use, their peak and the largest request (HEAPHOOK_TLSF_STATS) */
-    bool tier4;   /* HEAPHOOK_TLSF_COMPAT=tier4: tier4/heaphook's defaults */
+    size_t cache_bytes; /* HEAPHOOK_TLSF_CACHE_BYTES */
+    bool release;       /* frees may give pages back to the system */
+    int on_grow;        /* ON_GROW_*: what a growth after start-up does (HEAPHOOK_TLSF_ON_GROW) */
+    bool stats; /* count bytes in use, their peak and the largest request (HEAPHOOK_TLSF_STATS) */
+    bool tier4; /* HEAPHOOK_TLSF_COMPAT=tier4: tier4/heaphook's defaults */
     bool huge_pages; /* areas advised MADV_HUGEPAGE (HEAPHOOK_TLSF_HUGE_PAGES) */
 } cfg;
 
@@ -527,8 +534,14 @@ static inline void check_pointer(const void *ptr, const char *call) {
 /*
  * Thread heaps.
  */
+static void cache_flush(thread_heap *h, size_t max);
+
+/* At its thread's exit: the cache is flushed whole (its blocks coalesce, other heaps' go back
+ * to their owners, nothing waits for an adopter: a thread's exit is no real-time path), and
+ * the heap is left for the next new thread. */
 static void heap_release(void *arg) {
     thread_heap *h = (thread_heap *)arg;
+    cache_flush(h, SIZE_MAX);
     t_heap = NULL;
     t_no_heap = true; /* what this thread still allocates while exiting goes to the shared heap */
     atomic_store_explicit(&h->state, HEAP_FREE, memory_order_release);
@@ -592,19 +605,16 @@ static inline unsigned cache_class(size_t size) {
 
 _Static_assert(CACHE_DEPTH_MAX < CACHE_FULL, "a full class must stay full");
 
-static inline bool cache_empty(const thread_heap *h) {
-    for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++)
-        if (h->cache_count[cls]) return false;
-    return true;
-}
-
-/* Frees every cached block: h's own into its TLSF heap, other heaps' blocks to their owners'
- * remote stacks (at most CACHE_CLASSES * cache_depth blocks). */
-static void cache_flush(thread_heap *h) {
-    for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++) {
+/* Frees at most max cached blocks, the largest classes first (the most bytes per free): h's
+ * own into its TLSF heap, other heaps' blocks to their owners' remote stacks. */
+static void cache_flush(thread_heap *h, size_t max) {
+    for (unsigned cls = CACHE_CLASSES - 1; cls >= CACHE_CLASS_MIN && max > 0; cls--) {
         void **p;
-        while ((p = (void **)h->cache_head[cls])) {
+        while (max > 0 && (p = (void **)h->cache_head[cls])) {
             h->cache_head[cls] = p[0];
+            h->cache_count[cls]--;
+            h->cache_bytes -= (size_t)cls << 4;
+            max--;
             p[1] = NULL;
             const unsigned owner = tlsf_block_owner(p);
             if (owner == h->id) {
@@ -614,7 +624,6 @@ static void cache_flush(thread_heap *h) {
                 remote_push(heaps[owner], p);
             }
         }
-        h->cache_count[cls] = 0;
     }
 }
 
@@ -636,11 +645,13 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
         for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
             if (c == p) double_free(ptr);
     }
-    if (h->cache_count[cls] >= cfg.cache_depth) return false;
+    if (h->cache_count[cls] >= cfg.cache_depth || h->cache_bytes + f > cfg.cache_bytes)
+        return false;
     p[0] = h->cache_head[cls];
     p[1] = (void *)cache_key;
     h->cache_head[cls] = p;
     h->cache_count[cls]++;
+    h->cache_bytes += f;
     return true;
 }
 
@@ -758,15 +769,15 @@ static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
     return true;
 }
 
-/* The thread heap has no block for the request: blocks other threads gave back, then the thread
- * cache flushed (at most (CACHE_CLASSES - CACHE_CLASS_MIN) x cache_depth frees, the slowest
- * step; first, so that cached blocks coalesce before more of the pool is borrowed: a thread
- * heap keeps what it borrows), then a chunk of the pool. */
+/* The thread heap has no block for the request: blocks other threads gave back, then part of the
+ * thread cache flushed (CACHE_FLUSH_MAX blocks, the largest first; before a chunk is borrowed,
+ * so that cached blocks coalesce before more of the pool is taken: a thread heap keeps what it
+ * borrows), then a chunk of the pool. */
 static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     void *p;
     if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
-    if (!cache_empty(h)) {
-        cache_flush(h);
+    if (h->cache_bytes) {
+        cache_flush(h, CACHE_FLUSH_MAX);
         if ((p = heap_try(h, size, align))) return p;
     }
     if (heap_add_chunk(h, size, align) && (p = heap_try(h, size, align))) return p;
@@ -788,6 +799,7 @@ static void *tlsf_backend_alloc(size_t size, size_t align) {
         if (LIKELY(p != NULL)) {
             h->cache_head[cls] = p[0];
             h->cache_count[cls]--;
+            h->cache_bytes -= (size_t)cls << 4;
             p[1] = NULL;
             return p;
         }
@@ -855,11 +867,13 @@ static void tlsf_backend_dealloc(void *ptr) {
             const size_t nhead = block_at(b, size)->head;
             if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
             const unsigned cls = (unsigned)(size >> 4);
-            if (LIKELY(h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
+            if (LIKELY(h->cache_count[cls] < cfg.cache_depth &&
+                       h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
                 p[0] = h->cache_head[cls];
                 p[1] = (void *)cache_key;
                 h->cache_head[cls] = p;
                 h->cache_count[cls]++;
+                h->cache_bytes += size;
                 return;
             }
             /* Checked but not cached (its class is full, or it may be cached already: the
@@ -874,15 +888,18 @@ static void tlsf_backend_dealloc(void *ptr) {
         heap_dealloc_checked(h, ptr);
         return;
 #else
-        const unsigned cls = (unsigned)((head & HEAD_SIZE_MASK) >> 4);
+        const size_t size = head & HEAD_SIZE_MASK;
+        const unsigned cls = (unsigned)(size >> 4);
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         if (LIKELY(!(head & CACHE_NOT_CACHED) &&
                    owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
-                   h->cache_count[cls] < cfg.cache_depth && p[1] != (void *)cache_key)) {
+                   h->cache_count[cls] < cfg.cache_depth &&
+                   h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
             p[0] = h->cache_head[cls];
             p[1] = (void *)cache_key;
             h->cache_head[cls] = p;
             h->cache_count[cls]++;
+            h->cache_bytes += size;
             return;
         }
 #endif
@@ -1208,6 +1225,11 @@ static int tlsf_backend_init(void) {
         heaphook_env_bool("HEAPHOOK_TLSF_THREAD_HEAPS", NULL, !cfg.tier4) && !cfg.check;
     cfg.cache_depth = (unsigned)heaphook_env_long("HEAPHOOK_TLSF_CACHE", NULL, CACHE_DEPTH_DEFAULT,
                                                   0, CACHE_DEPTH_MAX);
+    cfg.cache_bytes = heaphook_env_size("HEAPHOOK_TLSF_CACHE_BYTES", NULL, CACHE_BYTES_DEFAULT);
+    if (cfg.cache_bytes > CACHE_BYTES_MAX)
+        heaphook_config_fail("HEAPHOOK_TLSF_CACHE_BYTES",
+                             heaphook_env_get("HEAPHOOK_TLSF_CACHE_BYTES", NULL),
+                             "a size of at most 64M", "512K");
     cfg.release = heaphook_env_bool("HEAPHOOK_TLSF_RELEASE", NULL, !cfg.tier4) && !cfg.prefault &&
                   !cfg.mlock && !cfg.check;
     /* HEAPHOOK_TLSF_ON_GROW and HEAPHOOK_TLSF_STATS: see grow_report and stats_alloc. */

@@ -53,8 +53,12 @@ export interface TlsfOptions {
   readonly check?: boolean;
   /** HEAPHOOK_TLSF_THREAD_HEAPS: one heap per thread (default true); false = one shared heap. */
   readonly threadHeaps?: boolean;
-  /** HEAPHOOK_TLSF_CACHE: blocks kept per small size in each thread's cache (0..64, default 8; 0 = none). */
+  /** HEAPHOOK_TLSF_CACHE: blocks kept per small size in each thread's cache (0..65000, default
+   * 4096; 0 = none). */
   readonly cache?: number;
+  /** HEAPHOOK_TLSF_CACHE_BYTES: bytes each thread's cache keeps at most (default 512K, at most
+   * 64M), a number of bytes or a size such as '1M'. */
+  readonly cacheBytes?: number | string;
   /** HEAPHOOK_TLSF_RELEASE: give pages back to the system when a heap has been nearly emptied
    * (default true; never with prefault, mlock or check). */
   readonly release?: boolean;
@@ -104,7 +108,10 @@ export function env(options: TlsfOptions = {}): Record<string, string> {
     if (o[key] !== undefined) out[variable] = flag(`options.${key}`, o[key]);
   }
   if (o.cache !== undefined) {
-    out.HEAPHOOK_TLSF_CACHE = String(checkNumber(ENV, 'options.cache', o.cache, { max: 64 }));
+    out.HEAPHOOK_TLSF_CACHE = String(checkNumber(ENV, 'options.cache', o.cache, { max: 65000 }));
+  }
+  if (o.cacheBytes !== undefined) {
+    out.HEAPHOOK_TLSF_CACHE_BYTES = sizeValue('options.cacheBytes', o.cacheBytes);
   }
   if (o.logLevel !== undefined) {
     out.HEAPHOOK_LOG_LEVEL = checkChoice(ENV, 'options.logLevel', o.logLevel, logLevels);

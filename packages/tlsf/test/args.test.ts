@@ -22,8 +22,8 @@ describe('env checks its options', () => {
     ],
     [{ initialPoolSize: true }, TypeError, /options.initialPoolSize must be a size/],
     [{ prefault: 'yes' }, TypeError, /options.prefault must be true or false, got 'yes'/],
-    [{ cache: 65 }, RangeError, /options.cache must be an integer from 0 to 64, got 65/],
-    [{ cache: 1.5 }, RangeError, /options.cache must be an integer from 0 to 64/],
+    [{ cache: 65001 }, RangeError, /options.cache must be an integer from 0 to 65000, got 65001/],
+    [{ cache: 1.5 }, RangeError, /options.cache must be an integer from 0 to 65000/],
     [{ logLevel: 'loud' }, TypeError, /options.logLevel must be one of error, warn/],
     [7, TypeError, /env\(options\): options must be an object, got 7/],
   ] as [unknown, typeof TypeError, RegExp][])('%j', (options, Kind, message) => {

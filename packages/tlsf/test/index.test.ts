@@ -78,7 +78,8 @@ describe('@heaphook/tlsf', () => {
     });
     expect(() => env({ initialPoolSize: -1 })).toThrow(RangeError);
     expect(() => env({ onGrow: 'sometimes' as 'warn' })).toThrow();
-    expect(() => env({ cache: 65 })).toThrow(RangeError);
+    expect(() => env({ cache: 65001 })).toThrow(RangeError);
+    expect(() => env({ cacheBytes: true as unknown as string })).toThrow(TypeError);
   });
 
   it('runs a program through the core with env() options (heaphook run -b tlsf)', async () => {

@@ -140,6 +140,16 @@ describe('configuration', () => {
     }
   });
 
+  it('HEAPHOOK_TLSF_CACHE_BYTES above 64M stops the program before main, naming it and an example', () => {
+    const r = run('/bin/echo', ['main ran'], {
+      tlsf: true,
+      env: { HEAPHOOK_TLSF_CACHE_BYTES: '1G' },
+    });
+    expect(r.status).toBe(78);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/HEAPHOOK_TLSF_CACHE_BYTES.*1G.*a size of at most 64M.*512K/);
+  });
+
   it('INITIAL_MEMPOOL_SIZE=0: no first pool, the first malloc grows it', () => {
     const r = run(built('tlsf_probe'), ['grow', '1000'], {
       tlsf: true,
