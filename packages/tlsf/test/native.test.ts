@@ -260,6 +260,20 @@ describe('behaviour', () => {
     );
   });
 
+  it('one thread allocates and another frees (producer/consumer): memory stays near the live bytes', () => {
+    // 2 M messages, at most 4096 in flight (about 1.5 MiB live). glibc peaks at ~3.3 MiB here;
+    // when the producer took back 4 of its freed blocks per cache miss only, its mallocs mostly
+    // hit the cache and the backlog grew: 97 MiB.
+    const peak = (env: Record<string, string>) => {
+      const r = probe(['producer-consumer'], env);
+      expect(r.status, r.stderr).toBe(0);
+      return Number(/peak_rss_kb (\d+)/.exec(r.stdout)?.[1]);
+    };
+    for (const env of [{}, { HEAPHOOK_TLSF_CACHE: '0' }] as Record<string, string>[]) {
+      expect(peak(env), JSON.stringify(env)).toBeLessThan(16 * 1024);
+    }
+  });
+
   it('threads working at once never get small blocks on one cache line (no false sharing)', () => {
     // Hoard's cache-thrash and cache-scratch patterns with four threads (the false_sharing
     // workload of the bench): each thread's blocks come from its own heap's chunks, and a

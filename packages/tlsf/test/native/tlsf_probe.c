@@ -16,6 +16,7 @@
  *   tlsf_probe release           resident memory before and after 64 MiB of 64 KiB blocks
  *                                are freed, and page faults of a loop near its peak
  *   tlsf_probe batch-release     page faults of a loop that empties its heap at every round
+ *   tlsf_probe producer-consumer peak RSS when one thread allocates and another frees
  *   tlsf_probe realloc-moves     how often a buffer grown by 64-byte appends to 1 MiB moves
  *   tlsf_probe backend           prints the active backend's name
  */
@@ -23,6 +24,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -206,6 +208,52 @@ static int scenario_threads(int n) {
     }
     for (int i = 0; i < SLOTS; i++) free(atomic_exchange(&exchange_slots[i], NULL));
     printf("ok\n");
+    return 0;
+}
+
+/* One producer allocates messages of 16 B-8 KiB (mostly small), one consumer checks and frees them
+ * (every free a remote one), through a bounded ring: live memory is at most the ring's messages.
+ * Prints the process's peak RSS, which the allocator must keep near that. */
+enum { PC_RING = 4096, PC_MESSAGES = 2000000 };
+static _Atomic(unsigned char *) pc_ring[PC_RING];
+
+static void *pc_consume(void *arg) {
+    (void)arg;
+    for (unsigned long i = 0; i < PC_MESSAGES; i++) {
+        _Atomic(unsigned char *) *slot = &pc_ring[i % PC_RING];
+        unsigned char *m;
+        while (!(m = atomic_exchange_explicit(slot, NULL, memory_order_acquire))) sched_yield();
+        if (m[0] != (unsigned char)i) {
+            fprintf(stderr, "message %lu damaged\n", i);
+            exit(1);
+        }
+        free(m);
+    }
+    return NULL;
+}
+
+static int scenario_producer_consumer(void) {
+    pthread_t consumer;
+    pthread_create(&consumer, NULL, pc_consume, NULL);
+    unsigned seed = 7;
+    for (unsigned long i = 0; i < PC_MESSAGES; i++) {
+        seed = seed * 1103515245u + 12345u;
+        /* Mostly small, as messages are: 70 % 16-128 B, 25 % to 1 KiB, 5 % to 8 KiB. */
+        const unsigned pct = (seed >> 16) % 100, pick = (seed >> 8) & 0xffff;
+        const size_t size = pct < 70   ? 16 + pick % 113
+                            : pct < 95 ? 129 + pick % 896
+                                       : 1025 + pick % 7168;
+        unsigned char *m = malloc(size);
+        if (!m) return fail("malloc");
+        m[0] = (unsigned char)i;
+        _Atomic(unsigned char *) *slot = &pc_ring[i % PC_RING];
+        while (atomic_load_explicit(slot, memory_order_acquire)) sched_yield();
+        atomic_store_explicit(slot, m, memory_order_release);
+    }
+    pthread_join(consumer, NULL);
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    printf("peak_rss_kb %ld\n", u.ru_maxrss);
     return 0;
 }
 
@@ -470,6 +518,7 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "faults")) return scenario_faults();
     if (!strcmp(s, "release")) return scenario_release();
     if (!strcmp(s, "batch-release")) return scenario_batch_release();
+    if (!strcmp(s, "producer-consumer")) return scenario_producer_consumer();
     if (!strcmp(s, "cache-lines")) return scenario_cache_lines();
     if (!strcmp(s, "realloc-moves")) return scenario_realloc_moves();
     if (!strcmp(s, "many-threads")) return scenario_many_threads(argc > 2 ? atoi(argv[2]) : 300);
