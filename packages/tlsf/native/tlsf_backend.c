@@ -77,8 +77,8 @@
  * least, more than the one per malloc a thread whose blocks others free (a producer) gets
  * back: the backlog cannot grow. With 4 per miss only, a producer whose mallocs mostly hit the
  * cache fell behind its consumers: 137 MB resident where glibc holds 4 MB. */
-#define DRAIN_FAST 32
-#define DRAIN_EVERY 16
+#define DRAIN_FAST 16
+#define DRAIN_EVERY 8
 #define DRAIN_SLOW 64
 #define CACHE_CLASSES 64         /* footprints 32 .. 1008 bytes, one class per 16 bytes */
 #define CACHE_DEPTH_DEFAULT 4096 /* blocks per class: the byte budget below is the real bound */
