@@ -179,6 +179,51 @@ export const WORKLOADS: readonly WorkloadDef[] = [
     resolve: native('wl_startup'),
   },
   {
+    base: 'batch',
+    description:
+      'one size at a time (16 B-1 KiB), batches of 25-1600 blocks: allocate the batch, free the first half oldest first and the rest newest first',
+    threaded: false,
+    sizes: { quick: 200_000, default: 6_000_000 },
+    warmupSize: 30_000,
+    primary: 'wall_s',
+    rtPoolBytes: { quick: 8 * MiB, default: 8 * MiB },
+    resolve: native('wl_batch'),
+  },
+  {
+    base: 'xmalloc',
+    description:
+      'xmalloc-test: one producer allocates blocks of 16 B-8 KiB, N-1 consumers check and free them (every free remote); rings bound the live set, so RSS shows how late remote frees come back',
+    threaded: true,
+    effectiveThreads: (t) => Math.max(2, t),
+    sizes: { quick: 100_000, default: 2_000_000 },
+    warmupSize: 10_000,
+    primary: 'wall_s',
+    rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
+    resolve: native('wl_xmalloc'),
+  },
+  {
+    base: 'threads',
+    description:
+      'short-lived threads: rounds of N threads that each free what a thread of the previous round left, churn 16 B-4 KiB blocks and exit; --size threads in all',
+    threaded: true,
+    sizes: { quick: 300, default: 6_000 },
+    warmupSize: 50,
+    primary: 'wall_s',
+    rtPoolBytes: { quick: 8 * MiB, default: 8 * MiB },
+    resolve: native('wl_threads'),
+  },
+  {
+    base: 'mixed',
+    description:
+      'espresso/cfrac-like phases: batches of 8 B-2 KiB blocks (1% 4-64 KiB), some reallocated, three quarters freed in random order, the rest kept for later phases',
+    threaded: false,
+    sizes: { quick: 150_000, default: 4_000_000 },
+    warmupSize: 25_000,
+    primary: 'wall_s',
+    rtPoolBytes: { quick: 16 * MiB, default: 16 * MiB },
+    resolve: native('wl_mixed'),
+  },
+  {
     base: 'python-json',
     description:
       'real program, as-is: python3 builds a document of N records, JSON dump + parse round trips, checked',

@@ -354,6 +354,11 @@ describe('selectWorkloads', () => {
       'fragmentation',
       'latency-t1',
       'latency-t2',
+      'batch',
+      'xmalloc-t2',
+      'threads-t1',
+      'threads-t2',
+      'mixed',
       'python-json',
       'node-json',
     ]);
