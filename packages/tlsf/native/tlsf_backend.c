@@ -798,19 +798,22 @@ static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
 static void *alloc_slow(size_t size, size_t align);
 static void *heap_alloc(thread_heap *h, size_t size, size_t align);
 
+/* Takes p, the head of class cls of h's cache, off it (its marker cleared). */
+static inline void *cache_take(thread_heap *h, unsigned cls, void **p) {
+    h->cache_head[cls] = p[0];
+    h->cache_count[cls]--;
+    h->cache_bytes -= (size_t)cls << 4;
+    p[1] = NULL;
+    return p;
+}
+
 /* The common case, a cache hit, is a leaf: no call, no register saved. */
 static void *tlsf_backend_alloc(size_t size, size_t align) {
     thread_heap *h = t_heap;
     if (LIKELY(align == 1 && size <= CACHE_REQUEST_MAX && h != NULL)) {
         const unsigned cls = cache_class(size);
         void **p = (void **)h->cache_head[cls];
-        if (LIKELY(p != NULL && --h->drain_tick != 0)) {
-            h->cache_head[cls] = p[0];
-            h->cache_count[cls]--;
-            h->cache_bytes -= (size_t)cls << 4;
-            p[1] = NULL;
-            return p;
-        }
+        if (LIKELY(p != NULL && --h->drain_tick != 0)) return cache_take(h, cls, p);
     }
     return heap_alloc(h, size, align);
 }
@@ -823,13 +826,7 @@ static __attribute__((noinline)) void *heap_alloc(thread_heap *h, size_t size, s
         void **p = NULL;
         if (align == 1 && size <= CACHE_REQUEST_MAX) {
             const unsigned cls = cache_class(size);
-            if ((p = (void **)h->cache_head[cls]) != NULL) {
-                h->cache_head[cls] = p[0];
-                h->cache_count[cls]--;
-                h->cache_bytes -= (size_t)cls << 4;
-                p[1] = NULL;
-                return p;
-            }
+            if ((p = (void **)h->cache_head[cls]) != NULL) return cache_take(h, cls, p);
         }
         p = heap_try(h, size, align);
         if (LIKELY(p != NULL)) return p;
