@@ -629,6 +629,39 @@ void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t
     return block_to_ptr(b);
 }
 
+size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discarder discard,
+                 void *user) {
+    size_t given = 0;
+    for (uint64_t fl_map = t->fl_bitmap; fl_map; fl_map &= fl_map - 1) {
+        const int fl = tlsf_ffs(fl_map);
+        for (uint32_t sl_map = t->sl_bitmap[fl]; sl_map; sl_map &= sl_map - 1) {
+            for (block_t *b = t->blocks[fl][tlsf_ffs(sl_map)]; b; b = b->next_free) {
+                if ((b->head & HEAD_CLEAN) && !clean_too) continue;
+                if (keep) { /* the smallest blocks first stay as they are, up to `keep` bytes */
+                    keep = block_size(b) < keep ? keep - block_size(b) : 0;
+                    continue;
+                }
+                /* The pages lying wholly between the links and the boundary tag, as in
+                 * tlsf_free_span. */
+                const uintptr_t first =
+                    ((uintptr_t)b + sizeof(block_t) + page - 1) & ~(uintptr_t)(page - 1);
+                const uintptr_t last = ((uintptr_t)b + block_size(b)) & ~(uintptr_t)(page - 1);
+                if (last > first) {
+                    discard((void *)first, last - first, user);
+                    given += last - first;
+                }
+                b->head |= HEAD_CLEAN;
+            }
+        }
+    }
+    return given;
+}
+
+int tlsf_block_is_whole_pool(const void *ptr) {
+    const block_t *b = block_from_ptr(ptr);
+    return (b->head & HEAD_FIRST) && block_is_last(block_next(b));
+}
+
 void tlsf_mark_clean(void *free_ptr) {
     block_from_ptr(free_ptr)->head |= HEAD_CLEAN;
 }

@@ -100,8 +100,22 @@ void tlsf_free(tlsf_t *t, void *ptr);
  * clean when a block that is not merges into it. */
 void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t *hi);
 void tlsf_mark_clean(void *free_ptr);
+/* Whether the block at ptr is the only block of its pool (for a free block: the pool is empty). */
+int tlsf_block_is_whole_pool(const void *ptr);
 /* Footprint of the used blocks (heads included): O(1). */
+/* Gives back to the system the pages of every free block that is not clean, or of every free
+ * block with clean_too (a caller that marks blocks clean without giving all their pages back,
+ * as the backend's free_release does with small remains, needs it to reach those):
+ * discard(addr, bytes, user) is called once per page-aligned range lying wholly between a free
+ * block's links and its boundary tag, and the block is marked clean. The first `keep` bytes of
+ * such blocks met (the smaller size classes first) are left as they are: malloc_trim's pad.
+ * O(free blocks): for malloc_trim and the trim threshold, never on a real-time path. Returns
+ * the bytes handed to discard. */
+typedef void (*tlsf_discarder)(void *addr, size_t bytes, void *user);
+size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discarder discard,
+                 void *user);
 size_t tlsf_used_bytes(const tlsf_t *t);
+
 /* Grows (into a free successor) or shrinks ptr's block in place. Returns ptr on success, NULL
  * when the block cannot grow in place (ptr is then unchanged). */
 void *tlsf_resize(tlsf_t *t, void *ptr, size_t size);

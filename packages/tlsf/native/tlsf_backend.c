@@ -36,6 +36,8 @@
  * (tlsf_validate), stopping the program with one line on a bad one.
  */
 #include <dlfcn.h>
+#include <limits.h>
+#include <malloc.h>
 #include <errno.h>
 #include <execinfo.h>
 #include <pthread.h>
@@ -137,9 +139,10 @@ typedef struct thread_heap {
     void *pending; /* blocks taken from `remote`, freed a few at a time (owner only) */
     unsigned id;
     _Atomic int state;
-    size_t chunk_bytes;    /* bytes borrowed from the shared heap */
-    release_state release; /* returning memory (owner only) */
-    area_cache area;       /* the area this heap's thread last freed into (owner only) */
+    size_t chunk_bytes;       /* bytes borrowed from the shared heap */
+    _Atomic bool trim_wanted; /* malloc_trim asked its owner to trim (see trim_request) */
+    release_state release;    /* returning memory (owner only) */
+    area_cache area;          /* the area this heap's thread last freed into (owner only) */
     /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
      * cfg.cache_depth per footprint and cfg.cache_bytes in all, handed out again by the next
      * malloc of that footprint. Indexed by footprint / 16 (classes 0 and 1 stay empty: the
@@ -162,11 +165,13 @@ static struct {
     bool check;
     bool thread_heaps;
     unsigned cache_depth;
-    size_t cache_bytes; /* HEAPHOOK_TLSF_CACHE_BYTES */
-    bool release;       /* frees may give pages back to the system */
-    int on_grow;        /* ON_GROW_*: what a growth after start-up does (HEAPHOOK_TLSF_ON_GROW) */
-    bool stats; /* count bytes in use, their peak and the largest request (HEAPHOOK_TLSF_STATS) */
-    bool tier4; /* HEAPHOOK_TLSF_COMPAT=tier4: tier4/heaphook's defaults */
+    size_t cache_bytes;            /* HEAPHOOK_TLSF_CACHE_BYTES */
+    bool release;                  /* frees may give pages back to the system */
+    bool trim;                     /* malloc_trim gives pages back: not with PREFAULT or MLOCK */
+    _Atomic size_t trim_threshold; /* HEAPHOOK_TLSF_TRIM_THRESHOLD, mallopt(M_TRIM_THRESHOLD) */
+    int on_grow; /* ON_GROW_*: what a growth after start-up does (HEAPHOOK_TLSF_ON_GROW) */
+    bool stats;  /* count bytes in use, their peak and the largest request (HEAPHOOK_TLSF_STATS) */
+    bool tier4;  /* HEAPHOOK_TLSF_COMPAT=tier4: tier4/heaphook's defaults */
     bool huge_pages; /* areas advised MADV_HUGEPAGE (HEAPHOOK_TLSF_HUGE_PAGES) */
 } cfg;
 
@@ -543,12 +548,15 @@ static inline void check_pointer(const void *ptr, const char *call) {
  * Thread heaps.
  */
 static void cache_flush(thread_heap *h, size_t max);
+static size_t trim_thread_heap(thread_heap *h, size_t pad);
 
 /* At its thread's exit: the cache is flushed whole (its blocks coalesce, other heaps' go back
  * to their owners, nothing waits for an adopter: a thread's exit is no real-time path), and
  * the heap is left for the next new thread. */
 static void heap_release(void *arg) {
     thread_heap *h = (thread_heap *)arg;
+    if (atomic_load_explicit(&h->trim_wanted, memory_order_relaxed))
+        trim_thread_heap(h, 0); /* flushes the cache too */
     cache_flush(h, SIZE_MAX);
     t_heap = NULL;
     t_no_heap = true; /* what this thread still allocates while exiting goes to the shared heap */
@@ -710,19 +718,28 @@ static __attribute__((noinline)) void free_release(tlsf_t *t, release_state *r, 
     tlsf_mark_clean(block);
 }
 
-/* tlsf_free; gives pages back when the heap has been nearly emptied (see above). */
+static void free_trimming(tlsf_t *t, void *ptr, size_t threshold);
+
+/* tlsf_free; gives pages back when the heap has been nearly emptied (see above), or, with the
+ * trim threshold set, when the free leaves a free block that large (free_trimming). */
 static inline void free_block(tlsf_t *t, release_state *r, void *ptr, size_t head) {
     check_prev(ptr);
+    const size_t threshold = atomic_load_explicit(&cfg.trim_threshold, memory_order_relaxed);
+    if (UNLIKELY(threshold)) {
+        free_trimming(t, ptr, threshold);
+        return;
+    }
     if (LIKELY(cfg.release)) {
         const size_t used = tlsf_used_bytes(t);
         if (used > r->peak) r->peak = used;
         if (UNLIKELY(used - (head & HEAD_SIZE_MASK) <= r->peak / RELEASE_FRACTION) &&
-            release_budget(r)) {
+            release_budget(r))
             free_release(t, r, ptr);
-            return;
-        }
+        else
+            tlsf_free(t, ptr);
+    } else {
+        tlsf_free(t, ptr);
     }
-    tlsf_free(t, ptr);
 }
 
 /* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
@@ -783,6 +800,8 @@ static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
  * borrows), then a chunk of the pool. */
 static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     void *p;
+    if (UNLIKELY(atomic_load_explicit(&h->trim_wanted, memory_order_relaxed)))
+        trim_thread_heap(h, 0);
     if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
     if (h->cache_bytes) {
         cache_flush(h, CACHE_FLUSH_MAX);
@@ -790,6 +809,88 @@ static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     }
     if (heap_add_chunk(h, size, align) && (p = heap_try(h, size, align))) return p;
     return shared_alloc(size, align);
+}
+
+/*
+ * Giving memory back on request: malloc_trim(pad) and HEAPHOOK_TLSF_TRIM_THRESHOLD.
+ *
+ * A trim gives back the pages of every free block of a heap that may hold data (tlsf_trim:
+ * one madvise(MADV_DONTNEED) per such block, O(free blocks) of the heap), keeping the first
+ * `pad` bytes of them. malloc_trim trims the calling thread's heap (its remote frees drained
+ * and its cache flushed first, so that those blocks coalesce), the shared heap (under its
+ * mutex: the pool's areas, added by growth or not, and what thread heaps have not borrowed),
+ * and every heap left by an exited thread (taken as an adopter would take it). A heap owned by
+ * another live thread is that thread's alone (no lock guards it): it is asked to trim itself,
+ * which it does at its next malloc that misses its cache or at its exit. Areas are not unmapped:
+ * their pages are given back, their addresses stay, since any thread may be reading the area
+ * list with no lock to check a pointer.
+ *
+ * The threshold (glibc's M_TRIM_THRESHOLD, which trims the top of the heap when a free leaves
+ * it larger than that): a free that leaves a free block of the threshold or more, or a whole
+ * chunk or area free, gives back the pages of it that may hold data (tlsf_free_span), one
+ * madvise; a smaller free block stays as it is until it merges into one that large. It
+ * replaces the nearly-emptied rule above.
+ *
+ * Never with a prefaulted or locked pool (HEAPHOOK_TLSF_PREFAULT, HEAPHOOK_TLSF_MLOCK): that
+ * memory is kept resident on purpose, for the real-time paths, so their worst case never
+ * includes a trim (a threshold is refused there).
+ */
+static void trim_discard(void *addr, size_t bytes, void *user) {
+    (void)heaphook_os_discard(addr, bytes);
+    *(size_t *)user += bytes;
+}
+
+/* Every free block, clean ones too: free_release marks small remains clean without giving them
+ * back. */
+static size_t trim_heap(tlsf_t *t, size_t pad) {
+    size_t given = 0;
+    tlsf_trim(t, heaphook_os_page_size(), pad, true, trim_discard, &given);
+    return given;
+}
+
+/* A heap's owner (or whoever holds it, see malloc_trim) trims it whole: its remote frees
+ * drained and its cache flushed first, so those blocks coalesce and are given back too. */
+static size_t trim_thread_heap(thread_heap *h, size_t pad) {
+    atomic_store_explicit(&h->trim_wanted, false, memory_order_relaxed);
+    heap_drain(h, INT_MAX); /* every block other threads gave back so far */
+    cache_flush(h, SIZE_MAX);
+    return trim_heap(h->tlsf, pad);
+}
+
+static __attribute__((noinline)) void free_trimming(tlsf_t *t, void *ptr, size_t threshold) {
+    uintptr_t lo, hi;
+    void *block = tlsf_free_span(t, ptr, heaphook_os_page_size(), &lo, &hi);
+    /* Smaller: stays unclean, given back once it is part of a larger free block (or of a whole
+     * free chunk, which a thread heap's chunks smaller than the threshold can only become). */
+    if (tlsf_block_size(block) < threshold && !tlsf_block_is_whole_pool(block)) return;
+    if (hi > lo) heaphook_os_discard((void *)lo, hi - lo);
+    tlsf_mark_clean(block);
+}
+
+static int tlsf_backend_trim(size_t pad) {
+    if (!cfg.trim) return 0; /* the pool stays resident: prefaulted or locked */
+    size_t given = 0;
+    thread_heap *own = t_heap;
+    if (own) given += trim_thread_heap(own, pad);
+    shared_lock_take();
+    given += trim_heap(shared.tlsf, pad);
+    const unsigned count = atomic_load_explicit(&heap_count, memory_order_relaxed);
+    for (unsigned id = 1; id <= count; id++) {
+        thread_heap *h = heaps[id];
+        if (h == own) continue;
+        int state = HEAP_FREE;
+        /* A heap left by an exited thread: held as an adopter holds it (adoption takes the
+         * shared lock, held here), trimmed, left again. */
+        if (atomic_compare_exchange_strong_explicit(&h->state, &state, HEAP_OWNED,
+                                                    memory_order_acquire, memory_order_relaxed)) {
+            given += trim_thread_heap(h, pad);
+            atomic_store_explicit(&h->state, HEAP_FREE, memory_order_release);
+        } else if (state == HEAP_OWNED) {
+            atomic_store_explicit(&h->trim_wanted, true, memory_order_relaxed);
+        }
+    }
+    shared_lock_give();
+    return given > 0;
 }
 
 /*
@@ -1247,6 +1348,15 @@ static int tlsf_backend_init(void) {
         heaphook_config_fail("HEAPHOOK_TLSF_CACHE_BYTES",
                              heaphook_env_get("HEAPHOOK_TLSF_CACHE_BYTES", NULL),
                              "a size of at most 64M", "512K");
+    cfg.trim = !cfg.prefault && !cfg.mlock;
+    const size_t trim_threshold = heaphook_env_size("HEAPHOOK_TLSF_TRIM_THRESHOLD", NULL, 0);
+    if (trim_threshold && !cfg.trim)
+        heaphook_config_fail("HEAPHOOK_TLSF_TRIM_THRESHOLD",
+                             heaphook_env_get("HEAPHOOK_TLSF_TRIM_THRESHOLD", NULL),
+                             "0 (off) with HEAPHOOK_TLSF_PREFAULT or HEAPHOOK_TLSF_MLOCK, which "
+                             "keep the pool resident",
+                             "0");
+    atomic_store_explicit(&cfg.trim_threshold, trim_threshold, memory_order_relaxed);
     cfg.release = heaphook_env_bool("HEAPHOOK_TLSF_RELEASE", NULL, !cfg.tier4) && !cfg.prefault &&
                   !cfg.mlock && !cfg.check;
     /* HEAPHOOK_TLSF_ON_GROW and HEAPHOOK_TLSF_STATS: see grow_report and stats_alloc. */
@@ -1322,6 +1432,16 @@ __attribute__((destructor)) static void tlsf_backend_exit_stats(void) {
                atomic_load_explicit(&stat_in_use, memory_order_relaxed));
 }
 
+/* mallopt: M_TRIM_THRESHOLD sets the trim threshold (as HEAPHOOK_TLSF_TRIM_THRESHOLD does; 0
+ * or less turns it off), refused (0) with a prefaulted or locked pool; other parameters have no
+ * meaning for TLSF and are accepted and ignored, as the core does for a backend without one. */
+static int tlsf_backend_mallopt(int param, int value) {
+    if (param != M_TRIM_THRESHOLD) return 1;
+    if (value > 0 && !cfg.trim) return 0;
+    atomic_store_explicit(&cfg.trim_threshold, value > 0 ? (size_t)value : 0, memory_order_relaxed);
+    return 1;
+}
+
 static heaphook_backend tlsf_backend = {
     .name = "tlsf",
     .init = tlsf_backend_init,
@@ -1334,6 +1454,8 @@ static heaphook_backend tlsf_backend = {
     .fork_child = tlsf_backend_fork_child,
     .get_stats = tlsf_backend_get_stats,
     .print_stats = tlsf_backend_print_stats,
+    .mallopt = tlsf_backend_mallopt,
+    .trim = tlsf_backend_trim,
 };
 
 /* HEAPHOOK_TLSF_STATS, read before init (the reader allocates nothing): the core copies the

@@ -62,6 +62,10 @@ export interface TlsfOptions {
   /** HEAPHOOK_TLSF_RELEASE: give pages back to the system when a heap has been nearly emptied
    * (default true; never with prefault, mlock or check). */
   readonly release?: boolean;
+  /** HEAPHOOK_TLSF_TRIM_THRESHOLD: a free that leaves a free block this large gives its pages
+   * back at once (glibc's M_TRIM_THRESHOLD; default off; refused with prefault or mlock), a
+   * number of bytes or a size such as '1M'. */
+  readonly trimThreshold?: number | string;
   /** HEAPHOOK_LOG_LEVEL: 'info' shows every pool growth. */
   readonly logLevel?: 'error' | 'warn' | 'info' | 'debug' | 'trace';
   /** HEAPHOOK_TLSF_ON_GROW: a growth beyond the first pool is named with its stack ('warn') or
@@ -112,6 +116,9 @@ export function env(options: TlsfOptions = {}): Record<string, string> {
   }
   if (o.cacheBytes !== undefined) {
     out.HEAPHOOK_TLSF_CACHE_BYTES = sizeValue('options.cacheBytes', o.cacheBytes);
+  }
+  if (o.trimThreshold !== undefined) {
+    out.HEAPHOOK_TLSF_TRIM_THRESHOLD = sizeValue('options.trimThreshold', o.trimThreshold);
   }
   if (o.logLevel !== undefined) {
     out.HEAPHOOK_LOG_LEVEL = checkChoice(ENV, 'options.logLevel', o.logLevel, logLevels);

@@ -388,6 +388,76 @@ static int scenario_batch_release(void) {
     return 0;
 }
 
+/* A burst: 200 MiB in 4 KiB blocks allocated and touched (by this thread; by a worker thread
+ * that exits; by one that stays alive and idle, then exits; or by this thread after
+ * mallopt(M_TRIM_THRESHOLD, 1 MiB)), all freed in a shuffled order, then malloc_trim(0).
+ * Prints the RSS after the frees, malloc_trim's return value and the RSS after it (and after
+ * the idle thread's exit); the test bounds the later figures by the first. */
+enum { TRIM_BLOCK = 4096, TRIM_COUNT = 50 * 1024 }; /* 200 MiB */
+static char *trim_blocks[TRIM_COUNT];
+
+static void *trim_burst(void *arg) {
+    (void)arg;
+    for (int i = 0; i < TRIM_COUNT; i++) {
+        trim_blocks[i] = malloc(TRIM_BLOCK);
+        if (!trim_blocks[i]) return NULL;
+        memset(trim_blocks[i], i, TRIM_BLOCK);
+    }
+    unsigned seed = 7; /* free in a shuffled order: the free blocks do not merge in one run */
+    for (int i = TRIM_COUNT - 1; i > 0; i--) {
+        seed = seed * 1103515245u + 12345u;
+        const int k = (int)((seed >> 8) % (unsigned)(i + 1));
+        char *t = trim_blocks[i];
+        trim_blocks[i] = trim_blocks[k];
+        trim_blocks[k] = t;
+    }
+    for (int i = 0; i < TRIM_COUNT; i++) free(trim_blocks[i]);
+    return trim_blocks; /* non-NULL: done */
+}
+
+static atomic_int trim_stage;
+
+static void *trim_burst_then_idle(void *arg) {
+    void *done = trim_burst(arg);
+    atomic_store(&trim_stage, done ? 1 : -1);
+    while (atomic_load(&trim_stage) != 2) usleep(1000); /* alive, idle: allocates nothing */
+    return done;
+}
+
+static int scenario_trim(const char *where) {
+    const long base = rss_kb();
+    if (!strcmp(where, "thread")) {
+        pthread_t t;
+        void *done = NULL;
+        if (pthread_create(&t, NULL, trim_burst, NULL) || pthread_join(t, &done) || !done)
+            return fail("burst thread");
+    } else if (!strcmp(where, "idle-thread")) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, trim_burst_then_idle, NULL)) return fail("pthread_create");
+        while (atomic_load(&trim_stage) == 0) usleep(1000);
+        if (atomic_load(&trim_stage) < 0) return fail("burst thread");
+        const long freed = rss_kb();
+        const int released = malloc_trim(0);
+        const long trimmed = rss_kb();
+        atomic_store(&trim_stage, 2);
+        pthread_join(t, NULL);
+        printf("base_kb %ld freed_kb %ld trim %d trimmed_kb %ld exited_kb %ld\n", base, freed,
+               released, trimmed, rss_kb());
+        return 0;
+    } else if (!strcmp(where, "mallopt")) {
+        if (mallopt(M_TRIM_THRESHOLD, 1 << 20) != 1) return fail("mallopt(M_TRIM_THRESHOLD)");
+        if (!trim_burst(NULL)) return fail("malloc");
+    } else if (!trim_burst(NULL))
+        return fail("malloc");
+    const long freed = rss_kb();
+    const int released = malloc_trim(0);
+    const long trimmed = rss_kb();
+    /* Trimmed memory comes back on use: the heap still serves the same burst. */
+    if (!trim_burst(NULL)) return fail("malloc after trim");
+    printf("base_kb %ld freed_kb %ld trim %d trimmed_kb %ld\n", base, freed, released, trimmed);
+    return 0;
+}
+
 /* Eight buffers grown in turn by 64-byte appends with realloc to the exact length, up to
  * 512 KiB each (each stands in the way of the others' growth in place): how often they move. */
 static int scenario_realloc_moves(void) {
@@ -518,6 +588,7 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "faults")) return scenario_faults();
     if (!strcmp(s, "release")) return scenario_release();
     if (!strcmp(s, "batch-release")) return scenario_batch_release();
+    if (!strcmp(s, "trim")) return scenario_trim(argc > 2 ? argv[2] : "main");
     if (!strcmp(s, "producer-consumer")) return scenario_producer_consumer();
     if (!strcmp(s, "cache-lines")) return scenario_cache_lines();
     if (!strcmp(s, "realloc-moves")) return scenario_realloc_moves();

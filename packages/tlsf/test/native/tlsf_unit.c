@@ -286,6 +286,69 @@ static void test_clean_spans(void) {
     EXPECT(heap_ok(t), "repaired");
 }
 
+/* tlsf_trim: every free block's whole interior pages, once each, none of a used block's. */
+typedef struct trim_record {
+    uintptr_t lo[64], hi[64];
+    int count;
+} trim_record;
+static void record_discard(void *addr, size_t bytes, void *user) {
+    trim_record *r = user;
+    if (r->count < 64) {
+        r->lo[r->count] = (uintptr_t)addr;
+        r->hi[r->count] = (uintptr_t)addr + bytes;
+    }
+    r->count++;
+}
+
+static void test_trim(void) {
+    const size_t page = 4096, pool = 4 << 20;
+    tlsf_t *t = make_heap(0);
+    char *mem = map(pool);
+    EXPECT(tlsf_add_pool(t, mem, pool) == 0, "pool");
+    enum { N = 8 };
+    char *blocks[N];
+    for (int i = 0; i < N; i++) {
+        blocks[i] = tlsf_malloc(t, 100 << 10);
+        memset(blocks[i], 0x5a, 100 << 10);
+    }
+    for (int i = 0; i < N; i += 2) tlsf_free(t, blocks[i]); /* four free blocks, kept apart */
+    trim_record r = {0};
+    const size_t given = tlsf_trim(t, page, 0, 0, record_discard, &r);
+    /* The four freed blocks and the pool's free tail: five ranges of whole pages. */
+    EXPECT(r.count == 5, "ranges: %d", r.count);
+    size_t sum = 0;
+    for (int k = 0; k < r.count && k < 64; k++) {
+        EXPECT(r.lo[k] % page == 0 && r.hi[k] % page == 0 && r.hi[k] > r.lo[k], "whole pages");
+        for (int i = 1; i < N; i += 2) /* never a page of a used block (nor its head's page) */
+            EXPECT(r.hi[k] <= ((uintptr_t)blocks[i] & ~(page - 1)) ||
+                       r.lo[k] >= (uintptr_t)blocks[i] + (100 << 10),
+                   "range %p-%p overlaps used block %p", (void *)r.lo[k], (void *)r.hi[k],
+                   (void *)blocks[i]);
+        sum += r.hi[k] - r.lo[k];
+    }
+    EXPECT(given == sum, "returns what it handed over: %zu vs %zu", given, sum);
+    EXPECT(given >= pool - 5 * (100 << 10) - 12 * page, "nearly all free memory: %zu", given);
+    /* Given back once: the blocks are clean now, a second pass skips them (unless clean_too). */
+    trim_record again = {0};
+    EXPECT(tlsf_trim(t, page, 0, 0, record_discard, &again) == 0 && again.count == 0,
+           "second pass: %d ranges", again.count);
+    EXPECT(tlsf_trim(t, page, 0, 1, record_discard, &again) == given, "clean_too: all again");
+    /* keep: the first free blocks met, smallest classes first, up to that many bytes, stay. */
+    for (int i = 1; i < N; i += 2) tlsf_free(t, blocks[i]); /* all merge: one free block */
+    tlsf_stats st;
+    tlsf_get_stats(t, &st);
+    EXPECT(st.free_blocks == 1, "one free block: %zu", st.free_blocks);
+    trim_record kept = {0};
+    EXPECT(tlsf_trim(t, page, 1, 1, record_discard, &kept) == 0 && kept.count == 0,
+           "a keep of 1 byte keeps the one block");
+    EXPECT(heap_ok(t), "check after trims");
+    /* What was given back reads as zero and is usable again. */
+    char *z = tlsf_malloc(t, 1 << 20);
+    EXPECT(z != NULL, "allocates after a trim");
+    memset(z, 1, 1 << 20);
+    EXPECT(heap_ok(t), "final check");
+}
+
 /* tlsf_growing_realloc: the backend's realloc policy, as the addon's replay runs it. */
 static void test_growing_realloc(void) {
     void *control = map(tlsf_control_size());
@@ -322,6 +385,7 @@ int main(void) {
     test_validate();
     test_growth();
     test_clean_spans();
+    test_trim();
     test_growing_realloc();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
