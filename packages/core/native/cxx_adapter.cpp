@@ -136,6 +136,7 @@ const heaphook_backend adapter_table = {
     adapter_mallopt,
     adapter_trim,
     nullptr,  // print_stats: the core renders get_stats
+    0,        // dealloc_keeps_errno: a C++ backend's dealloc may make any system call
 };
 
 }  // namespace

@@ -67,19 +67,37 @@ static void *hh_alloc(size_t size, size_t align) {
     return ptr;
 }
 
-static void hh_free(void *ptr) {
-    if (ptr == NULL || hh_bootstrap_owns(ptr)) return;
-    if (HH_UNLIKELY(atomic_load_explicit(&hh_attached, memory_order_relaxed)) &&
-        hh_attach_is_foreign(ptr)) {
-        hh_attach_free(ptr);
-        return;
-    }
-    /* A pointer the backend handed out exists only once the backend is ready. */
-    hh_assert(atomic_load(&hh_backend_state) == HH_STATE_READY);
+/* free's rare paths, out of line so that its common path needs no stack frame. */
+static __attribute__((noinline)) void hh_free_keeping_errno(void *ptr) {
     /* glibc's free keeps errno (POSIX 2024 requires it); a backend's munmap may not. */
     int saved_errno = errno;
     hh_backend.dealloc(ptr);
     errno = saved_errno;
+}
+
+static __attribute__((noinline)) void hh_free_attached(void *ptr) {
+    if (hh_attach_is_foreign(ptr)) {
+        hh_attach_free(ptr);
+    } else if (hh_backend.dealloc_keeps_errno) {
+        hh_backend.dealloc(ptr);
+    } else {
+        hh_free_keeping_errno(ptr);
+    }
+}
+
+static inline void hh_free(void *ptr) {
+    if (ptr == NULL || hh_bootstrap_owns(ptr)) return;
+    if (HH_UNLIKELY(atomic_load_explicit(&hh_attached, memory_order_relaxed))) {
+        hh_free_attached(ptr);
+        return;
+    }
+    /* A pointer the backend handed out exists only once the backend is ready. */
+    hh_assert(atomic_load(&hh_backend_state) == HH_STATE_READY);
+    if (HH_LIKELY(hh_backend.dealloc_keeps_errno)) {
+        hh_backend.dealloc(ptr);
+        return;
+    }
+    hh_free_keeping_errno(ptr);
 }
 
 static size_t hh_usable_size(void *ptr) {

@@ -148,7 +148,10 @@ int heaphook_os_lock(void *addr, size_t size) {
 }
 
 int heaphook_os_discard(void *addr, size_t size) {
-    return madvise(addr, size, MADV_DONTNEED);
+    const int saved_errno = errno;
+    const int result = madvise(addr, size, MADV_DONTNEED);
+    errno = saved_errno;
+    return result;
 }
 
 unsigned long long heaphook_os_coarse_ns(void) {

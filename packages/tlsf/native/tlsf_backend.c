@@ -1456,6 +1456,9 @@ static heaphook_backend tlsf_backend = {
     .print_stats = tlsf_backend_print_stats,
     .mallopt = tlsf_backend_mallopt,
     .trim = tlsf_backend_trim,
+    /* A free's only system calls are heaphook_os_discard's (which keeps errno) and the shared
+     * mutex's futex (glibc's lock does not set errno); a misuse ends the program. */
+    .dealloc_keeps_errno = 1,
 };
 
 /* HEAPHOOK_TLSF_STATS, read before init (the reader allocates nothing): the core copies the

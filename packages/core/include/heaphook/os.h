@@ -37,7 +37,7 @@ void heaphook_os_prefault(void *addr, size_t size);
 int heaphook_os_lock(void *addr, size_t size);
 
 /* Tells the system the pages of [addr, addr + size) may be dropped (MADV_DONTNEED); their
- * contents read back as zero. Returns 0 or -1. */
+ * contents read back as zero. Returns 0 or -1, and keeps errno (a free may call it). */
 int heaphook_os_discard(void *addr, size_t size);
 
 /* A monotonic clock in nanoseconds, cheap and coarse (CLOCK_MONOTONIC_COARSE: read from the
