@@ -8,3 +8,13 @@ heaphook_add_sanitized_program(tlsf_unit_asan asan
           ${CMAKE_CURRENT_LIST_DIR}/../native/tlsf.c ${CMAKE_CURRENT_LIST_DIR}/../native/tlsf_grow.c
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${HEAPHOOK_CORE_DIR}/include
   OPTIONS -fno-builtin)
+
+# The backend's thread heaps (remote frees, the thread cache, heaps released at thread exit and
+# adopted, malloc_trim taking released heaps) under ThreadSanitizer: tlsf_backend.c and the
+# core's support sources compiled instrumented into a stress program that drives the backend
+# through its table (the program's malloc stays the sanitizer's).
+heaphook_add_sanitized_program(tlsf_threads_stress_tsan tsan
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/tlsf_threads_stress.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/tlsf_backend.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/tlsf_grow.c ${HEAPHOOK_SUPPORT_SOURCES}
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${HEAPHOOK_CORE_DIR}/include)

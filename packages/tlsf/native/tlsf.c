@@ -161,6 +161,28 @@ static inline size_t align_up(size_t x, size_t align) {
     return (x + align - 1) & ~(align - 1);
 }
 
+/* A block's head word (and the boundary tag before it) is read by threads other than the
+ * owner of its heap: the check on every free reads the freed block's head and its neighbours',
+ * a free by another thread reads the block's owner, malloc_trim walks a heap an exited thread
+ * left. Meanwhile the owner rewrites flag and size bits of those words (a used block's
+ * HEAD_PREV_FREE when its predecessor is freed or taken, a neighbour's size when it is split
+ * or merged). What the other threads rely on never changes while the block is in use (its owner
+ * id and tag, its own size), and a word is read and written whole. So every access is a
+ * relaxed atomic: the same plain loads and stores on x86-64 and arm64, and no data race for the
+ * compiler or ThreadSanitizer (the sanitizer tier runs the thread heaps under it). */
+static inline size_t head_load(const block_t *b) {
+    return __atomic_load_n(&b->head, __ATOMIC_RELAXED);
+}
+static inline void head_store(block_t *b, size_t head) {
+    __atomic_store_n(&b->head, head, __ATOMIC_RELAXED);
+}
+static inline block_t *prev_phys_load(const block_t *b) {
+    return __atomic_load_n(&b->prev_phys, __ATOMIC_RELAXED);
+}
+static inline void prev_phys_store(block_t *b, block_t *prev) {
+    __atomic_store_n(&b->prev_phys, prev, __ATOMIC_RELAXED);
+}
+
 /*
  * Block helpers.
  */
@@ -188,38 +210,38 @@ static inline size_t head_owner_bits(const block_t *b, size_t head) {
 #endif
 }
 static inline size_t block_size(const block_t *b) {
-    return b->head & HEAD_SIZE_MASK;
+    return head_load(b) & HEAD_SIZE_MASK;
 }
 static inline void block_set_size(block_t *b, size_t size) {
-    b->head = (b->head & ~HEAD_SIZE_MASK) | size;
+    head_store(b, (head_load(b) & ~HEAD_SIZE_MASK) | size);
 }
 static inline int block_is_last(const block_t *b) {
     return block_size(b) == 0;
 }
 static inline int block_is_free(const block_t *b) {
-    return (b->head & HEAD_FREE) != 0;
+    return (head_load(b) & HEAD_FREE) != 0;
 }
 static inline void block_set_free(block_t *b) {
-    b->head = (b->head | HEAD_FREE) & ~HEAD_ALIGN_MASK;
+    head_store(b, (head_load(b) | HEAD_FREE) & ~HEAD_ALIGN_MASK);
 }
 static inline void block_set_used(block_t *b) {
-    b->head &= ~(HEAD_FREE | HEAD_CLEAN);
+    head_store(b, head_load(b) & ~(HEAD_FREE | HEAD_CLEAN));
 }
 static inline int block_is_prev_free(const block_t *b) {
-    return (b->head & HEAD_PREV_FREE) != 0;
+    return (head_load(b) & HEAD_PREV_FREE) != 0;
 }
 static inline void block_set_prev_free(block_t *b) {
-    b->head |= HEAD_PREV_FREE;
+    head_store(b, head_load(b) | HEAD_PREV_FREE);
 }
 static inline void block_set_prev_used(block_t *b) {
-    b->head &= ~HEAD_PREV_FREE;
+    head_store(b, head_load(b) & ~HEAD_PREV_FREE);
 }
 static inline void block_set_align_log(block_t *b, unsigned log2) {
-    b->head = (b->head & ~HEAD_ALIGN_MASK) | ((size_t)log2 << HEAD_ALIGN_SHIFT);
+    head_store(b, (head_load(b) & ~HEAD_ALIGN_MASK) | ((size_t)log2 << HEAD_ALIGN_SHIFT));
 }
 /* Writes a fresh head: size, flags, the allocator's owner id and the address tag. */
 static inline void block_init(const tlsf_t *t, block_t *b, size_t size, size_t flags) {
-    b->head = size | flags | (t->owner_bits ^ block_key(b));
+    head_store(b, size | flags | (t->owner_bits ^ block_key(b)));
 }
 
 static inline block_t *block_from_ptr(const void *ptr) {
@@ -235,13 +257,13 @@ static inline block_t *block_next(const block_t *b) {
     return block_at(b, block_size(b));
 }
 static inline block_t *block_prev(const block_t *b) {
-    return b->prev_phys;
+    return prev_phys_load(b);
 }
 
 /* Records b as the previous physical block of its successor; returns the successor. */
 static inline block_t *block_link_next(block_t *b) {
     block_t *next = block_next(b);
-    next->prev_phys = b;
+    prev_phys_store(next, b);
     return next;
 }
 static inline void block_mark_as_free(block_t *b) {
@@ -375,7 +397,7 @@ static inline int block_can_split(const block_t *b, size_t size) {
 static inline block_t *block_split(const tlsf_t *t, block_t *b, size_t size) {
     block_t *rest = block_at(b, size);
     block_init(t, rest, block_size(b) - size,
-               b->head & HEAD_CLEAN); /* a free b's rest stays clean */
+               head_load(b) & HEAD_CLEAN); /* a free b's rest stays clean */
     block_set_size(b, size);
     block_mark_as_free(rest);
     return rest;
@@ -383,7 +405,7 @@ static inline block_t *block_split(const tlsf_t *t, block_t *b, size_t size) {
 
 /* prev absorbs its physical successor b (both already out of the free lists). */
 static inline block_t *block_absorb(block_t *prev, block_t *b) {
-    if (!(b->head & HEAD_CLEAN)) prev->head &= ~HEAD_CLEAN;
+    if (!(head_load(b) & HEAD_CLEAN)) head_store(prev, head_load(prev) & ~HEAD_CLEAN);
     block_set_size(prev, block_size(prev) + block_size(b));
     block_link_next(prev);
     return prev;
@@ -550,7 +572,7 @@ void *tlsf_malloc(tlsf_t *t, size_t size) {
         if (rfl == fl && rsl == sl) {
             block_t *rest = block_at(b, adjusted);
             block_t *next = b->next_free;
-            block_init(t, rest, rest_size, HEAD_FREE | (b->head & HEAD_CLEAN));
+            block_init(t, rest, rest_size, HEAD_FREE | (head_load(b) & HEAD_CLEAN));
             rest->next_free = next;
             rest->prev_free = NULL;
             if (next) next->prev_free = rest;
@@ -608,10 +630,10 @@ void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t
     /* What may hold data: b, and each neighbour it merges with unless that one is clean.
      * (Block X spans [X + 8, X + 8 + size): its head, then payload up to the next head.) */
     uintptr_t dirty_lo = (uintptr_t)b + 8, dirty_hi = (uintptr_t)b + 8 + block_size(b);
-    if (block_is_prev_free(b) && !(block_prev(b)->head & HEAD_CLEAN))
+    if (block_is_prev_free(b) && !(head_load(block_prev(b)) & HEAD_CLEAN))
         dirty_lo = (uintptr_t)block_prev(b) + 8;
     const block_t *next = block_next(b);
-    if (block_is_free(next) && !(next->head & HEAD_CLEAN))
+    if (block_is_free(next) && !(head_load(next) & HEAD_CLEAN))
         dirty_hi = (uintptr_t)next + 8 + block_size(next);
     b = block_merge_prev(t, b);
     b = block_merge_next(t, b);
@@ -636,7 +658,7 @@ size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discar
         const int fl = tlsf_ffs(fl_map);
         for (uint32_t sl_map = t->sl_bitmap[fl]; sl_map; sl_map &= sl_map - 1) {
             for (block_t *b = t->blocks[fl][tlsf_ffs(sl_map)]; b; b = b->next_free) {
-                if ((b->head & HEAD_CLEAN) && !clean_too) continue;
+                if ((head_load(b) & HEAD_CLEAN) && !clean_too) continue;
                 if (keep) { /* the smallest blocks first stay as they are, up to `keep` bytes */
                     keep = block_size(b) < keep ? keep - block_size(b) : 0;
                     continue;
@@ -650,7 +672,7 @@ size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discar
                     discard((void *)first, last - first, user);
                     given += last - first;
                 }
-                b->head |= HEAD_CLEAN;
+                head_store(b, head_load(b) | HEAD_CLEAN);
             }
         }
     }
@@ -659,11 +681,11 @@ size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discar
 
 int tlsf_block_is_whole_pool(const void *ptr) {
     const block_t *b = block_from_ptr(ptr);
-    return (b->head & HEAD_FIRST) && block_is_last(block_next(b));
+    return (head_load(b) & HEAD_FIRST) && block_is_last(block_next(b));
 }
 
 void tlsf_mark_clean(void *free_ptr) {
-    block_from_ptr(free_ptr)->head |= HEAD_CLEAN;
+    head_store(block_from_ptr(free_ptr), head_load(block_from_ptr(free_ptr)) | HEAD_CLEAN);
 }
 
 size_t tlsf_used_bytes(const tlsf_t *t) {
@@ -687,7 +709,7 @@ void *tlsf_resize(tlsf_t *t, void *ptr, size_t size) {
             mapping_insert(rest_size, &rfl, &rsl);
             if (fl == rfl && sl == rsl) {
                 block_t *rest = block_at(b, adjusted);
-                const size_t clean = next->head & HEAD_CLEAN;
+                const size_t clean = head_load(next) & HEAD_CLEAN;
                 replace_free_block(t, next, rest, fl, sl);
                 block_init(t, rest, rest_size, HEAD_FREE | clean);
                 t->free_bytes += rest_size;
@@ -710,12 +732,12 @@ size_t tlsf_block_size(const void *ptr) {
 
 unsigned tlsf_block_owner(const void *ptr) {
     const block_t *b = block_from_ptr(ptr);
-    return (unsigned)(head_owner_bits(b, b->head) >> HEAD_OWNER_SHIFT);
+    return (unsigned)(head_owner_bits(b, head_load(b)) >> HEAD_OWNER_SHIFT);
 }
 
 size_t tlsf_block_align(const void *ptr) {
     const unsigned log2 =
-        (unsigned)((block_from_ptr(ptr)->head & HEAD_ALIGN_MASK) >> HEAD_ALIGN_SHIFT);
+        (unsigned)((head_load(block_from_ptr(ptr)) & HEAD_ALIGN_MASK) >> HEAD_ALIGN_SHIFT);
     return log2 ? (size_t)1 << log2 : ALIGN_SIZE;
 }
 
@@ -782,7 +804,7 @@ static inline int block_used_sane(const block_t *b, size_t head, uintptr_t area_
     if (((head ^ block_tag(b)) & HEAD_TAG_MASK) | (head & (HEAD_FREE | HEAD_CLEAN))) return 0;
     if (size < BLOCK_SIZE_MIN || size > area_hi - (uintptr_t)b - 2 * sizeof(size_t)) return 0;
     const block_t *next = block_at(b, size);
-    const size_t nhead = next->head;
+    const size_t nhead = head_load(next);
     return !(((nhead ^ block_key(next) ^ head ^ block_key(b)) & HEAD_KEY_MASK) |
              (nhead & (HEAD_PREV_FREE | HEAD_FIRST)));
 }
@@ -790,10 +812,10 @@ static inline int block_used_sane(const block_t *b, size_t head, uintptr_t area_
 /* When b says its predecessor is free: that block's head (found through b's prev_phys slot)
  * is a free block's, inside [area_lo, b), and ends at b. */
 static inline int block_prev_sane(const block_t *b, uintptr_t area_lo) {
-    const block_t *prev = b->prev_phys;
+    const block_t *prev = prev_phys_load(b);
     const uintptr_t at = (uintptr_t)prev;
     if (at < area_lo || at >= (uintptr_t)b || (at & (ALIGN_SIZE - 1))) return 0;
-    const size_t head = prev->head;
+    const size_t head = head_load(prev);
     return ((head ^ block_tag(prev)) & HEAD_TAG_MASK) == 0 && (head & HEAD_FREE) &&
            block_at(prev, head & HEAD_SIZE_MASK) == b;
 }
@@ -807,7 +829,7 @@ tlsf_error tlsf_check_used(const void *ptr, uintptr_t area_lo, uintptr_t area_hi
     if ((p & (ALIGN_SIZE - 1)) || p - area_lo < sizeof(tlsf_pool) + BLOCK_START_OFFSET)
         return TLSF_ERR_INTERIOR;
     const block_t *b = block_from_ptr(ptr);
-    const size_t head = b->head;
+    const size_t head = head_load(b);
     if (LIKELY_TLSF(block_used_sane(b, head, area_hi))) {
         if (!(head & HEAD_PREV_FREE) || block_prev_sane(b, area_lo)) return TLSF_OK;
         return TLSF_ERR_PREV_HEADER;
@@ -834,7 +856,7 @@ static int head_plausible(const tlsf_t *t, const tlsf_pool *pool, const block_t 
     const uintptr_t end = (uintptr_t)pool_sentinel(pool);
     const uintptr_t at = (uintptr_t)b;
     if (at < lo || at > end || (at & (ALIGN_SIZE - 1))) return 0;
-    const size_t head = b->head;
+    const size_t head = head_load(b);
     if ((head & HEAD_TAG_MASK) != block_tag(b)) return 0;
     if (head_owner_bits(b, head) != t->owner_bits) return 0;
     if ((head & HEAD_CLEAN) && !(head & HEAD_FREE)) return 0;
@@ -926,15 +948,15 @@ int tlsf_check(const tlsf_t *t, char *msg, size_t cap) {
         const block_t *b = pool_first_block(pool);
         for (;;) {
             if (!head_plausible(t, pool, b))
-                CHECK_FAIL("block %p: head overwritten (0x%zx)", block_to_ptr(b), b->head);
+                CHECK_FAIL("block %p: head overwritten (0x%zx)", block_to_ptr(b), head_load(b));
             if (block_is_prev_free(b) != prev_free)
                 CHECK_FAIL("block %p: prev-free flag wrong", block_to_ptr(b));
             if (b == sentinel) break;
             if (block_is_free(b)) {
                 if (prev_free) CHECK_FAIL("block %p: two adjacent free blocks", block_to_ptr(b));
-                if (block_next(b)->prev_phys != b)
+                if (prev_phys_load(block_next(b)) != b)
                     CHECK_FAIL("block %p: boundary tag wrong", block_to_ptr(b));
-                if (b->head & HEAD_ALIGN_MASK)
+                if (head_load(b) & HEAD_ALIGN_MASK)
                     CHECK_FAIL("block %p: free block with an alignment", block_to_ptr(b));
                 walked_free++;
                 walked_free_bytes += block_size(b);

@@ -518,7 +518,7 @@ static __attribute__((noinline)) void check_slow(const void *ptr, const char *ca
 static inline void check_prev(const void *ptr) {
 #if TLSF_FREE_CHECK
     const block_t *b = block_from_ptr(ptr);
-    if (LIKELY(!(b->head & HEAD_PREV_FREE))) return;
+    if (LIKELY(!(head_load(b) & HEAD_PREV_FREE))) return;
     /* The area's start: the thread's last area's when it holds ptr, else looked up. */
     const thread_heap *h = t_heap;
     const area_cache *a = h ? &h->area : &t_area;
@@ -536,7 +536,7 @@ static inline void check_pointer(const void *ptr, const char *call) {
 #if TLSF_FREE_CHECK
     thread_heap *h = t_heap;
     area_cache *a = h ? &h->area : &t_area;
-    if (LIKELY(pointer_sane(ptr, block_from_ptr(ptr)->head, a->from, a->span))) return;
+    if (LIKELY(pointer_sane(ptr, head_load(block_from_ptr(ptr)), a->from, a->span))) return;
     check_slow(ptr, call, a);
 #else
     (void)ptr;
@@ -744,7 +744,7 @@ static inline void free_block(tlsf_t *t, release_state *r, void *ptr, size_t hea
 
 /* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
 static inline void heap_free_own(thread_heap *h, void *ptr) {
-    const size_t head = block_from_ptr(ptr)->head;
+    const size_t head = head_load(block_from_ptr(ptr));
     if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->release, ptr, head);
 }
 
@@ -968,7 +968,7 @@ static void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL)) {
         block_t *b = block_from_ptr(ptr);
-        const size_t head = b->head;
+        const size_t head = head_load(b);
         void **p = (void **)ptr;
 #if TLSF_FREE_CHECK
         if (UNLIKELY(rotr4((uintptr_t)ptr - h->area.from) >= h->area.fast)) goto checked;
@@ -982,7 +982,7 @@ static void tlsf_backend_dealloc(void *ptr) {
              * left to the full check: they add 2 bits to the 12 a damaged head must match by
              * chance). */
             const size_t size = head & (CACHE_CLASSES * 16 - ALIGN_SIZE);
-            const size_t nhead = block_at(b, size)->head;
+            const size_t nhead = head_load(block_at(b, size));
             if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
             const unsigned cls = (unsigned)(size >> 4);
             if (LIKELY(h->cache_count[cls] < cfg.cache_depth &&
@@ -1027,7 +1027,7 @@ static void tlsf_backend_dealloc(void *ptr) {
 
 /* A free the leaf path did not cache: the full check (which names any misuse), then the free. */
 static __attribute__((noinline, unused)) void heap_dealloc_checked(thread_heap *h, void *ptr) {
-    if (UNLIKELY(!pointer_sane(ptr, block_from_ptr(ptr)->head, h->area.from, h->area.span)))
+    if (UNLIKELY(!pointer_sane(ptr, head_load(block_from_ptr(ptr)), h->area.from, h->area.span)))
         check_slow(ptr, "free", &h->area);
     heap_dealloc(h, ptr);
 }
@@ -1035,7 +1035,7 @@ static __attribute__((noinline, unused)) void heap_dealloc_checked(thread_heap *
 static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
     if (UNLIKELY(h == NULL)) check_pointer(ptr, "free");
     if (LIKELY(h != NULL)) {
-        const size_t head = block_from_ptr(ptr)->head;
+        const size_t head = head_load(block_from_ptr(ptr));
         const unsigned owner =
             (unsigned)(head_owner_bits(block_from_ptr(ptr), head) >> HEAD_OWNER_SHIFT);
         if (LIKELY(owner == h->id)) {
@@ -1061,7 +1061,7 @@ static void dealloc_slow(void *ptr) {
     const unsigned owner = tlsf_block_owner(ptr);
     if (owner == 0) {
         shared_lock_take();
-        free_block(shared.tlsf, &shared_release, ptr, block_from_ptr(ptr)->head);
+        free_block(shared.tlsf, &shared_release, ptr, head_load(block_from_ptr(ptr)));
         shared_lock_give();
         return;
     }
