@@ -19,9 +19,26 @@
 #                           names renamed)
 # Variables:
 #   HEAPHOOK_TLSF_DIR       set by this module: the @heaphook/tlsf package directory.
+#   TLSF_BACKEND_SOURCES    the backend's files and the TLSF core (native/backend_internal.h has
+#                           the map), every one compiled with TLSF_BACKEND_DEFINITIONS
+#   TLSF_BACKEND_DEFINITIONS  TLSF_FREE_CHECK and TLSF_HEAD_KEY, from the TLSF_FREE_CHECK option
 include_guard(GLOBAL)
 
 get_filename_component(HEAPHOOK_TLSF_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
+
+# TLSF_FREE_CHECK=OFF builds the backend without the check on every free, realloc and
+# malloc_usable_size, to measure what it costs (README "The check on every call").
+option(TLSF_FREE_CHECK "tlsf: check the pointer of every free, realloc and malloc_usable_size" ON)
+set(TLSF_BACKEND_SOURCES)
+foreach(file tlsf_backend.c backend_entry.c backend_pool.c backend_check.c backend_heaps.c
+             backend_trim.c backend_stats.c tlsf.c)
+  list(APPEND TLSF_BACKEND_SOURCES ${HEAPHOOK_TLSF_DIR}/native/${file})
+endforeach()
+if(TLSF_FREE_CHECK)
+  set(TLSF_BACKEND_DEFINITIONS TLSF_FREE_CHECK=1 TLSF_HEAD_KEY=1)
+else()
+  set(TLSF_BACKEND_DEFINITIONS TLSF_FREE_CHECK=0 TLSF_HEAD_KEY=0)
+endif()
 
 function(_heaphook_tlsf_library target alias)
   add_library(${target} STATIC EXCLUDE_FROM_ALL ${ARGN})
@@ -37,8 +54,8 @@ if(NOT TARGET heaphook_tlsf_grow)
   target_include_directories(heaphook_tlsf_grow PUBLIC ${HEAPHOOK_TLSF_DIR}/native)
   target_link_libraries(heaphook_tlsf_grow PUBLIC heaphook::support)
 
-  _heaphook_tlsf_library(heaphook_tlsf_backend tlsf_backend
-                         ${HEAPHOOK_TLSF_DIR}/native/tlsf_backend.c)
+  _heaphook_tlsf_library(heaphook_tlsf_backend tlsf_backend ${TLSF_BACKEND_SOURCES})
+  target_compile_definitions(heaphook_tlsf_backend PRIVATE ${TLSF_BACKEND_DEFINITIONS})
   target_link_libraries(heaphook_tlsf_backend PUBLIC heaphook::tlsf_grow heaphook::support)
 endif()
 

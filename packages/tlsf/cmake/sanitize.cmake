@@ -15,6 +15,7 @@ heaphook_add_sanitized_program(tlsf_unit_asan asan
 # through its table (the program's malloc stays the sanitizer's).
 heaphook_add_sanitized_program(tlsf_threads_stress_tsan tsan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/tlsf_threads_stress.c
-          ${CMAKE_CURRENT_LIST_DIR}/../native/tlsf_backend.c
-          ${CMAKE_CURRENT_LIST_DIR}/../native/tlsf_grow.c ${HEAPHOOK_SUPPORT_SOURCES}
-  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${HEAPHOOK_CORE_DIR}/include)
+          ${TLSF_BACKEND_SOURCES} ${CMAKE_CURRENT_LIST_DIR}/../native/tlsf_grow.c
+          ${HEAPHOOK_SUPPORT_SOURCES}
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${HEAPHOOK_CORE_DIR}/include
+  DEFINITIONS ${TLSF_BACKEND_DEFINITIONS})

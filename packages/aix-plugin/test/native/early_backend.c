@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* TLSF's backend (read-only from packages/tlsf), its table renamed. */
-#define heaphook_backend_get tlsf_inner_backend_get
-#include "tlsf_backend.c"
-#undef heaphook_backend_get
+#include "heaphook/backend.h"
+
+/* TLSF's backend table (packages/tlsf, linked from heaphook::tlsf_backend, whose own
+ * heaphook_backend_get this file replaces). */
+const heaphook_backend *tlsf_backend_get(void);
 
 #define EARLY_TEXT "allocated while the plug-in initialised"
 
@@ -36,7 +37,7 @@ static int early_init(void) {
 }
 
 const heaphook_backend *heaphook_backend_get(void) {
-    table = *tlsf_inner_backend_get();
+    table = *tlsf_backend_get();
     inner_init = table.init;
     table.init = early_init;
     table.name = "tlsf-early";

@@ -4,7 +4,7 @@
  *   through its unit test. The pools are mmap'd, so ASan checks the code around them (the tests'
  *   own buffers, the control structure's neighbours) while UBSan checks the allocator's
  *   arithmetic: shifts, bitmap and array indices, alignment;
- * - the backend's thread heaps (native/tlsf_backend.c) under ThreadSanitizer, through
+ * - the backend's thread heaps (native/backend_*.c) under ThreadSanitizer, through
  *   tlsf_threads_stress: producer/consumer pairs (remote frees, other heaps' blocks in a thread's
  *   cache), short-lived threads (heaps released at exit and adopted), and malloc_trim taking
  *   released heaps, all at once.

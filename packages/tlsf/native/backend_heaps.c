@@ -1,0 +1,478 @@
+/*
+ * backend_heaps.c — thread heaps: each thread's own TLSF heap of chunks borrowed from the shared
+ * heap, its cache of freed blocks and the stack of blocks other threads freed; and the
+ * backend's entry points (malloc, free, realloc, malloc_usable_size), whose fast paths are
+ * here. See tlsf_backend.c for the overview.
+ */
+#include "backend_internal.h"
+
+thread_heap *heaps[THREAD_HEAPS_MAX + 1];
+_Atomic unsigned heap_count;
+pthread_key_t heap_key;
+__thread thread_heap *t_heap __attribute__((tls_model("initial-exec")));
+__thread bool t_no_heap __attribute__((tls_model("initial-exec")));
+
+/*
+ * Thread heaps.
+ */
+static void cache_flush(thread_heap *h, size_t max);
+
+/* At its thread's exit: the cache is flushed whole (its blocks coalesce, other heaps' go back
+ * to their owners, nothing waits for an adopter: a thread's exit is no real-time path), and
+ * the heap is left for the next new thread. */
+void heap_release(void *arg) {
+    thread_heap *h = (thread_heap *)arg;
+    if (atomic_load_explicit(&h->trim_wanted, memory_order_relaxed))
+        trim_thread_heap(h, 0); /* flushes the cache too */
+    cache_flush(h, SIZE_MAX);
+    t_heap = NULL;
+    t_no_heap = true; /* what this thread still allocates while exiting goes to the shared heap */
+    atomic_store_explicit(&h->state, HEAP_FREE, memory_order_release);
+}
+
+static thread_heap *heap_adopt(void) {
+    t_no_heap = true; /* allocations made while adopting (pthread_setspecific) go shared */
+    thread_heap *h = NULL;
+    shared_lock_take();
+    const unsigned count = atomic_load_explicit(&heap_count, memory_order_relaxed);
+    for (unsigned id = 1; id <= count; id++) {
+        if (atomic_load_explicit(&heaps[id]->state, memory_order_acquire) == HEAP_FREE) {
+            h = heaps[id];
+            break;
+        }
+    }
+    if (!h && count < THREAD_HEAPS_MAX) {
+        /* The heap's own structure is a block of the pool: prefaulted and locked with it. Its
+         * last bytes, which may share a cache line with the next block of the pool, are the
+         * control's list heads of the largest sizes, which a thread heap never uses (the
+         * counters every call writes are at the control's start). */
+        void *mem = shared_alloc_locked(sizeof(thread_heap) + tlsf_control_size(), 64);
+        if (mem) {
+            memset(mem, 0, sizeof(thread_heap));
+            h = (thread_heap *)mem;
+            for (unsigned cls = 0; cls < CACHE_CLASS_MIN; cls++) h->cache_count[cls] = CACHE_FULL;
+            h->id = count + 1;
+            h->tlsf = tlsf_create(h->control, h->id);
+            heaps[h->id] = h;
+            atomic_store_explicit(&heap_count, h->id, memory_order_release);
+        }
+    }
+    if (h) atomic_store_explicit(&h->state, HEAP_OWNED, memory_order_relaxed);
+    shared_lock_give();
+    if (!h) return NULL; /* more than 255 threads at once: this one uses the shared heap */
+    t_heap = h;
+    pthread_setspecific(heap_key, h);
+    t_no_heap = false;
+    return h;
+}
+
+static void remote_push(thread_heap *h, void *ptr) {
+    void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
+    do {
+        *(void **)ptr = head;
+    } while (!atomic_compare_exchange_weak_explicit(&h->remote, &head, ptr, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+/* The largest request the cache serves, and its class (footprint / 16) for size 1..that. */
+#define CACHE_REQUEST_MAX (CACHE_CLASSES * 16 - 16 - BLOCK_OVERHEAD)
+static inline unsigned cache_class(size_t size) {
+    const unsigned cls = (unsigned)((size + BLOCK_OVERHEAD + ALIGN_SIZE - 1) >> 4);
+    return cls < BLOCK_SIZE_MIN / 16 ? BLOCK_SIZE_MIN / 16 : cls;
+}
+
+/* Head bits of a block the leaf free path does not cache: free, aligned, footprint >= 1 KiB. */
+#define CACHE_NOT_CACHED                        \
+    (HEAD_FREE | HEAD_CLEAN | HEAD_ALIGN_MASK | \
+     (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
+
+_Static_assert(CACHE_DEPTH_MAX < CACHE_FULL, "a full class must stay full");
+
+/* Frees at most max cached blocks, the largest classes first (the most bytes per free): h's
+ * own into its TLSF heap, other heaps' blocks to their owners' remote stacks. */
+static void cache_flush(thread_heap *h, size_t max) {
+    for (unsigned cls = CACHE_CLASSES - 1; cls >= CACHE_CLASS_MIN && max > 0; cls--) {
+        void **p;
+        while (max > 0 && (p = (void **)h->cache_head[cls])) {
+            h->cache_head[cls] = p[0];
+            h->cache_count[cls]--;
+            h->cache_bytes -= (size_t)cls << 4;
+            max--;
+            p[1] = NULL;
+            const unsigned owner = tlsf_block_owner(p);
+            if (owner == h->id) {
+                check_prev(p);
+                tlsf_free(h->tlsf, p);
+            } else {
+                remote_push(heaps[owner], p);
+            }
+        }
+    }
+}
+
+/* Pushes the block at p (of footprint cls * 16, checked) on its class's list, marked as cached
+ * in its second word. */
+static inline void cache_push(thread_heap *h, void **p, unsigned cls) {
+    p[0] = h->cache_head[cls];
+    p[1] = (void *)cache_key;
+    h->cache_head[cls] = p;
+    h->cache_count[cls]++;
+    h->cache_bytes += (size_t)cls << 4;
+}
+
+static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
+    misuse(ptr, "free", TLSF_ERR_DOUBLE_FREE, ptr);
+}
+
+/* Keeps a freed block of footprint < 1 KiB in h's cache when the cache has room. The block may
+ * belong to another thread heap (like glibc's tcache, the cache does not care who owns a block:
+ * a thread that frees what others allocated reuses those blocks without a round trip); it goes
+ * back to its owner when the cache is flushed. */
+static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
+    if (UNLIKELY(head & HEAD_FREE)) double_free(ptr);
+    const size_t f = head & HEAD_SIZE_MASK;
+    if (f >= CACHE_CLASSES * 16 || (head & HEAD_ALIGN_MASK)) return false;
+    const unsigned cls = (unsigned)(f >> 4);
+    void **p = (void **)ptr;
+    if (UNLIKELY(p[1] == (void *)cache_key)) {
+        for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
+            if (c == p) double_free(ptr);
+    }
+    if (h->cache_count[cls] >= cfg.cache_depth || h->cache_bytes + f > cfg.cache_bytes)
+        return false;
+    cache_push(h, p, cls);
+    return true;
+}
+
+/* tlsf_free; gives pages back when the heap has been nearly emptied (see above), or, with the
+ * trim threshold set, when the free leaves a free block that large (free_trimming). */
+static inline void free_block(tlsf_t *t, release_state *r, void *ptr, size_t head) {
+    check_prev(ptr);
+    const size_t threshold = atomic_load_explicit(&cfg.trim_threshold, memory_order_relaxed);
+    if (UNLIKELY(threshold)) {
+        free_trimming(t, ptr, threshold);
+        return;
+    }
+    if (LIKELY(cfg.release)) {
+        const size_t used = tlsf_used_bytes(t);
+        if (used > r->peak) r->peak = used;
+        if (UNLIKELY(used - (head & HEAD_SIZE_MASK) <= r->peak / RELEASE_FRACTION) &&
+            release_budget(r))
+            free_release(t, r, ptr);
+        else
+            tlsf_free(t, ptr);
+    } else {
+        tlsf_free(t, ptr);
+    }
+}
+
+/* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
+static inline void heap_free_own(thread_heap *h, void *ptr) {
+    const size_t head = head_load(block_from_ptr(ptr));
+    if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->release, ptr, head);
+}
+
+/* Frees at most max blocks that other threads returned to h. */
+static inline bool heap_drain(thread_heap *h, int max) {
+    void *p = h->pending;
+    if (LIKELY(!p)) {
+        if (LIKELY(!atomic_load_explicit(&h->remote, memory_order_relaxed))) return false;
+        p = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
+    }
+    for (int i = 0; p && i < max; i++) {
+        void *next = *(void **)p;
+        heap_free_own(h, p); /* into the cache when it has room */
+        p = next;
+    }
+    h->pending = p;
+    return true;
+}
+
+static inline void *heap_try(thread_heap *h, size_t size, size_t align) {
+    return align > TLSF_ALIGN ? tlsf_memalign(h->tlsf, align, size) : tlsf_malloc(h->tlsf, size);
+}
+
+/* Borrows a chunk from the shared heap for a request (size, align) of h. */
+static bool heap_add_chunk(thread_heap *h, size_t size, size_t align) {
+    const size_t need = tlsf_pool_need(size, align);
+    if (!need) return false;
+    size_t want = h->chunk_bytes < CHUNK_MIN ? CHUNK_MIN : h->chunk_bytes;
+    if (want > CHUNK_MAX) want = CHUNK_MAX;
+    if (want < need) want = need;
+    const size_t least = need < CHUNK_MIN ? CHUNK_MIN : need;
+    shared_lock_take();
+    /* The preferred size if the pool has it, else the least that serves, else grow. */
+    void *chunk = tlsf_malloc(shared.tlsf, want);
+    if (!chunk && want > least) chunk = tlsf_malloc(shared.tlsf, least);
+    if (!chunk) chunk = shared_alloc_locked(least, 1);
+    shared_lock_give();
+    if (!chunk) return false;
+    const size_t bytes = tlsf_block_size(chunk);
+    if (tlsf_add_pool(h->tlsf, chunk, bytes) != 0) {
+        shared_lock_take();
+        tlsf_free(shared.tlsf, chunk);
+        shared_lock_give();
+        return false;
+    }
+    h->chunk_bytes += bytes;
+    return true;
+}
+
+/* The thread heap has no block for the request: blocks other threads gave back, then part of the
+ * thread cache flushed (CACHE_FLUSH_MAX blocks, the largest first; before a chunk is borrowed,
+ * so that cached blocks coalesce before more of the pool is taken: a thread heap keeps what it
+ * borrows), then a chunk of the pool. */
+static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
+    void *p;
+    if (UNLIKELY(atomic_load_explicit(&h->trim_wanted, memory_order_relaxed)))
+        trim_thread_heap(h, 0);
+    if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
+    if (h->cache_bytes) {
+        cache_flush(h, CACHE_FLUSH_MAX);
+        if ((p = heap_try(h, size, align))) return p;
+    }
+    if (heap_add_chunk(h, size, align) && (p = heap_try(h, size, align))) return p;
+    return shared_alloc(size, align);
+}
+
+/* A heap's owner (or whoever holds it, see malloc_trim) trims it whole: its remote frees
+ * drained and its cache flushed first, so those blocks coalesce and are given back too. */
+size_t trim_thread_heap(thread_heap *h, size_t pad) {
+    atomic_store_explicit(&h->trim_wanted, false, memory_order_relaxed);
+    heap_drain(h, INT_MAX); /* every block other threads gave back so far */
+    cache_flush(h, SIZE_MAX);
+    return trim_heap(h->tlsf, pad);
+}
+
+/*
+ * The backend's entry points.
+ */
+static void *alloc_slow(size_t size, size_t align);
+static void *heap_alloc(thread_heap *h, size_t size, size_t align);
+
+/* Takes p, the head of class cls of h's cache, off it (its marker cleared). */
+static inline void *cache_take(thread_heap *h, unsigned cls, void **p) {
+    h->cache_head[cls] = p[0];
+    h->cache_count[cls]--;
+    h->cache_bytes -= (size_t)cls << 4;
+    p[1] = NULL;
+    return p;
+}
+
+/* The common case, a cache hit, is a leaf: no call, no register saved. */
+void *tlsf_backend_alloc(size_t size, size_t align) {
+    thread_heap *h = t_heap;
+    if (LIKELY(align == 1 && size <= CACHE_REQUEST_MAX && h != NULL)) {
+        const unsigned cls = cache_class(size);
+        void **p = (void **)h->cache_head[cls];
+        if (LIKELY(p != NULL && --h->drain_tick != 0)) return cache_take(h, cls, p);
+    }
+    return heap_alloc(h, size, align);
+}
+
+/* A cache miss, a request the cache does not serve, or the drain's turn (DRAIN_EVERY). */
+static __attribute__((noinline)) void *heap_alloc(thread_heap *h, size_t size, size_t align) {
+    if (LIKELY(h != NULL)) {
+        h->drain_tick = DRAIN_EVERY;
+        heap_drain(h, DRAIN_FAST);
+        void **p = NULL;
+        if (align == 1 && size <= CACHE_REQUEST_MAX) {
+            const unsigned cls = cache_class(size);
+            if ((p = (void **)h->cache_head[cls]) != NULL) return cache_take(h, cls, p);
+        }
+        p = heap_try(h, size, align);
+        if (LIKELY(p != NULL)) return p;
+        if (LIKELY(size < LARGE_REQUEST && align < LARGE_ALIGN))
+            return heap_alloc_slow(h, size, align);
+        /* A large request the thread heap's free memory cannot serve: the shared heap (no
+         * chunk is borrowed for it). */
+    }
+    return alloc_slow(size, align);
+}
+
+static void *alloc_slow(size_t size, size_t align) {
+    if (cfg.thread_heaps && !t_heap && !t_no_heap && heap_adopt())
+        return tlsf_backend_alloc(size, align);
+    return shared_alloc(size, align);
+}
+
+static void dealloc_slow(void *ptr);
+static void heap_dealloc(thread_heap *h, void *ptr);
+static void heap_dealloc_checked(thread_heap *h, void *ptr);
+
+/* The common case, a push on the cache, is a leaf: a block of footprint < 1 KiB, not aligned,
+ * not free (nor clean), not marked as cached, of a valid thread heap (this one's or another's),
+ * with room in its class. Everything else (including the double-free checks) goes to
+ * heap_dealloc.
+ *
+ * The check on every free (see "Checks on every call") is folded into the same tests: one
+ * compare puts the pointer, 16-byte aligned, in h's last area at least a KiB before its end;
+ * the owner id is read with the heads' key taken off (one xor), so that a wrong tag makes it
+ * larger than any heap's (the owner test fails); CACHE_NOT_CACHED rejects a free or clean
+ * head and bounds the size below 1 KiB (so the successor's head lies inside the area), and the
+ * classes below the smallest block (0 and 1) are kept full, so a size of 0 or 16 is not cached
+ * either. Then the successor's head: the same top 12 bits, its tag and owner (one xor and one
+ * shift). Whatever fails goes to heap_dealloc_checked, which checks in full (the successor's
+ * flags too) and names the misuse; a checked free that the cache cannot take goes to
+ * heap_dealloc. */
+void tlsf_backend_dealloc(void *ptr) {
+    thread_heap *h = t_heap;
+    if (LIKELY(h != NULL)) {
+        block_t *b = block_from_ptr(ptr);
+        const size_t head = head_load(b);
+        void **p = (void **)ptr;
+#if TLSF_FREE_CHECK
+        if (UNLIKELY(rotr4((uintptr_t)ptr - h->area.from) >= h->area.fast)) goto checked;
+        /* The owner id read with the key taken off (tlsf.c): larger than any heap's id (the
+         * owner test below fails) unless the tag matches. */
+        const unsigned owner = (unsigned)((head ^ tlsf_head_key) >> HEAD_OWNER_SHIFT);
+        if (LIKELY(!(head & CACHE_NOT_CACHED) &&
+                   owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed))) {
+            /* CACHE_NOT_CACHED passed: the size is below 1 KiB, the successor's head inside
+             * the area. Its tag and owner: the very same top 12 bits as ours (its flags are
+             * left to the full check: they add 2 bits to the 12 a damaged head must match by
+             * chance). */
+            const size_t size = head & (CACHE_CLASSES * 16 - ALIGN_SIZE);
+            const size_t nhead = head_load(block_at(b, size));
+            if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
+            const unsigned cls = (unsigned)(size >> 4);
+            if (LIKELY(h->cache_count[cls] < cfg.cache_depth &&
+                       h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
+                cache_push(h, p, cls);
+                return;
+            }
+            /* Checked but not cached (its class is full, or it may be cached already: the
+             * cache's own double-free test follows); a size of 0 or 16 (classes 0 and 1, kept
+             * full) is no block. */
+            if (LIKELY(cls >= CACHE_CLASS_MIN)) {
+                heap_dealloc(h, ptr);
+                return;
+            }
+        }
+    checked:
+        heap_dealloc_checked(h, ptr);
+        return;
+#else
+        const size_t size = head & HEAD_SIZE_MASK;
+        const unsigned cls = (unsigned)(size >> 4);
+        const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
+        if (LIKELY(!(head & CACHE_NOT_CACHED) &&
+                   owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
+                   h->cache_count[cls] < cfg.cache_depth &&
+                   h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
+            cache_push(h, p, cls);
+            return;
+        }
+#endif
+    }
+    heap_dealloc(h, ptr);
+}
+
+/* A free the leaf path did not cache: the full check (which names any misuse), then the free. */
+static __attribute__((noinline, unused)) void heap_dealloc_checked(thread_heap *h, void *ptr) {
+    if (UNLIKELY(!pointer_sane(ptr, head_load(block_from_ptr(ptr)), h->area.from, h->area.span)))
+        check_slow(ptr, "free", &h->area);
+    heap_dealloc(h, ptr);
+}
+
+static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
+    if (UNLIKELY(h == NULL)) check_pointer(ptr, "free");
+    if (LIKELY(h != NULL)) {
+        const size_t head = head_load(block_from_ptr(ptr));
+        const unsigned owner =
+            (unsigned)(head_owner_bits(block_from_ptr(ptr), head) >> HEAD_OWNER_SHIFT);
+        if (LIKELY(owner == h->id)) {
+            if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->release, ptr, head);
+            return;
+        }
+        /* Another thread heap's block (a valid id): into this thread's cache if it fits. */
+        if (owner != 0 && owner <= atomic_load_explicit(&heap_count, memory_order_relaxed) &&
+            cache_put(h, ptr, head))
+            return;
+    }
+    dealloc_slow(ptr);
+}
+
+static void dealloc_slow(void *ptr) {
+    if (cfg.check) {
+        shared_lock_take();
+        check_pointer_locked(ptr, "free");
+        tlsf_free(shared.tlsf, ptr);
+        shared_lock_give();
+        return;
+    }
+    const unsigned owner = tlsf_block_owner(ptr);
+    if (owner == 0) {
+        shared_lock_take();
+        free_block(shared.tlsf, &shared_release, ptr, head_load(block_from_ptr(ptr)));
+        shared_lock_give();
+        return;
+    }
+    thread_heap *o =
+        owner <= atomic_load_explicit(&heap_count, memory_order_acquire) ? heaps[owner] : NULL;
+    if (UNLIKELY(!o)) misuse(ptr, "free", TLSF_ERR_FOREIGN, ptr);
+    remote_push(o, ptr);
+}
+
+size_t tlsf_backend_block_size(void *ptr) {
+    check_pointer(ptr, "malloc_usable_size");
+    if (UNLIKELY(cfg.check)) {
+        shared_lock_take();
+        check_pointer_locked(ptr, "malloc_usable_size");
+        shared_lock_give();
+    }
+    return tlsf_block_size(ptr);
+}
+
+void *tlsf_backend_realloc(void *ptr, size_t size) {
+    check_pointer(ptr, "realloc");
+    if (UNLIKELY(cfg.check)) {
+        shared_lock_take();
+        check_pointer_locked(ptr, "realloc");
+        const size_t old = tlsf_block_size(ptr);
+        void *q = tlsf_resize(shared.tlsf, ptr, size);
+        if (!q) {
+            const size_t align = tlsf_block_align(ptr);
+            q = shared_alloc_locked(size, align > TLSF_ALIGN ? align : 1);
+            if (q) {
+                memcpy(q, ptr, old < size ? old : size);
+                tlsf_free(shared.tlsf, ptr);
+            }
+        }
+        shared_lock_give();
+        return q;
+    }
+    const size_t old = tlsf_block_size(ptr);
+    /* The realloc policy (tlsf.h; the addon's replay follows it too): a block within a quarter
+     * above the size asked stays; growth to a page or more asks for a quarter more room. */
+    if (tlsf_realloc_keeps(old, size)) return ptr;
+    if (!cfg.thread_heaps) {
+        /* One heap: the policy exactly as the addon replays it (heaphook recommend). */
+        shared_lock_take();
+        void *q = tlsf_growing_realloc(&shared, ptr, size, 1);
+        shared_lock_give();
+        return q;
+    }
+    const size_t roomy = tlsf_realloc_room(old, size);
+    thread_heap *h = t_heap;
+    const unsigned owner = tlsf_block_owner(ptr);
+    if (h && owner == h->id) {
+        if (tlsf_resize(h->tlsf, ptr, roomy)) return ptr;
+        if (roomy != size && tlsf_resize(h->tlsf, ptr, size)) return ptr;
+    } else if (owner == 0) {
+        shared_lock_take();
+        void *q = tlsf_resize(shared.tlsf, ptr, roomy);
+        if (!q && roomy != size) q = tlsf_resize(shared.tlsf, ptr, size);
+        shared_lock_give();
+        if (q) return q;
+    } else if (size <= old) {
+        return ptr; /* another thread's block: shrinking it would touch that thread's heap */
+    }
+    const size_t align = tlsf_block_align(ptr);
+    void *q = tlsf_backend_alloc(roomy, align > TLSF_ALIGN ? align : 1);
+    if (!q && roomy != size) q = tlsf_backend_alloc(size, align > TLSF_ALIGN ? align : 1);
+    if (!q) return NULL;
+    memcpy(q, ptr, old < size ? old : size);
+    tlsf_backend_dealloc(ptr);
+    return q;
+}
