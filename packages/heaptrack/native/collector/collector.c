@@ -6,12 +6,15 @@
  *
  * Listens on an abstract Unix socket, prints "socket <name>" on stdout, and serves every
  * traced process that connects to it: it creates the process's ring buffer (a memfd), hands it
- * over with SCM_RIGHTS, drains it when woken (one byte per batch) or every 50 ms, and writes
- * DIR/heaplog.<pid>.log. When a connection closes — exit, crash, _exit, exec — it reads what the
- * ring still holds, skipping only records left half-written, and closes the log. Each log
- * opened is announced on stdout ("log <pid> <path>"), each one closed too ("closed <pid>
- * <events> <reason> <path>": the events in the log, the END reason exit, lost, collector,
- * detach or write_error).
+ * over with SCM_RIGHTS, drains it when woken (one byte per batch) or every 50 ms while records
+ * come in, and writes DIR/heaplog.<pid>.log. After a round that found every ring empty it
+ * sleeps until a byte, a connection or a signal wakes it (the sleep handshake of ring.h: the
+ * first record after it fell asleep sends one byte), so an idle traced program costs it no
+ * wake-up; a block the writer still holds, or a handshake under way, bounds that sleep. When a
+ * connection closes — exit, crash, _exit, exec — it reads what the ring still holds, skipping only
+ * records left half-written, and closes the log. Each log opened is announced on stdout ("log <pid>
+ * <path>"), each one closed too ("closed <pid> <events> <reason> <path>": the events in the log,
+ * the END reason exit, lost, collector, detach or write_error).
  *
  * A write of a log that fails (a full disk, an I/O error) ends that log at its last whole block
  * (END reason write_error, writer.c) and stops recording that process, which runs on: its ring
@@ -147,9 +150,11 @@ static void usage(void) {
 }
 
 /* One pass: what the ring holds now. A final drain repeats until the ring is empty; a
- * regular one does not, so busy writers cannot starve the other clients and new ones. */
-static void drain(client *c, bool final) {
-    if (hh_writer_violation(c->writer) != NULL) return; /* its input ended there */
+ * regular one does not, so busy writers cannot starve the other clients and new ones. Returns
+ * the records read by a regular pass. */
+static uint64_t drain(client *c, bool final) {
+    uint64_t read = 0;
+    if (hh_writer_violation(c->writer) != NULL) return 0; /* its input ended there */
     if (final) {
         /* A process that is gone writes nothing more: a few passes empty its ring. More would
          * be a live process writing on after it closed its connection. */
@@ -159,13 +164,15 @@ static void drain(client *c, bool final) {
                 break;
         }
     } else {
-        hh_ring_read(&c->ring, hh_writer_record_checked, hh_writer_prefetch, c->writer, false);
+        read =
+            hh_ring_read(&c->ring, hh_writer_record_checked, hh_writer_prefetch, c->writer, false);
     }
     if (final) {
         hh_writer_flush(c->writer);
     } else {
         hh_writer_tick(c->writer);
     }
+    return read;
 }
 
 /* Ends a client's log (and says so: "closed ..." on stdout, a line on stderr, the manifest).
@@ -479,11 +486,54 @@ static void read_lifeline(void) {
     command_done = 1;
 }
 
-/* One round of the collector: waits up to 50 ms (less when a handshake's deadline comes
- * first), reads the messages of the clients, ends the logs of those whose connection closed,
- * moves the handshakes on, accepts new connections, drains every ring and ends the logs that
- * could not be written or whose process broke the protocol. Returns -1 when poll fails, else 1 when
- * a client came or went, 0 otherwise. */
+#define AWAKE_POLL_MS \
+    50 /* a round's wait while records come in (then a batch byte may come first) */
+static unsigned idle_rounds; /* rounds in a row that read no record from any ring */
+
+/* Tells every ring that the collector is going to sleep (ring.h, the sleep handshake). False,
+ * with every ring told it is awake again, when one holds records (published or not yet): the
+ * round must then wait with a timeout. */
+static bool rings_sleep(void) {
+    for (size_t k = 0; k < nclients; k++) {
+        if (hh_ring_reader_sleep(&clients[k]->ring)) continue;
+        while (k-- > 0) hh_ring_reader_awake(&clients[k]->ring);
+        return false;
+    }
+    return true;
+}
+
+static void rings_awake(void) {
+    for (size_t k = 0; k < nclients; k++) hh_ring_reader_awake(&clients[k]->ring);
+}
+
+/* The nearer of two poll timeouts (-1: none). */
+static int sooner(int a, int b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return a < b ? a : b;
+}
+
+/* How long this round may wait: AWAKE_POLL_MS while records come in; after a round that read
+ * none, no timeout at all once every ring has been told (*asleep), but no later than a block a
+ * writer holds is due (hh_writer_due_ms: the log follows the process as closely as when the
+ * collector polled). A command that is done with no client left keeps the timer (serve_command
+ * waits a little for late children). */
+static int round_timeout(bool *asleep) {
+    *asleep = false;
+    bool timed = command_done && nclients == 0;
+    if (idle_rounds == 0 || timed || !rings_sleep()) return AWAKE_POLL_MS;
+    *asleep = true;
+    int timeout = -1;
+    for (size_t k = 0; k < nclients; k++)
+        timeout = sooner(timeout, hh_writer_due_ms(clients[k]->writer));
+    return timeout;
+}
+
+/* One round of the collector: waits for a wake-up (round_timeout; less when a handshake's
+ * deadline comes first), reads the messages of the clients, ends the logs of those whose connection
+ * closed, moves the handshakes on, accepts new connections, drains every ring and ends the logs
+ * that could not be written or whose process broke the protocol. Returns -1 when poll fails, else 1
+ * when a client came or went, 0 otherwise. */
 static int serve_once(int listener) {
     static struct pollfd *pfds;
     static size_t pcap;
@@ -496,14 +546,17 @@ static int serve_once(int listener) {
     pfds[nclients + 1] = (struct pollfd){lifeline, POLLIN, 0}; /* -1: ignored by poll */
     /* the handshakes under way, after the clients: the nearest deadline bounds the wait */
     size_t polled = nclients, handshakes = npending;
-    int timeout = 50;
+    bool asleep;
+    int timeout = round_timeout(&asleep);
     uint64_t now = now_ms();
     for (size_t k = 0; k < handshakes; k++) {
         pfds[polled + 2 + k] = (struct pollfd){pendings[k].fd, POLLIN, 0};
         uint64_t left = pendings[k].deadline > now ? pendings[k].deadline - now : 0;
-        if ((int)left < timeout) timeout = (int)left;
+        timeout = sooner(timeout, (int)left);
     }
     int ready = poll(pfds, polled + 2 + handshakes, timeout);
+    /* Awake before anything else: a record published from now on sends no byte. */
+    if (asleep) rings_awake();
     if (ready < 0 && errno != EINTR) return -1;
     int activity = 0;
     if (ready > 0 && pfds[polled + 1].revents != 0) read_lifeline();
@@ -530,8 +583,9 @@ static int serve_once(int listener) {
         accept_clients(listener);
         activity = 1;
     }
+    uint64_t read = 0;
     for (size_t k = 0; k < nclients; k++) {
-        drain(clients[k], false);
+        read += drain(clients[k], false);
         if (hh_writer_error(clients[k]->writer) == 0 &&
             hh_writer_violation(clients[k]->writer) == NULL)
             continue;
@@ -542,6 +596,7 @@ static int serve_once(int listener) {
         k--;
         activity = 1;
     }
+    idle_rounds = read > 0 || activity ? 0 : idle_rounds + 1;
     return activity;
 }
 
