@@ -116,6 +116,19 @@ describe('the collector of an idle program', () => {
     await finish(run);
   }, 60_000);
 
+  it('is woken by signals while it sleeps: two stop it, and the idle program runs on', async () => {
+    const dir = scratch('collector-idle');
+    const run = await traceIdle(dir, ['0', '0', '2500']);
+    await sleep(600); // asleep: nothing comes from the program
+    run.collector.child.kill('SIGTERM'); // the first is taken as the command's
+    await sleep(100);
+    run.collector.child.kill('SIGTERM'); // the second stops recording
+    await run.collector.waitFor(/^stopped$/m);
+    expect(await run.collector.closed).toBe(0);
+    expect(run.collector.out()).toMatch(new RegExp(`^closed ${run.pid} \\d+ collector `, 'm'));
+    expect(await run.program.closed).toBe(0);
+  }, 60_000);
+
   it('still writes an event that comes after an idle period while the program idles on', async () => {
     const dir = scratch('collector-idle');
     // 4 events 800 ms apart (longer than the collector's 500 ms block interval), then 2 s idle

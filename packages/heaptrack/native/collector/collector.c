@@ -117,6 +117,17 @@ static uint64_t now_ms(void) {
 }
 
 static volatile sig_atomic_t signals_seen, own_signals, relayed_signals, command_done;
+
+/* The signal handlers' wake-up: one byte in this pipe ends a round's wait. The collector may
+ * wait with no timeout (round_timeout), so a signal that came between the main loop's look at
+ * its flags and the poll would otherwise be seen only at the next wake-up, maybe never. */
+static int signal_pipe[2] = {-1, -1};
+
+static void wake_from_signal(void) {
+    int saved = errno;
+    if (signal_pipe[1] >= 0) (void)!write(signal_pipe[1], "s", 1);
+    errno = saved;
+}
 static volatile sig_atomic_t pass_on, pass_on_signal; /* signals to ask heaphook record to pass */
 
 /* The first signal goes to the command; a second one, or one after the command is gone
@@ -140,6 +151,7 @@ static void forward_signal(int sig, siginfo_t *info, void *context) {
         own_signals++;
     }
     signals_seen = own_signals > relayed_signals ? own_signals : relayed_signals;
+    wake_from_signal();
 }
 
 static void usage(void) {
@@ -537,8 +549,8 @@ static int round_timeout(bool *asleep) {
 static int serve_once(int listener) {
     static struct pollfd *pfds;
     static size_t pcap;
-    if (pcap < nclients + 2 + PENDING_MAX) {
-        pcap = (nclients + 2) * 2 + PENDING_MAX;
+    if (pcap < nclients + 3 + PENDING_MAX) {
+        pcap = (nclients + 3) * 2 + PENDING_MAX;
         pfds = realloc(pfds, pcap * sizeof *pfds);
     }
     pfds[0] = (struct pollfd){listener, POLLIN, 0};
@@ -554,12 +566,19 @@ static int serve_once(int listener) {
         uint64_t left = pendings[k].deadline > now ? pendings[k].deadline - now : 0;
         timeout = sooner(timeout, (int)left);
     }
-    int ready = poll(pfds, polled + 2 + handshakes, timeout);
+    /* last: the signal handlers' pipe */
+    pfds[polled + 2 + handshakes] = (struct pollfd){signal_pipe[0], POLLIN, 0};
+    int ready = poll(pfds, polled + 3 + handshakes, timeout);
     /* Awake before anything else: a record published from now on sends no byte. */
     if (asleep) rings_awake();
     if (ready < 0 && errno != EINTR) return -1;
     int activity = 0;
     if (ready > 0 && pfds[polled + 1].revents != 0) read_lifeline();
+    if (ready > 0 && pfds[polled + 2 + handshakes].revents != 0) {
+        char bytes[64]; /* the callers look at the signals' flags after the round */
+        while (read(signal_pipe[0], bytes, sizeof bytes) > 0) {
+        }
+    }
     bool hello_ready[PENDING_MAX];
     for (size_t k = 0; k < handshakes; k++)
         hello_ready[k] = ready > 0 && pfds[polled + 2 + k].revents != 0;
@@ -603,6 +622,7 @@ static int serve_once(int listener) {
 static void on_stop(int sig) {
     (void)sig;
     stop_requested = 1;
+    wake_from_signal();
 }
 
 /* --attach: serves PID and its children until SIGTERM. */
@@ -719,6 +739,10 @@ int main(int argc, char **argv) {
         }
     }
     if (record == (attach_pid > 0)) usage();
+    if (pipe2(signal_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+        fprintf(stderr, "heaphook record: cannot create a pipe: %s\n", strerror(errno));
+        return 2;
+    }
     /* The credentials a peer must have: the command's (ours: heaphook record starts it as
      * itself), or PID's, as it is now (peer_trusted reads them again at every connection). */
     target_uid = geteuid();
