@@ -2,7 +2,7 @@
 # backend. Include after the core's cmake/heaphook.cmake.
 #
 #   heaphook_aix_add_plugin(<name> ARCHIVE <archive>.a [SOURCES <backend sources>...]
-#                           [LIBRARIES <targets>...] [INCLUDES <dirs>...] [RAW])
+#                           [LIBRARIES <targets>...] [INCLUDES <dirs>...] [RAW] [SERIALIZE])
 #
 # Builds the shared module mem64.o (mem32.o for a 32-bit build) in
 # ${HEAPHOOK_OUTPUT_DIR}/aix/<name>/ and the archive ${HEAPHOOK_OUTPUT_DIR}/<archive>.a holding
@@ -11,6 +11,8 @@
 # (native/adapter.c) over the
 # backend's heaphook_backend_get() plus the core's config, log and os helpers (heaphook::support); with RAW the
 # sources define the AIX entry points themselves (a plug-in that is not a heaphook backend).
+# SERIALIZE (not with RAW), for a backend that is not thread safe: once __malloc_init__ has run,
+# every entry point takes the adapter's recursive subsystem mutex (HEAPHOOK_AIX_SERIALIZE).
 # Exports: exactly the symbols of native/mem.exp (AIX: -bE:mem.exp; Linux: a version script
 # generated from it).
 include_guard(GLOBAL)
@@ -38,7 +40,7 @@ file(WRITE ${HEAPHOOK_AIX_VERSION_SCRIPT}.new "{\n  global:\n${_aix_symbols}  lo
 configure_file(${HEAPHOOK_AIX_VERSION_SCRIPT}.new ${HEAPHOOK_AIX_VERSION_SCRIPT} COPYONLY)
 
 function(heaphook_aix_add_plugin name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "RAW" "ARCHIVE" "SOURCES;LIBRARIES;INCLUDES")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "RAW;SERIALIZE" "ARCHIVE" "SOURCES;LIBRARIES;INCLUDES")
   set(target heaphook_aix_${name})
   set(dir ${HEAPHOOK_OUTPUT_DIR}/aix/${name})
   if(ARG_RAW)
@@ -46,6 +48,9 @@ function(heaphook_aix_add_plugin name)
   else()
     add_library(${target} SHARED ${HEAPHOOK_AIX_DIR}/native/adapter.c ${ARG_SOURCES})
     target_link_libraries(${target} PRIVATE heaphook::support)
+    if(ARG_SERIALIZE)
+      target_compile_definitions(${target} PRIVATE HEAPHOOK_AIX_SERIALIZE=1)
+    endif()
   endif()
   target_include_directories(${target} PRIVATE ${HEAPHOOK_AIX_DIR}/native
                                                ${HEAPHOOK_CORE_DIR}/include ${ARG_INCLUDES})

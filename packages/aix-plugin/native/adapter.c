@@ -13,14 +13,25 @@
  *     allocating) and is served from a small static arena; once threaded, other threads wait;
  *   - argument normalisation (size 0, calloc overflow, invalid alignment) with errno set as the
  *     C library would;
- *   - __mallinfo__ from the backend's statistics, __mallopt__ to its mallopt;
+ *   - __mallinfo__ from the backend's statistics; __mallopt__ mapped where a command has a
+ *     meaning for a heaphook backend (M_DISCLAIM: trim, M_MALIGN: the default alignment, the
+ *     backend's own commands: its mallopt) and refused with AIX's non-zero otherwise (M_MXFAST,
+ *     M_NLBLKS, M_GRAIN, M_KEEP tune the AIX 3.1 allocator's small-block lists);
  *   - the fork pair: prefork takes every backend lock (fork_prepare); postfork releases them,
- *     telling the parent (fork_parent) from the child (fork_child, which re-initialises) by pid.
+ *     telling the parent (fork_parent) from the child (fork_child, which re-initialises) by pid;
+ *   - with HEAPHOOK_AIX_SERIALIZE (CMake: heaphook_aix_add_plugin(... SERIALIZE)), for a backend
+ *     that is not thread safe, the AIX framework's thread switch: until __malloc_init__ the
+ *     process has one thread and nothing is locked; __malloc_init__ creates the subsystem's
+ *     recursive mutex and turns it on, and from then on every entry point runs under it. It is
+ *     recursive because a thread inside the backend may come back (a user callback that
+ *     allocates, a backend calling malloc); the fork pair holds it across fork (the forking
+ *     thread may still allocate in between) and the child creates it anew.
  *
- * Rules: no stdio, no allocation, no lock of its own (atomics only), no C++.
+ * Rules: no stdio, no allocation, no C++; no lock but the subsystem mutex of a SERIALIZE build.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -41,6 +52,46 @@ static _Atomic int state = UNINIT;
 /* Set by __malloc_init__: from then on other threads may call in. */
 static _Atomic int threaded = 0;
 static pid_t fork_pid;
+/* M_MALIGN: the alignment of __malloc__, __calloc__ and __realloc__ blocks (1: the default). */
+static _Atomic size_t default_align = 1;
+
+/* ---- The thread switch and the subsystem lock (HEAPHOOK_AIX_SERIALIZE) ------------------ */
+
+#ifdef HEAPHOOK_AIX_SERIALIZE
+static pthread_mutex_t subsystem_lock;
+static int fork_locked; /* prefork took the lock: postfork gives it back */
+
+/* A recursive mutex (pthread_mutex_init allocates nothing). */
+static void subsystem_lock_create(void) {
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&subsystem_lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+}
+
+/* Returns 1 when the lock was taken (the process is threaded), for subsystem_leave. */
+static int subsystem_enter(void) {
+    if (!atomic_load_explicit(&threaded, memory_order_acquire)) return 0;
+    pthread_mutex_lock(&subsystem_lock);
+    return 1;
+}
+
+static void subsystem_leave(int locked) {
+    if (!locked) return;
+    int saved = errno; /* the entry point's errno is the caller's */
+    pthread_mutex_unlock(&subsystem_lock);
+    errno = saved;
+}
+#else
+static void subsystem_lock_create(void) {}
+static int subsystem_enter(void) {
+    return 0;
+}
+static void subsystem_leave(int locked) {
+    (void)locked;
+}
+#endif
 
 /* ---- The arena for recursive calls made while the backend initialises ------------------- */
 
@@ -117,43 +168,44 @@ static void *fail(int error) {
     return NULL;
 }
 
-AIX_EXPORT void *__malloc__(size_t size) {
+static void *plugin_malloc(size_t size) {
     if (size == 0) size = 1;
     if (size > (size_t)PTRDIFF_MAX) return fail(ENOMEM);
     if (!ready()) {
         void *p = arena_alloc(size, 1);
         return p ? p : fail(ENOMEM);
     }
-    void *p = backend->alloc(size, 1);
+    void *p = backend->alloc(size, atomic_load_explicit(&default_align, memory_order_relaxed));
     return p ? p : fail(ENOMEM);
 }
 
-AIX_EXPORT void __free__(void *ptr) {
+static void plugin_free(void *ptr) {
     if (ptr == NULL || in_arena(ptr)) return;
     int saved = errno;
     backend->dealloc(ptr);
     errno = saved;
 }
 
-AIX_EXPORT void *__realloc__(void *ptr, size_t size) {
-    if (ptr == NULL) return __malloc__(size);
+static void *plugin_realloc(void *ptr, size_t size) {
+    if (ptr == NULL) return plugin_malloc(size);
     if (size == 0) {
-        __free__(ptr);
+        plugin_free(ptr);
         return NULL;
     }
     if (size > (size_t)PTRDIFF_MAX) return fail(ENOMEM);
     if (in_arena(ptr)) {
-        void *moved = __malloc__(size);
+        void *moved = plugin_malloc(size);
         if (moved == NULL) return NULL;
         size_t old = arena_block_size(ptr);
         memcpy(moved, ptr, old < size ? old : size);
         return moved;
     }
     void *moved;
-    if (backend->realloc != NULL) {
+    size_t align = atomic_load_explicit(&default_align, memory_order_relaxed);
+    if (backend->realloc != NULL && align == 1) {
         moved = backend->realloc(ptr, size);
-    } else {
-        moved = backend->alloc(size, 1);
+    } else { /* M_MALIGN: a backend's realloc keeps only the default alignment */
+        moved = backend->alloc(size, align);
         if (moved != NULL) {
             size_t old = backend->get_block_size(ptr);
             memcpy(moved, ptr, old < size ? old : size);
@@ -163,7 +215,7 @@ AIX_EXPORT void *__realloc__(void *ptr, size_t size) {
     return moved ? moved : fail(ENOMEM);
 }
 
-AIX_EXPORT void *__calloc__(size_t count, size_t size) {
+static void *plugin_calloc(size_t count, size_t size) {
     size_t total;
     if (__builtin_mul_overflow(count, size, &total) || total > (size_t)PTRDIFF_MAX) {
         return fail(ENOMEM);
@@ -174,16 +226,17 @@ AIX_EXPORT void *__calloc__(size_t count, size_t size) {
         return p ? p : fail(ENOMEM);
     }
     void *p;
-    if (backend->alloc_zeroed != NULL) {
+    size_t align = atomic_load_explicit(&default_align, memory_order_relaxed);
+    if (backend->alloc_zeroed != NULL && align == 1) {
         p = backend->alloc_zeroed(total);
     } else {
-        p = backend->alloc(total, 1);
+        p = backend->alloc(total, align);
         if (p != NULL) memset(p, 0, total);
     }
     return p ? p : fail(ENOMEM);
 }
 
-AIX_EXPORT int __posix_memalign__(void **result, size_t alignment, size_t size) {
+static int plugin_posix_memalign(void **result, size_t alignment, size_t size) {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment % sizeof(void *) != 0) {
         return EINVAL;
     }
@@ -210,7 +263,7 @@ static int saturate(size_t value) {
 /* The backend's statistics in the platform's struct mallinfo (heaphook's mapping, as the core
  * uses for mallinfo). Fields it does not keep, and all of them for a backend without
  * statistics, are 0. */
-AIX_EXPORT struct mallinfo __mallinfo__(void) {
+static struct mallinfo plugin_mallinfo(void) {
     struct mallinfo info;
     memset(&info, 0, sizeof info);
     heaphook_stats s;
@@ -229,10 +282,32 @@ AIX_EXPORT struct mallinfo __mallinfo__(void) {
 
 /* AIX (SVID) mallopt returns 0 when the command was accepted and non-zero otherwise; a
  * heaphook backend's mallopt returns 1 when accepted (glibc's convention). */
-AIX_EXPORT int __mallopt__(int command, int value) {
-    if (!ready()) return 1;
-    if (backend->mallopt == NULL) return 0;
-    return backend->mallopt(command, value) ? 0 : 1;
+static int plugin_mallopt(int command, int value) {
+    if (!ready()) return AIX_MALLOPT_REFUSED;
+    switch (command) {
+        case M_MXFAST:
+        case M_NLBLKS:
+        case M_GRAIN:
+        case M_KEEP:
+            /* the AIX 3.1 allocator's small-block lists: no heaphook backend has them */
+            return AIX_MALLOPT_REFUSED;
+        case M_DISCLAIM: /* give free memory back to the system: the backend's trim */
+            if (backend->trim == NULL) return AIX_MALLOPT_REFUSED;
+            backend->trim(0);
+            return AIX_MALLOPT_ACCEPTED;
+        case M_MALIGN: { /* a power of two, a multiple of a pointer: every later block so aligned */
+            size_t align = value > 0 ? (size_t)value : 0;
+            if (align == 0 || (align & (align - 1)) != 0 || align % sizeof(void *) != 0 ||
+                align > (size_t)1 << 30)
+                return AIX_MALLOPT_REFUSED;
+            atomic_store_explicit(&default_align, align <= HEAPHOOK_DEFAULT_ALIGNMENT ? 1 : align,
+                                  memory_order_relaxed);
+            return AIX_MALLOPT_ACCEPTED;
+        }
+        default: /* the backend's own commands (glibc's numbering), when it has any */
+            if (backend->mallopt == NULL) return AIX_MALLOPT_REFUSED;
+            return backend->mallopt(command, value) ? AIX_MALLOPT_ACCEPTED : AIX_MALLOPT_REFUSED;
+    }
 }
 
 /* HEAPHOOK_AIX_LAZY_START (a test build): start leaves the initialisation to the first
@@ -244,13 +319,19 @@ AIX_EXPORT void __malloc_start__(void) {
 }
 
 AIX_EXPORT void __malloc_init__(void) {
-    /* Initialise now, while there is still one thread, then let other threads in. */
+    /* Initialise now, while there is still one thread, then let other threads in: the switch
+     * turns the subsystem lock on (a SERIALIZE build), once. */
+    if (atomic_load_explicit(&threaded, memory_order_acquire)) return;
     ready();
+    subsystem_lock_create();
     atomic_store_explicit(&threaded, 1, memory_order_release);
 }
 
 AIX_EXPORT void __malloc_prefork_lock__(void) {
     if (!ready()) return;
+#ifdef HEAPHOOK_AIX_SERIALIZE
+    fork_locked = subsystem_enter(); /* no other thread is inside the backend at the fork */
+#endif
     fork_pid = getpid();
     if (backend->fork_prepare != NULL) backend->fork_prepare();
 }
@@ -259,7 +340,67 @@ AIX_EXPORT void __malloc_postfork_unlock__(void) {
     if (atomic_load_explicit(&state, memory_order_acquire) != READY) return;
     if (getpid() != fork_pid) {
         if (backend->fork_child != NULL) backend->fork_child();
+#ifdef HEAPHOOK_AIX_SERIALIZE
+        /* the child's one thread held it at the fork: a new mutex, as the article's child does */
+        if (fork_locked) subsystem_lock_create();
+#endif
     } else {
         if (backend->fork_parent != NULL) backend->fork_parent();
+#ifdef HEAPHOOK_AIX_SERIALIZE
+        subsystem_leave(fork_locked);
+#endif
     }
+#ifdef HEAPHOOK_AIX_SERIALIZE
+    fork_locked = 0;
+#endif
+}
+
+/* ---- The allocation entry points: the plug-in's calls under the thread switch ------------ */
+
+AIX_EXPORT void *__malloc__(size_t size) {
+    int locked = subsystem_enter();
+    void *result_ = plugin_malloc(size);
+    subsystem_leave(locked);
+    return result_;
+}
+
+AIX_EXPORT void __free__(void *ptr) {
+    int locked = subsystem_enter();
+    plugin_free(ptr);
+    subsystem_leave(locked);
+}
+
+AIX_EXPORT void *__realloc__(void *ptr, size_t size) {
+    int locked = subsystem_enter();
+    void *result_ = plugin_realloc(ptr, size);
+    subsystem_leave(locked);
+    return result_;
+}
+
+AIX_EXPORT void *__calloc__(size_t count, size_t size) {
+    int locked = subsystem_enter();
+    void *result_ = plugin_calloc(count, size);
+    subsystem_leave(locked);
+    return result_;
+}
+
+AIX_EXPORT int __posix_memalign__(void **result, size_t alignment, size_t size) {
+    int locked = subsystem_enter();
+    int result_ = plugin_posix_memalign(result, alignment, size);
+    subsystem_leave(locked);
+    return result_;
+}
+
+AIX_EXPORT struct mallinfo __mallinfo__(void) {
+    int locked = subsystem_enter();
+    struct mallinfo result_ = plugin_mallinfo();
+    subsystem_leave(locked);
+    return result_;
+}
+
+AIX_EXPORT int __mallopt__(int command, int value) {
+    int locked = subsystem_enter();
+    int result_ = plugin_mallopt(command, value);
+    subsystem_leave(locked);
+    return result_;
 }

@@ -18,6 +18,31 @@
 #include <malloc.h> /* struct mallinfo, as the platform defines it */
 #include <stddef.h>
 
+/* mallopt commands. The first four tune the AIX 3.1 allocator's small-block lists (SVID); AIX
+ * adds M_DISCLAIM (give free memory back to the system) and M_MALIGN (the default alignment of
+ * malloc). glibc's <malloc.h> defines the first four with the same values and not the others. */
+#ifndef M_MXFAST
+#define M_MXFAST 1
+#endif
+#ifndef M_NLBLKS
+#define M_NLBLKS 2
+#endif
+#ifndef M_GRAIN
+#define M_GRAIN 3
+#endif
+#ifndef M_KEEP
+#define M_KEEP 4
+#endif
+#ifndef M_DISCLAIM
+#define M_DISCLAIM 5
+#endif
+#ifndef M_MALIGN
+#define M_MALIGN 6
+#endif
+/* What AIX's mallopt returns: 0 when the command was accepted, non-zero when refused. */
+#define AIX_MALLOPT_ACCEPTED 0
+#define AIX_MALLOPT_REFUSED 1
+
 #ifdef __cplusplus
 extern "C" {
 #endif

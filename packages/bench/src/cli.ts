@@ -158,7 +158,7 @@ program
 program
   .command('micro')
   .description(
-    'benchmark.js micro-benchmarks of hot paths through the addons (TLSF); skips what is not built',
+    'benchmark.js suite: TLSF against the process malloc through the addons; skips what is not built',
   )
   .option('--quick', 'short sampling (0.25 s per case)')
   .option('--out <dir>', 'where to write micro.json (default packages/bench/out)')

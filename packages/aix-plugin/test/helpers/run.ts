@@ -33,6 +33,7 @@ export const archives = {
   bumpNoMemalign: 'libaix_bump_nomemalign.a',
   incomplete: 'libaix_incomplete.a',
   early: 'libaix_early.a',
+  unsafe: 'libaix_unsafe.a',
 } as const;
 
 export function requireBuilt(): void {

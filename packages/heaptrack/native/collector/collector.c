@@ -6,12 +6,15 @@
  *
  * Listens on an abstract Unix socket, prints "socket <name>" on stdout, and serves every
  * traced process that connects to it: it creates the process's ring buffer (a memfd), hands it
- * over with SCM_RIGHTS, drains it when woken (one byte per batch) or every 50 ms, and writes
- * DIR/heaplog.<pid>.log. When a connection closes — exit, crash, _exit, exec — it reads what the
- * ring still holds, skipping only records left half-written, and closes the log. Each log
- * opened is announced on stdout ("log <pid> <path>"), each one closed too ("closed <pid>
- * <events> <reason> <path>": the events in the log, the END reason exit, lost, collector,
- * detach or write_error).
+ * over with SCM_RIGHTS, drains it when woken (one byte per batch) or every 50 ms while records
+ * come in, and writes DIR/heaplog.<pid>.log. After a round that found every ring empty it
+ * sleeps until a byte, a connection or a signal wakes it (the sleep handshake of ring.h: the
+ * first record after it fell asleep sends one byte), so an idle traced program costs it no
+ * wake-up; a block the writer still holds, or a handshake under way, bounds that sleep. When a
+ * connection closes — exit, crash, _exit, exec — it reads what the ring still holds, skipping only
+ * records left half-written, and closes the log. Each log opened is announced on stdout ("log <pid>
+ * <path>"), each one closed too ("closed <pid> <events> <reason> <path>": the events in the log,
+ * the END reason exit, lost, collector, detach or write_error).
  *
  * A write of a log that fails (a full disk, an I/O error) ends that log at its last whole block
  * (END reason write_error, writer.c) and stops recording that process, which runs on: its ring
@@ -114,6 +117,17 @@ static uint64_t now_ms(void) {
 }
 
 static volatile sig_atomic_t signals_seen, own_signals, relayed_signals, command_done;
+
+/* The signal handlers' wake-up: one byte in this pipe ends a round's wait. The collector may
+ * wait with no timeout (round_timeout), so a signal that came between the main loop's look at
+ * its flags and the poll would otherwise be seen only at the next wake-up, maybe never. */
+static int signal_pipe[2] = {-1, -1};
+
+static void wake_from_signal(void) {
+    int saved = errno;
+    if (signal_pipe[1] >= 0) (void)!write(signal_pipe[1], "s", 1);
+    errno = saved;
+}
 static volatile sig_atomic_t pass_on, pass_on_signal; /* signals to ask heaphook record to pass */
 
 /* The first signal goes to the command; a second one, or one after the command is gone
@@ -137,6 +151,7 @@ static void forward_signal(int sig, siginfo_t *info, void *context) {
         own_signals++;
     }
     signals_seen = own_signals > relayed_signals ? own_signals : relayed_signals;
+    wake_from_signal();
 }
 
 static void usage(void) {
@@ -147,9 +162,11 @@ static void usage(void) {
 }
 
 /* One pass: what the ring holds now. A final drain repeats until the ring is empty; a
- * regular one does not, so busy writers cannot starve the other clients and new ones. */
-static void drain(client *c, bool final) {
-    if (hh_writer_violation(c->writer) != NULL) return; /* its input ended there */
+ * regular one does not, so busy writers cannot starve the other clients and new ones. Returns
+ * the records read by a regular pass. */
+static uint64_t drain(client *c, bool final) {
+    uint64_t read = 0;
+    if (hh_writer_violation(c->writer) != NULL) return 0; /* its input ended there */
     if (final) {
         /* A process that is gone writes nothing more: a few passes empty its ring. More would
          * be a live process writing on after it closed its connection. */
@@ -159,13 +176,15 @@ static void drain(client *c, bool final) {
                 break;
         }
     } else {
-        hh_ring_read(&c->ring, hh_writer_record_checked, hh_writer_prefetch, c->writer, false);
+        read =
+            hh_ring_read(&c->ring, hh_writer_record_checked, hh_writer_prefetch, c->writer, false);
     }
     if (final) {
         hh_writer_flush(c->writer);
     } else {
         hh_writer_tick(c->writer);
     }
+    return read;
 }
 
 /* Ends a client's log (and says so: "closed ..." on stdout, a line on stderr, the manifest).
@@ -479,16 +498,59 @@ static void read_lifeline(void) {
     command_done = 1;
 }
 
-/* One round of the collector: waits up to 50 ms (less when a handshake's deadline comes
- * first), reads the messages of the clients, ends the logs of those whose connection closed,
- * moves the handshakes on, accepts new connections, drains every ring and ends the logs that
- * could not be written or whose process broke the protocol. Returns -1 when poll fails, else 1 when
- * a client came or went, 0 otherwise. */
+#define AWAKE_POLL_MS \
+    50 /* a round's wait while records come in (then a batch byte may come first) */
+static unsigned idle_rounds; /* rounds in a row that read no record from any ring */
+
+/* Tells every ring that the collector is going to sleep (ring.h, the sleep handshake). False,
+ * with every ring told it is awake again, when one holds records (published or not yet): the
+ * round must then wait with a timeout. */
+static bool rings_sleep(void) {
+    for (size_t k = 0; k < nclients; k++) {
+        if (hh_ring_reader_sleep(&clients[k]->ring)) continue;
+        while (k-- > 0) hh_ring_reader_awake(&clients[k]->ring);
+        return false;
+    }
+    return true;
+}
+
+static void rings_awake(void) {
+    for (size_t k = 0; k < nclients; k++) hh_ring_reader_awake(&clients[k]->ring);
+}
+
+/* The nearer of two poll timeouts (-1: none). */
+static int sooner(int a, int b) {
+    if (a < 0) return b;
+    if (b < 0) return a;
+    return a < b ? a : b;
+}
+
+/* How long this round may wait: AWAKE_POLL_MS while records come in; after a round that read
+ * none, no timeout at all once every ring has been told (*asleep), but no later than a block a
+ * writer holds is due (hh_writer_due_ms: the log follows the process as closely as when the
+ * collector polled). A command that is done with no client left keeps the timer (serve_command
+ * waits a little for late children). */
+static int round_timeout(bool *asleep) {
+    *asleep = false;
+    bool timed = command_done && nclients == 0;
+    if (idle_rounds == 0 || timed || !rings_sleep()) return AWAKE_POLL_MS;
+    *asleep = true;
+    int timeout = -1;
+    for (size_t k = 0; k < nclients; k++)
+        timeout = sooner(timeout, hh_writer_due_ms(clients[k]->writer));
+    return timeout;
+}
+
+/* One round of the collector: waits for a wake-up (round_timeout; less when a handshake's
+ * deadline comes first), reads the messages of the clients, ends the logs of those whose connection
+ * closed, moves the handshakes on, accepts new connections, drains every ring and ends the logs
+ * that could not be written or whose process broke the protocol. Returns -1 when poll fails, else 1
+ * when a client came or went, 0 otherwise. */
 static int serve_once(int listener) {
     static struct pollfd *pfds;
     static size_t pcap;
-    if (pcap < nclients + 2 + PENDING_MAX) {
-        pcap = (nclients + 2) * 2 + PENDING_MAX;
+    if (pcap < nclients + 3 + PENDING_MAX) {
+        pcap = (nclients + 3) * 2 + PENDING_MAX;
         pfds = realloc(pfds, pcap * sizeof *pfds);
     }
     pfds[0] = (struct pollfd){listener, POLLIN, 0};
@@ -496,17 +558,27 @@ static int serve_once(int listener) {
     pfds[nclients + 1] = (struct pollfd){lifeline, POLLIN, 0}; /* -1: ignored by poll */
     /* the handshakes under way, after the clients: the nearest deadline bounds the wait */
     size_t polled = nclients, handshakes = npending;
-    int timeout = 50;
+    bool asleep;
+    int timeout = round_timeout(&asleep);
     uint64_t now = now_ms();
     for (size_t k = 0; k < handshakes; k++) {
         pfds[polled + 2 + k] = (struct pollfd){pendings[k].fd, POLLIN, 0};
         uint64_t left = pendings[k].deadline > now ? pendings[k].deadline - now : 0;
-        if ((int)left < timeout) timeout = (int)left;
+        timeout = sooner(timeout, (int)left);
     }
-    int ready = poll(pfds, polled + 2 + handshakes, timeout);
+    /* last: the signal handlers' pipe */
+    pfds[polled + 2 + handshakes] = (struct pollfd){signal_pipe[0], POLLIN, 0};
+    int ready = poll(pfds, polled + 3 + handshakes, timeout);
+    /* Awake before anything else: a record published from now on sends no byte. */
+    if (asleep) rings_awake();
     if (ready < 0 && errno != EINTR) return -1;
     int activity = 0;
     if (ready > 0 && pfds[polled + 1].revents != 0) read_lifeline();
+    if (ready > 0 && pfds[polled + 2 + handshakes].revents != 0) {
+        char bytes[64]; /* the callers look at the signals' flags after the round */
+        while (read(signal_pipe[0], bytes, sizeof bytes) > 0) {
+        }
+    }
     bool hello_ready[PENDING_MAX];
     for (size_t k = 0; k < handshakes; k++)
         hello_ready[k] = ready > 0 && pfds[polled + 2 + k].revents != 0;
@@ -530,8 +602,9 @@ static int serve_once(int listener) {
         accept_clients(listener);
         activity = 1;
     }
+    uint64_t read = 0;
     for (size_t k = 0; k < nclients; k++) {
-        drain(clients[k], false);
+        read += drain(clients[k], false);
         if (hh_writer_error(clients[k]->writer) == 0 &&
             hh_writer_violation(clients[k]->writer) == NULL)
             continue;
@@ -542,12 +615,14 @@ static int serve_once(int listener) {
         k--;
         activity = 1;
     }
+    idle_rounds = read > 0 || activity ? 0 : idle_rounds + 1;
     return activity;
 }
 
 static void on_stop(int sig) {
     (void)sig;
     stop_requested = 1;
+    wake_from_signal();
 }
 
 /* --attach: serves PID and its children until SIGTERM. */
@@ -664,6 +739,10 @@ int main(int argc, char **argv) {
         }
     }
     if (record == (attach_pid > 0)) usage();
+    if (pipe2(signal_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+        fprintf(stderr, "heaphook record: cannot create a pipe: %s\n", strerror(errno));
+        return 2;
+    }
     /* The credentials a peer must have: the command's (ours: heaphook record starts it as
      * itself), or PID's, as it is now (peer_trusted reads them again at every connection). */
     target_uid = geteuid();

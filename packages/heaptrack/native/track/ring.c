@@ -93,8 +93,9 @@ void *hh_ring_reserve(hh_ring *ring, uint32_t len, bool block, void (*wake)(void
     for (;;) {
         uint64_t r = atomic_load_explicit(&h->read_pos, memory_order_acquire);
         if (w + len - r <= ring->capacity) {
+            /* seq_cst, not acq_rel: the sleep handshake's order (ring.h) */
             if (atomic_compare_exchange_weak_explicit(&h->write_pos, &w, w + len,
-                                                      memory_order_acq_rel, memory_order_relaxed)) {
+                                                      memory_order_seq_cst, memory_order_relaxed)) {
                 break;
             }
             continue; /* w was reloaded */
@@ -246,6 +247,19 @@ bool hh_ring_should_notify(hh_ring *ring, uint64_t batch) {
     if (w - last < batch) return false;
     return atomic_compare_exchange_strong_explicit(&h->notified, &last, w, memory_order_relaxed,
                                                    memory_order_relaxed);
+}
+
+bool hh_ring_reader_sleep(hh_ring *ring) {
+    hh_ring_header *h = ring->hdr;
+    atomic_store_explicit(&h->reader_sleeping, 1, memory_order_seq_cst);
+    uint64_t w = atomic_load_explicit(&h->write_pos, memory_order_seq_cst);
+    if (w == atomic_load_explicit(&h->read_pos, memory_order_relaxed)) return true;
+    atomic_store_explicit(&h->reader_sleeping, 0, memory_order_relaxed);
+    return false;
+}
+
+void hh_ring_reader_awake(hh_ring *ring) {
+    atomic_store_explicit(&ring->hdr->reader_sleeping, 0, memory_order_relaxed);
 }
 
 void hh_ring_close(hh_ring *ring) {

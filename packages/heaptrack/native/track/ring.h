@@ -38,7 +38,13 @@ typedef struct hh_ring_header {
     _Atomic uint64_t dropped;  /* records dropped (HEAPHOOK_ON_FULL=drop) */
     _Atomic uint64_t notified; /* write position at the last wake-up byte */
     _Atomic uint32_t ending;   /* set by the traced process before it closes its connection */
+    /* The reader's sleep handshake (hh_ring_reader_sleep, hh_ring_reader_wanted): set by the
+     * collector before it waits with no timeout, taken back by the first writer that publishes
+     * after it (that writer sends the one wake-up byte). On a line of its own: writers load it
+     * on every commit, and it changes only when the reader falls asleep or wakes. */
+    _Alignas(64) _Atomic uint32_t reader_sleeping;
 } hh_ring_header;
+_Static_assert(sizeof(hh_ring_header) <= HH_RING_HEADER_SIZE, "the header fits its page");
 
 /* Values of hh_ring_header.ending: why the traced process ends its connection. */
 #define HH_RING_ENDING_NONE 0u
@@ -115,5 +121,29 @@ uint64_t hh_ring_pending(const hh_ring *ring);
 
 /* True when a wake-up byte should be sent (batch bytes since the last one); claims it. */
 bool hh_ring_should_notify(hh_ring *ring, uint64_t batch);
+
+/* The sleep handshake, after futexes: a reader that found the ring empty announces that it is
+ * going to wait for a wake-up byte with no timeout, and a writer that publishes after that
+ * announcement sends exactly one byte.
+ *
+ * Reader: hh_ring_reader_sleep(ring) stores the flag, then looks at write_pos again; false means
+ * a record was reserved meanwhile (the flag is withdrawn, the reader must not wait without a
+ * timeout). After its wait the reader calls hh_ring_reader_awake(ring).
+ * Writer, after hh_ring_commit: hh_ring_reader_wanted(ring) is one load when the reader is
+ * awake; true (for one writer only) when the reader sleeps: send the byte.
+ *
+ * The race is closed by sequential consistency: the reservation's compare-and-swap on write_pos
+ * and the writer's load of the flag, the reader's store of the flag and its load of write_pos
+ * are all seq_cst. Either the reader's load sees the reservation (it does not sleep), or the
+ * reservation, and so the writer's later load of the flag, come after the reader's store (the
+ * writer sees the flag and wakes it). A record reserved and not yet published when the reader
+ * looks counts as pending: the reader does not sleep, and polls until it is published. */
+bool hh_ring_reader_sleep(hh_ring *ring);
+void hh_ring_reader_awake(hh_ring *ring);
+static inline bool hh_ring_reader_wanted(hh_ring *ring) {
+    _Atomic uint32_t *flag = &ring->hdr->reader_sleeping;
+    if (__builtin_expect(atomic_load_explicit(flag, memory_order_seq_cst) == 0, 1)) return false;
+    return atomic_exchange_explicit(flag, 0, memory_order_seq_cst) != 0;
+}
 
 #endif /* HH_RING_H */

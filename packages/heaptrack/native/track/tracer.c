@@ -191,7 +191,7 @@ static void hh_collector_gone(int error);
 /* Collector mode: a message to the collector (wake-ups, fork and exit bytes). A collector that
  * is gone (killed, or stopped by `heaphook record` and exited) never raises SIGPIPE in the
  * program: tracing stops (hh_collector_gone). A full socket buffer is no error: the collector
- * is behind, and drains every 50 ms anyway. */
+ * is behind, and has bytes to read already. */
 static void hh_collector_send(const char *bytes, size_t len) {
     if (g_notify_fd < 0 || atomic_load_explicit(&g_gone, memory_order_relaxed)) return;
     int saved = errno;
@@ -259,7 +259,10 @@ static void hh_collector_gone(int error) {
 
 void hh_tracer_commit(void *record, unsigned type) {
     hh_ring_commit(&g_ring, record, type);
-    if (HH_UNLIKELY(hh_ring_should_notify(&g_ring, g_batch))) hh_wake(NULL);
+    /* A collector asleep on an empty ring gets one byte from the first record after it fell
+     * asleep (ring.h, the sleep handshake); an awake one, one per batch. */
+    if (HH_UNLIKELY(hh_ring_reader_wanted(&g_ring) || hh_ring_should_notify(&g_ring, g_batch)))
+        hh_wake(NULL);
 }
 
 /* ---- 4. Transports ----------------------------------------------------------------------- */
@@ -805,7 +808,12 @@ static bool hh_standalone_log_is_ours(void) {
 }
 
 void hh_tracer_flush_now(void) {
-    if (hh_standalone_log_is_ours()) hh_drain_pass(false);
+    if (hh_standalone_log_is_ours()) {
+        hh_drain_pass(false);
+    } else if (g_mode == HH_MODE_COLLECTOR && atomic_load(&hh_state) == HH_STATE_ACTIVE &&
+               hh_ring_pending(&g_ring) != 0) {
+        hh_wake(NULL); /* a sleeping collector reads what is there before the exec */
+    }
 }
 
 /* ---- 7. Fork, exec, exit ----------------------------------------------------------------- */

@@ -346,12 +346,32 @@ static uint64_t hh_mono_ns(void) {
 }
 
 #define HH_FLUSH_NS 500000000ull
+#define HH_CALIBRATE_NS 1000000000ull /* the TSC's final calibration, after the process start */
 
 void hh_writer_tick(hh_writer *w) {
-    if (w->tsc && w->calibrated == 1 && hh_clock_ns() - w->start >= 1000000000u) hh_calibrate(w);
+    if (w->tsc && w->calibrated == 1 && hh_clock_ns() - w->start >= HH_CALIBRATE_NS)
+        hh_calibrate(w);
     if (w->len == 0) return;
     uint64_t now = hh_mono_ns();
     if (now - w->last_flush >= HH_FLUSH_NS) hh_writer_flush(w);
+}
+
+int hh_writer_due_ms(const hh_writer *w) {
+    uint64_t due = UINT64_MAX;
+    if (w->tsc && w->calibrated == 1) due = w->start + HH_CALIBRATE_NS; /* hh_clock_ns's clock */
+    uint64_t wait = UINT64_MAX;
+    if (due != UINT64_MAX) {
+        uint64_t now = hh_clock_ns();
+        wait = due > now ? due - now : 0;
+    }
+    if (w->len != 0) {
+        uint64_t now = hh_mono_ns(), flush = w->last_flush + HH_FLUSH_NS;
+        uint64_t left = flush > now ? flush - now : 0;
+        if (left < wait) wait = left;
+    }
+    if (wait == UINT64_MAX) return -1;
+    uint64_t ms = (wait + 999999) / 1000000; /* rounded up: the tick then finds it due */
+    return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
 /* Writes one block: its length word (len, with the codec's flag), CRC and stored bytes. */

@@ -57,6 +57,11 @@ void hh_writer_flush(hh_writer *w);
  * file follows the process closely without cutting the stream into tiny blocks. */
 void hh_writer_tick(hh_writer *w);
 
+/* Milliseconds until hh_writer_tick has something to do (the buffered block's flush, the
+ * clock's final calibration), 0 when it is due now, -1 when nothing is waiting: how long a
+ * reader of an empty ring may sleep without delaying the log. */
+int hh_writer_due_ms(const hh_writer *w);
+
 /* Writes the END record (dropped = the ring's drop counter), flushes and closes. Returns the
  * events in the log; error (may be NULL) receives the errno of a write that failed, 0 when
  * none did. After a failed write (hh_writer_error) the END says HH_END_WRITE_ERROR and counts
