@@ -13,24 +13,49 @@
 
 #include "next.h"
 
+/* The four hottest hooks keep their real-time path in a cold function of its own, so that the
+ * common path is the flag test and a tail call (no register saved, no frame). */
+static HH_COLD void *hh_malloc_rt(size_t size, uintptr_t site) {
+    hh_rt_violation(HH_CALL_MALLOC, site);
+    void *p = hh_next.malloc(size);
+    hh_rt_refresh();
+    return p;
+}
+
+static HH_COLD void hh_free_rt(void *ptr, uintptr_t site) {
+    if (ptr != NULL) hh_rt_violation(HH_CALL_FREE, site); /* free(NULL) does nothing (RTSan) */
+    hh_next.free(ptr);
+    hh_rt_refresh();
+}
+
+static HH_COLD void *hh_calloc_rt(size_t count, size_t size, uintptr_t site) {
+    hh_rt_violation(HH_CALL_CALLOC, site);
+    void *p = hh_next.calloc(count, size);
+    hh_rt_refresh();
+    return p;
+}
+
+static HH_COLD void *hh_realloc_rt(void *ptr, size_t size, uintptr_t site) {
+    hh_rt_violation(HH_CALL_REALLOC, site);
+    void *p = hh_next.realloc(ptr, size);
+    hh_rt_refresh();
+    return p;
+}
+
 HH_EXPORT void *malloc(size_t size) {
-    HH_RT_FORWARD(HH_CALL_MALLOC, void *, hh_next.malloc(size));
+    if (HH_UNLIKELY(t_rt.active)) return hh_malloc_rt(size, HH_CALLER());
+    return hh_next.malloc(size);
 }
 
 HH_EXPORT void free(void *ptr) {
     if (HH_UNLIKELY(hh_rt_arena_owns(ptr))) return;
-    /* free(NULL) does nothing, so it is no violation (as RTSan) */
-    if (HH_UNLIKELY(t_rt.active) && ptr != NULL) {
-        hh_rt_violation(HH_CALL_FREE, HH_CALLER());
-        hh_next.free(ptr);
-        hh_rt_refresh();
-        return;
-    }
+    if (HH_UNLIKELY(t_rt.active)) return hh_free_rt(ptr, HH_CALLER());
     hh_next.free(ptr);
 }
 
 HH_EXPORT void *calloc(size_t count, size_t size) {
-    HH_RT_FORWARD(HH_CALL_CALLOC, void *, hh_next.calloc(count, size));
+    if (HH_UNLIKELY(t_rt.active)) return hh_calloc_rt(count, size, HH_CALLER());
+    return hh_next.calloc(count, size);
 }
 
 /* A bootstrap block (dlsym's) given to realloc moves to the allocator under us. */
@@ -45,7 +70,8 @@ static void *hh_realloc_arena_block(void *ptr, size_t size) {
 
 HH_EXPORT void *realloc(void *ptr, size_t size) {
     if (HH_UNLIKELY(hh_rt_arena_owns(ptr))) return hh_realloc_arena_block(ptr, size);
-    HH_RT_FORWARD(HH_CALL_REALLOC, void *, hh_next.realloc(ptr, size));
+    if (HH_UNLIKELY(t_rt.active)) return hh_realloc_rt(ptr, size, HH_CALLER());
+    return hh_next.realloc(ptr, size);
 }
 
 HH_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {

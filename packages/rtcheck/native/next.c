@@ -18,14 +18,10 @@
 
 /* ---- The bootstrap arena --------------------------------------------------------------- */
 
-#define HH_RT_ARENA_SIZE (256u * 1024u)
 #define HH_RT_ARENA_ALIGN 16u
-static _Alignas(64) unsigned char hh_arena[HH_RT_ARENA_SIZE];
+_Alignas(64) unsigned char hh_rt_arena[HH_RT_ARENA_SIZE];
+#define hh_arena hh_rt_arena
 static _Atomic size_t hh_arena_used;
-
-bool hh_rt_arena_owns(const void *ptr) {
-    return (uintptr_t)ptr - (uintptr_t)hh_arena < HH_RT_ARENA_SIZE;
-}
 
 size_t hh_rt_arena_block_size(const void *ptr) {
     return ((const size_t *)ptr)[-1];

@@ -70,11 +70,15 @@ typedef struct hh_rt_next {
     long (*syscall)(long, ...);
 } hh_rt_next;
 
-extern hh_rt_next hh_next;
+extern hh_rt_next hh_next __attribute__((visibility("hidden")));
 
 /* True when ptr is a block of the bootstrap arena (served while dlsym resolved the table):
  * never passed on. */
-bool hh_rt_arena_owns(const void *ptr);
+#define HH_RT_ARENA_SIZE (256u * 1024u)
+extern unsigned char hh_rt_arena[HH_RT_ARENA_SIZE] __attribute__((visibility("hidden")));
+static inline bool hh_rt_arena_owns(const void *ptr) {
+    return (uintptr_t)ptr - (uintptr_t)hh_rt_arena < HH_RT_ARENA_SIZE; /* one compare */
+}
 size_t hh_rt_arena_block_size(const void *ptr);
 
 /* C++ operators under us (libstdc++'s), found lazily: a C program has none until it dlopens

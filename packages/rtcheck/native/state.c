@@ -183,6 +183,7 @@ static void hh_apply(hh_rt_thread *t, hh_rt_registered *r, pid_t tid) {
             hh_name_of(tid, r->name);
         } else if (r->open) {
             r->open = false;
+            hh_name_of(tid, r->name); /* it may have been named since it entered */
             r->minflt += minflt - r->open_minflt;
             r->majflt += majflt - r->open_majflt;
         }
@@ -323,7 +324,9 @@ int hh_rt_thread_summaries(hh_rt_thread_summary *out, int max) {
             s->majflt = r->majflt;
             if (r->open && tid != 0) {
                 uint64_t minflt, majflt;
-                hh_faults_of(tid == hh_rt_gettid() ? 0 : tid, &minflt, &majflt);
+                pid_t who = tid == hh_rt_gettid() ? 0 : tid;
+                hh_faults_of(who, &minflt, &majflt);
+                hh_name_of(who, s->name);
                 s->minflt += minflt - r->open_minflt;
                 s->majflt += majflt - r->open_majflt;
             }
