@@ -83,8 +83,8 @@ static void hh_expand(const char *pattern, char *out, size_t cap) {
 static void hh_open_machine(void) {
     char path[sizeof hh_report_path + 32];
     hh_expand(hh_report_path, path, sizeof path);
-    long fd = hh_sys6(SYS_openat, AT_FDCWD, (long)path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-                      0644, 0, 0);
+    long fd = hh_sys6(SYS_openat, AT_FDCWD, (long)path,
+                      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644, 0, 0);
     hh_report_fd = fd >= 0 ? (int)fd : -1;
 }
 
@@ -222,6 +222,12 @@ void hh_rt_report_write(const hh_rt_site *only) {
     hh_rt_site *sites = hh_rt_sites();
     static hh_rt_thread_summary threads[HH_REPORT_MAX_THREADS];
     int thread_count = hh_rt_thread_summaries(threads, HH_REPORT_MAX_THREADS);
+    if (hh_rt_opts.has_thread_filter) { /* only the threads HEAPHOOK_RT_THREADS names */
+        int kept = 0;
+        for (int t = 0; t < thread_count; t++)
+            if (hh_rt_thread_checked(threads[t].name)) threads[kept++] = threads[t];
+        thread_count = kept;
+    }
     if (hh_report_machine) {
         hh_out("heaphook-rtcheck\t1\t%d\t%s\n", (int)getpid(), only != NULL ? "abort" : "report");
         dl_iterate_phdr(hh_module_cb, NULL);
@@ -237,7 +243,7 @@ void hh_rt_report_write(const hh_rt_site *only) {
     int distinct = 0;
     for (int i = 0; i < HH_RT_MAX_SITES; i++) {
         const hh_rt_site *s = &sites[i];
-        if (atomic_load(&s->ready) == 0 || (only != NULL && s != only)) continue;
+        if (atomic_load(&s->ready) == 0 || s->excluded || (only != NULL && s != only)) continue;
         if (!hh_report_machine && only == NULL &&
             hh_rt_suppressed(s->call, s->frames, s->frame_count))
             continue;

@@ -139,10 +139,21 @@ int hh_rt_thread_summaries(hh_rt_thread_summary *out, int max);
 
 /* Global options (state.c, read at load). */
 typedef struct hh_rt_options {
-    bool abort_on_first; /* HEAPHOOK_RT_GUARD=abort */
-    bool mark_only;      /* HEAPHOOK_RT_MARK_ONLY: scheduling policies do not make a context */
+    bool abort_on_first;    /* HEAPHOOK_RT_GUARD=abort */
+    bool mark_only;         /* HEAPHOOK_RT_MARK_ONLY: scheduling policies do not make a context */
+    bool has_thread_filter; /* HEAPHOOK_RT_THREADS: only threads whose name matches count */
 } hh_rt_options;
 extern hh_rt_options hh_rt_opts;
+
+/* ---- Options read at load (options.c) ----------------------------------------------------- */
+
+void hh_rt_options_load(void);
+/* False during the warm-up (HEAPHOOK_RT_AFTER: a time after load, or until a signal). */
+bool hh_rt_armed(void);
+/* True when a thread of this name is checked (HEAPHOOK_RT_THREADS, a POSIX extended regular
+ * expression; every thread when unset). May allocate (regexec): call it with t_rt.active
+ * cleared, never from a hook's common path. */
+bool hh_rt_thread_checked(const char *name);
 
 /* ---- Hooks' helpers ------------------------------------------------------------------------ */
 
@@ -184,6 +195,7 @@ typedef struct hh_rt_site {
     _Atomic uint64_t key; /* the claim: a hash of (call, site, tid); 0 = empty */
     uintptr_t site;       /* the return address of the intercepted call */
     _Atomic int ready;    /* the fields below are written */
+    bool excluded;        /* its thread is not one HEAPHOOK_RT_THREADS names: not reported */
     int call;
     pid_t tid;
     int policy, priority;

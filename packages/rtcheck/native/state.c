@@ -400,9 +400,7 @@ static void hh_fork_child(void) {
 
 __attribute__((constructor(101))) static void hh_rt_load(void) {
     hh_rt_next_resolve();
-    static const char *const modes[] = {"report", "abort"};
-    hh_rt_opts.abort_on_first = heaphook_env_choice("HEAPHOOK_RT_GUARD", NULL, modes, 2, 0) == 1;
-    hh_rt_opts.mark_only = heaphook_env_bool("HEAPHOOK_RT_MARK_ONLY", NULL, false);
+    hh_rt_options_load();
     hh_rt_violations_init();
     hh_rt_suppressions_load();
     hh_rt_report_open();

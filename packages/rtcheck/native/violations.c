@@ -99,6 +99,7 @@ static hh_rt_site *hh_site_of(enum hh_rt_call call, uintptr_t site, bool *first)
                 if (hh_sys6(SYS_prctl, PR_GET_NAME, (long)s->thread_name, 0, 0, 0, 0) != 0)
                     s->thread_name[0] = '\0';
                 s->thread_name[15] = '\0';
+                s->excluded = hh_rt_opts.has_thread_filter && !hh_rt_thread_checked(s->thread_name);
                 /* the stack, from here: the frames of this library are skipped */
                 s->frame_count = hh_unwind(s->frames, HH_RT_MAX_FRAMES);
                 atomic_store_explicit(&s->ready, 1, memory_order_release);
@@ -116,10 +117,14 @@ static hh_rt_site *hh_site_of(enum hh_rt_call call, uintptr_t site, bool *first)
 void hh_rt_violation(enum hh_rt_call call, uintptr_t site) {
     t_rt.active = 0; /* until the intercepted call returns (hh_rt_refresh) */
     int saved_errno = errno;
+    if (!hh_rt_armed()) { /* the warm-up: nothing counts yet */
+        errno = saved_errno;
+        return;
+    }
     bool first;
     hh_rt_site *s = hh_site_of(call, site, &first);
     if (s != NULL) atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
-    if (HH_UNLIKELY(hh_rt_opts.abort_on_first) && s != NULL && first &&
+    if (HH_UNLIKELY(hh_rt_opts.abort_on_first) && s != NULL && first && !s->excluded &&
         !hh_rt_suppressed(call, s->frames, s->frame_count)) {
         int expected = 0;
         if (atomic_compare_exchange_strong(&hh_aborting, &expected, 1)) {

@@ -54,6 +54,9 @@ export interface Analysis {
   readonly aborted: boolean;
   /** Processes whose report stops short (killed while writing it). */
   readonly incomplete: readonly number[];
+  /** Processes that wrote a report: 0 when the guard never ran (a static program, a process
+   * stopped before main). */
+  readonly processes: number;
 }
 
 function toFrame(f: Frame): ViolationFrame {
@@ -117,5 +120,6 @@ export async function analyze(
     dropped: reports.reduce((n, r) => n + r.dropped, 0),
     aborted: reports.some((r) => r.mode === 'abort'),
     incomplete: reports.filter((r) => !r.complete).map((r) => r.pid),
+    processes: reports.length,
   };
 }

@@ -1,7 +1,8 @@
 /**
  * CLI subcommand contributed to `heaphook` (see @heaphook/core's cli):
  *   heaphook rtcheck [--json FILE] [--backend NAME] [--abort] [--suppressions FILE]
- *                    [--mark-only] [-e KEY=VALUE] -- COMMAND [args...]
+ *                    [--mark-only] [--threads REGEX] [--after 2s|SIGUSR2] [-e KEY=VALUE]
+ *                    -- COMMAND [args...]
  */
 import { writeFileSync } from 'node:fs';
 
@@ -19,6 +20,8 @@ interface RtcheckCliOptions {
   abort?: boolean;
   suppressions?: string;
   markOnly?: boolean;
+  threads?: string;
+  after?: string;
   env: Record<string, string>;
 }
 
@@ -40,6 +43,14 @@ export function register(program: Command): void {
       'only sections marked with heaphook_rt_enter/exit (or RTSan names) count',
     )
     .option(
+      '--threads <regex>',
+      "only threads whose name matches count (a POSIX extended regular expression, e.g. '^(control|rt_)')",
+    )
+    .option(
+      '--after <time|signal>',
+      'a warm-up: nothing counts until this long after start (500ms, 2s) or until the program receives SIGUSR1 or SIGUSR2',
+    )
+    .option(
       '-e, --env <KEY=VALUE>',
       'environment for the command (repeatable)',
       parseEnvAssignment,
@@ -57,6 +68,8 @@ export function register(program: Command): void {
         ...(options.suppressions !== undefined ? { suppressionsFile: options.suppressions } : {}),
         suppressions,
         markOnly: options.markOnly === true,
+        ...(options.threads !== undefined ? { threads: options.threads } : {}),
+        ...(options.after !== undefined ? { after: options.after } : {}),
         env: options.env,
       });
       process.stderr.write(result.stderr);

@@ -43,6 +43,11 @@ export function formatAnalysis(a: Analysis): string {
   if (a.dropped > 0) parts.push(`${a.dropped} not recorded (the table was full)`);
   if (a.aborted) parts.push('stopped at the first one (--abort)');
   if (a.incomplete.length > 0) parts.push(`incomplete report of pid ${a.incomplete.join(', ')}`);
+  if (a.processes === 0) {
+    parts.unshift(
+      'no process wrote a report: the guard did not run (a statically linked program, or one stopped before main)',
+    );
+  }
   out.push(`heaphook rtcheck: ${parts.join('; ')}`);
   return `${out.join('\n')}\n`;
 }

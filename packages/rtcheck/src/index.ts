@@ -21,7 +21,13 @@ export {
   type RawThread,
   type RawViolation,
 } from './report-file.js';
-export { rtcheck, rtcheckStatus, type RtcheckOptions, type RtcheckResult } from './run.js';
+export {
+  checkAfter,
+  rtcheck,
+  rtcheckStatus,
+  type RtcheckOptions,
+  type RtcheckResult,
+} from './run.js';
 export {
   parseSuppressions,
   patternRegExp,

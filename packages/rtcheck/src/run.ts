@@ -8,7 +8,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { exitStatusOf, preloadEnv } from '@heaphook/core';
+import { exitStatusOf, HeaphookError, preloadEnv } from '@heaphook/core';
 
 import { analyze, type Analysis } from './analyze.js';
 import { parseReport, type RawReport } from './report-file.js';
@@ -24,6 +24,11 @@ export interface RtcheckOptions {
   readonly suppressions?: readonly Suppression[];
   /** Only marked sections count, not scheduling policies (HEAPHOOK_RT_MARK_ONLY). */
   readonly markOnly?: boolean;
+  /** Only threads whose name matches count (HEAPHOOK_RT_THREADS, a POSIX extended regex). */
+  readonly threads?: string;
+  /** A warm-up: nothing counts until this long after start (2s, 500ms) or until the program
+   * receives SIGUSR1 / SIGUSR2 (HEAPHOOK_RT_AFTER). */
+  readonly after?: string;
   /** More environment for the program (backend options). */
   readonly env?: Readonly<Record<string, string>>;
   /** Where the program's output goes (default: inherited, left alone). */
@@ -38,6 +43,17 @@ export interface RtcheckResult {
   readonly status: number;
   readonly stdout: string;
   readonly stderr: string;
+}
+
+/** --after: a time (500ms, 2s, 1.5m, 1h; plain seconds) or SIGUSR1 / SIGUSR2. */
+export function checkAfter(text: string): string {
+  if (/^(\d+(\.\d+)?(ms|s|m|h)?|SIGUSR[12])$/.test(text) && !/^0+(\.0+)?[a-z]*$/.test(text)) {
+    return text;
+  }
+  throw new HeaphookError(
+    `--after ${text}: give a warm-up time (500ms, 2s, 1m) or a signal the program will receive (SIGUSR1, SIGUSR2), e.g. --after 2s`,
+    { namesCommand: true },
+  );
 }
 
 /** The command's exit status: a CI gate that never hides a failing program. */
@@ -69,6 +85,8 @@ export async function rtcheck(
       HEAPHOOK_RT_GUARD: options.abort === true ? 'abort' : 'report',
     };
     if (options.markOnly === true) env.HEAPHOOK_RT_MARK_ONLY = '1';
+    if (options.threads !== undefined) env.HEAPHOOK_RT_THREADS = options.threads;
+    if (options.after !== undefined) env.HEAPHOOK_RT_AFTER = checkAfter(options.after);
     if (options.abort === true && options.suppressionsFile !== undefined) {
       env.HEAPHOOK_RT_SUPPRESSIONS = options.suppressionsFile;
     }

@@ -23,6 +23,8 @@ describe('a loop switched to SCHED_FIFO', () => {
     ['fifo', 'pthread_setschedparam on itself'],
     ['attr', 'created with SCHED_FIFO attributes'],
     ['sched', 'sched_setscheduler(0, SCHED_FIFO)'],
+    ['by-main', 'pthread_setschedparam from the main thread'],
+    ['setattr', 'syscall(SYS_sched_setattr)'],
   ])('%s (%s): exactly N mallocs, control_step in the stack, the worker never', async (mode) => {
     const r = await rtcheck(program('rt_control_loop'), [mode, String(STEPS)], { stdio: 'pipe' });
     expect(r.programStatus).toBe(0);
@@ -80,5 +82,46 @@ describe('no real-time context', () => {
     expect(r.analysis.violations).toEqual([]);
     expect(r.analysis.pageFaults).toEqual([]);
     expect(r.status).toBe(0);
+  });
+});
+
+describe('which threads and when', () => {
+  it('--threads: only threads whose name matches count', async () => {
+    const others = await rtcheck(program('rt_control_loop'), ['fifo', String(STEPS)], {
+      threads: '^work',
+      stdio: 'pipe',
+    });
+    expect(others.analysis.violations).toEqual([]);
+    expect(others.analysis.pageFaults).toEqual([]);
+    expect(others.status).toBe(0);
+    const control = await rtcheck(program('rt_control_loop'), ['fifo', String(STEPS)], {
+      threads: '^(control|rt_)',
+      stdio: 'pipe',
+    });
+    onlyControlStep(control.analysis.violations);
+  });
+
+  it('--after TIME: the steps of the warm-up do not count', async () => {
+    const r = await rtcheck(program('rt_control_loop'), ['warmup-sleep', String(STEPS)], {
+      after: '200ms',
+      stdio: 'pipe',
+    });
+    expect(r.programStatus).toBe(0);
+    onlyControlStep(r.analysis.violations); // STEPS, not 2 * STEPS
+  });
+
+  it('--after SIGUSR2: nothing counts until the program receives it', async () => {
+    const r = await rtcheck(program('rt_control_loop'), ['warmup-signal', String(STEPS)], {
+      after: 'SIGUSR2',
+      stdio: 'pipe',
+    });
+    expect(r.programStatus).toBe(0);
+    onlyControlStep(r.analysis.violations);
+  });
+
+  it('--after with something else is one clear error', async () => {
+    await expect(
+      rtcheck(program('rt_control_loop'), ['none', '1'], { after: '2x', stdio: 'pipe' }),
+    ).rejects.toThrow(/--after 2x: give a warm-up time \(500ms, 2s, 1m\) or a signal/);
   });
 });

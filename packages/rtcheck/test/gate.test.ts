@@ -175,6 +175,39 @@ describe('the guard without the command (a launch file)', () => {
     expect(r.stderr).toMatch(/malloc called 1 time .*\n[^]*stopping \(HEAPHOOK_RT_GUARD=abort\)/);
   });
 
+  it.each([
+    [
+      'HEAPHOOK_RT_THREADS',
+      '(',
+      /HEAPHOOK_RT_THREADS="\(" is not a POSIX extended regular expression/,
+    ],
+    ['HEAPHOOK_RT_AFTER', '2x', /HEAPHOOK_RT_AFTER="2x" is not a warm-up time/],
+    ['HEAPHOOK_RT_MARK_ONLY', 'maybe', /HEAPHOOK_RT_MARK_ONLY="maybe"/],
+  ])('a bad %s stops the program before main with one line', (name, value, message) => {
+    const r = spawnSync(program('rt_control_loop'), ['none', '1'], {
+      encoding: 'utf8',
+      env: { ...process.env, LD_PRELOAD: guardLibrary, [name]: value },
+    });
+    expect(r.status).toBe(78);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it('a program the guard never ran in is said so, not passed as clean', () => {
+    const r = heaphook([
+      'rtcheck',
+      '--threads',
+      '(',
+      '--',
+      program('rt_control_loop'),
+      'none',
+      '1',
+    ]);
+    expect(r.status).toBe(78);
+    expect(r.stderr).toMatch(/no process wrote a report: the guard did not run/);
+  });
+
   it('a bad HEAPHOOK_RT_GUARD stops the program before main, naming the variable', () => {
     const r = spawnSync(program('rt_control_loop'), ['none', '1'], {
       encoding: 'utf8',
