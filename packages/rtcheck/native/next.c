@@ -128,9 +128,20 @@ hh_rt_next hh_next = {
     .pvalloc = hh_boot_pvalloc,
 };
 
+/* Stores one pointer of hh_next: a hook that reads it sees NULL or the function, never half. */
+#define HH_SET(field, name) \
+    __atomic_store_n(&hh_next.field, (__typeof__(hh_next.field))hh_sym(name), __ATOMIC_RELEASE)
 #define HH_RESOLVE(field, name) next.field = (__typeof__(next.field))hh_sym(name)
 
+/*
+ * The order matters. dlsym allocates only to report a symbol it did not find, and that
+ * allocation may reach another preloaded library (heaptrack before us), which may call one of
+ * our hooks (its syscall(), mmap) while this thread is still resolving: so every function a
+ * libc always has is stored first, each as it is found; the malloc family becomes usable next;
+ * the symbols a libc may lack (sched_setattr before glibc 2.41) come last.
+ */
 void hh_rt_next_resolve(void) {
+    if (t_resolving) return; /* called from inside our own dlsym: use what is set so far */
     int expected = 0;
     if (!atomic_compare_exchange_strong(&hh_next_state, &expected, 1)) {
         /* another thread resolves: wait for it (it never waits for us) */
@@ -138,8 +149,53 @@ void hh_rt_next_resolve(void) {
         return;
     }
     t_resolving = true;
-    hh_rt_next next;
-    memset(&next, 0, sizeof next);
+    HH_SET(syscall, "syscall");
+    HH_SET(mmap, "mmap");
+    HH_SET(munmap, "munmap");
+    HH_SET(mremap, "mremap");
+    HH_SET(madvise, "madvise");
+    HH_SET(brk, "brk");
+    HH_SET(sbrk, "sbrk");
+    HH_SET(mutex_lock, "pthread_mutex_lock");
+    /* the default versions: dlsym without one may give the pre-2.3.2 condition variables */
+    __atomic_store_n(
+        &hh_next.cond_wait,
+        (__typeof__(hh_next.cond_wait))dlvsym(RTLD_NEXT, "pthread_cond_wait", "GLIBC_2.3.2"),
+        __ATOMIC_RELEASE);
+    if (hh_next.cond_wait == NULL) HH_SET(cond_wait, "pthread_cond_wait");
+    __atomic_store_n(&hh_next.cond_timedwait,
+                     (__typeof__(hh_next.cond_timedwait))dlvsym(RTLD_NEXT, "pthread_cond_timedwait",
+                                                                "GLIBC_2.3.2"),
+                     __ATOMIC_RELEASE);
+    if (hh_next.cond_timedwait == NULL) HH_SET(cond_timedwait, "pthread_cond_timedwait");
+    HH_SET(sem_wait, "sem_wait");
+    HH_SET(sem_timedwait, "sem_timedwait");
+    HH_SET(nanosleep, "nanosleep");
+    HH_SET(clock_nanosleep, "clock_nanosleep");
+    HH_SET(usleep, "usleep");
+    HH_SET(sleep, "sleep");
+    HH_SET(open, "open");
+    HH_SET(openat, "openat");
+    HH_SET(read, "read");
+    HH_SET(write, "write");
+    HH_SET(fopen, "fopen");
+    HH_SET(fclose, "fclose");
+    HH_SET(vfprintf, "vfprintf");
+    HH_SET(puts, "puts");
+    HH_SET(fputs, "fputs");
+    HH_SET(fwrite, "fwrite");
+    HH_SET(send, "send");
+    HH_SET(sendto, "sendto");
+    HH_SET(recv, "recv");
+    HH_SET(recvfrom, "recvfrom");
+    HH_SET(pthread_create, "pthread_create");
+    HH_SET(pthread_join, "pthread_join");
+    HH_SET(fork, "fork");
+    HH_SET(sched_setscheduler, "sched_setscheduler");
+    HH_SET(pthread_setschedparam, "pthread_setschedparam");
+    HH_SET(pthread_setschedprio, "pthread_setschedprio");
+
+    hh_rt_next next = hh_next;
     HH_RESOLVE(malloc, "malloc");
     HH_RESOLVE(free, "free");
     HH_RESOLVE(calloc, "calloc");
@@ -150,58 +206,29 @@ void hh_rt_next_resolve(void) {
     HH_RESOLVE(aligned_alloc, "aligned_alloc");
     HH_RESOLVE(valloc, "valloc");
     HH_RESOLVE(pvalloc, "pvalloc");
-    HH_RESOLVE(mmap, "mmap");
-    HH_RESOLVE(munmap, "munmap");
-    HH_RESOLVE(mremap, "mremap");
-    HH_RESOLVE(madvise, "madvise");
-    HH_RESOLVE(brk, "brk");
-    HH_RESOLVE(sbrk, "sbrk");
-    HH_RESOLVE(mutex_lock, "pthread_mutex_lock");
-    /* the default versions: dlsym without one may give the pre-2.3.2 condition variables */
-    next.cond_wait =
-        (__typeof__(next.cond_wait))dlvsym(RTLD_NEXT, "pthread_cond_wait", "GLIBC_2.3.2");
-    if (next.cond_wait == NULL) HH_RESOLVE(cond_wait, "pthread_cond_wait");
-    next.cond_timedwait =
-        (__typeof__(next.cond_timedwait))dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
-    if (next.cond_timedwait == NULL) HH_RESOLVE(cond_timedwait, "pthread_cond_timedwait");
-    HH_RESOLVE(sem_wait, "sem_wait");
-    HH_RESOLVE(sem_timedwait, "sem_timedwait");
-    HH_RESOLVE(nanosleep, "nanosleep");
-    HH_RESOLVE(clock_nanosleep, "clock_nanosleep");
-    HH_RESOLVE(usleep, "usleep");
-    HH_RESOLVE(sleep, "sleep");
-    HH_RESOLVE(open, "open");
-    HH_RESOLVE(openat, "openat");
-    HH_RESOLVE(read, "read");
-    HH_RESOLVE(write, "write");
-    HH_RESOLVE(fopen, "fopen");
-    HH_RESOLVE(fclose, "fclose");
-    HH_RESOLVE(vfprintf, "vfprintf");
-    HH_RESOLVE(puts, "puts");
-    HH_RESOLVE(fputs, "fputs");
-    HH_RESOLVE(fwrite, "fwrite");
-    HH_RESOLVE(send, "send");
-    HH_RESOLVE(sendto, "sendto");
-    HH_RESOLVE(recv, "recv");
-    HH_RESOLVE(recvfrom, "recvfrom");
-    HH_RESOLVE(pthread_create, "pthread_create");
-    HH_RESOLVE(pthread_join, "pthread_join");
-    HH_RESOLVE(fork, "fork");
-    HH_RESOLVE(sched_setscheduler, "sched_setscheduler");
-    HH_RESOLVE(pthread_setschedparam, "pthread_setschedparam");
-    HH_RESOLVE(pthread_setschedprio, "pthread_setschedprio");
-    HH_RESOLVE(sched_setattr, "sched_setattr"); /* glibc 2.41+; NULL before */
-    HH_RESOLVE(syscall, "syscall");
-    if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL) {
+    if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL ||
+        next.reallocarray == NULL || next.posix_memalign == NULL || next.memalign == NULL ||
+        next.aligned_alloc == NULL || next.valloc == NULL || next.pvalloc == NULL) {
         static const char msg[] =
             "heaphook rtcheck: no allocator after libheaphook_rtcheck.so in the lookup order "
             "(dlsym(RTLD_NEXT, \"malloc\") failed); preload it before the backend\n";
         hh_rt_write_all(2, msg, sizeof msg - 1);
         hh_sys3(SYS_exit_group, 127, 0, 0);
     }
-    hh_next = next;
-    t_resolving = false;
+    hh_next.malloc = next.malloc;
+    hh_next.free = next.free;
+    hh_next.calloc = next.calloc;
+    hh_next.realloc = next.realloc;
+    hh_next.reallocarray = next.reallocarray;
+    hh_next.posix_memalign = next.posix_memalign;
+    hh_next.memalign = next.memalign;
+    hh_next.aligned_alloc = next.aligned_alloc;
+    hh_next.valloc = next.valloc;
+    hh_next.pvalloc = next.pvalloc;
     atomic_store_explicit(&hh_next_state, 2, memory_order_release);
+
+    HH_SET(sched_setattr, "sched_setattr"); /* glibc 2.41+; NULL before */
+    t_resolving = false;
 }
 
 void *hh_rt_next_cxx(const char *mangled_name, void **cache) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "next.h"
+#include "sys.h"
 
 /* The reset-on-fork flag may be or'ed into a policy. */
 #define HH_POLICY_MASK (~SCHED_RESET_ON_FORK)
@@ -47,7 +48,8 @@ HH_EXPORT int sched_setattr(pid_t pid, void *attr, unsigned flags) {
     if (hh_next.sched_setattr != NULL) {
         rc = hh_next.sched_setattr(pid, attr, flags);
     } else {
-        rc = (int)hh_next.syscall(SYS_sched_setattr, pid, attr, flags);
+        long raw = hh_sys3(SYS_sched_setattr, pid, attr, flags);
+        rc = raw < 0 ? (errno = (int)-raw, -1) : (int)raw;
     }
     if (rc == 0) hh_setattr_done(pid, attr);
     return rc;
@@ -79,7 +81,16 @@ HH_EXPORT long syscall(long number, ...) {
     long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
     va_end(ap);
     if (hh_next.syscall == NULL) hh_rt_next_resolve();
-    long rc = hh_next.syscall(number, a, b, c, d, e, f);
+    long rc;
+    if (HH_LIKELY(hh_next.syscall != NULL)) {
+        rc = hh_next.syscall(number, a, b, c, d, e, f);
+    } else { /* a call from inside our own resolution (another library's hook): straight on */
+        rc = hh_sys6(number, a, b, c, d, e, f);
+        if (rc < 0 && rc > -4096) {
+            errno = (int)-rc;
+            rc = -1;
+        }
+    }
     if (rc == 0 && number == SYS_sched_setattr) hh_setattr_done((pid_t)a, (const void *)b);
     if (rc == 0 && number == SYS_sched_setscheduler) {
         const struct sched_param *param = (const struct sched_param *)c;
