@@ -25,6 +25,17 @@ interface RtcheckCliOptions {
   env: Record<string, string>;
 }
 
+function writeJson(path: string, text: string): void {
+  try {
+    writeFileSync(path, text);
+  } catch (error) {
+    throw new HeaphookError(
+      `--json ${path}: ${describeFileSystemError(error)}; name a file in a folder you can write`,
+      { namesCommand: true },
+    );
+  }
+}
+
 export function register(program: Command): void {
   program
     .command('rtcheck')
@@ -62,6 +73,8 @@ export function register(program: Command): void {
     .action(async (command: string, args: string[], options: RtcheckCliOptions) => {
       const suppressions =
         options.suppressions !== undefined ? readSuppressions(options.suppressions) : [];
+      // the JSON's file is made before the program runs, so a bad path costs no run
+      if (options.json !== undefined) writeJson(options.json, '');
       const result = await rtcheck(command, args, {
         ...(options.backend !== undefined ? { backend: options.backend } : {}),
         abort: options.abort === true,
@@ -75,17 +88,10 @@ export function register(program: Command): void {
       process.stderr.write(result.stderr);
       process.stderr.write(formatAnalysis(result.analysis));
       if (options.json !== undefined) {
-        try {
-          writeFileSync(
-            options.json,
-            `${analysisJson(result.analysis, { program: result.programStatus, command: result.status })}\n`,
-          );
-        } catch (error) {
-          throw new HeaphookError(
-            `--json ${options.json}: ${describeFileSystemError(error)}; name a file in a folder you can write`,
-            { namesCommand: true },
-          );
-        }
+        writeJson(
+          options.json,
+          `${analysisJson(result.analysis, { program: result.programStatus, command: result.status })}\n`,
+        );
       }
       process.exitCode = result.status;
     });

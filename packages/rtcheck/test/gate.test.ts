@@ -59,6 +59,31 @@ describe('output', () => {
   });
 });
 
+describe('bad arguments', () => {
+  it('a --json path that cannot be written stops before the program runs', () => {
+    const r = heaphook([
+      'rtcheck',
+      '--json',
+      join(dir, 'no-such-folder', 'out.json'),
+      '--',
+      program('rt_control_loop'),
+      'none',
+      '1',
+    ]);
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe(''); // the program never ran
+    expect(r.stderr).toMatch(
+      /--json .*out\.json: .*no such file or directory.*; name a file in a folder you can write/,
+    );
+  });
+
+  it('an unknown backend is named with the installed ones', () => {
+    const r = heaphook(['rtcheck', '-b', 'nosuch', '--', program('rt_control_loop'), 'none', '1']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/no heaphook backend named "nosuch" \(installed: .*rtcheck.*tlsf/);
+  });
+});
+
 describe('--abort', () => {
   it('stops at the first violation with its stack', async () => {
     const r = await rtcheck(program('rt_control_loop'), ['fifo', '100'], {
