@@ -1,0 +1,88 @@
+/*
+ * next.h — the functions under us: what dlsym(RTLD_NEXT) finds after libheaphook_rtcheck.so in
+ * the lookup order (a heaphook backend preloaded after us, or libc). The malloc family's
+ * pointers start at bootstrap functions that resolve the table on first use, so a hook never
+ * tests whether it is resolved: a hook is the t_rt.active branch and one indirect call.
+ */
+#ifndef HH_RT_NEXT_H
+#define HH_RT_NEXT_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "rtcheck.h"
+
+typedef struct hh_rt_next {
+    /* the malloc family (never NULL: bootstrap functions until resolved) */
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    /* everything else (resolved with the family; NULL when the process has no such symbol) */
+    void *(*mmap)(void *, size_t, int, int, int, off_t);
+    int (*munmap)(void *, size_t);
+    void *(*mremap)(void *, size_t, size_t, int, ...);
+    int (*madvise)(void *, size_t, int);
+    int (*brk)(void *);
+    void *(*sbrk)(intptr_t);
+    int (*mutex_lock)(pthread_mutex_t *);
+    int (*cond_wait)(pthread_cond_t *, pthread_mutex_t *);
+    int (*cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+    int (*sem_wait)(sem_t *);
+    int (*sem_timedwait)(sem_t *, const struct timespec *);
+    int (*nanosleep)(const struct timespec *, struct timespec *);
+    int (*clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
+    int (*usleep)(useconds_t);
+    unsigned (*sleep)(unsigned);
+    int (*open)(const char *, int, ...);
+    int (*openat)(int, const char *, int, ...);
+    ssize_t (*read)(int, void *, size_t);
+    ssize_t (*write)(int, const void *, size_t);
+    FILE *(*fopen)(const char *, const char *);
+    int (*fclose)(FILE *);
+    int (*vfprintf)(FILE *, const char *, va_list);
+    int (*puts)(const char *);
+    int (*fputs)(const char *, FILE *);
+    size_t (*fwrite)(const void *, size_t, size_t, FILE *);
+    ssize_t (*send)(int, const void *, size_t, int);
+    ssize_t (*sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
+    ssize_t (*recv)(int, void *, size_t, int);
+    ssize_t (*recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
+    int (*pthread_create)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    int (*pthread_join)(pthread_t, void **);
+    pid_t (*fork)(void);
+    int (*sched_setscheduler)(pid_t, int, const struct sched_param *);
+    int (*pthread_setschedparam)(pthread_t, int, const struct sched_param *);
+    int (*pthread_setschedprio)(pthread_t, int);
+    int (*sched_setattr)(pid_t, void *, unsigned);
+    long (*syscall)(long, ...);
+} hh_rt_next;
+
+extern hh_rt_next hh_next __attribute__((visibility("hidden")));
+
+/* True when ptr is a block of the bootstrap arena (served while dlsym resolved the table):
+ * never passed on. */
+#define HH_RT_ARENA_SIZE (256u * 1024u)
+extern unsigned char hh_rt_arena[HH_RT_ARENA_SIZE] __attribute__((visibility("hidden")));
+static inline bool hh_rt_arena_owns(const void *ptr) {
+    return (uintptr_t)ptr - (uintptr_t)hh_rt_arena < HH_RT_ARENA_SIZE; /* one compare */
+}
+size_t hh_rt_arena_block_size(const void *ptr);
+
+/* C++ operators under us (libstdc++'s), found lazily: a C program has none until it dlopens
+ * a C++ library. NULL when there is none yet. */
+void *hh_rt_next_cxx(const char *mangled_name, void **cache);
+
+#endif /* HH_RT_NEXT_H */
