@@ -23,7 +23,7 @@ import {
 import type { EventRecord } from '../src/decode/records.js';
 import { heaphookBin, logsIn, python3, scratch, traced, workload } from './helpers.js';
 
-/** The line libheaphook_tlsf.so writes at info level on every growth (tlsf_backend.c). */
+/** The line libheaphook_tlsf.so writes at info level on every growth (backend_pool.c). */
 const GROWTH = /heaphook\[\d+\] info: tlsf: pool grew by \d+ bytes to \d+ bytes \(growth \d+\)/;
 /** Stated in the README: the recommendation is at most this many times the recorded peak of
  * live bytes (for programs whose peak is a few MiB or more; the 1 MiB rounding dominates below). */
