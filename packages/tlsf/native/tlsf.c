@@ -159,19 +159,25 @@ static inline int block_can_split(const block_t *b, size_t size) {
 
 /* Cuts b to size; the rest becomes a new free block (not inserted), which is returned. */
 static inline block_t *block_split(const tlsf_t *t, block_t *b, size_t size) {
+    const size_t head = head_load(b);
+    const size_t rest_size = (head & HEAD_SIZE_MASK) - size;
     block_t *rest = block_at(b, size);
-    block_init(t, rest, block_size(b) - size,
-               head_load(b) & HEAD_CLEAN); /* a free b's rest stays clean */
-    block_set_size(b, size);
-    block_mark_as_free(rest);
+    /* Free (a free b's rest stays clean), and its successor told so. */
+    block_init(t, rest, rest_size, HEAD_FREE | (head & HEAD_CLEAN));
+    head_store(b, (head & ~HEAD_SIZE_MASK) | size);
+    block_t *next = block_at(rest, rest_size);
+    prev_phys_store(next, rest);
+    head_store(next, head_load(next) | HEAD_PREV_FREE);
     return rest;
 }
 
 /* prev absorbs its physical successor b (both already out of the free lists). */
 static inline block_t *block_absorb(block_t *prev, block_t *b) {
-    if (!(head_load(b) & HEAD_CLEAN)) head_store(prev, head_load(prev) & ~HEAD_CLEAN);
-    block_set_size(prev, block_size(prev) + block_size(b));
-    block_link_next(prev);
+    const size_t head = head_load(prev), b_head = head_load(b);
+    const size_t size = (head & HEAD_SIZE_MASK) + (b_head & HEAD_SIZE_MASK);
+    const size_t clean = head & b_head & HEAD_CLEAN; /* clean only if both were */
+    head_store(prev, (head & ~(HEAD_SIZE_MASK | HEAD_CLEAN)) | size | clean);
+    prev_phys_store(block_at(prev, size), prev);
     return prev;
 }
 

@@ -243,15 +243,20 @@ static inline block_t *block_link_next(block_t *b) {
     prev_phys_store(next, b);
     return next;
 }
+/* The two below (and the split and merge in tlsf.c) read a head once and write it once: its
+ * accesses are relaxed atomics, which the compiler does not merge on its own. */
 static inline void block_mark_as_free(block_t *b) {
-    block_t *next = block_link_next(b);
-    block_set_prev_free(next);
-    block_set_free(b);
+    const size_t head = head_load(b);
+    block_t *next = block_at(b, head & HEAD_SIZE_MASK);
+    prev_phys_store(next, b);
+    head_store(next, head_load(next) | HEAD_PREV_FREE);
+    head_store(b, (head | HEAD_FREE) & ~HEAD_ALIGN_MASK);
 }
 static inline void block_mark_as_used(block_t *b) {
-    block_t *next = block_next(b);
-    block_set_prev_used(next);
-    block_set_used(b);
+    const size_t head = head_load(b);
+    block_t *next = block_at(b, head & HEAD_SIZE_MASK);
+    head_store(next, head_load(next) & ~HEAD_PREV_FREE);
+    head_store(b, head & ~(HEAD_FREE | HEAD_CLEAN));
 }
 
 /* Whether the head word of the block at b, whose payload lies inside memory the caller knows
