@@ -408,7 +408,7 @@ describe('the program outlives its collector, or heaphook record', () => {
     const last = run.stderr.indexOf('last line\n');
     expect(last, run.stderr).toBeGreaterThan(-1);
     expect(
-      run.stderr.indexOf("heaphook record: the program's log is", last),
+      run.stderr.indexOf('next: npx heaphook report', last),
       run.stderr,
     ).toBeGreaterThan(last);
     const gone = goneLines(run.stderr);
