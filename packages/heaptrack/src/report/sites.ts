@@ -60,8 +60,13 @@ export const ALLOCATOR_FRAMES: readonly AllocatorFrames[] = [
   },
   {
     pattern:
-      /^(v8::internal::)?(Malloced::New|AlignedAlloc|AllocWithRetry|Malloced::operator new|.*::AllocateRaw)|^v8::internal::(Zone::New|Zone::Expand|Zone::NewExpand|AccountingAllocator::AllocateSegment)|^node::(Malloc|UncheckedMalloc|Realloc|UncheckedRealloc|Calloc|UncheckedCalloc)/,
+      /^(v8::internal::)?(Malloced::New|AlignedAlloc|AllocWithRetry|Malloced::operator new|.*::AllocateRaw)|^v8::internal::(AllocAtLeastWithRetry|AlignedAllocWithRetry|Malloced::New|Zone::New|Zone::Expand|Zone::NewExpand|AccountingAllocator::AllocateSegment)|^node::(Malloc|UncheckedMalloc|Realloc|UncheckedRealloc|Calloc|UncheckedCalloc)/,
     what: 'V8 and Node.js allocation wrappers',
+  },
+  {
+    pattern:
+      /^(CRYPTO_(malloc|zalloc|realloc|clear_realloc|secure_malloc|secure_zalloc|strdup|strndup|memdup)|OPENSSL_sk_dup|OPENSSL_sk_deep_copy|BUF_MEM_grow|BUF_MEM_grow_clean)$/,
+    what: 'OpenSSL allocation',
   },
   {
     pattern:
@@ -105,7 +110,12 @@ export const TRUNCATED_FRAME = '[truncated]';
 export interface NamedFrame {
   readonly function: string;
   readonly module?: string;
+  /** Source file, when debug information gave one. */
+  readonly file?: string;
 }
+
+/** How far out an allocator frame makes a frame without source information the allocator's. */
+const MISNAMED_REACH = 2;
 
 /** Names sites by their first frame outside the allocators (the built-in list and --skip-frames). */
 export class SiteNamer {
@@ -123,10 +133,26 @@ export class SiteNamer {
   /**
    * The index of the frame a stack is named by: the first that is not an allocator's; when
    * every frame is (a stack cut short inside the allocator), the outermost.
+   *
+   * In a stripped binary a static function takes the name of the nearest exported symbol
+   * before it (sqlite's static malloc wrapper reads `sqlite3ApiExit`, CPython's pymalloc
+   * `PyThread_init_thread`): a frame without source information whose caller, or its
+   * caller's caller, is an allocator is taken for the allocator's own.
    */
   siteIndex(frames: readonly NamedFrame[]): number {
-    const i = frames.findIndex((f) => !this.isAllocator(f));
+    const i = frames.findIndex(
+      (f, at) => !this.isAllocator(f) && !this.insideAllocator(frames, at),
+    );
     return i >= 0 ? i : Math.max(0, frames.length - 1);
+  }
+
+  private insideAllocator(frames: readonly NamedFrame[], at: number): boolean {
+    const f = frames[at]!;
+    if (f.file !== undefined && f.function !== '??') return false;
+    for (let k = at + 1; k <= at + MISNAMED_REACH && k < frames.length; k++) {
+      if (this.isAllocator(frames[k]!)) return true;
+    }
+    return false;
   }
 }
 
