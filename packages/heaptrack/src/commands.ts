@@ -206,7 +206,9 @@ async function saveSession(
       },
       result.logs.map((l) => l.path),
       reserved,
-      new Map(result.logs.map((l) => [l.path, l.events])),
+      // The collector's count, except for a log it died writing (counted 0: the manifest's
+      // reader then estimates from the file's size).
+      new Map(result.logs.filter((l) => l.reason !== 'unfinished').map((l) => [l.path, l.events])),
     );
   } catch (error) {
     if (!(error instanceof HeaphookError)) throw error;

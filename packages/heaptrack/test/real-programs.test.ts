@@ -9,12 +9,12 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 
 import { ALLOCATOR_FRAMES, SiteNamer } from '../src/report/sites.js';
 import { parseSuppressions, suppressionOf } from '../src/report/suppressions.js';
 import { passText } from '../src/recommend/command.js';
-import { percentOf } from '../src/decode/progress.js';
+import { percentOf, progressLines } from '../src/decode/progress.js';
 import type { ReportJson } from '../src/report/json.js';
 import { heaphookBin, python3, scratch } from './helpers.js';
 
@@ -122,6 +122,34 @@ describe('progress', () => {
     expect(passText(2, 120, 100)).toBe('pass 2: 100 % (120 of 120 events)');
     expect(passText(2, 50, 100)).toBe('pass 2: 50 % (50 of 100 events)');
     expect(passText(1, 1234, undefined)).toBe('pass 1: 1,234 events');
+  });
+
+  it('off a terminal: nothing for the first 2 s, then a line every 5 s', () => {
+    vi.useFakeTimers();
+    try {
+      vi.setSystemTime(0);
+      const written: string[] = [];
+      const stream = {
+        write: (text: string) => written.push(text),
+      } as unknown as NodeJS.WritableStream;
+      const lines = progressLines('heaphook recommend', stream);
+      lines.update('pass 1: 10 events');
+      vi.setSystemTime(1_999);
+      lines.update('pass 1: 20 events');
+      expect(written).toEqual([]);
+      vi.setSystemTime(2_000);
+      lines.update('pass 1: 30 events');
+      vi.setSystemTime(6_000);
+      lines.update('pass 1: 40 events');
+      vi.setSystemTime(7_000);
+      lines.update('pass 2: 50 % (5 of 10 events)');
+      expect(written).toEqual([
+        'heaphook recommend: pass 1: 30 events\n',
+        'heaphook recommend: pass 2: 50 % (5 of 10 events)\n',
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 

@@ -17,7 +17,7 @@ export function progressLines(
   stream: NodeJS.WritableStream = process.stderr,
 ): { update(text: string): void } {
   const started = Date.now();
-  let last = 0;
+  let last = Number.NEGATIVE_INFINITY; // the first line as soon as PROGRESS_AFTER_MS has passed
   return {
     update(text: string) {
       const now = Date.now();

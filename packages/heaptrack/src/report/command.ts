@@ -75,7 +75,7 @@ export async function reportCommand(target: string, options: ReportCommandOption
     options.pid === undefined && !several && options.json !== true
       ? folderChoice(target)
       : undefined;
-  if (choice !== undefined) process.stdout.write(await choiceText(target, choice));
+  const preface = choice !== undefined ? await choiceText(target, choice) : undefined;
   for (const log of logs) {
     // With --all and -o, each log's files go to a folder of its own, named after the log.
     const outputDir =
@@ -91,6 +91,7 @@ export async function reportCommand(target: string, options: ReportCommandOption
       ...(options.formats !== undefined ? { formats: options.formats } : {}),
       ...(options.skipFrames !== undefined ? { skipFrames: options.skipFrames } : {}),
       suppressions,
+      ...(preface !== undefined ? { preface } : {}),
     });
     if (options.json === true) jsons.push(several ? { log, report: result.json } : result.json);
     else {

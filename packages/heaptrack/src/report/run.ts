@@ -43,6 +43,8 @@ export interface ReportOptions {
   readonly progress?: boolean;
   /** Sites listed per table (default 20). */
   readonly top?: number;
+  /** Lines the text summary gives after its first warning and before the figures. */
+  readonly preface?: string;
   /** The files -o writes, by format name (REPORT_FORMATS; default every one). */
   readonly formats?: readonly ReportFormat[];
   /** More frames to name sites past (`--skip-frames`), beside the built-in allocator list. */
@@ -157,7 +159,7 @@ export async function report(path: string, options: ReportOptions = {}): Promise
     ...(options.suppressions !== undefined ? { suppressions: options.suppressions } : {}),
     ...(error !== undefined ? { error: { message: error.message, offset: error.offset } } : {}),
   });
-  const text = reportText(json);
+  const text = reportText(json, options.preface !== undefined ? { preface: options.preface } : {});
   const files: string[] = [];
   if (options.outputDir !== undefined) {
     const dir = options.outputDir;

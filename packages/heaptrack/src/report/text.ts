@@ -76,13 +76,18 @@ export function leakedLabel(j: ReportJson): string {
     : `leaked (${j.leakSource})`;
 }
 
-export function reportText(j: ReportJson, options: { sites?: number } = {}): string {
+export function reportText(
+  j: ReportJson,
+  options: { sites?: number; preface?: string } = {},
+): string {
   // Every site the JSON lists (report --top N): the tables show what --top asked for.
   const n = options.sites ?? Number.POSITIVE_INFINITY;
   const out: string[] = [];
   // Blocks live when a run is cut short were not necessarily leaked: say so before any figure.
   const abnormal = abnormalEndLine(j);
   if (abnormal !== undefined) out.push(abnormal);
+  // Which log of a folder this is, and why (report DIR): before the figures.
+  if (options.preface !== undefined) out.push(options.preface.replace(/\n$/, ''));
   out.push(`log: ${terminalText(j.log)}`);
   if (j.pid !== null) out.push(`process: ${j.pid} ${j.argv.map(quote).join(' ')}`);
   out.push(`duration: ${formatDuration(j.durationNs)}, ${formatCount(j.events)} events`);
