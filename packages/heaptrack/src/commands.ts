@@ -5,8 +5,10 @@
  *   heaphook snapshot PID -o heap.pb.gz [--duration 1s] [--every 30s]
  *   heaphook dump [--stacks] [--summary] [--json] <log | DIR [--pid N | --all]>
  *   heaphook recommend [--margin PCT] [--json] <log | DIR [--pid N]>
- *   heaphook report [-o DIR] [--json] <log | DIR [--pid N | --all]>
- *   heaphook check --max-peak 64MiB ... [--limits FILE] [--junit FILE] [--github] <log | DIR>
+ *   heaphook report [-o DIR [--formats html,svg,...]] [--json] [--top N] [--skip-frames RE]
+ *                   [--suppressions FILE] <log | DIR [--pid N | --all]>
+ *   heaphook check --max-peak 64MiB ... [--limits FILE] [--junit FILE] [--github]
+ *                  [--skip-frames RE] [--suppressions FILE] <log | DIR>
  */
 import type { Command } from 'commander';
 
