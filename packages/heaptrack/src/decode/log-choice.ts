@@ -4,7 +4,7 @@
  */
 import { type Command } from 'commander';
 
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 
 import { HeaphookError } from '@heaphook/core';
 
@@ -51,8 +51,10 @@ export function otherFormat(path: string): string | undefined {
   const head = Buffer.alloc(4);
   let n = 0;
   try {
-    const fd = openSync(path, 'r');
+    // Never blocks: a FIFO or a device is left to the decoder, which refuses it.
+    const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
     try {
+      if (!fstatSync(fd).isFile()) return undefined;
       n = readSync(fd, head, 0, 4, 0);
     } finally {
       closeSync(fd);
