@@ -33,10 +33,18 @@ function record(dir: string, command: string[], env: string[] = []) {
   return run;
 }
 
+const reports = new Map<string, ReportJson>();
+
+/** `report --json` of a log or folder (each asked once: symbolising node takes seconds). */
 function reportJson(target: string, extra: string[] = []): ReportJson {
+  const key = [target, ...extra].join('\0');
+  const known = reports.get(key);
+  if (known !== undefined) return known;
   const run = heaphook(['report', '--json', target, ...extra]);
   expect(run.status, run.stderr).toBe(0);
-  return JSON.parse(run.stdout) as ReportJson;
+  const j = JSON.parse(run.stdout) as ReportJson;
+  reports.set(key, j);
+  return j;
 }
 
 /** The function of a JSON frame: `function [inlined] (file:line) [module+0x...]`. */
