@@ -73,4 +73,4 @@ export function otherFormat(path: string): string | undefined {
 
 /** The argument's description for commands that take a log or a folder. */
 export const LOG_OR_FOLDER =
-  "a heaplog.<pid>.log file, or the folder heaphook record wrote (its program's log)";
+  "a heaplog.<pid>.log file, or the folder heaphook record wrote (its program's log, or a descendant's that did 10x its events)";

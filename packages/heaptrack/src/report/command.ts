@@ -153,7 +153,7 @@ export function registerReport(program: Command): void {
     .argument('<log>', LOG_OR_FOLDER)
     .option(
       '-o, --output-dir <dir>',
-      'write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, speedscope.json, heap.perfetto-trace, summary.json',
+      'write report.html, heap.svg/png/pdf, flamegraph.svg, profile.pb.gz, speedscope.json, heap.perfetto-trace, summary.json (--formats chooses)',
     )
     .option(
       '--json',
