@@ -44,6 +44,7 @@ import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
 import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
 import { formatFrame, Symbolizer } from './report/symbolize.js';
+import { startProgress } from './report/progress.js';
 
 async function printLeakChecks(
   checks: readonly LeakCheckSummary[],
@@ -75,7 +76,13 @@ async function printLeakChecks(
 }
 
 async function printSummary(path: string): Promise<void> {
-  const s = await summarize(path, { leakBlocks: false });
+  const progress = startProgress(path);
+  let s;
+  try {
+    s = await summarize(path, { leakBlocks: false, onBlock: (n) => progress.update(n) });
+  } finally {
+    progress.stop();
+  }
   const out: string[] = [];
   const p = s.process;
   out.push(`log: ${terminalText(path)}`);

@@ -84,7 +84,8 @@ export function startProgress(path: string, enabled = process.stderr.isTTY === t
       shown = true;
     }
     const pos = byPosition ? (filePosition(target, hint) ?? 0) : 0;
-    bar.update(Math.min(pos, size), { events: events.toLocaleString('en-US') });
+    // The decoder reads ahead of the events it has replayed: 100 % only once it has stopped.
+    bar.update(Math.min(pos, Math.floor(size * 0.99)), { events: events.toLocaleString('en-US') });
   };
   return {
     update: draw,
@@ -111,7 +112,8 @@ function linesOf(path: string): Progress {
   return {
     update: (events) => {
       const pos = filePosition(target, hint);
-      const part = pos !== undefined ? `${percentOf(pos, size)} %, ` : '';
+      // The decoder reads ahead of the events it has replayed: at most 99 % while it runs.
+      const part = pos !== undefined ? `${Math.min(99, percentOf(pos, size))} %, ` : '';
       lines.update(`${part}${events.toLocaleString('en-US')} events`);
     },
     stop: () => undefined,
