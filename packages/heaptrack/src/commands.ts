@@ -5,8 +5,10 @@
  *   heaphook snapshot PID -o heap.pb.gz [--duration 1s] [--every 30s]
  *   heaphook dump [--stacks] [--summary] [--json] <log | DIR [--pid N | --all]>
  *   heaphook recommend [--margin PCT] [--json] <log | DIR [--pid N]>
- *   heaphook report [-o DIR] [--json] <log | DIR [--pid N | --all]>
- *   heaphook check --max-peak 64MiB ... [--limits FILE] [--junit FILE] [--github] <log | DIR>
+ *   heaphook report [-o DIR [--formats html,svg,...]] [--json] [--top N] [--skip-frames RE]
+ *                   [--suppressions FILE] <log | DIR [--pid N | --all]>
+ *   heaphook check --max-peak 64MiB ... [--limits FILE] [--junit FILE] [--github]
+ *                  [--skip-frames RE] [--suppressions FILE] <log | DIR>
  */
 import type { Command } from 'commander';
 
@@ -26,7 +28,15 @@ import { registerCheck } from './check/command.js';
 import { registerRecommend } from './recommend/command.js';
 import { registerReport } from './report/command.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from './decode/log-choice.js';
-import { releaseSession, reserveSession, writeSession, type Session } from './decode/session.js';
+import {
+  programChoice,
+  programName,
+  releaseSession,
+  reserveSession,
+  writeSession,
+  type Session,
+  type SessionLog,
+} from './decode/session.js';
 import { makeOutputDir, record, type RecordedLog, type RecordResult } from './record/record.js';
 import { recordRunningCommand } from './record/command.js';
 import { parseProcessId } from './process-id.js';
@@ -34,6 +44,7 @@ import { registerSnapshot } from './snapshot/command.js';
 import type { StackNodeRecord } from './decode/records.js';
 import { framesOf, summarize, type LeakCheckSummary, type LeakSite } from './report/summary.js';
 import { formatFrame, Symbolizer } from './report/symbolize.js';
+import { startProgress } from './report/progress.js';
 
 async function printLeakChecks(
   checks: readonly LeakCheckSummary[],
@@ -65,7 +76,13 @@ async function printLeakChecks(
 }
 
 async function printSummary(path: string): Promise<void> {
-  const s = await summarize(path, { leakBlocks: false });
+  const progress = startProgress(path);
+  let s;
+  try {
+    s = await summarize(path, { leakBlocks: false, onBlock: (n) => progress.update(n) });
+  } finally {
+    progress.stop();
+  }
   const out: string[] = [];
   const p = s.process;
   out.push(`log: ${terminalText(path)}`);
@@ -107,20 +124,72 @@ function incomplete(log: RecordedLog | undefined): string | undefined {
   return undefined;
 }
 
-/** What record says at the end: the program's log among the session's, and what to run next. */
+/** A child with fewer events than this part of the reported log's is summarised, not listed. */
+const MAJOR_FRACTION = 0.1;
+
+/**
+ * What record says at the end: each program of the session once (its logs grouped), the log
+ * `report DIR` reads and why, shims and short-lived children in one line, and what to run next.
+ */
 function nextSteps(session: Session, outputDir: string, logs: readonly RecordedLog[]): string {
-  const program = session.logs.find((l) => l.role === 'program');
-  const others = session.logs.length - (program === undefined ? 0 : 1);
   const dir = outputDir === '.' ? '.' : outputDir;
-  if (program === undefined) {
-    return `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${terminalText(dir)}/heaphook-session.${session.recorderPid}.json\n`;
+  const choice = programChoice(resolve(outputDir), session);
+  const count = (n: number): string => n.toLocaleString('en-US');
+  const out: string[] = [];
+  if (choice === undefined) {
+    out.push(
+      `heaphook record: no log of the program itself (${session.logs.length} other log(s)); see ${terminalText(dir)}/heaphook-session.${session.recorderPid}.json`,
+    );
+    return `${out.join('\n')}\n`;
   }
-  const also = others > 0 ? ` (and ${others} log(s) of shims, children and exec'd images)` : '';
-  const why = incomplete(logs.find((l) => basename(l.path) === program.file));
-  return (
-    `heaphook record: the program's log is ${terminalText(join(dir, program.file))}${why !== undefined ? ` (${why})` : ''}, pid ${program.pid}: ${terminalText(program.argv.join(' ').slice(0, 80))}${also}\n` +
-    `next: npx heaphook report ${terminalText(dir)}        (or recommend ${terminalText(dir)}; --pid N for another process, --all for every log)\n`
+  const eventsOf = (l: SessionLog): number => choice.events.get(l) ?? 0;
+  const why = (l: SessionLog): string => {
+    const w = incomplete(logs.find((r) => basename(r.path) === l.file));
+    return w !== undefined ? ` (${w})` : '';
+  };
+  out.push(
+    `heaphook record: ${session.logs.length} log${session.logs.length === 1 ? '' : 's'} in ${terminalText(dir)}; report ${terminalText(dir)} reads ${terminalText(join(dir, choice.chosen.file))}${why(choice.chosen)}: ${terminalText(choice.reason)}`,
   );
+  // Worth a line of its own: a log that did a tenth of the reported log's work.
+  const threshold = eventsOf(choice.chosen) * MAJOR_FRACTION;
+  const minor = (l: SessionLog): boolean =>
+    l !== choice.chosen &&
+    l !== choice.program &&
+    (l.role === 'exec-chain' || eventsOf(l) < Math.max(threshold, 1));
+  // The logs worth a line, grouped by program name.
+  const groups = new Map<string, SessionLog[]>();
+  for (const l of session.logs) {
+    if (minor(l)) continue;
+    const name = programName(l);
+    groups.set(name, [...(groups.get(name) ?? []), l]);
+  }
+  for (const [name, group] of groups) {
+    const total = group.reduce((n, l) => n + eventsOf(l), 0);
+    const role = group.includes(choice.program) ? ', the program record started' : '';
+    const files =
+      group.length === 1 ? terminalText(group[0]!.file) + why(group[0]!) : `${group.length} logs`;
+    const pids =
+      group.length <= 3 ? `pid ${group.map((l) => l.pid).join(', ')}` : `${group.length} processes`;
+    out.push(
+      `  ${terminalText(name)} (${pids}${role}): ${count(total)} events${choice.estimated ? ' (estimated)' : ''}, ${files}`,
+    );
+  }
+  const rest = session.logs.filter(minor);
+  if (rest.length > 0) {
+    const byName = new Map<string, number>();
+    for (const l of rest) byName.set(programName(l), (byName.get(programName(l)) ?? 0) + 1);
+    const names = [...byName]
+      .sort((a, b) => b[1] - a[1])
+      .map(([n, k]) => (k > 1 ? `${terminalText(n)} ×${k}` : terminalText(n)))
+      .join(', ');
+    out.push(
+      `  and ${rest.length} shim${rest.length === 1 ? '' : 's'} and short-lived child${rest.length === 1 ? '' : 'ren'} (${count(rest.reduce((n, l) => n + eventsOf(l), 0))} events in all): ${names}`,
+    );
+  }
+  out.push(
+    `next: npx heaphook report ${terminalText(dir)}        (or recommend ${terminalText(dir)}; --pid N for another process, --all for every log)`,
+  );
+  return `${out.join('\n')}\n`;
 }
 
 /**
@@ -146,6 +215,9 @@ async function saveSession(
       },
       result.logs.map((l) => l.path),
       reserved,
+      // The collector's count, except for a log it died writing (counted 0: the manifest's
+      // reader then estimates from the file's size).
+      new Map(result.logs.filter((l) => l.reason !== 'unfinished').map((l) => [l.path, l.events])),
     );
   } catch (error) {
     if (!(error instanceof HeaphookError)) throw error;
@@ -264,7 +336,9 @@ export function register(program: Command): void {
             backends: options.backend,
             env: options.env,
             ...(options.vm ? {} : { vm: false }),
-            ...(options.quiet === true ? { quiet: true } : {}),
+            // The collector's own "wrote" line per log is left out: the closing lines below
+            // name each program once.
+            quiet: true,
             ...(options.follow ? {} : { follow: false }),
             ...(options.only.length > 0 ? { only: options.only } : {}),
           });

@@ -22,7 +22,10 @@ describe('heaphook record / dump', () => {
     const dir = scratch('cli');
     const rec = heaphook(['record', '-o', dir, '--', workload, 'counts']);
     expect(rec.status, rec.stderr).toBe(0);
-    expect(rec.stderr).toMatch(/heaphook record: wrote .*heaplog\.\d+\.log \(2789 events\)/);
+    // record's closing lines name the program once, with its events and its log
+    expect(rec.stderr).toMatch(
+      /^ {2}\S+ \(pid \d+, the program record started\): 2,789 events, heaplog\.\d+\.log$/m,
+    );
     const expected = JSON.parse(rec.stdout) as { malloc: number; free: number };
     const [log] = logsIn(dir);
 

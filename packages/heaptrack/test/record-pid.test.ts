@@ -724,6 +724,11 @@ describe('heaphook snapshot', () => {
     target.child.kill('SIGUSR1');
     await target.waitFor('work 1');
     expect((await snap.ended).code, snap.err()).toBe(0);
+    // It says where the trace behind the profile went, and what reads it.
+    const log = join(dir, `heaplog.${target.pid}.log`);
+    expect(snap.err()).toContain(
+      `heaphook snapshot: the trace it was made from is ${log} (heaphook report ${log} reads it; delete it when done)\n`,
+    );
     // 1000 blocks of 100 + i bytes; the odd ones (300,000 bytes) still live, and the peak.
     expect(pprof(file, 'alloc_space')).toMatch(/^ +599500B +100% +100% +599500B +100% +main$/m);
     expect(pprof(file, 'inuse_space')).toMatch(/^ +300000B +100% +100% +300000B +100% +main$/m);

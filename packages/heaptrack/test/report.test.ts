@@ -182,7 +182,7 @@ describe('heaphook report on the exact-count workload', () => {
     expect(text.stdout).toContain('peak heap: 9.62 MiB (10,089,200 bytes)');
     expect(text.stdout).toContain('leaked (never-freed): 7 blocks, 27.3 KiB (28,000 bytes)');
     expect(text.stdout).toMatch(
-      /top sites by peak contribution:\n {2}#1 peak 9\.54 MiB.*\n {6}peak_site/,
+      /top sites by peak contribution:\n {2}#1 peak_site: peak 9\.54 MiB.*\n {6}peak_site/,
     );
   });
 

@@ -91,10 +91,11 @@ describe('a session recorded through a shim', () => {
     expect(session.status).toBe(0);
   });
 
-  it("ends by naming the program's log and the next command", () => {
+  it("ends by naming the program's log, why, and the next command", () => {
+    const program = session().program!.replace(/\./g, '\\.');
     expect(rec.stderr).toMatch(
       new RegExp(
-        `^heaphook record: the program's log is .*${session().program!.replace(/\./g, '\\.')}, pid \\d+: ${python3} -c`,
+        `^heaphook record: \\d+ logs in .*; report .* reads .*${program}: python3 \\(pid \\d+\\) is the program record started`,
         'm',
       ),
     );

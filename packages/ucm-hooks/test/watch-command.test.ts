@@ -144,7 +144,9 @@ describe('heaphook watch -- COMMAND', () => {
       'import sys; bytearray(16 << 20); sys.exit(3)',
     ]);
     expect(run.status).toBe(3);
-    const lines = run.stdout.trimEnd().split('\n');
+    const [header, ...lines] = run.stdout.trimEnd().split('\n');
+    // The columns are named once, above the first event.
+    expect(header).toMatch(/^ +time \(s\) {2}pid\/tid +event +address +bytes {2}details$/);
     expect(lines.length).toBeGreaterThan(0);
     for (const line of lines) {
       expect(line).toMatch(

@@ -12,6 +12,7 @@ import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
 import { writeSmallFile } from '../decode/input.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
 import { report } from '../report/run.js';
+import { suppressionsOf, withSiteOptions } from '../report/command.js';
 import {
   checkLimits,
   LIMIT_KINDS,
@@ -36,7 +37,10 @@ interface CheckOptions {
   readonly github?: boolean;
   readonly pid?: number;
   readonly all?: boolean;
-  readonly [limit: string]: string | number | boolean | undefined;
+  readonly skipFrames?: RegExp[];
+  readonly suppressions?: string[];
+  readonly defaultSuppressions?: boolean;
+  readonly [limit: string]: string | number | boolean | RegExp[] | string[] | undefined;
 }
 
 /** The limits of the file, then of the options (an option overrides the file's value). */
@@ -61,10 +65,15 @@ function limitsOf(options: CheckOptions): Limit[] {
 
 export async function checkCommand(target: string, options: CheckOptions): Promise<void> {
   const limits = limitsOf(options);
+  const suppressions = suppressionsOf(options);
   const results: Array<{ log: string; verdicts: Verdict[] }> = [];
   let damaged = false;
   for (const log of chosenLogs(target, options)) {
-    const r = await report(log, { top: 20 });
+    const r = await report(log, {
+      top: 20,
+      suppressions,
+      ...(options.skipFrames !== undefined ? { skipFrames: options.skipFrames } : {}),
+    });
     if (r.error !== undefined) {
       damaged = true;
       process.stderr.write(
@@ -73,7 +82,7 @@ export async function checkCommand(target: string, options: CheckOptions): Promi
     }
     const verdicts = checkLimits(r.json, limits);
     results.push({ log, verdicts });
-    process.stdout.write(verdictText(log, verdicts));
+    process.stdout.write(verdictText(log, verdicts, r.json));
     if (options.github === true) process.stdout.write(githubAnnotations(log, verdicts));
   }
   if (options.junit !== undefined) {
@@ -104,5 +113,5 @@ export function registerCheck(program: Command): void {
     .option('--limits <file>', 'limits from a JSON file: {"max-peak": "64MiB", "max-leaked": 0}')
     .option('--junit <file>', 'also write the verdicts as JUnit XML (a test case per limit)')
     .option('--github', 'also print GitHub Actions error annotations for the limits passed');
-  withLogChoice(command, true).action(checkCommand);
+  withSiteOptions(withLogChoice(command, true)).action(checkCommand);
 }

@@ -22,27 +22,32 @@ export interface LimitKind {
   readonly stacks: (report: ReportJson) => Array<[number, readonly string[]]>;
 }
 
+/** A site's frames from the one it is named by (its first outside the allocators) outwards. */
+function fromSite(s: { site: string; stack: readonly string[] }): readonly string[] {
+  return s.stack.slice(Math.max(0, s.stack.indexOf(s.site)));
+}
+
 export const LIMIT_KINDS: readonly LimitKind[] = [
   {
     name: 'max-peak',
     unit: 'bytes',
     what: 'heap in use at its peak',
     value: (r) => r.peakHeapBytes,
-    stacks: (r) => r.topSites.map((s) => [s.peakBytes, s.stack]),
+    stacks: (r) => r.topSites.map((s) => [s.peakBytes, fromSite(s)]),
   },
   {
     name: 'max-leaked',
     unit: 'bytes',
     what: "leaked bytes (the leak check's verdict; without one, every block never freed)",
     value: (r) => r.leakedBytes,
-    stacks: (r) => r.leakSites.map((s) => [s.bytes, s.stack]),
+    stacks: (r) => r.leakSites.map((s) => [s.bytes, fromSite(s)]),
   },
   {
     name: 'max-leaked-blocks',
     unit: 'count',
     what: 'leaked blocks',
     value: (r) => r.leakedBlocks,
-    stacks: (r) => r.leakSites.map((s) => [s.blocks, s.stack]),
+    stacks: (r) => r.leakSites.map((s) => [s.blocks, fromSite(s)]),
   },
   {
     name: 'max-growth',
@@ -53,21 +58,21 @@ export const LIMIT_KINDS: readonly LimitKind[] = [
       [...r.topSitesByBytes, ...r.topSites]
         .filter((s, i, all) => s.liveBytes > 0 && all.indexOf(s) === i)
         .sort((a, b) => b.liveBytes - a.liveBytes)
-        .map((s) => [s.liveBytes, s.stack]),
+        .map((s) => [s.liveBytes, fromSite(s)]),
   },
   {
     name: 'max-allocations',
     unit: 'count',
     what: 'allocating calls (malloc, calloc, realloc, the aligned family)',
     value: (r) => r.allocations,
-    stacks: (r) => r.topSitesByCount.map((s) => [s.allocations, s.stack]),
+    stacks: (r) => r.topSitesByCount.map((s) => [s.allocations, fromSite(s)]),
   },
   {
     name: 'max-mapped',
     unit: 'bytes',
     what: 'mapped memory at its peak (recorded with ucm-hooks)',
     value: (r) => r.mappedMemory?.peakBytes,
-    stacks: (r) => (r.mappedMemory?.topSites ?? []).map((s) => [s.bytes, s.stack]),
+    stacks: (r) => (r.mappedMemory?.topSites ?? []).map((s) => [s.bytes, fromSite(s)]),
   },
 ];
 

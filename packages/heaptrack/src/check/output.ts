@@ -10,6 +10,7 @@ import { basename, relative, resolve } from 'node:path';
 import { githubData, githubProperty, terminalText, xmlText } from '@heaphook/core';
 
 import { formatBytes } from '../report/format.js';
+import type { ReportJson } from '../report/json.js';
 import type { LimitKind, Verdict } from './limits.js';
 
 /** How many frames of each stack the text shows. */
@@ -32,7 +33,14 @@ export function verdictLine(v: Verdict): string {
   return `FAIL ${kind.name}: ${amount(kind, actual)} > ${amount(kind, max)}, over by ${amount(kind, over)}${percent}`;
 }
 
-export function verdictText(log: string, verdicts: readonly Verdict[]): string {
+export function verdictText(
+  log: string,
+  verdicts: readonly Verdict[],
+  report?: Pick<
+    ReportJson,
+    'suppressedLeakedBlocks' | 'suppressedLeakedBytes' | 'suppressionFiles'
+  >,
+): string {
   const out = [`heaphook check ${terminalText(log)}`];
   for (const v of verdicts) {
     out.push(verdictLine(v));
@@ -42,13 +50,30 @@ export function verdictText(log: string, verdicts: readonly Verdict[]): string {
         out.push(`         ${terminalText(frame)}`);
     }
   }
-  const failed = verdicts.filter((v) => v.status !== 'ok').length;
-  out.push(
-    failed === 0
-      ? `${verdicts.length} limit(s), all met`
-      : `${failed} of ${verdicts.length} limit(s) passed`,
-  );
+  if (
+    report !== undefined &&
+    (report.suppressedLeakedBlocks > 0 || report.suppressionFiles.length > 0)
+  ) {
+    out.push(
+      `     suppressed leaks (not counted): ${report.suppressedLeakedBlocks} blocks, ${amount(LEAK_BYTES, report.suppressedLeakedBytes)} by ${report.suppressionFiles.map(terminalText).join(', ')}`,
+    );
+  }
+  out.push(summaryLine(verdicts));
   return `${out.join('\n')}\n`;
+}
+
+const LEAK_BYTES = { unit: 'bytes' } as LimitKind;
+
+/** The last line: how many limits were met or exceeded, and which were exceeded. */
+export function summaryLine(verdicts: readonly Verdict[]): string {
+  const n = verdicts.length;
+  const limits = `limit${n === 1 ? '' : 's'}`;
+  const failed = verdicts.filter((v) => v.status !== 'ok');
+  if (failed.length === 0) return n === 1 ? '1 limit met' : `all ${n} ${limits} met`;
+  const names = failed
+    .map((v) => `${v.limit.kind.name}${v.status === 'unknown' ? ' (no figure)' : ''}`)
+    .join(', ');
+  return `${failed.length} of ${n} ${limits} exceeded: ${names}`;
 }
 
 /** JUnit XML for the checks of several logs: a test suite per log, a test case per limit. */

@@ -53,6 +53,8 @@ export interface SessionLog {
   readonly forkChild: boolean;
   readonly startTimeMs: number;
   readonly role: SessionRole;
+  /** Events in the log, as the collector counted them (manifests from before it have none). */
+  readonly events?: number;
 }
 
 export interface Session {
@@ -176,12 +178,15 @@ export async function writeSession(
   },
   logPaths: readonly string[],
   reserved?: string,
+  events?: ReadonlyMap<string, number>,
 ): Promise<Session> {
   const described: Omit<SessionLog, 'role'>[] = [];
   for (const path of logPaths) {
     const p = await readProcessRecord(path);
     if (p === undefined) continue;
+    const n = events?.get(path);
     described.push({
+      ...(n !== undefined ? { events: n } : {}),
       file: basename(path),
       pid: p.pid,
       ppid: p.ppid,
@@ -302,6 +307,8 @@ export function resolveLogs(target: string, choice: LogChoice = {}): string[] {
     }
     return [join(dir, last.file)];
   }
+  const picked = programChoice(dir, session);
+  if (picked !== undefined) return [join(dir, picked.chosen.file)];
   if (session.program === undefined) {
     throw new HeaphookError(
       `the session in ${target} has no log of the program itself (it may have been killed before it started): give --pid, or --all. Its logs: ${session.logs.map(describeLog).join('; ')}`,
@@ -309,4 +316,94 @@ export function resolveLogs(target: string, choice: LogChoice = {}): string[] {
     );
   }
   return [join(dir, session.program)];
+}
+
+/** How many times the program's events a descendant must do to be reported instead of it. */
+export const DESCENDANT_FACTOR = 10;
+
+/** Which log `report DIR` (and `check`, `recommend`, `dump`) reads, and why. */
+export interface ProgramChoice {
+  /** The log read. */
+  readonly chosen: SessionLog;
+  /** The exec-chain program: the last image of the process record started. */
+  readonly program: SessionLog;
+  /** Why `chosen` was picked, in words. */
+  readonly reason: string;
+  /** The session's other logs. */
+  readonly others: readonly SessionLog[];
+  /** Events of each log (the manifest's count, or estimated from the file's size). */
+  readonly events: ReadonlyMap<SessionLog, number>;
+  /** True when some counts are estimates (a manifest written before counts were kept). */
+  readonly estimated: boolean;
+}
+
+/** argv[0]'s base name, or the executable's: how a person names a program. */
+export function programName(l: Pick<SessionLog, 'argv' | 'exe'>): string {
+  const first = l.argv[0] ?? l.exe;
+  return first.slice(first.lastIndexOf('/') + 1) || l.exe;
+}
+
+/**
+ * The log a person means by "the program": the exec-chain program, unless a descendant did at
+ * least DESCENDANT_FACTOR times its events (`gcc` runs `cc1`, which does the work; a shell
+ * script runs its tool): then the descendant with the most events.
+ */
+export function programChoice(dir: string, session: Session): ProgramChoice | undefined {
+  const program = session.logs.find((l) => l.file === session.program);
+  if (program === undefined) return undefined;
+  const estimated = session.logs.some((l) => l.events === undefined);
+  const events = new Map<SessionLog, number>();
+  for (const l of session.logs) {
+    let n = l.events;
+    if (n === undefined) {
+      // An older manifest: a log's size stands for its events (about 0.7 bytes an event).
+      try {
+        n = Math.round(statSync(join(dir, l.file)).size / 0.7);
+      } catch {
+        n = 0;
+      }
+    }
+    events.set(l, n);
+  }
+  const own = events.get(program)!;
+  const busiest = session.logs
+    .filter((l) => l !== program && l.role === 'child')
+    .reduce<SessionLog | undefined>(
+      (best, l) => (best === undefined || events.get(l)! > events.get(best)! ? l : best),
+      undefined,
+    );
+  const others = session.logs.filter((l) => l !== program);
+  const count = (n: number): string => n.toLocaleString('en-US');
+  if (busiest !== undefined && events.get(busiest)! >= DESCENDANT_FACTOR * Math.max(own, 1)) {
+    const n = events.get(busiest)!;
+    const times = own > 0 ? `${Math.floor(n / own).toLocaleString('en-US')}×` : 'all';
+    return {
+      chosen: busiest,
+      program,
+      reason: `${programName(busiest)} (pid ${busiest.pid}) did ${count(n)} events, ${times} the ${count(own)} of ${programName(program)} (pid ${program.pid}), the program record started; a descendant that does ${DESCENDANT_FACTOR}× or more the program's events is the one reported (--pid ${program.pid} for ${programName(program)})`,
+      others: session.logs.filter((l) => l !== busiest),
+      events,
+      estimated,
+    };
+  }
+  return {
+    chosen: program,
+    program,
+    reason: `${programName(program)} (pid ${program.pid}) is the program record started${others.length > 0 ? ` (the last image of its process), and no descendant did ${DESCENDANT_FACTOR}× its ${count(own)} events` : ''}`,
+    others,
+    events,
+    estimated,
+  };
+}
+
+/** The choice `resolveLogs` makes for a folder without --pid / --all, when it is a session's. */
+export function folderChoice(target: string): ProgramChoice | undefined {
+  try {
+    if (!statSync(target).isDirectory()) return undefined;
+  } catch {
+    return undefined;
+  }
+  const dir = resolve(target);
+  const session = readLatestSession(dir);
+  return session === undefined ? undefined : programChoice(dir, session);
 }

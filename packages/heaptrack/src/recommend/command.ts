@@ -6,6 +6,7 @@ import type { Command } from 'commander';
 import { HeaphookError } from '@heaphook/core';
 import { libraryPath } from '@heaphook/tlsf';
 
+import { percentOf, PROGRESS_AFTER_MS, progressLines } from '../decode/progress.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
 import { formatRecommendation, recommendationJson } from './format.js';
 import { recommend } from './search.js';
@@ -28,6 +29,16 @@ function bytes(value: string): number {
   return n;
 }
 
+/**
+ * One pass's progress: the first pass counts the events (no total yet); later passes show
+ * the share of the first pass's count, never past 100 %.
+ */
+export function passText(pass: number, events: number, total: number | undefined): string {
+  const count = events.toLocaleString('en-US');
+  if (total === undefined) return `pass ${pass}: ${count} events`;
+  return `pass ${pass}: ${percentOf(events, total)} % (${count} of ${Math.max(total, events).toLocaleString('en-US')} events)`;
+}
+
 export function registerRecommend(program: Command): void {
   const command = program
     .command('recommend')
@@ -45,20 +56,23 @@ export function registerRecommend(program: Command): void {
       options: { margin: number; round: number; json?: boolean; pid?: number },
     ) => {
       const [log] = chosenLogs(target, options) as [string];
-      const tty = process.stderr.isTTY === true && options.json !== true;
+      const tty = process.stderr.isTTY === true;
+      const lines = progressLines('heaphook recommend');
+      const started = Date.now();
+      let drawn = false;
       const r = await recommend(log, {
         marginPercent: options.margin,
         roundTo: options.round,
-        ...(tty
-          ? {
-              onProgress: (pass: number, events: number, total: number | undefined) => {
-                const of = total !== undefined ? `/${total}` : '';
-                process.stderr.write(`\rpass ${pass}: ${events}${of} events`);
-              },
-            }
-          : {}),
+        onProgress: (pass: number, events: number, total: number | undefined) => {
+          const text = passText(pass, events, total);
+          if (!tty) lines.update(text);
+          else if (Date.now() - started >= PROGRESS_AFTER_MS) {
+            process.stderr.write(`\r\x1b[K${text}`);
+            drawn = true;
+          }
+        },
       });
-      if (tty) process.stderr.write('\r\x1b[K');
+      if (drawn) process.stderr.write('\r\x1b[K');
       const lib = libraryPath();
       process.stdout.write(
         options.json === true ? recommendationJson(r, lib) : formatRecommendation(r, lib),

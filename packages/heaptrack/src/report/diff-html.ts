@@ -12,7 +12,7 @@ import { StackNames } from './symbols.js';
 export async function diffReportFiles(
   basePath: string,
   newPath: string,
-  options: { outputDir: string; symbolize?: boolean; top?: number },
+  options: { outputDir: string; symbolize?: boolean; top?: number; skipFrames?: readonly RegExp[] },
 ): Promise<{ diff: ReportDiff; result: ReportResult }> {
   const symbolize = options.symbolize !== false;
   const diff = await diffReports(basePath, newPath, options);

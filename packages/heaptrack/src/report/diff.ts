@@ -29,7 +29,9 @@ export interface SiteFigures {
 }
 
 export interface SiteDiff {
-  /** Function names of the stack, innermost first. */
+  /** The function the site is named by: its first frame outside the allocators (sites.ts). */
+  readonly site: string;
+  /** Function names of the stack from that frame outwards (the key sites are matched by). */
   readonly stack: readonly string[];
   readonly base: SiteFigures;
   readonly new: SiteFigures;
@@ -83,15 +85,17 @@ const ZERO: SiteFigures = { allocations: 0, bytes: 0, peakBytes: 0, liveBytes: 0
 async function sitesByStack(
   model: ReportModel,
   symbolize: boolean,
+  skipFrames: readonly RegExp[],
 ): Promise<Map<string, { stack: string[]; figures: SiteFigures }>> {
   const names = await StackNames.of(
     model,
     model.sites.map((s) => s.stack),
-    { symbolize },
+    { symbolize, skipFrames },
   );
   const out = new Map<string, { stack: string[]; figures: SiteFigures }>();
   for (const site of model.sites) {
-    const stack = names.functions(site.stack);
+    // Keyed from the first user frame: the allocator frames inside it do not split a site.
+    const stack = names.functions(site.stack).slice(names.siteIndex(site.stack));
     const key = stack.join('\n');
     const entry = out.get(key) ?? { stack, figures: { ...ZERO } };
     entry.figures.allocations += site.allocations;
@@ -106,13 +110,17 @@ async function sitesByStack(
 export async function diffReports(
   basePath: string,
   newPath: string,
-  options: { symbolize?: boolean; top?: number } = {},
+  options: { symbolize?: boolean; top?: number; skipFrames?: readonly RegExp[] } = {},
 ): Promise<ReportDiff> {
   const symbolize = options.symbolize !== false;
+  const skipFrames = options.skipFrames ?? [];
   const top = options.top ?? 20;
   const b = whole('base', await report(basePath, { symbolize, top }));
   const n = whole('new', await report(newPath, { symbolize, top }));
-  const [bs, ns] = [await sitesByStack(b.model, symbolize), await sitesByStack(n.model, symbolize)];
+  const [bs, ns] = [
+    await sitesByStack(b.model, symbolize, skipFrames),
+    await sitesByStack(n.model, symbolize, skipFrames),
+  ];
   const diffs: SiteDiff[] = [];
   for (const key of new Set([...bs.keys(), ...ns.keys()])) {
     const base = bs.get(key)?.figures ?? ZERO;
@@ -124,7 +132,8 @@ export async function diffReports(
       liveBytes: now.liveBytes - base.liveBytes,
     };
     if (delta.peakBytes === 0 && delta.bytes === 0 && delta.allocations === 0) continue;
-    diffs.push({ stack: (ns.get(key) ?? bs.get(key))!.stack, base, new: now, delta });
+    const stack = (ns.get(key) ?? bs.get(key))!.stack;
+    diffs.push({ site: stack[0] ?? '(no stack recorded)', stack, base, new: now, delta });
   }
   const order = (a: SiteDiff, c: SiteDiff): number =>
     Math.abs(c.delta.peakBytes) - Math.abs(a.delta.peakBytes) ||
@@ -231,7 +240,7 @@ export function diffText(d: ReportDiff): string {
     out.push(title);
     for (const s of sites) {
       out.push(
-        `  peak ${signed(s.delta.peakBytes, 'bytes')} (${formatBytes(s.base.peakBytes)} -> ${formatBytes(s.new.peakBytes)}), ` +
+        `  ${terminalText(s.site)}: peak ${signed(s.delta.peakBytes, 'bytes')} (${formatBytes(s.base.peakBytes)} -> ${formatBytes(s.new.peakBytes)}), ` +
           `allocated ${signed(s.delta.bytes, 'bytes')}, allocations ${signed(s.delta.allocations, 'count')}`,
       );
       for (const f of s.stack.slice(0, FRAMES_SHOWN)) out.push(`      ${terminalText(f)}`);

@@ -4,6 +4,7 @@ import { formatFrame } from './symbolize.js';
 import type { Percentiles } from './histogram.js';
 import { topSites, type ReportModel, type SiteStats } from './model.js';
 import type { StackNames } from './symbols.js';
+import { suppressionOf, type Suppression } from './suppressions.js';
 import type { MappedMemorySummary } from './vmmap.js';
 
 export interface JsonSite {
@@ -15,20 +16,31 @@ export interface JsonSite {
   readonly liveBlocks: number;
   readonly liveBytes: number;
   readonly temporary: number;
-  /** Symbolised frames, innermost first: `function (file:line) [module+0xoffset]`. */
+  /** The frame the site is named by: the first of `stack` outside the allocators (sites.ts). */
+  readonly site: string;
+  /** Symbolised frames, innermost first: `function [inlined] (file:line) [module+0xoffset]`;
+   * a stack cut at HEAPHOOK_STACK_DEPTH ends with `[truncated]`. */
   readonly stack: string[];
 }
 
 export interface JsonLeakSite {
   readonly blocks: number;
   readonly bytes: number;
+  readonly site: string;
   readonly stack: string[];
+}
+
+/** A leak a suppression matched: counted apart, not in leakedBytes. */
+export interface JsonSuppressedLeakSite extends JsonLeakSite {
+  /** The pattern that matched (`leak:PATTERN`) and where it was written (file:line). */
+  readonly suppression: string;
+  readonly from: string;
 }
 
 /** Memory the program mapped (VM_MAPPED / VM_UNMAPPED from ucm-hooks), when recorded: the
  * model's figures (src/report/vmmap.ts documents each), and the stacks that mapped the most bytes. */
 export type JsonMappedMemory = Omit<MappedMemorySummary, 'series' | 'sites'> & {
-  readonly topSites: { mappings: number; bytes: number; stack: string[] }[];
+  readonly topSites: { mappings: number; bytes: number; site: string; stack: string[] }[];
 };
 
 export interface ReportJson {
@@ -50,6 +62,13 @@ export interface ReportJson {
   readonly leakedBytes: number;
   readonly leakedBlocks: number;
   readonly leakSites: JsonLeakSite[];
+  /** Leaks the suppressions matched (`--suppressions`, the project's file): left out of
+   * leakedBytes / leakedBlocks and counted here. */
+  readonly suppressedLeakedBytes: number;
+  readonly suppressedLeakedBlocks: number;
+  readonly suppressedLeakSites: JsonSuppressedLeakSite[];
+  /** The suppression files applied. */
+  readonly suppressionFiles: string[];
   readonly neverFreedBytes: number;
   readonly neverFreedBlocks: number;
   readonly reachableAtExitBlocks: number;
@@ -81,6 +100,10 @@ export interface ReportJson {
 export interface JsonContext {
   readonly log: string;
   readonly top?: number;
+  readonly suppressions?: {
+    readonly rules: readonly Suppression[];
+    readonly files: readonly string[];
+  };
   readonly error?: { message: string; offset: number };
 }
 
@@ -92,8 +115,14 @@ function site(s: SiteStats, names: StackNames): JsonSite {
     liveBlocks: s.liveBlocks,
     liveBytes: s.liveBytes,
     temporary: s.temporary,
-    stack: names.frames(s.stack).map(formatFrame),
+    ...named(s.stack, names),
   };
+}
+
+/** A stack's frames for JSON and the frame its site is named by. */
+export function named(stack: number, names: StackNames): { site: string; stack: string[] } {
+  const frames = names.frames(stack).map(formatFrame);
+  return { site: frames[names.siteIndex(stack)] ?? '(no stack recorded)', stack: frames };
 }
 
 /** The stacks a JSON summary names (to symbolise them beforehand). */
@@ -102,7 +131,7 @@ export function jsonStacks(model: ReportModel, top = 20): Set<number> {
   for (const by of ['peakBytes', 'allocations', 'bytes'] as const) {
     for (const s of topSites(model.sites, by, top)) ids.add(s.stack);
   }
-  for (const s of model.leaks.sites.slice(0, top)) ids.add(s.stack);
+  for (const s of model.leaks.sites) ids.add(s.stack);
   for (const s of model.mapped?.sites.slice(0, top) ?? []) ids.add(s.stack);
   return ids;
 }
@@ -115,6 +144,7 @@ export function reportJson(model: ReportModel, names: StackNames, ctx: JsonConte
   }
   const latency: Partial<Record<Op, Percentiles>> = {};
   for (const [op, h] of model.latency) latency[op] = h.percentiles();
+  const leaks = splitLeaks(model, names, ctx.suppressions?.rules ?? []);
   return {
     log: ctx.log,
     pid: model.process?.pid ?? null,
@@ -131,13 +161,13 @@ export function reportJson(model: ReportModel, names: StackNames, ctx: JsonConte
     peakLiveBlocksTimeNs: model.peakLiveBlocksTimeNs,
     durationNs: model.lastTimeNs,
     leakSource: model.leaks.source,
-    leakedBytes: model.leaks.leakedBytes,
-    leakedBlocks: model.leaks.leakedBlocks,
-    leakSites: model.leaks.sites.slice(0, top).map((s) => ({
-      blocks: s.blocks,
-      bytes: s.bytes,
-      stack: names.frames(s.stack).map(formatFrame),
-    })),
+    leakedBytes: model.leaks.leakedBytes - leaks.suppressedBytes,
+    leakedBlocks: model.leaks.leakedBlocks - leaks.suppressedBlocks,
+    leakSites: leaks.kept.slice(0, top),
+    suppressedLeakedBytes: leaks.suppressedBytes,
+    suppressedLeakedBlocks: leaks.suppressedBlocks,
+    suppressedLeakSites: leaks.suppressed.slice(0, top),
+    suppressionFiles: [...(ctx.suppressions?.files ?? [])],
     neverFreedBytes: model.neverFreed.leakedBytes,
     neverFreedBlocks: model.neverFreed.leakedBlocks,
     reachableAtExitBlocks: model.leaks.reachableAtExitBlocks,
@@ -168,7 +198,35 @@ function mappedJson(model: ReportModel, names: StackNames, top: number): JsonMap
     topSites: m.sites.slice(0, top).map((s) => ({
       mappings: s.mappings,
       bytes: s.bytes,
-      stack: names.frames(s.stack).map(formatFrame),
+      ...named(s.stack, names),
     })),
   };
+}
+
+/** The leak sites, split into those the suppressions match and the others. */
+function splitLeaks(
+  model: ReportModel,
+  names: StackNames,
+  rules: readonly Suppression[],
+): {
+  kept: JsonLeakSite[];
+  suppressed: JsonSuppressedLeakSite[];
+  suppressedBytes: number;
+  suppressedBlocks: number;
+} {
+  const kept: JsonLeakSite[] = [];
+  const suppressed: JsonSuppressedLeakSite[] = [];
+  let suppressedBytes = 0;
+  let suppressedBlocks = 0;
+  for (const s of model.leaks.sites) {
+    const rule = rules.length > 0 ? suppressionOf(names.frames(s.stack), rules) : undefined;
+    const entry = { blocks: s.blocks, bytes: s.bytes, ...named(s.stack, names) };
+    if (rule === undefined) kept.push(entry);
+    else {
+      suppressed.push({ ...entry, suppression: `leak:${rule.pattern}`, from: rule.from });
+      suppressedBytes += s.bytes;
+      suppressedBlocks += s.blocks;
+    }
+  }
+  return { kept, suppressed, suppressedBytes, suppressedBlocks };
 }

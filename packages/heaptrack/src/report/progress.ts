@@ -1,7 +1,8 @@
 /**
- * A progress bar on standard error while a log is read (only when stderr is a terminal). The
+ * Progress on standard error while a log is read, once reading has taken PROGRESS_AFTER_MS:
+ * a bar when stderr is a terminal, a line every PROGRESS_LINE_MS otherwise (a CI log). The
  * decoder reads the file sequentially through its own descriptor; its position, read from
- * /proc/self/fdinfo, against the file's size gives the fraction done.
+ * /proc/self/fdinfo, against the file's size gives the fraction done (never past 100 %).
  */
 import { readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
 
@@ -42,8 +43,10 @@ function filePosition(target: string, hint: { fd?: string }): number | undefined
   return undefined;
 }
 
+import { percentOf, PROGRESS_AFTER_MS, progressLines } from '../decode/progress.js';
+
 export function startProgress(path: string, enabled = process.stderr.isTTY === true): Progress {
-  if (!enabled) return none;
+  if (!enabled) return linesOf(path);
   let target: string;
   let size: number;
   try {
@@ -73,15 +76,16 @@ export function startProgress(path: string, enabled = process.stderr.isTTY === t
   let drawn = 0;
   const draw = (events: number): void => {
     const now = Date.now();
-    // Only when reading takes more than a second; at most five times a second.
-    if (now - started < 1000 || now - drawn < 200) return;
+    // Only when reading takes more than two seconds; at most five times a second.
+    if (now - started < PROGRESS_AFTER_MS || now - drawn < 200) return;
     drawn = now;
     if (!shown) {
       bar.start(size, 0, { events: '0' });
       shown = true;
     }
     const pos = byPosition ? (filePosition(target, hint) ?? 0) : 0;
-    bar.update(Math.min(pos, size), { events: events.toLocaleString('en-US') });
+    // The decoder reads ahead of the events it has replayed: 100 % only once it has stopped.
+    bar.update(Math.min(pos, Math.floor(size * 0.99)), { events: events.toLocaleString('en-US') });
   };
   return {
     update: draw,
@@ -90,5 +94,28 @@ export function startProgress(path: string, enabled = process.stderr.isTTY === t
       bar.update(size, { events: '' });
       bar.stop();
     },
+  };
+}
+
+/** Off a terminal: a line now and then with the fraction read and the events so far. */
+function linesOf(path: string): Progress {
+  let target: string;
+  let size: number;
+  try {
+    target = realpathSync(path);
+    size = statSync(path).size;
+  } catch {
+    return none;
+  }
+  const lines = progressLines(`heaphook: reading ${path}`);
+  const hint: { fd?: string } = {};
+  return {
+    update: (events) => {
+      const pos = filePosition(target, hint);
+      // The decoder reads ahead of the events it has replayed: at most 99 % while it runs.
+      const part = pos !== undefined ? `${Math.min(99, percentOf(pos, size))} %, ` : '';
+      lines.update(`${part}${events.toLocaleString('en-US')} events`);
+    },
+    stop: () => undefined,
   };
 }

@@ -7,7 +7,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 
-import { jsonText } from '@heaphook/core';
+import { HeaphookError, jsonText } from '@heaphook/core';
 
 import { LogFormatError } from '../decode/decoder.js';
 import { replayLog, type ScannerTimeline } from '../decode/replay.js';
@@ -30,6 +30,7 @@ import { pprofBytes } from './pprof.js';
 import { speedscopeFile } from './speedscope.js';
 import { startProgress } from './progress.js';
 import { StackNames } from './symbols.js';
+import type { Suppression } from './suppressions.js';
 import { reportText } from './text.js';
 
 export interface ReportOptions {
@@ -42,6 +43,17 @@ export interface ReportOptions {
   readonly progress?: boolean;
   /** Sites listed per table (default 20). */
   readonly top?: number;
+  /** Lines the text summary gives after its first warning and before the figures. */
+  readonly preface?: string;
+  /** The files -o writes, by format name (REPORT_FORMATS; default every one). */
+  readonly formats?: readonly ReportFormat[];
+  /** More frames to name sites past (`--skip-frames`), beside the built-in allocator list. */
+  readonly skipFrames?: readonly RegExp[];
+  /** Known leaks (`--suppressions`, the project's file): counted apart from the leaked figures. */
+  readonly suppressions?: {
+    readonly rules: readonly Suppression[];
+    readonly files: readonly string[];
+  };
   /** Points of the heap-over-time series (default 1024). */
   readonly points?: number;
   /** report --diff with an output folder: the base run, for report.html's differential views. */
@@ -49,6 +61,35 @@ export interface ReportOptions {
     readonly diff: ReportDiff;
     readonly run: (frames: FrameTable) => PageRun;
   };
+}
+
+/** The formats `report -o DIR --formats` names, and the file each writes. */
+export const REPORT_FORMATS = {
+  html: 'report.html',
+  svg: 'heap.svg',
+  png: 'heap.png',
+  pdf: 'heap.pdf',
+  flamegraph: 'flamegraph.svg',
+  pprof: 'profile.pb.gz',
+  speedscope: 'speedscope.json',
+  perfetto: 'heap.perfetto-trace',
+  json: 'summary.json',
+} as const;
+export type ReportFormat = keyof typeof REPORT_FORMATS;
+
+/** Parses `--formats html,svg,...`; a clear error naming the known ones. */
+export function parseFormats(text: string): ReportFormat[] {
+  const names = text
+    .split(',')
+    .map((f) => f.trim())
+    .filter((f) => f !== '');
+  const unknown = names.filter((f) => !(f in REPORT_FORMATS));
+  if (names.length === 0 || unknown.length > 0) {
+    throw new HeaphookError(
+      `--formats ${text}: ${unknown.length > 0 ? `unknown format ${unknown.join(', ')}` : 'no format given'}; choose among ${Object.keys(REPORT_FORMATS).join(',')}, e.g. --formats html,svg`,
+    );
+  }
+  return [...new Set(names)] as ReportFormat[];
 }
 
 /** Time buckets of the timeline the interactive page brushes (page/data.ts). */
@@ -108,13 +149,17 @@ export async function report(path: string, options: ReportOptions = {}): Promise
     for (const s of model.sites) wanted.add(s.stack);
     for (const s of model.leaks.sites) wanted.add(s.stack);
   }
-  const names = await StackNames.of(model, wanted, { symbolize: options.symbolize !== false });
+  const names = await StackNames.of(model, wanted, {
+    symbolize: options.symbolize !== false,
+    ...(options.skipFrames !== undefined ? { skipFrames: options.skipFrames } : {}),
+  });
   const json = reportJson(model, names, {
     log: path,
     top,
+    ...(options.suppressions !== undefined ? { suppressions: options.suppressions } : {}),
     ...(error !== undefined ? { error: { message: error.message, offset: error.offset } } : {}),
   });
-  const text = reportText(json);
+  const text = reportText(json, options.preface !== undefined ? { preface: options.preface } : {});
   const files: string[] = [];
   if (options.outputDir !== undefined) {
     const dir = options.outputDir;
@@ -150,21 +195,32 @@ export async function report(path: string, options: ReportOptions = {}): Promise
         ...(options.compare !== undefined ? { diff: options.compare.diff } : {}),
       };
     };
-    const outputs: [string, string | Uint8Array][] = [
-      ['report.html', reportHtml({ json, heapSvg, flameSvg, latency: model.latency, ...pageOf() })],
-      ['heap.svg', heapSvg],
-      ['heap.png', svgToPng(heapSvg, 2)],
-      ['heap.pdf', await svgToPdf(heapSvg, g.width, g.height)],
-      ['flamegraph.svg', flameSvg],
-      ['profile.pb.gz', pprofBytes(model, names)],
+    // Each made only when --formats asks for it.
+    const outputs: [string, () => Promise<string | Uint8Array> | string | Uint8Array][] = [
+      [
+        'report.html',
+        () => reportHtml({ json, heapSvg, flameSvg, latency: model.latency, ...pageOf() }),
+      ],
+      ['heap.svg', () => heapSvg],
+      ['heap.png', () => svgToPng(heapSvg, 2)],
+      ['heap.pdf', () => svgToPdf(heapSvg, g.width, g.height)],
+      ['flamegraph.svg', () => flameSvg],
+      ['profile.pb.gz', () => pprofBytes(model, names)],
       [
         'speedscope.json',
-        jsonText(speedscopeFile(model, names, `heaphook: ${json.argv.join(' ')}`)),
+        () => jsonText(speedscopeFile(model, names, `heaphook: ${json.argv.join(' ')}`)),
       ],
-      ['heap.perfetto-trace', await perfettoTrace(model)],
-      ['summary.json', `${jsonText(json, 2)}\n`],
+      ['heap.perfetto-trace', () => perfettoTrace(model)],
+      ['summary.json', () => `${jsonText(json, 2)}\n`],
     ];
-    for (const [name, data] of outputs) {
+    const wantedFiles = new Set<string>(
+      (options.formats ?? (Object.keys(REPORT_FORMATS) as ReportFormat[])).map(
+        (f) => REPORT_FORMATS[f],
+      ),
+    );
+    for (const [name, make] of outputs) {
+      if (!wantedFiles.has(name)) continue;
+      const data = await make();
       const file = join(dir, name);
       await writeFile(file, data);
       files.push(file);

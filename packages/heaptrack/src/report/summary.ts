@@ -6,7 +6,6 @@
  * the log never saw allocated (inherited across fork, unsampled, allocated before the tracer
  * started) are counted and otherwise ignored, so they do not distort the figures.
  */
-import type { DecodeOptions } from '../decode/decoder.js';
 import {
   callsOf,
   LIVE_FIELDS,
@@ -14,6 +13,7 @@ import {
   replayLog,
   siteRows,
   totalsOf,
+  type ReplayOptions,
   type Scanner,
 } from '../decode/replay.js';
 import {
@@ -86,7 +86,7 @@ export interface Summary {
   readonly mapped?: MappedMemorySummary;
 }
 
-export interface SummaryOptions extends DecodeOptions {
+export interface SummaryOptions extends ReplayOptions {
   /** List every block live at the end in `leaks` (default true); false keeps memory to the
    * sites. */
   readonly leakBlocks?: boolean;

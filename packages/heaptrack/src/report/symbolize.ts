@@ -301,5 +301,6 @@ export function formatFrame(frame: Frame): string {
   const where =
     frame.file !== undefined ? ` (${frame.file}${frame.line ? `:${frame.line}` : ''})` : '';
   const module = frame.module !== '' ? ` [${frame.module}+0x${frame.offset.toString(16)}]` : '';
-  return displayText(`${frame.function}${where}${module}`);
+  const inlined = frame.inlined ? ' [inlined]' : '';
+  return displayText(`${frame.function}${inlined}${where}${module}`);
 }

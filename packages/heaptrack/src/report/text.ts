@@ -4,14 +4,41 @@ import { terminalText } from '@heaphook/core';
 import { formatBytes, formatCount, formatDuration } from './format.js';
 import type { ReportJson, JsonSite } from './json.js';
 
+/** Frames of a stack shown under its site line. */
+const FRAMES_SHOWN = 8;
+
+/**
+ * A site's stack from the frame it is named by outwards (the allocator frames inside it are
+ * counted, not listed: the JSON keeps them), at most FRAMES_SHOWN frames.
+ */
+export function stackLines(
+  s: { site: string; stack: readonly string[] },
+  indent: string,
+): string[] {
+  const at = Math.max(0, s.stack.indexOf(s.site));
+  const shown = s.stack.slice(at);
+  const out = shown.slice(0, FRAMES_SHOWN).map((f) => `${indent}${short(f)}`);
+  if (shown.length > FRAMES_SHOWN)
+    out.push(`${indent}... ${shown.length - FRAMES_SHOWN} more frames`);
+  if (at > 0)
+    out.push(
+      `${indent}(called through ${at} allocator frame${at === 1 ? '' : 's'}: ${short(s.stack[0]!).replace(/ \(.*$/, '')}${at > 1 ? ', ...' : ''})`,
+    );
+  return out;
+}
+
+/** A site's name for a one-line table: its function, without the module part. */
+export function siteName(site: string): string {
+  return short(site).replace(/ \([^()]*:\d+\)$/, '');
+}
+
 function siteLines(title: string, sites: readonly JsonSite[], n: number): string[] {
   const out = [title];
   sites.slice(0, n).forEach((s, i) => {
     out.push(
-      `  #${i + 1} peak ${formatBytes(s.peakBytes)}, ${formatCount(s.allocations)} allocations, ${formatBytes(s.bytes)} allocated, ${formatCount(s.temporary)} temporary`,
+      `  #${i + 1} ${siteName(s.site)}: peak ${formatBytes(s.peakBytes)}, ${formatCount(s.allocations)} allocations, ${formatBytes(s.bytes)} allocated, ${formatCount(s.temporary)} temporary`,
     );
-    for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
-    if (s.stack.length > 8) out.push(`      ... ${s.stack.length - 8} more frames`);
+    out.push(...stackLines(s, '      '));
   });
   if (sites.length === 0) out.push('  (none)');
   return out;
@@ -49,12 +76,18 @@ export function leakedLabel(j: ReportJson): string {
     : `leaked (${j.leakSource})`;
 }
 
-export function reportText(j: ReportJson, options: { sites?: number } = {}): string {
-  const n = options.sites ?? 5;
+export function reportText(
+  j: ReportJson,
+  options: { sites?: number; preface?: string } = {},
+): string {
+  // Every site the JSON lists (report --top N): the tables show what --top asked for.
+  const n = options.sites ?? Number.POSITIVE_INFINITY;
   const out: string[] = [];
   // Blocks live when a run is cut short were not necessarily leaked: say so before any figure.
   const abnormal = abnormalEndLine(j);
   if (abnormal !== undefined) out.push(abnormal);
+  // Which log of a folder this is, and why (report DIR): before the figures.
+  if (options.preface !== undefined) out.push(options.preface.replace(/\n$/, ''));
   out.push(`log: ${terminalText(j.log)}`);
   if (j.pid !== null) out.push(`process: ${j.pid} ${j.argv.map(quote).join(' ')}`);
   out.push(`duration: ${formatDuration(j.durationNs)}, ${formatCount(j.events)} events`);
@@ -73,6 +106,11 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
   out.push(
     `${leakedLabel(j)}: ${formatCount(j.leakedBlocks)} blocks, ${formatBytes(j.leakedBytes)} (${formatCount(j.leakedBytes)} bytes)`,
   );
+  if (j.suppressedLeakedBlocks > 0 || j.suppressionFiles.length > 0) {
+    out.push(
+      `suppressed (known leaks, not counted above): ${formatCount(j.suppressedLeakedBlocks)} blocks, ${formatBytes(j.suppressedLeakedBytes)} (${formatCount(j.suppressedLeakedBytes)} bytes) by ${j.suppressionFiles.map(terminalText).join(', ') || 'no file'}`,
+    );
+  }
   if (j.leakSource === 'leak-check') {
     out.push(
       `reachable at exit: ${formatCount(j.reachableAtExitBlocks)} blocks, ${formatBytes(j.reachableAtExitBytes)}; never freed: ${formatCount(j.neverFreedBlocks)} blocks, ${formatBytes(j.neverFreedBytes)}`,
@@ -130,15 +168,25 @@ export function reportText(j: ReportJson, options: { sites?: number } = {}): str
   if (m !== null && m.topSites.length > 0) {
     out.push('top mapping sites:');
     m.topSites.slice(0, n).forEach((s, i) => {
-      out.push(`  #${i + 1} ${formatBytes(s.bytes)} in ${formatCount(s.mappings)} mappings`);
-      for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
+      out.push(
+        `  #${i + 1} ${siteName(s.site)}: ${formatBytes(s.bytes)} in ${formatCount(s.mappings)} mappings`,
+      );
+      out.push(...stackLines(s, '      '));
     });
   }
   if (j.leakSites.length > 0) {
     out.push(`${leakedLabel(j) === 'live at the end' ? 'live at the end' : 'leaks'} by stack:`);
     for (const s of j.leakSites.slice(0, n)) {
-      out.push(`  ${formatCount(s.blocks)} blocks, ${formatBytes(s.bytes)}`);
-      for (const f of s.stack.slice(0, 8)) out.push(`      ${short(f)}`);
+      out.push(`  ${siteName(s.site)}: ${formatCount(s.blocks)} blocks, ${formatBytes(s.bytes)}`);
+      out.push(...stackLines(s, '      '));
+    }
+  }
+  if (j.suppressedLeakSites.length > 0) {
+    out.push('suppressed leaks by stack:');
+    for (const s of j.suppressedLeakSites.slice(0, n)) {
+      out.push(
+        `  ${siteName(s.site)}: ${formatCount(s.blocks)} blocks, ${formatBytes(s.bytes)} (${terminalText(s.suppression)}, ${terminalText(s.from)})`,
+      );
     }
   }
   if (j.error !== null) out.push(`error: ${terminalText(j.error.message)}`);

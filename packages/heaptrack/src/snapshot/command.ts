@@ -135,6 +135,12 @@ export async function snapshot(pid: number, options: SnapshotOptions): Promise<S
     throw new HeaphookError(`no log of process ${pid} was written`, { namesCommand: true });
   const last = options.everyMs !== undefined ? numberedFile(output, written.length + 1) : output;
   say(await writeSnapshot(own.path, last));
+  if (options.quiet !== true) {
+    // The trace the profiles were made from stays beside them: say so, and what reads it.
+    process.stderr.write(
+      `heaphook snapshot: the trace it was made from is ${terminalText(own.path)} (heaphook report ${terminalText(own.path)} reads it; delete it when done)\n`,
+    );
+  }
   if (death !== undefined) {
     // The process detached itself; the last snapshot holds what the collector wrote before.
     throw new HeaphookError(

@@ -49,12 +49,18 @@ export function readInChild(
 export interface CliRun {
   readonly status: number | null;
   readonly stdout: string;
-  /** stderr's lines (without /usr/bin/time's). */
+  /** stderr's lines (without /usr/bin/time's and the progress lines). */
   readonly errorLines: string[];
+  /** The progress lines a long read prints off a terminal (each checked: never past 100 %). */
+  readonly progressLines: string[];
   /** Peak RSS of the heaphook process, when /usr/bin/time is there to measure it. */
   readonly maxRssBytes: number | undefined;
   readonly timedOut: boolean;
 }
+
+/** A progress line off a terminal (src/decode/progress.ts), its percentage captured. */
+const PROGRESS_LINE =
+  /^heaphook(?: recommend)?: (?:reading .*: (?:(\d+) %, )?[\d,]+ events|pass \d+: (?:(?:\d+) % \()?[\d,]+ (?:of [\d,]+ )?events\)?)$/;
 
 /** Runs the real `heaphook` CLI, measuring its peak RSS with /usr/bin/time when present. */
 export function heaphookCli(
@@ -69,15 +75,24 @@ export function heaphookCli(
     ? spawnSync(time, ['-q', '-f', 'heaphook-test-maxrss %M', ...command], options)
     : spawnSync(command[0]!, command.slice(1), options);
   let maxRssBytes: number | undefined;
+  const progressLines: string[] = [];
   const errorLines = (run.stderr ?? '').split('\n').filter((line) => {
     const m = /^heaphook-test-maxrss (\d+)$/.exec(line);
     if (m !== null) maxRssBytes = Number(m[1]) * 1024;
-    return line !== '' && m === null;
+    const progress = PROGRESS_LINE.exec(line);
+    if (progress !== null) {
+      if (progress[1] !== undefined && Number(progress[1]) > 100) {
+        throw new Error(`progress past 100 %: ${line}`);
+      }
+      progressLines.push(line);
+    }
+    return line !== '' && m === null && progress === null;
   });
   return {
     status: run.status,
     stdout: run.stdout ?? '',
     errorLines,
+    progressLines,
     maxRssBytes,
     timedOut: run.error !== undefined,
   };

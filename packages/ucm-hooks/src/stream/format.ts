@@ -129,6 +129,19 @@ const padStart = (text: string, width: number): string =>
 const padEnd = (text: string, width: number): string =>
   text.length >= width ? text : text + spaces.slice(0, width - text.length);
 
+/** The column header printed above the first text line of events (formatEventLine's columns). */
+export const EVENT_HEADER =
+  padStart('time (s)', 11) +
+  '  ' +
+  padEnd('pid/tid', 13) +
+  ' ' +
+  padEnd('event', 11) +
+  ' ' +
+  padStart('address', 14) +
+  ' ' +
+  padStart('bytes', 12) +
+  '  details';
+
 /** The text line of an event: time, pid/tid, type, address, size, details. */
 export function formatEventLine(e: WatchedEvent): string {
   let line =

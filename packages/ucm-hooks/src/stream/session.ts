@@ -9,7 +9,7 @@ import { exitStatusOf, HeaphookError, injectCall, InjectRefusal } from '@heaphoo
 import { libraryPath } from '../index.js';
 import { MemoryEvent } from '../constants.js';
 import type { MemoryEventName } from '../watch.js';
-import { describeEvent, formatEventLine } from './format.js';
+import { describeEvent, EVENT_HEADER, formatEventLine } from './format.js';
 import { eventName } from './protocol.js';
 import {
   WatchServer,
@@ -98,6 +98,8 @@ class Printer implements StreamListener {
     if (name === undefined) return;
     const e = describeEvent(record, c.pid, this.zeroNs ?? c.hello.startNs);
     this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
+    // The text's columns are named once, above the first event.
+    if (this.total === 0 && !this.options.json) this.pending.push(EVENT_HEADER);
     this.total += 1;
     this.pending.push(this.options.json ? JSON.stringify(e) : formatEventLine(e));
   }
