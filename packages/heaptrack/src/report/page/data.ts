@@ -66,6 +66,81 @@ export interface PageRun {
   readonly leakSource: 'never-freed' | 'leak-check';
 }
 
+/**
+ * The frames the page shows for a stack (innermost first, as StackNames.functions gives them):
+ * the seam where the flame graph's default view is keyed by the first frame that is not an
+ * allocator. Today it keeps the stack as the model gives it; a function that names a site by
+ * its first user frame (the index of that frame in `functions`) plugs in here by returning
+ * `functions.slice(thatIndex)`, and every view of the page (flame graph, trees, callers) then
+ * starts at the user frame. The site tables keep the full stack.
+ */
+export function displayedFrames(functions: readonly string[]): readonly string[] {
+  return functions;
+}
+
+/** At most this many timeline cells go into a page (~26 bytes of JSON each): past it, adjacent
+ * time buckets merge, so a brushed range is coarser but a 10 M-event log's page stays small. */
+export const MAX_PAGE_TIMELINE_CELLS = 20_000;
+
+/** The timeline's cells with its buckets merged `2^shift` at a time (every field but the site
+ * and bucket adds up), and its leaked cells alike. */
+function coarsen(
+  cells: ArrayLike<number>,
+  fields: number,
+  leaked: readonly number[],
+  shift: number,
+): { cells: number[]; leaked: number[] } {
+  const merge = (from: ArrayLike<number>, k: number): number[] => {
+    const at = new Map<string, number[]>();
+    for (let i = 0; i < from.length; i += k) {
+      const site = from[i]!;
+      const bucket = Math.floor(from[i + 1]! / 2 ** shift);
+      const key = `${site}:${bucket}`;
+      const cell = at.get(key);
+      if (cell === undefined) {
+        const fresh = [site, bucket];
+        for (let f = 2; f < k; f++) fresh.push(from[i + f]!);
+        at.set(key, fresh);
+      } else for (let f = 2; f < k; f++) cell[f] = cell[f]! + from[i + f]!;
+    }
+    return [...at.values()].flat();
+  };
+  return shift === 0
+    ? { cells: Array.from(cells), leaked: [...leaked] }
+    : { cells: merge(cells, fields), leaked: merge(leaked, 3) };
+}
+
+/** The bucket shift that brings the timeline under `maxCells` cells. */
+function timelineShift(cells: ArrayLike<number>, fields: number, maxCells: number): number {
+  let lastBucket = 0;
+  for (let i = 0; i < cells.length; i += fields) lastBucket = Math.max(lastBucket, cells[i + 1]!);
+  for (let shift = 0; shift < 40; shift++) {
+    const buckets = Math.floor(lastBucket / 2 ** shift) + 1;
+    const seen = new Set<number>();
+    for (let i = 0; i < cells.length; i += fields)
+      seen.add(cells[i]! * buckets + Math.floor(cells[i + 1]! / 2 ** shift));
+    if (seen.size <= maxCells) return shift;
+  }
+  return 40;
+}
+
+/** A timeline as a page gets it: its buckets merged 2, 4, 8, ... at a time until it has at most
+ * `maxCells` cells (each site's sums are kept; only the time resolution drops). */
+export function pageTimeline(
+  timeline: { readonly width: number; readonly cells: ArrayLike<number> },
+  leaked: readonly number[],
+  maxCells = MAX_PAGE_TIMELINE_CELLS,
+): NonNullable<PageRun['timeline']> {
+  const shift = timelineShift(timeline.cells, TIMELINE_FIELDS, maxCells);
+  const kept = coarsen(timeline.cells, TIMELINE_FIELDS, leaked, shift);
+  return {
+    width: timeline.width * 2 ** shift,
+    fields: TIMELINE_FIELDS,
+    cells: kept.cells,
+    leaked: kept.leaked,
+  };
+}
+
 export interface PageData {
   readonly frames: string[];
   /** runs[0]: the report's run; with --diff, runs[1] is the base it is compared with. */
@@ -124,7 +199,7 @@ export function pageRun(
     live: [] as number[],
   };
   for (const s of model.sites) {
-    sites.node.push(nodeOf(names.functions(s.stack)));
+    sites.node.push(nodeOf(displayedFrames(names.functions(s.stack))));
     sites.allocations.push(s.allocations);
     sites.bytes.push(s.bytes);
     sites.peak.push(s.peakBytes);
@@ -138,7 +213,7 @@ export function pageRun(
   for (const [stack, bytes] of leakedByStack) {
     if (siteOfStack.has(stack)) continue;
     siteOfStack.set(stack, sites.node.length);
-    sites.node.push(nodeOf(names.functions(stack)));
+    sites.node.push(nodeOf(displayedFrames(names.functions(stack))));
     for (const k of ['allocations', 'bytes', 'peak', 'temporary', 'live'] as const)
       sites[k].push(0);
     sites.leaked.push(bytes);
@@ -162,15 +237,7 @@ export function pageRun(
     nodeParent,
     nodeFrame,
     sites,
-    timeline:
-      timeline === null
-        ? null
-        : {
-            width: timeline.width,
-            fields: TIMELINE_FIELDS,
-            cells: Array.from(timeline.cells),
-            leaked,
-          },
+    timeline: timeline === null ? null : pageTimeline(timeline, leaked),
     series: columns(model.series),
     mapped:
       model.mapped === undefined

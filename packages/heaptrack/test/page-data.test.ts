@@ -1,0 +1,65 @@
+/**
+ * What report.html carries of a log's timeline (src/report/page/data.ts): at most a budget of
+ * cells, coarser buckets past it, every site's sums the same; and the seam that picks the
+ * frames the page shows of a stack.
+ */
+import { describe, expect, it } from 'vitest';
+
+import { TIMELINE_FIELDS } from '../src/decode/replay.js';
+import { displayedFrames, pageTimeline } from '../src/report/page/data.js';
+
+/** `sites` sites with a cell in each of `buckets` buckets: site s, bucket b allocates s+b+1
+ * times, (s+1)*(b+1) bytes. */
+function timeline(sites: number, buckets: number): number[] {
+  const cells: number[] = [];
+  for (let s = 0; s < sites; s++)
+    for (let b = 0; b < buckets; b++) {
+      const row = [s, b, s + b + 1, (s + 1) * (b + 1), 1, 2, 3, 4];
+      expect(row).toHaveLength(TIMELINE_FIELDS);
+      cells.push(...row);
+    }
+  return cells;
+}
+
+/** Per site, the sums of its cells' figures (every field after site and bucket). */
+function sums(cells: readonly number[]): Map<number, number[]> {
+  const out = new Map<number, number[]>();
+  for (let i = 0; i < cells.length; i += TIMELINE_FIELDS) {
+    const row = out.get(cells[i]!) ?? new Array<number>(TIMELINE_FIELDS - 2).fill(0);
+    for (let f = 2; f < TIMELINE_FIELDS; f++) row[f - 2]! += cells[i + f]!;
+    out.set(cells[i]!, row);
+  }
+  return out;
+}
+
+describe('pageTimeline', () => {
+  it('keeps a timeline under the budget as it is', () => {
+    const cells = timeline(10, 16);
+    const t = pageTimeline({ width: 1000, cells }, [0, 3, 99]);
+    expect(t.width).toBe(1000);
+    expect(t.cells).toEqual(cells);
+    expect(t.leaked).toEqual([0, 3, 99]);
+  });
+
+  it('merges buckets two at a time until the cells fit, keeping every site sum', () => {
+    const cells = timeline(100, 64); // 6,400 cells
+    const t = pageTimeline({ width: 1000, cells }, [5, 63, 7, 5, 62, 1], 1000);
+    expect(t.cells.length / TIMELINE_FIELDS).toBeLessThanOrEqual(1000);
+    expect(t.width).toBe(8000); // 64 buckets → 8: 800 cells
+    expect(t.cells.length / TIMELINE_FIELDS).toBe(800);
+    expect(sums(t.cells)).toEqual(sums(cells));
+    expect(t.leaked).toEqual([5, 7, 8]);
+    for (let i = 0; i < t.cells.length; i += TIMELINE_FIELDS)
+      expect(t.cells[i + 1]).toBeLessThan(8);
+  });
+});
+
+describe('displayedFrames', () => {
+  it('shows a stack as the model names it (the seam for naming sites by their user frame)', () => {
+    expect(displayedFrames(['malloc', 'make_node', 'main'])).toEqual([
+      'malloc',
+      'make_node',
+      'main',
+    ]);
+  });
+});
