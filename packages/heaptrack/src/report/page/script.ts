@@ -64,13 +64,23 @@ export const PAGE_SCRIPT = String.raw`
       return out;
     }
     run.paths = run.sites.node.map(pathOf);
+    // a range's values come per row when the page folded sites into their callers
+    run.rowPaths = run.timeline !== null && run.timeline.rows !== null ? run.timeline.rows.map(pathOf) : null;
   });
+
+  /** The stacks siteValues(runIndex) gives values for: the sites', or with a range on a page
+   * whose timeline folded sites into their callers, the rows'. */
+  function pathsOf(runIndex) {
+    var run = RUNS[runIndex];
+    return runIndex === 0 && state.range !== null && run.rowPaths !== null ? run.rowPaths : run.paths;
+  }
 
   /** The figures of the current mode per site of a run (the range applies to the first run). */
   function siteValues(runIndex) {
     var run = RUNS[runIndex], s = run.sites, mode = state.mode;
     if (runIndex === 0 && state.range !== null && run.timeline !== null) {
-      var v = new Float64Array(s.node.length), c = run.timeline.cells, k = run.timeline.fields;
+      var rows = run.timeline.rows;
+      var v = new Float64Array(rows !== null ? rows.length : s.node.length), c = run.timeline.cells, k = run.timeline.fields;
       var b0 = state.range[0], b1 = state.range[1];
       if (mode === 'leaked' && run.leakSource === 'leak-check') {
         // the check's leaked blocks by the bucket they were allocated in
@@ -94,11 +104,11 @@ export const PAGE_SCRIPT = String.raw`
   function flameTree() {
     var root = { name: 'all', value: 0, delta: 0, self: 0, children: [], kids: new Map() };
     function add(runIndex, sign) {
-      var run = RUNS[runIndex], values = siteValues(runIndex);
+      var values = siteValues(runIndex), paths = pathsOf(runIndex);
       for (var i = 0; i < values.length; i++) {
         var v = values[i];
         if (!v || v < 0) continue;
-        var path = run.paths[i], node = root;
+        var path = paths[i], node = root;
         if (sign > 0) node.value += v;
         node.delta += sign * v;
         for (var k = 0; k < path.length; k++) {
@@ -124,11 +134,11 @@ export const PAGE_SCRIPT = String.raw`
    * its total (once per stack, recursion counted once), callers and callees. */
   function invertedTree() {
     var root = { name: 'all', value: 0, kids: new Map() };
-    var values = siteValues(0), run = RUNS[0];
+    var values = siteValues(0), paths = pathsOf(0);
     for (var i = 0; i < values.length; i++) {
       var v = values[i];
       if (!v || v < 0) continue;
-      var path = run.paths[i], node = root;
+      var path = paths[i], node = root;
       root.value += v;
       for (var k = path.length - 1; k >= 0; k--) {
         var child = node.kids.get(path[k]);
@@ -145,11 +155,11 @@ export const PAGE_SCRIPT = String.raw`
 
   function callersAndCallees(name) {
     var callers = new Map(), callees = new Map(), total = 0;
-    var values = siteValues(0), run = RUNS[0];
+    var values = siteValues(0), paths = pathsOf(0);
     for (var i = 0; i < values.length; i++) {
       var v = values[i];
       if (!v || v < 0) continue;
-      var path = run.paths[i];
+      var path = paths[i];
       for (var k = 0; k < path.length; k++) {
         if (FRAMES[path[k]] !== name) continue;
         total += v;
@@ -413,7 +423,8 @@ export const PAGE_SCRIPT = String.raw`
       var b1 = Math.max(b0, Math.floor(times[1] / tl.width));
       state.range = [b0, b1];
       el('range').textContent = 'from ' + fmtTime(b0 * tl.width) + ' to ' + fmtTime((b1 + 1) * tl.width) +
-        ' (the timeline\'s buckets are ' + fmtTime(tl.width) + ' wide)';
+        ' (the timeline\'s buckets are ' + fmtTime(tl.width) + ' wide' +
+        (tl.rows !== null ? '; with this many sites, a range shows the top of the stacks, not the deepest frames' : '') + ')';
       el('range').dataset.range = b0 + '-' + b1;
     }
     redraw();
