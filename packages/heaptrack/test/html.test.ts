@@ -10,7 +10,7 @@
  * that container scrolls.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
@@ -18,7 +18,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { TIMELINE_FIELDS } from '../src/decode/replay.js';
 import type { ReportJson } from '../src/report/json.js';
-import type { PageData, PageRun } from '../src/report/page/data.js';
+import {
+  pageDataScript,
+  pageTimeline,
+  type PageData,
+  type PageRun,
+} from '../src/report/page/data.js';
 import { buildReportModel } from '../src/report/run.js';
 import { heaphookBin, logsIn, python3, scratch, traced, workload } from './helpers.js';
 
@@ -565,6 +570,55 @@ describe('report.html on python3 in two phases', () => {
       );
     await expectReadableFirstScreen(p, html, 640, 700);
     await p.setViewport({ width: 1280, height: 1000 });
+  });
+
+  it('with its timeline counted for callers (a page of many sites), a range adds up the same', async () => {
+    const data = pageData(html);
+    const run = data.runs[0]!;
+    expect(run.timeline!.rows).toBeNull();
+    // as a program with many sites gets it: a budget of 40 cells folds sites into callers
+    const folded = pageTimeline(run.timeline!, run.timeline!.leaked, 40, {
+      siteNode: run.sites.node,
+      nodeParent: run.nodeParent,
+    });
+    expect(folded.rows).not.toBeNull();
+    const foldedHtml = html.replace(/\.html$/, '-folded.html');
+    writeFileSync(
+      foldedHtml,
+      readFileSync(html, 'utf8').replace(
+        /(<script type="application\/json" id="heaphook-data">).*?(<\/script>)/s,
+        (_, open: string, close: string) =>
+          open + pageDataScript({ ...data, runs: [{ ...run, timeline: folded }] }) + close,
+      ),
+    );
+    const f = await open(foldedHtml);
+    const p = f.page;
+    expect(await flameTotal(p)).toBe(json.allocatedBytes); // the whole run: every site
+    await brush(p, json.durationNs * 0.6, json.durationNs * 1.1);
+    const [b0, b1] = (await p.$eval('#range', (e) => (e as HTMLElement).dataset.range))!
+      .split('-')
+      .map(Number) as [number, number];
+    let expected = 0;
+    for (let i = 0; i < folded.cells.length; i += folded.fields)
+      if (folded.cells[i + 1]! >= b0 && folded.cells[i + 1]! <= b1)
+        expected += folded.cells[i + 3]!;
+    expect(await flameTotal(p)).toBe(expected);
+    expect(expected).toBeGreaterThanOrEqual(3 * 3_000_000);
+    expect(await treeTopTotal(p, 'top-down')).toBe(expected);
+    expect(await p.$eval('#range', (e) => e.textContent)).toContain('top of the stacks');
+    // no frame below the callers the cells count for
+    const depth = (node: number): number => (node < 0 ? -1 : 1 + depth(run.nodeParent[node]!));
+    const deepest = Math.max(...folded.rows!.map(depth)) + 1; // + the flame graph's "all"
+    const drawn = await p.$$eval('#explore-flame g.frame', (gs) => {
+      const d3 = (
+        window as unknown as { d3: { select(e: Element): { datum(): { depth: number } } } }
+      ).d3;
+      return Math.max(...gs.map((g) => d3.select(g).datum().depth));
+    });
+    expect(drawn).toBeLessThanOrEqual(deepest);
+    expect(f.errors).toEqual([]);
+    expect(f.requests).toEqual([]);
+    await p.close();
   });
 
   it('without script, shows the static charts and tables', async () => {
