@@ -3,19 +3,27 @@
  * The interactive report.html in headless Chromium (Debian's, driven by puppeteer-core), with
  * real clicks, typing and mouse drags, on a recorded python3 run whose two phases allocate at
  * distinct sites (four bytearrays, a pause, three bytes objects), on a 10,000,000-event log,
- * and on a report --diff page. Every page must load nothing (each request is watched) and log
- * no console error.
+ * and on report --diff pages. Every page must load nothing (each request is watched) and log
+ * no console error. The first screen of each (a laptop's 1280×800 window, and a narrow one) is
+ * photographed and probed: the flame graph's root row is painted inside its box in the window,
+ * no frame runs past the box, and no element overflows its container (bounding boxes), unless
+ * that container scrolls.
  */
 import { spawnSync } from 'node:child_process';
-import { readFileSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { TIMELINE_FIELDS } from '../src/decode/replay.js';
 import type { ReportJson } from '../src/report/json.js';
-import type { PageData } from '../src/report/page/data.js';
+import {
+  pageDataScript,
+  pageTimeline,
+  type PageData,
+  type PageRun,
+} from '../src/report/page/data.js';
 import { buildReportModel } from '../src/report/run.js';
 import { heaphookBin, logsIn, python3, scratch, traced, workload } from './helpers.js';
 
@@ -122,6 +130,17 @@ async function settled(page: Page): Promise<void> {
   );
 }
 
+/** The fill of the widest frame of a function, as [r, g, b]. */
+async function frameColour(page: Page, name: string): Promise<[number, number, number]> {
+  const fill = await page.$$eval(`#explore-flame g.frame[name="${name}"] rect`, (rs) => {
+    const width = (r: Element) => Number(r.getAttribute('width'));
+    return rs.sort((a, b) => width(b) - width(a))[0]?.getAttribute('fill') ?? '';
+  });
+  const rgb = (/rgb\((\d+),\s*(\d+),\s*(\d+)\)/.exec(fill) ?? []).slice(1).map(Number);
+  expect(rgb, fill).toHaveLength(3);
+  return rgb as [number, number, number];
+}
+
 /** The flame graph's total, as the page shows it. */
 async function flameTotal(page: Page): Promise<number> {
   return Number(await page.$eval('#flame-total', (e) => (e as HTMLElement).dataset.total));
@@ -172,6 +191,142 @@ async function typeSearch(page: Page, term: string): Promise<number> {
   return Number(
     await page.$eval('#search-result', (e) => (e as HTMLElement).dataset.matches ?? '0'),
   );
+}
+
+interface FirstScreen {
+  /** Elements outside their parent's box (and no ancestor scrolls that way), described. */
+  overflowing: string[];
+  /** The flame graph's root row and its box (client area), in window coordinates. */
+  root: { top: number; bottom: number; left: number; right: number } | null;
+  box: { top: number; bottom: number; left: number; right: number };
+  /** Whether the root row is what the window paints at its centre. */
+  rootPainted: boolean;
+  /** Frames drawn (wider than nothing) past the box's right or left edge. */
+  framesPastBox: number;
+  windowHeight: number;
+}
+
+/** The first screen of a page in a window of `width`×`height`, once the views have followed
+ * the window's width: a screenshot beside the page (first-screen-WxH.png) and the probe. */
+async function firstScreen(
+  page: Page,
+  html: string,
+  width: number,
+  height: number,
+): Promise<FirstScreen> {
+  await page.setViewport({ width, height });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  // the views redraw at the new width (a ResizeObserver): wait for the flame graph to fit
+  await page.waitForFunction(
+    () => {
+      const box = document.getElementById('explore-flame')!;
+      const svg = box.querySelector('svg');
+      return svg !== null && Number(svg.getAttribute('width')) === box.clientWidth;
+    },
+    { timeout: 10_000 },
+  );
+  await settled(page);
+  await page.screenshot({ path: join(dirname(html), `first-screen-${width}x${height}.png`) });
+  return page.evaluate(() => {
+    const name = (e: Element): string =>
+      e.tagName.toLowerCase() +
+      (e.id !== '' ? `#${e.id}` : '') +
+      Array.from(e.classList)
+        .map((c) => `.${c}`)
+        .join('');
+    const overflowing: string[] = [];
+    for (const e of Array.from(document.body.querySelectorAll('*'))) {
+      if (e.closest('noscript, script, style') !== null) continue;
+      if (e.parentElement?.closest('svg')) continue; // inside a chart: frames are checked below
+      if (!e.checkVisibility()) continue;
+      const r = e.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;
+      const parent = e.parentElement!;
+      const scrolls = (axis: 'overflowX' | 'overflowY'): boolean => {
+        for (
+          let a: Element | null = parent;
+          a !== null && a !== document.body;
+          a = a.parentElement
+        ) {
+          const o = getComputedStyle(a)[axis];
+          if (o === 'auto' || o === 'scroll') return true;
+        }
+        return false;
+      };
+      const p =
+        parent === document.body
+          ? {
+              left: 0,
+              right: document.documentElement.clientWidth,
+              top: -Infinity,
+              bottom: Infinity,
+            }
+          : parent.getBoundingClientRect();
+      const outX = r.left < p.left - 1 || r.right > p.right + 1;
+      const outY = r.top < p.top - 1 || r.bottom > p.bottom + 1;
+      if ((outX && !scrolls('overflowX')) || (outY && !scrolls('overflowY')))
+        overflowing.push(
+          `${name(e)} [${Math.round(r.left)}, ${Math.round(r.right)}] in ${name(parent)} [${Math.round(p.left)}, ${Math.round(p.right)}]`,
+        );
+    }
+    const flame = document.getElementById('explore-flame')!;
+    const fr = flame.getBoundingClientRect();
+    const box = {
+      top: fr.top + flame.clientTop,
+      bottom: fr.top + flame.clientTop + flame.clientHeight,
+      left: fr.left + flame.clientLeft,
+      right: fr.left + flame.clientLeft + flame.clientWidth,
+    };
+    const d3 = (window as unknown as { d3: { select(e: Element): { datum(): { depth: number } } } })
+      .d3;
+    const frames = Array.from(flame.querySelectorAll('g.frame'));
+    const rootFrame = frames.find((g) => d3.select(g).datum().depth === 0);
+    let root: FirstScreen['root'] = null;
+    let rootPainted = false;
+    if (rootFrame !== undefined) {
+      const r = rootFrame.querySelector('rect')!.getBoundingClientRect();
+      root = { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+      const hit = document.elementFromPoint((r.left + r.right) / 2, (r.top + r.bottom) / 2);
+      rootPainted = hit !== null && rootFrame.contains(hit);
+    }
+    const framesPastBox = frames.filter((g) => {
+      const r = g.querySelector('rect')!.getBoundingClientRect();
+      return r.width > 0 && (r.left < box.left - 0.5 || r.right > box.right + 0.5);
+    }).length;
+    return { overflowing, root, box, rootPainted, framesPastBox, windowHeight: window.innerHeight };
+  });
+}
+
+/** A first screen a person can read: the flame graph's root row in the window, inside its
+ * box, nothing overflowing. */
+async function expectReadableFirstScreen(
+  page: Page,
+  html: string,
+  width: number,
+  height: number,
+): Promise<void> {
+  const s = await firstScreen(page, html, width, height);
+  expect(s.overflowing, `${width}x${height}`).toEqual([]);
+  expect(s.root, 'the root row').not.toBeNull();
+  expect(s.root!.top).toBeGreaterThanOrEqual(s.box.top - 0.5);
+  expect(s.root!.bottom).toBeLessThanOrEqual(Math.min(s.box.bottom, s.windowHeight) + 0.5);
+  expect(s.root!.left).toBeGreaterThanOrEqual(s.box.left - 0.5);
+  expect(s.root!.right).toBeLessThanOrEqual(s.box.right + 0.5);
+  expect(s.rootPainted, 'the root row is painted, not covered').toBe(true);
+  expect(s.framesPastBox).toBe(0);
+}
+
+/** An axis' tick labels: one unit, steps of 1, 2 or 5 times a power of ten from 0. */
+function expectHumanTicks(labels: readonly string[]): void {
+  expect(labels.length).toBeGreaterThanOrEqual(2);
+  const units = new Set(labels.map((l) => l.split(' ')[1]));
+  expect(units.size, labels.join(' | ')).toBe(1);
+  const values = labels.map((l) => Number(l.split(' ')[0]));
+  const step = values[1]! - values[0]!;
+  expect(values[0]).toBe(0);
+  const mantissa = Number((step / 10 ** Math.floor(Math.log10(step))).toPrecision(6));
+  expect([1, 2, 5], labels.join(' | ')).toContain(mantissa);
+  values.forEach((v, i) => expect(v).toBeCloseTo(i * step, 6));
 }
 
 /** Each site's cells add up to its figures: allocations, bytes, bytes less freed = live,
@@ -404,6 +559,68 @@ describe('report.html on python3 in two phases', () => {
     expect(await typeSearch(p, 'PyByteArray_Resize')).toBeGreaterThanOrEqual(1);
   });
 
+  it('opens on a readable first screen, wide and narrow, with human axis ticks', async () => {
+    const p = o.page;
+    await expectReadableFirstScreen(p, html, 1280, 800);
+    for (const axis of ['x-axis', 'y-axis'])
+      expectHumanTicks(
+        await p.$$eval(`#explore-heap-svg .${axis} .tick text`, (ts) =>
+          ts.map((t) => t.textContent ?? ''),
+        ),
+      );
+    await expectReadableFirstScreen(p, html, 640, 700);
+    await p.setViewport({ width: 1280, height: 1000 });
+  });
+
+  it('with its timeline counted for callers (a page of many sites), a range adds up the same', async () => {
+    const data = pageData(html);
+    const run = data.runs[0]!;
+    expect(run.timeline!.rows).toBeNull();
+    // as a program with many sites gets it: a budget of 40 cells folds sites into callers
+    const folded = pageTimeline(run.timeline!, run.timeline!.leaked, 40, {
+      siteNode: run.sites.node,
+      nodeParent: run.nodeParent,
+    });
+    expect(folded.rows).not.toBeNull();
+    const foldedHtml = html.replace(/\.html$/, '-folded.html');
+    writeFileSync(
+      foldedHtml,
+      readFileSync(html, 'utf8').replace(
+        /(<script type="application\/json" id="heaphook-data">).*?(<\/script>)/s,
+        (_, open: string, close: string) =>
+          open + pageDataScript({ ...data, runs: [{ ...run, timeline: folded }] }) + close,
+      ),
+    );
+    const f = await open(foldedHtml);
+    const p = f.page;
+    expect(await flameTotal(p)).toBe(json.allocatedBytes); // the whole run: every site
+    await brush(p, json.durationNs * 0.6, json.durationNs * 1.1);
+    const [b0, b1] = (await p.$eval('#range', (e) => (e as HTMLElement).dataset.range))!
+      .split('-')
+      .map(Number) as [number, number];
+    let expected = 0;
+    for (let i = 0; i < folded.cells.length; i += folded.fields)
+      if (folded.cells[i + 1]! >= b0 && folded.cells[i + 1]! <= b1)
+        expected += folded.cells[i + 3]!;
+    expect(await flameTotal(p)).toBe(expected);
+    expect(expected).toBeGreaterThanOrEqual(3 * 3_000_000);
+    expect(await treeTopTotal(p, 'top-down')).toBe(expected);
+    expect(await p.$eval('#range', (e) => e.textContent)).toContain('top of the stacks');
+    // no frame below the callers the cells count for
+    const depth = (node: number): number => (node < 0 ? -1 : 1 + depth(run.nodeParent[node]!));
+    const deepest = Math.max(...folded.rows!.map(depth)) + 1; // + the flame graph's "all"
+    const drawn = await p.$$eval('#explore-flame g.frame', (gs) => {
+      const d3 = (
+        window as unknown as { d3: { select(e: Element): { datum(): { depth: number } } } }
+      ).d3;
+      return Math.max(...gs.map((g) => d3.select(g).datum().depth));
+    });
+    expect(drawn).toBeLessThanOrEqual(deepest);
+    expect(f.errors).toEqual([]);
+    expect(f.requests).toEqual([]);
+    await p.close();
+  });
+
   it('without script, shows the static charts and tables', async () => {
     const page = await browser.newPage();
     await page.setJavaScriptEnabled(false);
@@ -425,9 +642,10 @@ describe('report.html of a 10,000,000-event log', () => {
   it('stays small and recomputes a brushed range from its timeline', async () => {
     expect(json.events).toBeGreaterThanOrEqual(10_000_000);
     const size = statSync(html).size;
-    expect(size).toBeLessThan(10 * 1024 * 1024);
+    expect(size).toBeLessThan(2 * 1024 * 1024);
     const o = await open(html);
     const p = o.page;
+    await expectReadableFirstScreen(p, html, 1280, 800);
     expect(await flameTotal(p)).toBe(json.allocatedBytes);
     const data = pageData(html);
     const tl = data.runs[0]!.timeline!;
@@ -457,21 +675,58 @@ describe('report NEW --diff BASE -o: the differential page', () => {
   heaphook(['report', now, '--diff', base, '-o', out]);
   const html = join(out, 'report.html');
 
-  it('colours the site that grew red, beside the diff tables', async () => {
+  it('colours the site that grew red, beside the diff tables, with the base run drawn', async () => {
     const text = readFileSync(html, 'utf8');
     expect(text).toMatch(/<table id="diff-grew"[^>]*>.*PyByteArray_Resize/s);
     const o = await open(html);
     const p = o.page;
-    const fill = await p.$eval(
-      '#explore-flame g.frame[name="PyByteArray_Resize"] rect',
-      (r) => r.getAttribute('fill') ?? '',
-    );
-    const [r, g, b] = (/rgb\((\d+),\s*(\d+),\s*(\d+)\)/.exec(fill) ?? []).slice(1).map(Number);
-    expect(r, fill).toBeGreaterThan(g! + 50);
-    expect(r, fill).toBeGreaterThan(b! + 50);
+    const [r, g, b] = await frameColour(p, 'PyByteArray_Resize');
+    expect(r).toBeGreaterThan(g + 50);
+    expect(r).toBeGreaterThan(b + 50);
     expect(await p.$eval('#flame-total', (e) => e.textContent)).toContain('+3.8 MiB');
+    expect(await p.$eval('#flame-legend', (e) => e.textContent)).toMatch(/grew.*shrank.*unchanged/);
+    // the base run's heap over the new one's: its line's top is the base's peak on the same scale
+    const [base, now] = pageData(html).runs.reverse() as [PageRun, PageRun];
+    const box = (selector: string) =>
+      p.$eval(selector, (e) => {
+        const r = e.getBoundingClientRect();
+        return { top: r.top, bottom: r.bottom };
+      });
+    const baseLine = await box('#explore-heap-svg path.base-line');
+    const heap = await box('#explore-heap-svg path.heap-area');
+    const zero = heap.bottom; // the area is filled down to 0 bytes
+    expect(zero - baseLine.top).toBeGreaterThan(0);
+    expect((zero - baseLine.top) / (zero - heap.top)).toBeCloseTo(
+      Math.max(...base.series.max) / Math.max(...now.series.max),
+      1,
+    );
+    expect(await p.$eval('#base-legend', (e) => e.textContent)).toContain('base');
+    await expectReadableFirstScreen(p, html, 1280, 800);
     expect(o.errors).toEqual([]);
     expect(o.requests).toEqual([]);
+    await p.close();
+  });
+
+  it('colours a site that shrank blue and one that grew red on the same page', async () => {
+    // against the 2,000,000-byte bytearrays: 1,000,000-byte ones, and new bytes objects
+    const mixed = record('html-diff-mixed', python3, [
+      '-c',
+      'keep = [bytearray(1000000) for _ in range(4)]\nmore = [b"x" * 3000000 for _ in range(3)]',
+    ]);
+    const out2 = `${mixed}.diff`;
+    heaphook(['report', mixed, '--diff', now, '-o', out2]);
+    const o = await open(join(out2, 'report.html'));
+    const p = o.page;
+    const [r, g, b] = await frameColour(p, 'PyByteArray_Resize');
+    expect(b).toBeGreaterThan(r + 50);
+    expect(b).toBeGreaterThan(g + 50);
+    const grew = await p.$$eval(
+      '#explore-flame g.frame rect',
+      (rs) =>
+        rs.filter((e) => /^rgb\(255,\s*\d+,\s*\d+\)$/.test(e.getAttribute('fill') ?? '')).length,
+    );
+    expect(grew).toBeGreaterThanOrEqual(1);
+    expect(o.errors).toEqual([]);
     await p.close();
   });
 });

@@ -12,7 +12,8 @@ import type PDFKitDocument from 'pdfkit';
 import type SVGtoPDFFunction from 'svg-to-pdfkit';
 
 import type { SeriesPoint } from './series.js';
-import { byteTicks, formatBytes, formatDuration, niceTicks } from './format.js';
+import { byteAxis, timeAxis } from './axis.js';
+import { formatBytes, formatDuration } from './format.js';
 
 const require = createRequire(import.meta.url);
 
@@ -58,8 +59,8 @@ export function chartGeometry(input: HeapChartInput, width = 960, height = 420):
   const bottom = 52;
   const plotWidth = width - left - right;
   const plotHeight = height - top - bottom;
-  const tMax = niceTicks(Math.max(input.endTimeNs, 1)).at(-1)!;
-  const yMax = byteTicks(chartTopBytes(input)).at(-1)!;
+  const tMax = timeAxis(Math.max(input.endTimeNs, 1)).ticks.at(-1)!;
+  const yMax = byteAxis(chartTopBytes(input)).ticks.at(-1)!;
   return {
     width,
     height,
@@ -109,20 +110,22 @@ export function heapChartSvg(input: HeapChartInput): string {
     `<text x="${g.left}" y="24" font-size="15" font-weight="bold" fill="#222">${xmlText(input.title ?? 'Heap consumption over time')}</text>`,
   );
   // grid and axes
-  for (const b of byteTicks(chartTopBytes(input))) {
+  const bytes = byteAxis(chartTopBytes(input));
+  bytes.ticks.forEach((b, i) => {
     const y = g.y(b);
     out.push(
       `<line x1="${g.left}" y1="${y}" x2="${g.left + g.plotWidth}" y2="${y}" stroke="#e4e4e4"/>`,
-      `<text x="${g.left - 8}" y="${y + 4}" text-anchor="end" fill="#444">${xmlText(formatBytes(b))}</text>`,
+      `<text class="y-tick" x="${g.left - 8}" y="${y + 4}" text-anchor="end" fill="#444">${xmlText(bytes.labels[i]!)}</text>`,
     );
-  }
-  for (const t of niceTicks(Math.max(input.endTimeNs, 1))) {
+  });
+  const times = timeAxis(Math.max(input.endTimeNs, 1));
+  times.ticks.forEach((t, i) => {
     const x = g.x(t);
     out.push(
       `<line x1="${x}" y1="${g.top + g.plotHeight}" x2="${x}" y2="${g.top + g.plotHeight + 5}" stroke="#444"/>`,
-      `<text x="${x}" y="${g.top + g.plotHeight + 20}" text-anchor="middle" fill="#444">${xmlText(formatDuration(t))}</text>`,
+      `<text class="x-tick" x="${x}" y="${g.top + g.plotHeight + 20}" text-anchor="middle" fill="#444">${xmlText(times.labels[i]!)}</text>`,
     );
-  }
+  });
   out.push(
     `<rect id="plot-area" x="${g.left}" y="${g.top}" width="${g.plotWidth}" height="${g.plotHeight}" fill="none" stroke="#888" data-t-max="${g.tMax}" data-y-max="${g.yMax}"/>`,
     `<text x="${g.left + g.plotWidth / 2}" y="${g.height - 10}" text-anchor="middle" fill="#222">time since the process started</text>`,

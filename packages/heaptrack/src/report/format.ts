@@ -37,21 +37,3 @@ export function formatCount(n: number): string {
   }
   return `${n < 0 ? '-' : ''}${grouped}${fraction !== undefined ? `.${fraction}` : ''}`;
 }
-
-/** About `count` round tick values from 0 to at least `max`. */
-export function niceTicks(max: number, count = 5): number[] {
-  if (!(max > 0)) return [0, 1];
-  const raw = max / count;
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? raw;
-  const ticks: number[] = [];
-  for (let v = 0; v < max + step * 0.999; v += step) ticks.push(Number(v.toPrecision(12)));
-  return ticks;
-}
-
-/** Like niceTicks for byte values, stepping by powers of 1024 times 1/2/5. */
-export function byteTicks(max: number, count = 5): number[] {
-  if (!(max > 0)) return [0, 1];
-  const unit = 1024 ** Math.max(0, Math.floor(Math.log(max) / Math.log(1024)));
-  return niceTicks(max / unit, count).map((v) => v * unit);
-}

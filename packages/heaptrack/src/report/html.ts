@@ -30,8 +30,9 @@ export interface HtmlParts {
 }
 
 const CSS = `
-body { font-family: "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; margin: 24px; color: #222; background: #fafafa; }
-h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+body { font-family: "DejaVu Sans", "Helvetica Neue", Arial, sans-serif; margin: 16px 24px; color: #222; background: #fafafa; }
+h1 { font-size: 20px; margin: 0 0 4px; overflow-wrap: anywhere; max-height: 3.9em; overflow: hidden; }
+h1, p, td, th, summary { overflow-wrap: anywhere; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 .sub { color: #666; font-size: 13px; }
 table { border-collapse: collapse; font-size: 13px; background: #fff; }
 th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: left; vertical-align: top; }
@@ -42,11 +43,26 @@ pre.stack { margin: 4px 0; font-size: 11px; white-space: pre-wrap; }
 .figure { overflow-x: auto; background: #fff; border: 1px solid #ddd; padding: 6px; display: inline-block; max-width: 100%; }
 .row { display: flex; flex-wrap: wrap; gap: 24px; align-items: flex-start; }
 #explore .controls { display: flex; flex-wrap: wrap; gap: 12px; align-items: center; font-size: 13px; margin: 8px 0; }
-#explore-heap svg { background: #fff; border: 1px solid #ddd; font-size: 11px; }
+#headline { display: flex; flex-wrap: wrap; gap: 8px 24px; margin: 8px 0 0; font-size: 14px; }
+#headline b { font-size: 17px; }
+#explore-title { margin-top: 12px; }
+#explore-heap svg { display: block; background: #fff; border: 1px solid #ddd; box-sizing: border-box; font-size: 11px; }
+#explore-heap .base-line { fill: none; stroke: #444; stroke-width: 1.5; }
+.legend { display: flex; flex-wrap: wrap; gap: 4px 18px; font-size: 12px; color: #444; margin: 4px 0; }
+.swatch { display: inline-block; width: 22px; height: 11px; margin-right: 5px; vertical-align: -1px; border: 1px solid #bbb; box-sizing: border-box; }
+.swatch.heap { background: #4c78a8; opacity: 0.8; } .swatch.mapped { border: none; border-top: 2px dashed #e45756; height: 2px; vertical-align: 3px; }
+.swatch.peak { border: none; border-left: 2px dashed #d62728; width: 2px; } .swatch.base { border: none; border-top: 2px solid #444; height: 2px; vertical-align: 3px; }
+.swatch.grew { background: rgb(255,94,94); } .swatch.grew-less { background: rgb(255,176,176); } .swatch.shrank { background: rgb(94,94,255); } .swatch.same { background: rgb(215,215,215); }
+#explore-flame { max-height: 70vh; overflow-x: hidden; overflow-y: auto; scrollbar-gutter: stable; }
+#explore-flame svg { display: block; }
+.d3-flame-graph rect { stroke: #eee; fill-opacity: 0.8; } .d3-flame-graph rect:hover { stroke: #474747; stroke-width: 0.5; cursor: pointer; }
+.d3-flame-graph-label { white-space: nowrap; text-overflow: ellipsis; overflow: hidden; font-size: 12px; margin: 0 4px; line-height: 1.5; padding: 0; color: #000; text-align: left; }
+.d3-flame-graph .fade { opacity: 0.6 !important; }
 #explore-heap .heap-area { fill: #4c78a8; opacity: 0.8; }
 #explore-heap .mapped-line { fill: none; stroke: #e45756; stroke-width: 1.5; stroke-dasharray: 5 3; }
 #explore-heap .peak-mark { stroke: #d62728; stroke-dasharray: 2 2; }
 #explore-flame { background: #fff; border: 1px solid #ddd; min-height: 60px; }
+#explore .controls { margin: 4px 0; }
 #flame-total { font-size: 13px; margin: 6px 0; }
 table.tree td.fn { font-family: "DejaVu Sans Mono", monospace; font-size: 12px; cursor: pointer; white-space: pre; max-width: 640px; overflow: hidden; text-overflow: ellipsis; }
 table.tree tr:hover { background: #eef3fa; }
@@ -108,12 +124,11 @@ function mappedSection(j: ReportJson): string {
 function exploreSection(page: PageData, diff: boolean): string {
   const treeHead = (self: boolean): string =>
     `<thead><tr><th>function</th><th class="num">total</th>${self ? '<th class="num">self</th>' : ''}${self && diff ? '<th class="num">change</th>' : ''}</tr></thead><tbody></tbody>`;
-  return `<h2 id="explore-title">Explore${diff ? ': differential flame graph against the base' : ''}</h2>
+  return `<h2 id="explore-title">${diff ? 'Heap over time against the base, and the differential flame graph' : 'Heap over time and allocations by call stack'}</h2>
 <noscript><p>The interactive views need JavaScript; the tables and charts of this page do not.</p></noscript>
 <div id="explore">
-<p class="sub">Brush the heap chart to pick a time range: the flame graph and the trees then show the allocations made in it. Click a frame to zoom in, a function in a tree to expand it and see its callers and callees.${diff ? ' Widths are the new run&#39;s; red frames grew, blue ones shrank against the base (as pprof -diff_base and differential flame graphs show them).' : ''}</p>
 <div id="explore-heap"></div>
-<p class="sub">Filled: the heap (live bytes from malloc and its family)${page.runs[0]!.mapped !== null ? '; dashed: memory the program mapped' : ''}; dotted line: the peak.</p>
+<div class="legend" id="heap-legend"><span><span class="swatch heap"></span>the heap (live bytes from malloc and its family)</span>${page.runs[0]!.mapped !== null ? '<span><span class="swatch mapped"></span>memory the program mapped</span>' : ''}${diff ? '<span id="base-legend"><span class="swatch base"></span>the base run&#39;s heap</span>' : ''}<span><span class="swatch peak"></span>the peak</span></div>
 <div class="controls"><span>Range: <span id="range"></span></span> <button id="clear-range" type="button">whole run</button></div>
 <div class="controls">
 <label>Flame graph of <select id="mode"></select></label>
@@ -122,7 +137,9 @@ function exploreSection(page: PageData, diff: boolean): string {
 <button id="reset-zoom" type="button">reset zoom</button>
 </div>
 <div id="flame-total"></div>
+${diff ? '<div class="legend" id="flame-legend"><span><span class="swatch grew"></span>grew against the base</span><span><span class="swatch grew-less"></span>grew a little</span><span><span class="swatch shrank"></span>shrank</span><span><span class="swatch same"></span>unchanged</span><span>widths: the new run</span></div>' : ''}
 <div id="explore-flame" data-zoomed=""></div>
+<p class="sub">Callers on top, the functions they call below. ${page.runs[0]!.timeline !== null && !diff ? 'Brush the heap chart to pick a time range: the flame graph and the trees then show the allocations made in it. ' : ''}Click a frame to zoom in (deeper frames scroll inside the box), a function in a tree to expand it and see its callers and callees.${diff ? ' Widths are the new run&#39;s; red frames grew, blue ones shrank against the base, the deeper the colour the larger the change (as pprof -diff_base and differential flame graphs show them).' : ''}</p>
 <div class="trees">
 <div><h3>Top-down (callers first)</h3><table id="top-down" class="tree">${treeHead(true)}</table></div>
 <div><h3>Bottom-up (allocating functions first)</h3><table id="bottom-up" class="tree">${treeHead(false)}</table></div>
@@ -184,6 +201,18 @@ ${diffSites('diff-shrank', d.shrank)}
  * browser running scripts keeps as text, never laying out its thousands of SVG elements. */
 function staticView(interactive: boolean, html: string): string {
   return interactive ? `<noscript>${html}</noscript>` : html;
+}
+
+/** The figures a person looks for first, on one line above the charts. */
+function headline(j: ReportJson): string {
+  const items: [string, string][] = [
+    ['peak heap', `${formatBytes(j.peakHeapBytes)} at ${formatDuration(j.peakTimeNs)}`],
+    ['allocations', formatCount(j.allocations + j.reallocs)],
+    ['allocated', formatBytes(j.allocatedBytes)],
+    [leakedLabel(j), `${formatBytes(j.leakedBytes)} in ${formatCount(j.leakedBlocks)} blocks`],
+    ['run', formatDuration(j.durationNs)],
+  ];
+  return `<div id="headline">${items.map(([k, v]) => `<span>${esc(k)}: <b>${esc(v)}</b></span>`).join('')}</div>`;
 }
 
 export function reportHtml(parts: HtmlParts): string {
@@ -252,13 +281,14 @@ export function reportHtml(parts: HtmlParts): string {
 <p class="sub">heaphook heaptrack report · ${esc(j.log)}</p>
 ${abnormal !== undefined ? `<p class="error" id="abnormal-end">${esc(abnormal[0]!.toUpperCase() + abnormal.slice(1))}.</p>` : ''}
 ${j.error !== null ? `<p class="error" id="log-error">The log is damaged: ${esc(j.error.message)}. This report covers the part before byte ${j.error.offset}.</p>` : ''}
+${headline(j)}
+${parts.page !== undefined ? exploreSection(parts.page, parts.diff !== undefined) : ''}
+${parts.diff !== undefined ? diffSection(parts.diff) : ''}
 <h2>Summary</h2>
 <div class="row">
 <table id="summary"><tbody>${summaryRows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</tbody></table>
 <table id="calls"><thead><tr><th>function</th><th class="num">calls</th></tr></thead><tbody>${calls.join('')}</tbody></table>
 </div>
-${parts.diff !== undefined ? diffSection(parts.diff) : ''}
-${parts.page !== undefined ? exploreSection(parts.page, parts.diff !== undefined) : ''}
 ${staticView(parts.page !== undefined, `<h2>Heap consumption over time</h2>\n<div class="figure">${inline(parts.heapSvg)}</div>`)}
 ${mappedSection(j)}
 <h2>Top allocation sites by peak contribution</h2>

@@ -56,6 +56,9 @@ export interface PageRun {
     /** With a leak check: its leaked blocks by site and bucket, 3 numbers each (site, bucket,
      * bytes). */
     readonly leaked: number[];
+    /** null: the cells' first number is a site. Otherwise sites were folded into their callers
+     * (pageTimeline) and it is a row: rows[row] is the trie node the cell counts for. */
+    readonly rows: number[] | null;
   } | null;
   /** The heap series (ns, bytes at the bucket's maximum and its end) and mapped memory's. */
   readonly series: { readonly time: number[]; readonly max: number[]; readonly last: number[] };
@@ -64,6 +67,151 @@ export interface PageRun {
   readonly peakTimeNs: number;
   /** What `leaked` counts: with 'never-freed' it is the live bytes at the end, per range too. */
   readonly leakSource: 'never-freed' | 'leak-check';
+}
+
+/**
+ * The frames the page shows for a stack (innermost first, as StackNames.functions gives them):
+ * the seam where the flame graph's default view is keyed by the first frame that is not an
+ * allocator. Today it keeps the stack as the model gives it; a function that names a site by
+ * its first user frame (the index of that frame in `functions`) plugs in here by returning
+ * `functions.slice(thatIndex)`, and every view of the page (flame graph, trees, callers) then
+ * starts at the user frame. The site tables keep the full stack.
+ */
+export function displayedFrames(functions: readonly string[]): readonly string[] {
+  return functions;
+}
+
+/** At most this many timeline cells go into a page (~26 bytes of JSON each), so a 10 M-event
+ * log's page stays small: past it, adjacent time buckets merge (down to MIN_PAGE_BUCKETS over
+ * the run), then the cells of sites deep in the stacks count for their callers at a depth. */
+export const MAX_PAGE_TIMELINE_CELLS = 10_000;
+/** The fewest buckets merging time may leave before sites fold into their callers. */
+export const MIN_PAGE_BUCKETS = 32;
+
+/** The cells with buckets merged `2^shift` at a time and each site's cells counted for its
+ * row (every field but the first two adds up). */
+function regroup(
+  from: ArrayLike<number>,
+  k: number,
+  shift: number,
+  rowOf: (site: number) => number,
+): number[] {
+  const at = new Map<string, number[]>();
+  for (let i = 0; i < from.length; i += k) {
+    const row = rowOf(from[i]!);
+    const bucket = Math.floor(from[i + 1]! / 2 ** shift);
+    const key = `${row}:${bucket}`;
+    const cell = at.get(key);
+    if (cell === undefined) {
+      const fresh = [row, bucket];
+      for (let f = 2; f < k; f++) fresh.push(from[i + f]!);
+      at.set(key, fresh);
+    } else for (let f = 2; f < k; f++) cell[f] = cell[f]! + from[i + f]!;
+  }
+  return [...at.values()].flat();
+}
+
+/** How many cells the timeline has so regrouped. */
+function cellCount(
+  cells: ArrayLike<number>,
+  shift: number,
+  lastBucket: number,
+  rowOf: (site: number) => number,
+): number {
+  const buckets = Math.floor(lastBucket / 2 ** shift) + 1;
+  const seen = new Set<number>();
+  for (let i = 0; i < cells.length; i += TIMELINE_FIELDS)
+    seen.add(rowOf(cells[i]!) * buckets + Math.floor(cells[i + 1]! / 2 ** shift));
+  return seen.size;
+}
+
+/** The stacks' trie, for folding sites into their callers. */
+export interface PageStacks {
+  /** Per site, its innermost frame's trie node. */
+  readonly siteNode: readonly number[];
+  /** Per trie node, its parent (-1: a root); parents come before their children. */
+  readonly nodeParent: readonly number[];
+}
+
+/**
+ * A timeline as a page gets it, at most `maxCells` cells. First adjacent buckets merge, 2, 4,
+ * 8, ... at a time, down to MIN_PAGE_BUCKETS buckets (to one, without `stacks`); if that is
+ * not enough, each site's cells count for its caller at the deepest depth that fits (rows:
+ * their trie nodes), so a brushed range shows the top of the stacks exactly and nothing
+ * deeper. Each site's (or row's) sums are kept; the whole run's views use the sites' own
+ * figures, untouched.
+ */
+export function pageTimeline(
+  timeline: { readonly width: number; readonly cells: ArrayLike<number> },
+  leaked: readonly number[],
+  maxCells = MAX_PAGE_TIMELINE_CELLS,
+  stacks?: PageStacks,
+): NonNullable<PageRun['timeline']> {
+  const cells = timeline.cells;
+  let lastBucket = 0;
+  for (let i = 0; i < cells.length; i += TIMELINE_FIELDS)
+    lastBucket = Math.max(lastBucket, cells[i + 1]!);
+  const bySite = (site: number): number => site;
+  const minBuckets = stacks === undefined ? 1 : MIN_PAGE_BUCKETS;
+  let shift = 0;
+  while (
+    cellCount(cells, shift, lastBucket, bySite) > maxCells &&
+    Math.floor(lastBucket / 2 ** (shift + 1)) + 1 >= minBuckets &&
+    shift < 40
+  )
+    shift++;
+  let rows: number[] | null = null;
+  let rowOf = bySite;
+  if (stacks !== undefined && cellCount(cells, shift, lastBucket, bySite) > maxCells) {
+    const { siteNode, nodeParent } = stacks;
+    const depth: number[] = [];
+    nodeParent.forEach((parent, node) => depth.push(parent < 0 ? 0 : depth[parent]! + 1));
+    const ancestorsAt = (limit: number): number[] =>
+      siteNode.map((node) => {
+        let n = node;
+        while (n >= 0 && depth[n]! > limit) n = nodeParent[n]!;
+        return n;
+      });
+    // the deepest depth whose callers' cells fit (fewer at every shallower depth)
+    let fits = -1;
+    let lo = 0;
+    let hi = Math.max(0, ...depth);
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      const at = ancestorsAt(mid);
+      if (cellCount(cells, shift, lastBucket, (site) => at[site]! + 1) <= maxCells) {
+        fits = mid;
+        lo = mid + 1;
+      } else hi = mid - 1;
+    }
+    const at = ancestorsAt(Math.max(fits, 0));
+    // even the roots alone too many: time merges on
+    while (cellCount(cells, shift, lastBucket, (site) => at[site]! + 1) > maxCells && shift < 40)
+      shift++;
+    const rowOfNode = new Map<number, number>();
+    rows = [];
+    const rowList = rows;
+    rowOf = (site) => {
+      const node = at[site]!;
+      let row = rowOfNode.get(node);
+      if (row === undefined) {
+        row = rowList.length;
+        rowList.push(node);
+        rowOfNode.set(node, row);
+      }
+      return row;
+    };
+  }
+  return {
+    width: timeline.width * 2 ** shift,
+    fields: TIMELINE_FIELDS,
+    cells:
+      shift === 0 && rows === null
+        ? Array.from(cells)
+        : regroup(cells, TIMELINE_FIELDS, shift, rowOf),
+    leaked: shift === 0 && rows === null ? [...leaked] : regroup(leaked, 3, shift, rowOf),
+    rows,
+  };
 }
 
 export interface PageData {
@@ -124,7 +272,7 @@ export function pageRun(
     live: [] as number[],
   };
   for (const s of model.sites) {
-    sites.node.push(nodeOf(names.functions(s.stack)));
+    sites.node.push(nodeOf(displayedFrames(names.functions(s.stack))));
     sites.allocations.push(s.allocations);
     sites.bytes.push(s.bytes);
     sites.peak.push(s.peakBytes);
@@ -138,7 +286,7 @@ export function pageRun(
   for (const [stack, bytes] of leakedByStack) {
     if (siteOfStack.has(stack)) continue;
     siteOfStack.set(stack, sites.node.length);
-    sites.node.push(nodeOf(names.functions(stack)));
+    sites.node.push(nodeOf(displayedFrames(names.functions(stack))));
     for (const k of ['allocations', 'bytes', 'peak', 'temporary', 'live'] as const)
       sites[k].push(0);
     sites.leaked.push(bytes);
@@ -165,12 +313,10 @@ export function pageRun(
     timeline:
       timeline === null
         ? null
-        : {
-            width: timeline.width,
-            fields: TIMELINE_FIELDS,
-            cells: Array.from(timeline.cells),
-            leaked,
-          },
+        : pageTimeline(timeline, leaked, MAX_PAGE_TIMELINE_CELLS, {
+            siteNode: sites.node,
+            nodeParent,
+          }),
     series: columns(model.series),
     mapped:
       model.mapped === undefined

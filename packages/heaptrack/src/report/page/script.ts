@@ -3,15 +3,21 @@
  * before it, page/assets.ts) to the data page/data.ts wrote. Views: the heap chart, whose
  * brush picks a time range; the flame graph (click zooms, search highlights, a mode picks the
  * figure); the top-down and bottom-up trees; callers and callees of the selected function.
- * With a second run (report --diff) the flame graph is differential: widths are the new run's,
- * red frames grew and blue ones shrank against the base.
+ * The flame graph is an icicle: the outermost frames on the top row, callees below, as wide as
+ * its box and no taller than most of the window (deeper rows scroll inside the box). With a
+ * second run (report --diff) it is differential: widths are the new run's, red frames grew and
+ * blue ones shrank against the base (deeper: more), and the heap chart draws the base's heap.
+ * Axis ticks come from axis.ts, inlined (AXIS_SOURCE): 1-2-5 steps, one unit per axis.
  *
  * It is plain ES2020 in a string (the page loads no module): no template literals inside.
  * The page exposes its state on window.heaphookPage for tests and the curious.
  */
+import { AXIS_SOURCE } from '../axis.js';
+
 export const PAGE_SCRIPT = String.raw`
 (function () {
   'use strict';
+  ${AXIS_SOURCE}
   var data = JSON.parse(document.getElementById('heaphook-data').textContent);
   var FRAMES = data.frames;
   var RUNS = data.runs;
@@ -38,6 +44,7 @@ export const PAGE_SCRIPT = String.raw`
   function fmtCount(n) { return Math.round(n).toLocaleString('en-US'); }
   function fmt(n, unit) { return unit === 'bytes' ? fmtBytes(n) : fmtCount(n); }
   function fmtTime(ns) {
+    if (ns === 0) return '0 s';
     if (ns >= 1e9) return (ns / 1e9).toFixed(3) + ' s';
     if (ns >= 1e6) return (ns / 1e6).toFixed(2) + ' ms';
     return (ns / 1e3).toFixed(1) + ' µs';
@@ -57,13 +64,23 @@ export const PAGE_SCRIPT = String.raw`
       return out;
     }
     run.paths = run.sites.node.map(pathOf);
+    // a range's values come per row when the page folded sites into their callers
+    run.rowPaths = run.timeline !== null && run.timeline.rows !== null ? run.timeline.rows.map(pathOf) : null;
   });
+
+  /** The stacks siteValues(runIndex) gives values for: the sites', or with a range on a page
+   * whose timeline folded sites into their callers, the rows'. */
+  function pathsOf(runIndex) {
+    var run = RUNS[runIndex];
+    return runIndex === 0 && state.range !== null && run.rowPaths !== null ? run.rowPaths : run.paths;
+  }
 
   /** The figures of the current mode per site of a run (the range applies to the first run). */
   function siteValues(runIndex) {
     var run = RUNS[runIndex], s = run.sites, mode = state.mode;
     if (runIndex === 0 && state.range !== null && run.timeline !== null) {
-      var v = new Float64Array(s.node.length), c = run.timeline.cells, k = run.timeline.fields;
+      var rows = run.timeline.rows;
+      var v = new Float64Array(rows !== null ? rows.length : s.node.length), c = run.timeline.cells, k = run.timeline.fields;
       var b0 = state.range[0], b1 = state.range[1];
       if (mode === 'leaked' && run.leakSource === 'leak-check') {
         // the check's leaked blocks by the bucket they were allocated in
@@ -87,11 +104,11 @@ export const PAGE_SCRIPT = String.raw`
   function flameTree() {
     var root = { name: 'all', value: 0, delta: 0, self: 0, children: [], kids: new Map() };
     function add(runIndex, sign) {
-      var run = RUNS[runIndex], values = siteValues(runIndex);
+      var values = siteValues(runIndex), paths = pathsOf(runIndex);
       for (var i = 0; i < values.length; i++) {
         var v = values[i];
         if (!v || v < 0) continue;
-        var path = run.paths[i], node = root;
+        var path = paths[i], node = root;
         if (sign > 0) node.value += v;
         node.delta += sign * v;
         for (var k = 0; k < path.length; k++) {
@@ -117,11 +134,11 @@ export const PAGE_SCRIPT = String.raw`
    * its total (once per stack, recursion counted once), callers and callees. */
   function invertedTree() {
     var root = { name: 'all', value: 0, kids: new Map() };
-    var values = siteValues(0), run = RUNS[0];
+    var values = siteValues(0), paths = pathsOf(0);
     for (var i = 0; i < values.length; i++) {
       var v = values[i];
       if (!v || v < 0) continue;
-      var path = run.paths[i], node = root;
+      var path = paths[i], node = root;
       root.value += v;
       for (var k = path.length - 1; k >= 0; k--) {
         var child = node.kids.get(path[k]);
@@ -138,11 +155,11 @@ export const PAGE_SCRIPT = String.raw`
 
   function callersAndCallees(name) {
     var callers = new Map(), callees = new Map(), total = 0;
-    var values = siteValues(0), run = RUNS[0];
+    var values = siteValues(0), paths = pathsOf(0);
     for (var i = 0; i < values.length; i++) {
       var v = values[i];
       if (!v || v < 0) continue;
-      var path = run.paths[i];
+      var path = paths[i];
       for (var k = 0; k < path.length; k++) {
         if (FRAMES[path[k]] !== name) continue;
         total += v;
@@ -159,13 +176,33 @@ export const PAGE_SCRIPT = String.raw`
   // ---- The flame graph -------------------------------------------------------------------
   var chart = null;
   var root = null;
+  var flameWidth = 0;
+  /** The largest change of a frame against the base (the colours' full depth). */
+  var maxDelta = 0;
+  /** A frame's colour on the differential graph: red grew, blue shrank, grey the same; the
+   * larger the change against the largest, the deeper the colour. */
+  function diffColour(d) {
+    if (d.highlight) return '#E600E6';
+    var delta = d.data.delta || 0;
+    if (delta === 0 || maxDelta === 0) return 'rgb(215,215,215)';
+    var t = 0.25 + 0.6 * Math.min(1, Math.abs(delta) / maxDelta);
+    var o = Math.round(235 * (1 - t));
+    return delta > 0 ? 'rgb(255,' + o + ',' + o + ')' : 'rgb(' + o + ',' + o + ',255)';
+  }
   function drawFlame() {
     root = flameTree();
     var unit = MODES[state.mode].unit;
     var box = el('explore-flame');
     box.textContent = '';
+    flameWidth = box.clientWidth || 960;
+    maxDelta = 0;
+    if (DIFF) (function walk(n, depth) {
+      if (depth > 0) maxDelta = Math.max(maxDelta, Math.abs(n.delta));
+      n.children.forEach(function (c) { walk(c, depth + 1); });
+    })(root, 0);
     chart = flamegraph.default()
-      .width(Math.max(600, box.clientWidth || 960))
+      .width(flameWidth)
+      .inverted(true)
       .cellHeight(18)
       .transitionDuration(0)
       .minFrameSize(1)
@@ -188,7 +225,7 @@ export const PAGE_SCRIPT = String.raw`
         el('explore-flame').dataset.zoomed = d.data.name;
         if (d.depth > 0) select(d.data.name);
       });
-    if (DIFF) chart.setColorMapper(flamegraph.colorMapper.differentialColorMapper);
+    if (DIFF) chart.setColorMapper(diffColour);
     d3.select(box).datum(root).call(chart);
     el('explore-flame').dataset.zoomed = '';
     el('flame-total').textContent = MODES[state.mode].label + ': ' + fmt(root.value, unit) +
@@ -317,13 +354,17 @@ export const PAGE_SCRIPT = String.raw`
   // ---- The heap chart and its brush ------------------------------------------------------
   var x = null;
   function drawHeapChart() {
-    var run = RUNS[0], box = el('explore-heap');
-    var width = Math.max(600, box.clientWidth || 960), height = 220;
-    var m = { left: 70, right: 16, top: 10, bottom: 30 };
-    var end = Math.max(run.endTimeNs, 1);
-    x = d3.scaleLinear().domain([0, end]).range([m.left, width - m.right]);
-    var top = Math.max(d3.max(run.series.max) || 0, run.mapped ? d3.max(run.mapped.max) || 0 : 0, 1);
-    var y = d3.scaleLinear().domain([0, top]).nice().range([height - m.bottom, m.top]);
+    var run = RUNS[0], base = DIFF ? RUNS[1] : null, box = el('explore-heap');
+    box.textContent = '';
+    var width = box.clientWidth || 960, height = 200;
+    var m = { left: 70, right: 24, top: 10, bottom: 30 };
+    var end = Math.max(run.endTimeNs, base ? base.endTimeNs : 0, 1);
+    var times = timeAxis(end, Math.max(2, Math.min(10, Math.floor(width / 110))));
+    x = d3.scaleLinear().domain([0, times.ticks[times.ticks.length - 1]]).range([m.left, width - m.right]);
+    var top = Math.max(d3.max(run.series.max) || 0, run.mapped ? d3.max(run.mapped.max) || 0 : 0,
+      base ? d3.max(base.series.max) || 0 : 0, 1);
+    var bytes = byteAxis(top, 5);
+    var y = d3.scaleLinear().domain([0, bytes.ticks[bytes.ticks.length - 1]]).range([height - m.bottom, m.top]);
     var svg = d3.select(box).append('svg').attr('width', width).attr('height', height)
       .attr('id', 'explore-heap-svg').attr('role', 'img').attr('aria-label', 'heap over time');
     var pts = run.series.time.map(function (t, i) { return [t, run.series.max[i]]; });
@@ -335,10 +376,15 @@ export const PAGE_SCRIPT = String.raw`
       svg.append('path').datum(mp).attr('class', 'mapped-line')
         .attr('d', d3.line().curve(d3.curveStepAfter).x(function (p) { return x(p[0]); }).y(function (p) { return y(p[1]); }));
     }
-    svg.append('g').attr('transform', 'translate(0,' + (height - m.bottom) + ')')
-      .call(d3.axisBottom(x).ticks(8).tickFormat(function (t) { return fmtTime(t); }));
-    svg.append('g').attr('transform', 'translate(' + m.left + ',0)')
-      .call(d3.axisLeft(y).ticks(5).tickFormat(function (b) { return fmtBytes(b); }));
+    if (base !== null) {
+      var bp = base.series.time.map(function (t, i) { return [t, base.series.max[i]]; });
+      svg.append('path').datum(bp).attr('class', 'base-line')
+        .attr('d', d3.line().curve(d3.curveStepAfter).x(function (p) { return x(p[0]); }).y(function (p) { return y(p[1]); }));
+    }
+    svg.append('g').attr('class', 'x-axis').attr('transform', 'translate(0,' + (height - m.bottom) + ')')
+      .call(d3.axisBottom(x).tickValues(times.ticks).tickFormat(function (t, i) { return times.labels[i]; }));
+    svg.append('g').attr('class', 'y-axis').attr('transform', 'translate(' + m.left + ',0)')
+      .call(d3.axisLeft(y).tickValues(bytes.ticks).tickFormat(function (b, i) { return bytes.labels[i]; }));
     svg.append('line').attr('class', 'peak-mark').attr('x1', x(run.peakTimeNs)).attr('x2', x(run.peakTimeNs))
       .attr('y1', m.top).attr('y2', height - m.bottom);
     if (!BRUSHABLE) {
@@ -352,11 +398,17 @@ export const PAGE_SCRIPT = String.raw`
         setRange([x.invert(event.selection[0]), x.invert(event.selection[1])]);
       });
     svg.append('g').attr('class', 'brush').call(brush);
-    el('clear-range').addEventListener('click', function () {
-      svg.select('.brush').call(brush.move, null);
-      setRange(null);
-    });
+    clearBrush = function () { svg.select('.brush').call(brush.move, null); };
+    if (state.range !== null) {
+      var w = run.timeline.width;
+      svg.select('.brush').call(brush.move, [x(state.range[0] * w), Math.min(x((state.range[1] + 1) * w), width - m.right)]);
+    }
   }
+  var clearBrush = function () {};
+  el('clear-range').addEventListener('click', function () {
+    clearBrush();
+    setRange(null);
+  });
 
   /** A range of times, as the timeline's buckets it touches. */
   function setRange(times) {
@@ -371,7 +423,8 @@ export const PAGE_SCRIPT = String.raw`
       var b1 = Math.max(b0, Math.floor(times[1] / tl.width));
       state.range = [b0, b1];
       el('range').textContent = 'from ' + fmtTime(b0 * tl.width) + ' to ' + fmtTime((b1 + 1) * tl.width) +
-        ' (the timeline\'s buckets are ' + fmtTime(tl.width) + ' wide)';
+        ' (the timeline\'s buckets are ' + fmtTime(tl.width) + ' wide' +
+        (tl.rows !== null ? '; with this many sites, a range shows the top of the stacks, not the deepest frames' : '') + ')';
       el('range').dataset.range = b0 + '-' + b1;
     }
     redraw();
@@ -400,6 +453,17 @@ export const PAGE_SCRIPT = String.raw`
   });
   el('reset-zoom').addEventListener('click', function () { chart.resetZoom(); el('explore-flame').dataset.zoomed = ''; });
 
+  // A new width (the window resized, a scrollbar came or went): the views follow it.
+  if (typeof ResizeObserver === 'function') {
+    new ResizeObserver(function () {
+      var w = el('explore-flame').clientWidth;
+      if (chart !== null && w > 0 && w !== flameWidth) {
+        drawHeapChart();
+        drawFlame();
+      }
+    }).observe(el('explore-flame'));
+  }
+
   window.heaphookPage = {
     state: state,
     /** The chart's x pixel (in the page) of a time, ns: where to brush. */
@@ -408,6 +472,7 @@ export const PAGE_SCRIPT = String.raw`
   };
   drawHeapChart();
   setRange(null);
+  window.heaphookPage.readyMs = performance.now();
   window.heaphookPage.ready = true;
 })();
 `;
