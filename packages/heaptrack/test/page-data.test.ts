@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 
 import { TIMELINE_FIELDS } from '../src/decode/replay.js';
 import { displayedFrames, MIN_PAGE_BUCKETS, pageTimeline } from '../src/report/page/data.js';
+import { SiteNamer } from '../src/report/sites.js';
 
 /** `sites` sites with a cell in each of `buckets` buckets: site s, bucket b allocates s+b+1
  * times, (s+1)*(b+1) bytes. */
@@ -82,11 +83,18 @@ describe('pageTimeline', () => {
 });
 
 describe('displayedFrames', () => {
-  it('shows a stack as the model names it (the seam for naming sites by their user frame)', () => {
-    expect(displayedFrames(['malloc', 'make_node', 'main'])).toEqual([
-      'malloc',
-      'make_node',
-      'main',
-    ]);
+  it('starts a stack at the frame its site is named by: allocator frames are not drawn', () => {
+    const frames = [
+      { function: 'malloc' },
+      { function: '_PyObject_Malloc', file: 'obmalloc.c' },
+      { function: 'PyUnicode_New', file: 'unicodeobject.c' },
+      { function: 'main', file: 'main.c' },
+    ];
+    const functions = frames.map((f) => f.function);
+    const index = new SiteNamer().siteIndex(frames);
+    expect(displayedFrames(functions, index)).toEqual(['PyUnicode_New', 'main']);
+    // --skip-frames moves it further out
+    const skipping = new SiteNamer([/^PyUnicode_/]).siteIndex(frames);
+    expect(displayedFrames(functions, skipping)).toEqual(['main']);
   });
 });

@@ -70,15 +70,17 @@ export interface PageRun {
 }
 
 /**
- * The frames the page shows for a stack (innermost first, as StackNames.functions gives them):
- * the seam where the flame graph's default view is keyed by the first frame that is not an
- * allocator. Today it keeps the stack as the model gives it; a function that names a site by
- * its first user frame (the index of that frame in `functions`) plugs in here by returning
- * `functions.slice(thatIndex)`, and every view of the page (flame graph, trees, callers) then
- * starts at the user frame. The site tables keep the full stack.
+ * The frames the page shows for a stack (its functions innermost first, as StackNames gives
+ * them): from the frame its site is named by (siteIndex: the first that is not an allocator's,
+ * sites.ts, with --skip-frames), outward. The flame
+ * graph, both trees and the callers table start at that frame; the site tables keep the full
+ * stack.
  */
-export function displayedFrames(functions: readonly string[]): readonly string[] {
-  return functions;
+export function displayedFrames(
+  functions: readonly string[],
+  siteIndex: number,
+): readonly string[] {
+  return functions.slice(siteIndex);
 }
 
 /** At most this many timeline cells go into a page (~26 bytes of JSON each), so a 10 M-event
@@ -272,7 +274,7 @@ export function pageRun(
     live: [] as number[],
   };
   for (const s of model.sites) {
-    sites.node.push(nodeOf(displayedFrames(names.functions(s.stack))));
+    sites.node.push(nodeOf(displayedFrames(names.functions(s.stack), names.siteIndex(s.stack))));
     sites.allocations.push(s.allocations);
     sites.bytes.push(s.bytes);
     sites.peak.push(s.peakBytes);
@@ -286,7 +288,7 @@ export function pageRun(
   for (const [stack, bytes] of leakedByStack) {
     if (siteOfStack.has(stack)) continue;
     siteOfStack.set(stack, sites.node.length);
-    sites.node.push(nodeOf(displayedFrames(names.functions(stack))));
+    sites.node.push(nodeOf(displayedFrames(names.functions(stack), names.siteIndex(stack))));
     for (const k of ['allocations', 'bytes', 'peak', 'temporary', 'live'] as const)
       sites[k].push(0);
     sites.leaked.push(bytes);
