@@ -1,0 +1,49 @@
+/*
+ * client.h — what the agent client's files share. The client is libheaphook_agent.so, preloaded
+ * ahead of any backend (`heaphook run --agent PATH -b tlsf ...` puts it there): hooks.c wraps
+ * the malloc family and forwards to the next allocator (RTLD_NEXT); sampler.c decides which
+ * allocations are sampled and remembers the sampled addresses; link.c owns the connection to
+ * the agent and the thread that keeps it up.
+ *
+ * The program never waits for the agent: frames are sent with MSG_DONTWAIT and a frame that
+ * cannot be sent now is dropped and counted.
+ */
+#ifndef HH_AGENT_CLIENT_H
+#define HH_AGENT_CLIENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HH_TLS __thread __attribute__((tls_model("initial-exec")))
+#define HH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HH_LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* Set while the client itself runs on this thread: its own allocations are not sampled. */
+extern HH_TLS int hh_agent_busy;
+
+/* link.c: true once HEAPHOOK_AGENT was read and names a socket. */
+extern bool hh_agent_enabled;
+void hh_agent_link_start(void);         /* constructor: config, first connect, keeper thread */
+void hh_agent_link_fork_child(void);    /* the child gets a connection of its own */
+void hh_agent_link_ensure_thread(void); /* (re)starts the keeper thread when it is missing */
+/* Sends one sampled allocation (with its stack, and symbols not sent yet). False: dropped. */
+bool hh_agent_send_alloc(uintptr_t address, size_t size, const uintptr_t *pcs, int depth);
+bool hh_agent_send_free(uintptr_t address);
+void hh_agent_count_dropped(void);
+
+/* sampler.c */
+extern uint64_t hh_agent_sample_bytes;
+/* Counts one allocation of size bytes on this thread; true when it is to be sampled. */
+bool hh_agent_sample(size_t size);
+void hh_agent_count_free(void);
+/* The sampled-address table: false when full (the sample is then dropped). */
+bool hh_agent_remember(uintptr_t address);
+/* True when address was sampled (and forgets it). */
+bool hh_agent_forget(uintptr_t address);
+uint64_t hh_agent_allocs_total(void);
+uint64_t hh_agent_frees_total(void);
+int hh_agent_sampler_init(void);
+
+#endif /* HH_AGENT_CLIENT_H */

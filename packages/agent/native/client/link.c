@@ -1,0 +1,322 @@
+/*
+ * link.c — the connection to `heaphook agent`.
+ *
+ * HEAPHOOK_AGENT=unix:PATH names the agent's socket. The constructor reads it, makes the
+ * socket and starts the keeper thread, which connects, says HELLO, sends the process's
+ * counters and its allocator's figures (STATS) every HH_STATS_PERIOD_MS, and reconnects
+ * when the agent went away (killed, restarted): the program never notices.
+ *
+ * The hooks send on one descriptor number for the life of the process: a new connection is
+ * put in place with dup2, so a hook that races a reconnection sends to the old connection or
+ * the new one, never to a descriptor the program opened meanwhile.
+ *
+ * Symbols: the agent cannot read the process's memory, so the first time a return address is
+ * sent, a SYMBOL frame with its function's name (dladdr: the dynamic symbol table) goes first.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../frames.h"
+#include "client.h"
+#include "heaphook/config.h"
+#include "heaphook/core.h"
+
+bool hh_agent_enabled;
+
+#define HH_STATS_PERIOD_MS 1000u
+#define HH_SYMBOL_SLOTS (1u << 14) /* return addresses whose name was sent */
+#define HH_SYMBOL_PROBES 16u
+
+static struct sockaddr_un g_address;
+static socklen_t g_address_len;
+static _Atomic int g_fd = -1;         /* the descriptor the hooks send on */
+static _Atomic bool g_connected;      /* the agent took our HELLO on g_fd */
+static _Atomic uint64_t g_dropped;    /* samples not delivered */
+static _Atomic uint64_t g_samples;    /* samples delivered */
+static _Atomic uint64_t g_reconnects; /* connections made after the first */
+static _Atomic uint32_t g_generation; /* bumped per connection: the symbol set starts over */
+static _Atomic uint64_t g_symbol_pcs[HH_SYMBOL_SLOTS];
+static _Atomic uint32_t g_symbol_generation[HH_SYMBOL_SLOTS];
+static _Atomic bool g_thread_running;
+static pid_t g_owner; /* the process the connection and the thread belong to */
+
+typedef int (*hh_get_stats_fn)(heaphook_stats *);
+typedef const char *(*hh_backend_name_fn)(void);
+
+/* ---- sending ----------------------------------------------------------------------------- */
+
+static bool hh_send_frame(const void *frame, size_t len) {
+    int fd = atomic_load_explicit(&g_fd, memory_order_acquire);
+    if (fd < 0 || !atomic_load_explicit(&g_connected, memory_order_acquire)) return false;
+    int saved = errno;
+    ssize_t n = send(fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    bool sent = n == (ssize_t)len;
+    if (n < 0 && errno != EAGAIN && errno != EINTR)
+        atomic_store(&g_connected, false); /* the keeper thread reconnects */
+    errno = saved;
+    return sent;
+}
+
+void hh_agent_count_dropped(void) {
+    atomic_fetch_add_explicit(&g_dropped, 1, memory_order_relaxed);
+}
+
+static size_t hh_copy_bounded(char *to, const char *from, size_t cap) {
+    size_t n = 0;
+    if (from != NULL)
+        while (n < cap && from[n] != '\0') n++;
+    memcpy(to, from, n);
+    return n;
+}
+
+/* Sends the SYMBOL frame of pc unless this connection had it already. */
+static void hh_send_symbol(uintptr_t pc) {
+    uint32_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
+    size_t slot = (size_t)((pc * 0x9e3779b97f4a7c15ULL) >> (64 - 14));
+    _Atomic uint64_t *claimed = NULL;
+    for (unsigned i = 0; i < HH_SYMBOL_PROBES; i++) {
+        size_t s = (slot + i) & (HH_SYMBOL_SLOTS - 1);
+        bool current =
+            atomic_load_explicit(&g_symbol_generation[s], memory_order_relaxed) == generation;
+        uint64_t seen = atomic_load_explicit(&g_symbol_pcs[s], memory_order_relaxed);
+        if (current && seen == pc) return;
+        if (!current || seen == 0) {
+            claimed = &g_symbol_pcs[s];
+            atomic_store_explicit(claimed, pc, memory_order_relaxed);
+            atomic_store_explicit(&g_symbol_generation[s], generation, memory_order_relaxed);
+            break;
+        }
+    }
+    if (claimed == NULL) return; /* the set is full around pc: the agent shows the address */
+    Dl_info info;
+    memset(&info, 0, sizeof info);
+    if (dladdr((void *)(pc - 1), &info) == 0) return;
+    union {
+        hh_agent_symbol s;
+        uint8_t bytes[HH_AGENT_MAX_FRAME];
+    } f;
+    memset(&f.s, 0, sizeof f.s);
+    size_t room = sizeof f - sizeof f.s;
+    size_t name = hh_copy_bounded(f.s.text, info.dli_sname, room / 2);
+    size_t module = hh_copy_bounded(f.s.text + name, info.dli_fname, room / 2 - 8);
+    size_t len = (sizeof f.s + name + module + 7) & ~(size_t)7;
+    f.s.h.type = HH_AGENT_SYMBOL;
+    f.s.h.length = (uint32_t)len;
+    f.s.pc = pc;
+    f.s.function = (uint64_t)(uintptr_t)info.dli_saddr;
+    f.s.name_bytes = (uint16_t)name;
+    f.s.module_bytes = (uint16_t)module;
+    if (!hh_send_frame(&f, len)) atomic_store_explicit(claimed, 0, memory_order_relaxed);
+}
+
+bool hh_agent_send_alloc(uintptr_t address, size_t size, const uintptr_t *pcs, int depth) {
+    if (!atomic_load_explicit(&g_connected, memory_order_acquire)) return false;
+    for (int i = 0; i < depth; i++) hh_send_symbol(pcs[i]);
+    union {
+        hh_agent_alloc a;
+        uint8_t bytes[sizeof(hh_agent_alloc) + HH_AGENT_MAX_DEPTH * sizeof(uint64_t)];
+    } f;
+    if (depth > (int)HH_AGENT_MAX_DEPTH) depth = HH_AGENT_MAX_DEPTH;
+    size_t len = sizeof f.a + (size_t)depth * sizeof(uint64_t);
+    f.a.h.type = HH_AGENT_ALLOC;
+    f.a.h.reserved = 0;
+    f.a.h.length = (uint32_t)len;
+    f.a.address = address;
+    f.a.size = size;
+    f.a.depth = (uint32_t)depth;
+    f.a.reserved = 0;
+    for (int i = 0; i < depth; i++) f.a.pcs[i] = pcs[i];
+    bool sent = hh_send_frame(&f, len);
+    if (sent) atomic_fetch_add_explicit(&g_samples, 1, memory_order_relaxed);
+    return sent;
+}
+
+bool hh_agent_send_free(uintptr_t address) {
+    hh_agent_free f = {{HH_AGENT_FREE, 0, sizeof f}, address};
+    return hh_send_frame(&f, sizeof f);
+}
+
+/* ---- the keeper thread ------------------------------------------------------------------- */
+
+static void hh_read_comm(char *comm) {
+    memset(comm, 0, HH_AGENT_COMM_BYTES);
+    int fd = open("/proc/self/comm", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    ssize_t n = read(fd, comm, HH_AGENT_COMM_BYTES - 1);
+    close(fd);
+    if (n > 0 && comm[n - 1] == '\n') comm[n - 1] = '\0';
+}
+
+static bool hh_connect(void) {
+    /* Non-blocking: an agent whose backlog is full refuses (EAGAIN) instead of stalling the
+     * constructor; it is tried again a second later. */
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) return false;
+    if (connect(s, (struct sockaddr *)&g_address, g_address_len) != 0) {
+        close(s);
+        return false;
+    }
+    hh_agent_hello hello;
+    memset(&hello, 0, sizeof hello);
+    hello.h.type = HH_AGENT_HELLO;
+    hello.h.length = sizeof hello;
+    hello.version = HH_AGENT_VERSION;
+    hello.sample_bytes = hh_agent_sample_bytes;
+    hh_read_comm(hello.comm);
+    hh_backend_name_fn backend = (hh_backend_name_fn)dlsym(RTLD_DEFAULT, "heaphook_active_backend");
+    hh_copy_bounded(hello.backend, backend != NULL ? backend() : "glibc",
+                    HH_AGENT_BACKEND_BYTES - 1);
+    if (send(s, &hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello) {
+        close(s);
+        return false;
+    }
+    int fd = atomic_load(&g_fd);
+    if (fd < 0) {
+        atomic_store(&g_fd, s);
+    } else {
+        dup3(s, fd, O_CLOEXEC); /* the hooks' descriptor number now reaches the new agent */
+        close(s);
+    }
+    atomic_fetch_add(&g_generation, 1);
+    atomic_store(&g_connected, true);
+    return true;
+}
+
+static void hh_send_stats(void) {
+    hh_agent_stats f;
+    memset(&f, 0, sizeof f);
+    f.h.type = HH_AGENT_STATS;
+    f.h.length = sizeof f;
+    f.allocs_total = hh_agent_allocs_total();
+    f.frees_total = hh_agent_frees_total();
+    f.samples_total = atomic_load(&g_samples);
+    f.dropped_samples_total = atomic_load(&g_dropped);
+    f.reconnects_total = atomic_load(&g_reconnects);
+    hh_get_stats_fn get_stats = (hh_get_stats_fn)dlsym(RTLD_DEFAULT, "heaphook_get_stats");
+    heaphook_stats st;
+    if (get_stats != NULL && get_stats(&st) == 0) {
+        f.has_backend_stats = 1;
+        f.pool_bytes = st.pool_bytes;
+        f.used_bytes = st.used_bytes;
+        f.free_bytes = st.free_bytes;
+        f.used_blocks = st.used_blocks;
+        f.free_blocks = st.free_blocks;
+        f.largest_free_block = st.largest_free_block;
+        f.mmapped_bytes = st.mmapped_bytes;
+        f.mmapped_blocks = st.mmapped_blocks;
+        f.growth_count = st.growth_count;
+        f.peak_used_bytes = st.peak_used_bytes;
+        f.largest_request = st.largest_request;
+    }
+    hh_send_frame(&f, sizeof f);
+}
+
+static void hh_sleep_ms(unsigned ms) {
+    struct timespec ts = {ms / 1000u, (long)(ms % 1000u) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static void *hh_keeper(void *arg) {
+    (void)arg;
+    hh_agent_busy = 1; /* nothing this thread allocates is the program's */
+    bool ever = atomic_load(&g_connected);
+    for (;;) {
+        if (getpid() != g_owner) return NULL; /* a fork child's copy of this thread: none */
+        if (!atomic_load(&g_connected)) {
+            if (hh_connect()) {
+                if (ever) atomic_fetch_add(&g_reconnects, 1);
+                ever = true;
+            }
+        }
+        if (atomic_load(&g_connected)) hh_send_stats();
+        hh_sleep_ms(HH_STATS_PERIOD_MS);
+    }
+}
+
+void hh_agent_link_ensure_thread(void) {
+    if (HH_LIKELY(atomic_load_explicit(&g_thread_running, memory_order_relaxed))) return;
+    bool expected = false;
+    if (!atomic_compare_exchange_strong(&g_thread_running, &expected, true)) return;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 64u * 1024u);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
+    pthread_t thread;
+    int busy = hh_agent_busy;
+    hh_agent_busy = 1;
+    if (pthread_create(&thread, &attr, hh_keeper, NULL) != 0)
+        atomic_store(&g_thread_running, false);
+    hh_agent_busy = busy;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+}
+
+void hh_agent_link_fork_child(void) {
+    if (!hh_agent_enabled) return;
+    /* The parent's connection is the parent's: the child stops using it (the descriptor is
+     * closed so the agent's view of the parent is not fed by two processes) and connects on
+     * its own from a keeper thread started after fork returns. */
+    atomic_store(&g_connected, false);
+    int fd = atomic_exchange(&g_fd, -1);
+    if (fd >= 0) close(fd);
+    atomic_store(&g_thread_running, false);
+    atomic_store(&g_samples, 0);
+    atomic_store(&g_dropped, 0);
+    atomic_store(&g_reconnects, 0);
+    g_owner = getpid();
+}
+
+static void hh_atfork_child(void) {
+    hh_agent_link_fork_child();
+}
+
+void hh_agent_link_start(void) {
+    const char *value = heaphook_env_get_unless_secure("HEAPHOOK_AGENT", NULL);
+    if (value == NULL) return;
+    static const char prefix[] = "unix:";
+    size_t path_len = strlen(value) - (sizeof prefix - 1);
+    if (strncmp(value, prefix, sizeof prefix - 1) != 0 || path_len == 0 ||
+        path_len >= sizeof g_address.sun_path) {
+        heaphook_config_fail("HEAPHOOK_AGENT", value,
+                             "unix: and the path of the agent's socket (at most 107 bytes)",
+                             "unix:/run/heaphook/agent.sock");
+    }
+    hh_agent_sample_bytes =
+        heaphook_env_size("HEAPHOOK_AGENT_SAMPLE_BYTES", NULL, hh_agent_sample_bytes);
+    if (hh_agent_sample_bytes == 0) {
+        heaphook_config_fail("HEAPHOOK_AGENT_SAMPLE_BYTES", "0",
+                             "a mean sampling interval of at least 1 byte", "512KiB");
+    }
+    memset(&g_address, 0, sizeof g_address);
+    g_address.sun_family = AF_UNIX;
+    memcpy(g_address.sun_path, value + sizeof prefix - 1, path_len);
+    g_address_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_len + 1);
+    if (hh_agent_sampler_init() != 0) return;
+    g_owner = getpid();
+    pthread_atfork(NULL, NULL, hh_atfork_child);
+    hh_agent_enabled = true;
+    /* Connected before main when the agent is up, so start-up's samples are not lost; the
+     * keeper thread retries when it is not. */
+    hh_connect();
+    hh_agent_link_ensure_thread();
+}
+
+__attribute__((constructor)) static void hh_agent_constructor(void) {
+    hh_agent_busy++;
+    hh_agent_link_start();
+    hh_agent_busy--;
+}
