@@ -24,14 +24,16 @@
 #   test/worst-case.test.ts); strace (packages/core/test/inject.test.ts: a target already traced
 #   is refused by heaphook-inject); libxml2-utils (xmllint: packages/heaptrack/test/
 #   hostile-text.test.ts checks that the JUnit XML and the SVG files stay well-formed XML when
-#   the traced program's symbols hold control characters).
+#   the traced program's symbols hold control characters); prometheus (the Prometheus server and
+#   promtool: packages/agent's tests scrape `heaphook agent` with it and check its example alert
+#   rules).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
 packages=(liblsan0 clang libclang-rt-14-dev libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
   zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils golang-go zstd
   libasan8 libubsan1 libtsan2 colcon python3-colcon-cmake python3-colcon-ros ament-cmake googletest
-  valgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user strace libxml2-utils)
+  valgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user strace libxml2-utils prometheus)
 arm64_packages=(libc6:arm64 zlib1g-dev:arm64 libpython3.11-minimal:arm64 libexpat1:arm64)
 arm64_python=python3.11-minimal:arm64
 arm64_root=/opt/heaphook-arm64
