@@ -28,6 +28,10 @@ extern bool hh_agent_enabled;
 void hh_agent_link_start(void);         /* constructor: config, first connect, keeper thread */
 void hh_agent_link_fork_child(void);    /* the child gets a connection of its own */
 void hh_agent_link_ensure_thread(void); /* (re)starts the keeper thread when it is missing */
+/* Ends the keeper thread and waits for it (setid.c: around a change of credentials), and
+ * starts it again. */
+void hh_agent_keeper_pause(void);
+void hh_agent_keeper_resume(void);
 /* Sends one sampled allocation (with its stack, and symbols not sent yet). False: dropped. */
 bool hh_agent_send_alloc(uintptr_t address, size_t size, const uintptr_t *pcs, int depth);
 bool hh_agent_send_free(uintptr_t address);

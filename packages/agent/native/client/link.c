@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/futex.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,6 +49,8 @@ static _Atomic uint32_t g_generation; /* bumped per connection: the symbol set s
 static _Atomic uint64_t g_symbol_pcs[HH_SYMBOL_SLOTS];
 static _Atomic uint32_t g_symbol_generation[HH_SYMBOL_SLOTS];
 static _Atomic bool g_thread_running;
+static _Atomic uint32_t g_keeper_stop; /* futex word: 1 asks the keeper thread to end */
+static pthread_t g_keeper;
 static pid_t g_owner; /* the process the connection and the thread belong to */
 
 typedef int (*hh_get_stats_fn)(heaphook_stats *);
@@ -221,17 +224,17 @@ static void hh_send_stats(void) {
     hh_send_frame(&f, sizeof f);
 }
 
-static void hh_sleep_ms(unsigned ms) {
+/* Sleeps up to ms, or until hh_agent_keeper_pause asks the thread to end. */
+static void hh_wait_ms(unsigned ms) {
     struct timespec ts = {ms / 1000u, (long)(ms % 1000u) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
+    syscall(SYS_futex, &g_keeper_stop, FUTEX_WAIT_PRIVATE, 0, &ts, NULL, 0);
 }
 
 static void *hh_keeper(void *arg) {
     (void)arg;
     hh_agent_busy = 1; /* nothing this thread allocates is the program's */
     bool ever = atomic_load(&g_connected);
-    for (;;) {
+    while (!atomic_load(&g_keeper_stop)) {
         if (getpid() != g_owner) return NULL; /* a fork child's copy of this thread: none */
         if (!atomic_load(&g_connected)) {
             if (hh_connect()) {
@@ -240,8 +243,9 @@ static void *hh_keeper(void *arg) {
             }
         }
         if (atomic_load(&g_connected)) hh_send_stats();
-        hh_sleep_ms(HH_STATS_PERIOD_MS);
+        hh_wait_ms(HH_STATS_PERIOD_MS);
     }
+    return NULL;
 }
 
 void hh_agent_link_ensure_thread(void) {
@@ -250,19 +254,30 @@ void hh_agent_link_ensure_thread(void) {
     if (!atomic_compare_exchange_strong(&g_thread_running, &expected, true)) return;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 64u * 1024u);
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the program's signals are not for this thread */
-    pthread_t thread;
     int busy = hh_agent_busy;
     hh_agent_busy = 1;
-    if (pthread_create(&thread, &attr, hh_keeper, NULL) != 0)
+    if (pthread_create(&g_keeper, &attr, hh_keeper, NULL) != 0)
         atomic_store(&g_thread_running, false);
     hh_agent_busy = busy;
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
+}
+
+void hh_agent_keeper_pause(void) {
+    if (!atomic_load(&g_thread_running) || getpid() != g_owner) return;
+    atomic_store(&g_keeper_stop, 1);
+    syscall(SYS_futex, &g_keeper_stop, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    pthread_join(g_keeper, NULL);
+    atomic_store(&g_thread_running, false);
+}
+
+void hh_agent_keeper_resume(void) {
+    atomic_store(&g_keeper_stop, 0);
+    if (hh_agent_enabled) hh_agent_link_ensure_thread();
 }
 
 void hh_agent_link_fork_child(void) {
@@ -273,7 +288,8 @@ void hh_agent_link_fork_child(void) {
     atomic_store(&g_connected, false);
     int fd = atomic_exchange(&g_fd, -1);
     if (fd >= 0) close(fd);
-    atomic_store(&g_thread_running, false);
+    atomic_store(&g_thread_running, false); /* the parent's keeper thread is not in the child */
+    atomic_store(&g_keeper_stop, 0);
     atomic_store(&g_samples, 0);
     atomic_store(&g_dropped, 0);
     atomic_store(&g_reconnects, 0);

@@ -15,6 +15,8 @@ export const repoDir = join(packageDir, '..', '..');
 export const heaphookBin = join(repoDir, 'packages', 'core', 'bin', 'heaphook.js');
 export const release = join(packageDir, 'build', 'Release');
 export const hold50 = join(release, 'hh_agent_hold50');
+export const agentLib = join(release, 'libheaphook_agent.so');
+export const tlsfLib = join(repoDir, 'packages', 'tlsf', 'build', 'Release', 'libheaphook_tlsf.so');
 export const servicePy = join(packageDir, 'test', 'native', 'service.py');
 export const serviceMjs = join(packageDir, 'test', 'native', 'service.mjs');
 
