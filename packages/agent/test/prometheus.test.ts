@@ -153,6 +153,10 @@ describe('heaphook agent scraped by Prometheus, read by go tool pprof', () => {
     const top = samples[0]!;
     expect(locationName.get(top.locations[0]!)).toBe('hold_fifty_megabytes');
     expect(Math.abs(top.inuseSpace - HELD_BYTES) / HELD_BYTES).toBeLessThan(TOLERANCE);
+    // By its name (a stable target for Parca or Pyroscope): the same profile.
+    const byComm = await fetch(`${agent.url}/debug/pprof/heap?comm=hh_agent_hold50`);
+    expect(byComm.status).toBe(200);
+    expect(byComm.headers.get('content-disposition')).toContain(`heap.${figures.pid}.pb.gz`);
     // /debug/pprof/ lists it, /healthz answers.
     expect(await getText(`${agent.url}/debug/pprof/`)).toContain(`heap?pid=${figures.pid}`);
     expect(await getText(`${agent.url}/healthz`)).toBe('ok\n');

@@ -211,8 +211,24 @@ function handleHttp(
   if (url.pathname === '/debug/pprof/heap' || url.pathname === '/debug/pprof/allocs') {
     const kind: ProfileKind = url.pathname.endsWith('heap') ? 'heap' : 'allocs';
     const pidText = url.searchParams.get('pid');
+    const comm = url.searchParams.get('comm');
     let profile: ProcessProfile | undefined;
-    if (pidText === null) {
+    if (pidText === null && comm !== null) {
+      // A scraper's stable name for a service whose pid changes on every restart.
+      profile = registry
+        .processes()
+        .filter((p) => p.comm === comm)
+        .pop();
+      if (profile === undefined) {
+        send(
+          res,
+          404,
+          'text/plain',
+          `no connected process is named ${JSON.stringify(comm.slice(0, 16))} (see /debug/pprof/)\n`,
+        );
+        return;
+      }
+    } else if (pidText === null) {
       const connected = registry.processes();
       if (connected.length !== 1) {
         const pids = connected.map((p) => p.pid).join(', ') || 'none';
@@ -220,7 +236,7 @@ function handleHttp(
         return;
       }
       profile = connected[0];
-    } else {
+    } else if (pidText !== null) {
       const pid = /^[0-9]{1,10}$/.test(pidText) ? Number(pidText) : NaN;
       profile = Number.isSafeInteger(pid) ? registry.find(pid) : undefined;
       if (profile === undefined) {
