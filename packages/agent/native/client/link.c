@@ -10,8 +10,10 @@
  * put in place with dup2, so a hook that races a reconnection sends to the old connection or
  * the new one, never to a descriptor the program opened meanwhile.
  *
- * Symbols: the agent cannot read the process's memory, so the first time a return address is
- * sent, a SYMBOL frame with its function's name (dladdr: the dynamic symbol table) goes first.
+ * Return addresses are sent as they are: the agent names them from /proc/PID/maps and the
+ * modules' files (addr2line), off the program's path. (dladdr here cost a linear scan of a
+ * module's dynamic symbols per new address: a quarter more CPU for node, whose binary exports
+ * tens of thousands.)
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,6 +23,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <linux/futex.h>
@@ -35,19 +38,15 @@
 bool hh_agent_enabled;
 
 #define HH_STATS_PERIOD_MS 1000u
-#define HH_SYMBOL_SLOTS (1u << 14) /* return addresses whose name was sent */
-#define HH_SYMBOL_PROBES 16u
 
 static struct sockaddr_un g_address;
 static socklen_t g_address_len;
-static _Atomic int g_fd = -1;         /* the descriptor the hooks send on */
-static _Atomic bool g_connected;      /* the agent took our HELLO on g_fd */
-static _Atomic uint64_t g_dropped;    /* samples not delivered */
-static _Atomic uint64_t g_samples;    /* samples delivered */
-static _Atomic uint64_t g_reconnects; /* connections made after the first */
-static _Atomic uint32_t g_generation; /* bumped per connection: the symbol set starts over */
-static _Atomic uint64_t g_symbol_pcs[HH_SYMBOL_SLOTS];
-static _Atomic uint32_t g_symbol_generation[HH_SYMBOL_SLOTS];
+static _Atomic int g_fd = -1;           /* the descriptor the hooks send on */
+static _Atomic bool g_connected;        /* the agent took our HELLO on g_fd */
+static _Atomic uint64_t g_socket_inode; /* of the socket g_fd should be */
+static _Atomic uint64_t g_dropped;      /* samples not delivered */
+static _Atomic uint64_t g_samples;      /* samples delivered */
+static _Atomic uint64_t g_reconnects;   /* connections made after the first */
 static _Atomic bool g_thread_running;
 static _Atomic uint32_t g_keeper_stop; /* futex word: 1 asks the keeper thread to end */
 static pthread_t g_keeper;
@@ -58,10 +57,23 @@ typedef const char *(*hh_backend_name_fn)(void);
 
 /* ---- sending ----------------------------------------------------------------------------- */
 
+/* True when fd is still the client's socket: a program may close descriptors it does not know
+ * (a daemon closing everything) and open its own at the same number, which must never receive
+ * a frame. One fstat per frame: frames are rare (one per sample). */
+static bool hh_fd_is_ours(int fd) {
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+           (uint64_t)st.st_ino == atomic_load_explicit(&g_socket_inode, memory_order_acquire);
+}
+
 static bool hh_send_frame(const void *frame, size_t len) {
     int fd = atomic_load_explicit(&g_fd, memory_order_acquire);
     if (fd < 0 || !atomic_load_explicit(&g_connected, memory_order_acquire)) return false;
     int saved = errno;
+    if (!hh_fd_is_ours(fd)) { /* the keeper thread finds out too, and reconnects */
+        errno = saved;
+        return false;
+    }
     ssize_t n = send(fd, frame, len, MSG_DONTWAIT | MSG_NOSIGNAL);
     bool sent = n == (ssize_t)len;
     if (n < 0 && errno != EAGAIN && errno != EINTR)
@@ -82,49 +94,8 @@ static size_t hh_copy_bounded(char *to, const char *from, size_t cap) {
     return n;
 }
 
-/* Sends the SYMBOL frame of pc unless this connection had it already. */
-static void hh_send_symbol(uintptr_t pc) {
-    uint32_t generation = atomic_load_explicit(&g_generation, memory_order_relaxed);
-    size_t slot = (size_t)((pc * 0x9e3779b97f4a7c15ULL) >> (64 - 14));
-    _Atomic uint64_t *claimed = NULL;
-    for (unsigned i = 0; i < HH_SYMBOL_PROBES; i++) {
-        size_t s = (slot + i) & (HH_SYMBOL_SLOTS - 1);
-        bool current =
-            atomic_load_explicit(&g_symbol_generation[s], memory_order_relaxed) == generation;
-        uint64_t seen = atomic_load_explicit(&g_symbol_pcs[s], memory_order_relaxed);
-        if (current && seen == pc) return;
-        if (!current || seen == 0) {
-            claimed = &g_symbol_pcs[s];
-            atomic_store_explicit(claimed, pc, memory_order_relaxed);
-            atomic_store_explicit(&g_symbol_generation[s], generation, memory_order_relaxed);
-            break;
-        }
-    }
-    if (claimed == NULL) return; /* the set is full around pc: the agent shows the address */
-    Dl_info info;
-    memset(&info, 0, sizeof info);
-    if (dladdr((void *)(pc - 1), &info) == 0) return;
-    union {
-        hh_agent_symbol s;
-        uint8_t bytes[HH_AGENT_MAX_FRAME];
-    } f;
-    memset(&f.s, 0, sizeof f.s);
-    size_t room = sizeof f - sizeof f.s;
-    size_t name = hh_copy_bounded(f.s.text, info.dli_sname, room / 2);
-    size_t module = hh_copy_bounded(f.s.text + name, info.dli_fname, room / 2 - 8);
-    size_t len = (sizeof f.s + name + module + 7) & ~(size_t)7;
-    f.s.h.type = HH_AGENT_SYMBOL;
-    f.s.h.length = (uint32_t)len;
-    f.s.pc = pc;
-    f.s.function = (uint64_t)(uintptr_t)info.dli_saddr;
-    f.s.name_bytes = (uint16_t)name;
-    f.s.module_bytes = (uint16_t)module;
-    if (!hh_send_frame(&f, len)) atomic_store_explicit(claimed, 0, memory_order_relaxed);
-}
-
 bool hh_agent_send_alloc(uintptr_t address, size_t size, const uintptr_t *pcs, int depth) {
     if (!atomic_load_explicit(&g_connected, memory_order_acquire)) return false;
-    for (int i = 0; i < depth; i++) hh_send_symbol(pcs[i]);
     union {
         hh_agent_alloc a;
         uint8_t bytes[sizeof(hh_agent_alloc) + HH_AGENT_MAX_DEPTH * sizeof(uint64_t)];
@@ -183,14 +154,24 @@ static bool hh_connect(void) {
         close(s);
         return false;
     }
-    int fd = atomic_load(&g_fd);
-    if (fd < 0) {
-        atomic_store(&g_fd, s);
-    } else {
-        dup3(s, fd, O_CLOEXEC); /* the hooks' descriptor number now reaches the new agent */
+    struct stat st;
+    if (fstat(s, &st) != 0) {
         close(s);
+        return false;
     }
-    atomic_fetch_add(&g_generation, 1);
+    int fd = atomic_load(&g_fd);
+    if (fd >= 0 && hh_fd_is_ours(fd)) {
+        /* The hooks' descriptor number now reaches the new agent: a hook racing this sends to
+         * the old connection or the new one, never to another file. */
+        atomic_store(&g_socket_inode, (uint64_t)st.st_ino);
+        dup3(s, fd, O_CLOEXEC);
+        close(s);
+    } else {
+        /* First connection, or the program closed our descriptor (its number may be the
+         * program's now): a number of our own. */
+        atomic_store(&g_socket_inode, (uint64_t)st.st_ino);
+        atomic_store(&g_fd, s);
+    }
     atomic_store(&g_connected, true);
     return true;
 }
@@ -205,7 +186,12 @@ static void hh_send_stats(void) {
     f.samples_total = atomic_load(&g_samples);
     f.dropped_samples_total = atomic_load(&g_dropped);
     f.reconnects_total = atomic_load(&g_reconnects);
-    hh_get_stats_fn get_stats = (hh_get_stats_fn)dlsym(RTLD_DEFAULT, "heaphook_get_stats");
+    static hh_get_stats_fn get_stats;
+    static bool looked_up;
+    if (!looked_up) { /* the backend is loaded before main: looking once is enough */
+        get_stats = (hh_get_stats_fn)dlsym(RTLD_DEFAULT, "heaphook_get_stats");
+        looked_up = true;
+    }
     heaphook_stats st;
     if (get_stats != NULL && get_stats(&st) == 0) {
         f.has_backend_stats = 1;
@@ -242,6 +228,9 @@ static void *hh_keeper(void *arg) {
                 ever = true;
             }
         }
+        int fd = atomic_load(&g_fd);
+        if (atomic_load(&g_connected) && (fd < 0 || !hh_fd_is_ours(fd)))
+            atomic_store(&g_connected, false); /* the program closed it: reconnect next round */
         if (atomic_load(&g_connected)) hh_send_stats();
         hh_wait_ms(HH_STATS_PERIOD_MS);
     }

@@ -1,8 +1,9 @@
 /**
  * /debug/pprof/heap and /debug/pprof/allocs: a gzip'd profile.proto with the sample types a Go
  * service's heap profile has (alloc_objects, alloc_space, inuse_objects, inuse_space), so
- * `go tool pprof`, Parca and Pyroscope read it as they read Go's. Functions carry the names the
- * process sent (dladdr); an address it could not name shows as its hex value.
+ * `go tool pprof`, Parca and Pyroscope read it as they read Go's. Functions are named by
+ * addr2line on the process's modules (inlined frames as extra lines, innermost first); an
+ * address in no module (JIT code) or without a symbol shows as its hex value.
  */
 import { gzipSync } from 'node:zlib';
 
@@ -21,7 +22,36 @@ import type { ProcessProfile } from './store.js';
 
 export type ProfileKind = 'heap' | 'allocs';
 
-export function buildProfile(p: ProcessProfile, kind: ProfileKind, nowMs = Date.now()): Profile {
+/** The names of every return address in p's stacks: from the process's SYMBOL frames, else
+ * addr2line on its modules (innermost inlined function first). */
+async function namesOf(
+  p: ProcessProfile,
+): Promise<Map<bigint, { names: string[]; module: string }>> {
+  const pcs = new Set<bigint>();
+  for (const stack of p.stacks.values()) for (const pc of stack.pcs) pcs.add(pc);
+  const out = new Map<bigint, { names: string[]; module: string }>();
+  const ask: number[] = [];
+  for (const pc of pcs) {
+    const sym = p.symbols.get(pc);
+    if (sym !== undefined) out.set(pc, { names: [sym.name], module: sym.module });
+    else ask.push(Number(pc));
+  }
+  if (p.symbolizer !== undefined && ask.length > 0) {
+    const frames = await p.symbolizer.symbolize(ask);
+    for (const [pc, list] of frames) {
+      const names = list.map((f) => f.function).filter((n) => n !== '??');
+      out.set(BigInt(pc), { names, module: list[0]?.module ?? '' });
+    }
+  }
+  return out;
+}
+
+export async function buildProfile(
+  p: ProcessProfile,
+  kind: ProfileKind,
+  nowMs = Date.now(),
+): Promise<Profile> {
+  const named = await namesOf(p);
   const strings = new StringTable();
   const str = (s: string): number => strings.dedup(s);
   const mappings = new Map<string, Mapping>();
@@ -38,25 +68,29 @@ export function buildProfile(p: ProcessProfile, kind: ProfileKind, nowMs = Date.
   const locationOf = (pc: bigint): Location => {
     let loc = locations.get(pc);
     if (loc !== undefined) return loc;
-    const sym = p.symbols.get(pc);
-    const name = sym !== undefined && sym.name !== '' ? sym.name : `0x${pc.toString(16)}`;
-    const module = sym?.module ?? '';
-    const key = `${name}\0${module}`;
-    let fn = functions.get(key);
-    if (fn === undefined) {
-      fn = new PFunction({
-        id: functions.size + 1,
-        name: str(name),
-        systemName: str(name),
-        filename: str(module),
-      });
-      functions.set(key, fn);
-    }
+    const known = named.get(pc);
+    const names =
+      known !== undefined && known.names.length > 0 ? known.names : [`0x${pc.toString(16)}`];
+    const module = known?.module ?? '';
+    const line = names.map((name) => {
+      const key = `${name}\0${module}`;
+      let fn = functions.get(key);
+      if (fn === undefined) {
+        fn = new PFunction({
+          id: functions.size + 1,
+          name: str(name),
+          systemName: str(name),
+          filename: str(module),
+        });
+        functions.set(key, fn);
+      }
+      return new Line({ functionId: fn.id });
+    });
     loc = new Location({
       id: locations.size + 1,
       address: pc,
       mappingId: module !== '' ? mappingOf(module).id : 0,
-      line: [new Line({ functionId: fn.id })],
+      line,
     });
     locations.set(pc, loc);
     return loc;

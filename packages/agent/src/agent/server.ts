@@ -170,12 +170,12 @@ ${rows}
 `;
 }
 
-function handleHttp(
+async function handleHttp(
   req: IncomingMessage,
   res: ServerResponse,
   registry: Registry,
   options: AgentOptions,
-): void {
+): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://agent');
   if (req.method !== 'GET' && req.method !== 'HEAD') {
     res.setHeader('Allow', 'GET, HEAD');
@@ -250,7 +250,7 @@ function handleHttp(
       }
     }
     if (profile === undefined) return;
-    const body = encodeProfile(buildProfile(profile, kind));
+    const body = encodeProfile(await buildProfile(profile, kind));
     res.writeHead(200, {
       'Content-Type': 'application/octet-stream',
       'Content-Disposition': `attachment; filename="${kind}.${profile.pid}.pb.gz"`,
@@ -282,11 +282,9 @@ export async function startAgent(options: AgentOptions): Promise<RunningAgent> {
   });
   chmodSync(options.socket, options.allowGid !== undefined ? 0o660 : 0o600);
   const http = createHttpServer((req, res) => {
-    try {
-      handleHttp(req, res, registry, options);
-    } catch (error) {
+    handleHttp(req, res, registry, options).catch((error: unknown) => {
       send(res, 500, 'text/plain', `heaphook agent: ${(error as Error).message}\n`);
-    }
+    });
   });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);

@@ -4,7 +4,13 @@
  * Everything is bounded (AgentLimits): a process that sends more live samples, stacks or
  * symbols than its share gets the excess dropped and counted, never the agent's memory grown.
  */
+import { Symbolizer, type ModuleRecord } from '@heaphook/heaptrack';
+
 import type { AllocFrame, BackendStats, HelloFrame, StatsFrame, SymbolFrame } from './frames.js';
+import { readModules } from './modules.js';
+
+/** /proc/PID/maps is read again for an address outside every known module at most this often. */
+const MAPS_REFRESH_MS = 2000;
 
 export interface AgentLimits {
   /** Processes connected at once; connections beyond are refused. */
@@ -67,6 +73,10 @@ export class ProcessProfile {
   droppedByAgent = 0;
   connected = true;
   readonly startedAt = Date.now();
+  /** The process's modules (/proc/PID/maps) and the Symbolizer over them (its names cached). */
+  modules: ModuleRecord[] = [];
+  symbolizer: Symbolizer | undefined;
+  private mapsReadAt = 0;
 
   constructor(
     readonly pid: number,
@@ -104,7 +114,23 @@ export class ProcessProfile {
     return entry;
   }
 
+  /** Reads /proc/PID/maps (again, when a new module may have been loaded). */
+  refreshModules(now = Date.now()): void {
+    if (!this.connected || now - this.mapsReadAt < MAPS_REFRESH_MS) return;
+    this.mapsReadAt = now;
+    const modules = readModules(this.pid);
+    if (modules.length === 0) return;
+    this.modules = modules;
+    this.symbolizer = new Symbolizer(modules);
+  }
+
+  private covered(pc: bigint): boolean {
+    const n = Number(pc);
+    return this.modules.some((m) => n >= m.start && n < m.end);
+  }
+
   alloc(frame: AllocFrame): void {
+    if (frame.pcs.length > 0 && !this.covered(frame.pcs[0]!)) this.refreshModules();
     if (this.live.size >= this.limits.maxLiveSamples && !this.live.has(frame.address)) {
       this.droppedByAgent++;
       return;
@@ -166,6 +192,7 @@ export class Registry {
 
   open(pid: number, uid: number, hello: HelloFrame): ProcessProfile {
     const profile = new ProcessProfile(pid, uid, hello, this.limits);
+    profile.refreshModules();
     this.connected.add(profile);
     return profile;
   }
