@@ -23,11 +23,12 @@
 #define HH_AGENT_MAX_MODULE_BYTES 1024u /* a module's path */
 
 enum hh_agent_frame_type {
-    HH_AGENT_HELLO = 1,  /* first frame of a connection */
-    HH_AGENT_ALLOC = 2,  /* a sampled allocation and its stack */
-    HH_AGENT_FREE = 3,   /* a sampled block was freed */
-    HH_AGENT_SYMBOL = 4, /* a name for a return address the agent cannot name itself (JIT code); optional */
-    HH_AGENT_STATS = 5,  /* the process's counters and its allocator's figures, every second */
+    HH_AGENT_HELLO = 1, /* first frame of a connection */
+    HH_AGENT_ALLOC = 2, /* a sampled allocation and its stack */
+    HH_AGENT_FREE = 3,  /* a sampled block was freed */
+    HH_AGENT_SYMBOL =
+        4, /* a name for a return address the agent cannot name itself (JIT code); optional */
+    HH_AGENT_STATS = 5, /* the process's counters and its allocator's figures, every second */
 };
 
 typedef struct hh_agent_frame_header {
