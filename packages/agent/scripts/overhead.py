@@ -33,7 +33,8 @@ agent_lib = os.path.join(repo, "packages/agent/build/Release/libheaphook_agent.s
 tlsf_lib = os.path.join(repo, "packages/tlsf/build/Release/libheaphook_tlsf.so")
 jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 workloads = {
-    "python-json": ["python3", os.path.join(repo, "packages/bench/workloads/json_roundtrip.py")],
+    # the interpreter itself, not a pyenv shim in front of it (its bash would be measured too)
+    "python-json": [sys.executable, os.path.join(repo, "packages/bench/workloads/json_roundtrip.py")],
     "node-json": ["node", os.path.join(repo, "packages/bench/workloads/json_roundtrip.mjs")],
 }
 
