@@ -37,15 +37,46 @@ bool hh_agent_send_alloc(uintptr_t address, size_t size, const uintptr_t *pcs, i
 bool hh_agent_send_free(uintptr_t address);
 void hh_agent_count_dropped(void);
 
-/* sampler.c */
+/* sampler.c. The per-call part is inline here: every malloc and free of the program runs it. */
 extern uint64_t hh_agent_sample_bytes;
+extern HH_TLS int64_t
+    hh_agent_until_sample; /* bytes this thread allocates before its next sample */
+extern HH_TLS uint32_t hh_agent_thread_allocs, hh_agent_thread_frees;
+#define HH_COUNT_STEP 64u /* per-thread counts reach the shared ones in steps of this */
+void hh_agent_publish_allocs(void);
+void hh_agent_publish_frees(void);
+/* The countdown crossed zero: true when this allocation is sampled (a thread's first crossing
+ * draws its first interval instead). */
+bool hh_agent_sample_slow(size_t size);
+
 /* Counts one allocation of size bytes on this thread; true when it is to be sampled. */
-bool hh_agent_sample(size_t size);
-void hh_agent_count_free(void);
+static inline bool hh_agent_sample(size_t size) {
+    if (HH_UNLIKELY(++hh_agent_thread_allocs == HH_COUNT_STEP)) hh_agent_publish_allocs();
+    hh_agent_until_sample -= (int64_t)size;
+    if (HH_LIKELY(hh_agent_until_sample > 0)) return false;
+    return hh_agent_sample_slow(size);
+}
+
+static inline void hh_agent_count_free(void) {
+    if (HH_UNLIKELY(++hh_agent_thread_frees == HH_COUNT_STEP)) hh_agent_publish_frees();
+}
 /* The sampled-address table: false when full (the sample is then dropped). */
 bool hh_agent_remember(uintptr_t address);
 /* True when address was sampled (and forgets it). */
-bool hh_agent_forget(uintptr_t address);
+bool hh_agent_forget_slow(uintptr_t address);
+#define HH_TABLE_BITS 18
+extern _Atomic uintptr_t *hh_agent_table;
+static inline size_t hh_agent_slot_of(uintptr_t address) {
+    return (size_t)(((uint64_t)address * 0x9e3779b97f4a7c15ULL) >> (64 - HH_TABLE_BITS));
+}
+/* The common answer, "not sampled", in one load: the address's first slot is empty. */
+static inline bool hh_agent_forget(uintptr_t address) {
+    if (HH_UNLIKELY(hh_agent_table == NULL)) return false;
+    uintptr_t first =
+        atomic_load_explicit(&hh_agent_table[hh_agent_slot_of(address)], memory_order_relaxed);
+    if (HH_LIKELY(first == 0)) return false;
+    return hh_agent_forget_slow(address);
+}
 uint64_t hh_agent_allocs_total(void);
 uint64_t hh_agent_frees_total(void);
 int hh_agent_sampler_init(void);

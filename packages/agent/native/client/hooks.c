@@ -127,10 +127,9 @@ static _Unwind_Reason_Code hh_walk_frame(struct _Unwind_Context *ctx, void *arg)
     return w->depth < w->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
-/* Out of line, so that the frames to skip are always these two: this one and the hook. */
-__attribute__((noinline)) static void hh_after_alloc(void *ptr, size_t size) {
-    if (ptr == NULL || !hh_agent_enabled || hh_agent_busy) return;
-    if (HH_LIKELY(!hh_agent_sample(size))) return;
+/* A sampled allocation. Out of line, so that the frames to skip are always these two: this
+ * one and the hook. */
+__attribute__((noinline)) static void hh_sampled(void *ptr, size_t size) {
     hh_agent_busy++;
     hh_agent_link_ensure_thread(); /* a fork child starts its own on its first sample */
     uintptr_t pcs[HH_AGENT_MAX_DEPTH];
@@ -143,6 +142,16 @@ __attribute__((noinline)) static void hh_after_alloc(void *ptr, size_t size) {
     }
     hh_agent_busy--;
 }
+
+/* Every allocation: a thread-local countdown, inline in the hook. hh_agent_busy is not tested
+ * before the countdown: the client's own allocations happen with it set and are rare, so it
+ * is tested only when one would be sampled. */
+#define hh_after_alloc(ptr, size)                                                                 \
+    do {                                                                                          \
+        if (HH_LIKELY(hh_agent_enabled) && HH_UNLIKELY(hh_agent_sample(size)) && (ptr) != NULL && \
+            !hh_agent_busy)                                                                       \
+            hh_sampled((ptr), (size));                                                            \
+    } while (0)
 
 static inline void hh_before_free(void *ptr) {
     if (!hh_agent_enabled) return;

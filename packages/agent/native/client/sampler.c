@@ -19,21 +19,22 @@
 
 uint64_t hh_agent_sample_bytes = 512u * 1024u;
 
-#define HH_TABLE_SLOTS (1u << 18) /* 2 MiB of addresses: 262,144 live samples at most */
+#define HH_TABLE_SLOTS (1u << HH_TABLE_BITS) /* 2 MiB of addresses: 262,144 live samples at most \
+                                              */
 #define HH_PROBE_LIMIT 32u
 #define HH_EMPTY ((uintptr_t)0)
 #define HH_TOMBSTONE ((uintptr_t)1)
-/* Per-thread counters reach the shared ones in steps, so threads do not share a cache line on
- * every call. */
-#define HH_COUNT_STEP 64u
-
-static _Atomic uintptr_t *g_table;
+_Atomic uintptr_t *hh_agent_table;
+#define g_table hh_agent_table
+/* Per-thread counters reach the shared ones in steps (HH_COUNT_STEP), so threads do not share
+ * a cache line on every call. */
 static _Atomic uint64_t g_allocs, g_frees;
 
-static HH_TLS int64_t t_until_sample;
+HH_TLS int64_t hh_agent_until_sample;
+HH_TLS uint32_t hh_agent_thread_allocs, hh_agent_thread_frees;
+#define t_until_sample hh_agent_until_sample
 static HH_TLS bool t_seeded;
 static HH_TLS uint64_t t_rng;
-static HH_TLS uint32_t t_allocs, t_frees;
 
 int hh_agent_sampler_init(void) {
     void *p = mmap(NULL, HH_TABLE_SLOTS * sizeof(uintptr_t), PROT_READ | PROT_WRITE,
@@ -59,13 +60,17 @@ static int64_t hh_next_interval(void) {
     return bytes > 9.0e18 ? INT64_MAX : (int64_t)bytes;
 }
 
-bool hh_agent_sample(size_t size) {
-    if (HH_UNLIKELY(++t_allocs == HH_COUNT_STEP)) {
-        atomic_fetch_add_explicit(&g_allocs, HH_COUNT_STEP, memory_order_relaxed);
-        t_allocs = 0;
-    }
-    t_until_sample -= (int64_t)size;
-    if (HH_LIKELY(t_until_sample > 0)) return false;
+void hh_agent_publish_allocs(void) {
+    atomic_fetch_add_explicit(&g_allocs, HH_COUNT_STEP, memory_order_relaxed);
+    hh_agent_thread_allocs = 0;
+}
+
+void hh_agent_publish_frees(void) {
+    atomic_fetch_add_explicit(&g_frees, HH_COUNT_STEP, memory_order_relaxed);
+    hh_agent_thread_frees = 0;
+}
+
+bool hh_agent_sample_slow(size_t size) {
     if (HH_UNLIKELY(!t_seeded)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -82,13 +87,6 @@ bool hh_agent_sample(size_t size) {
     return true;
 }
 
-void hh_agent_count_free(void) {
-    if (HH_UNLIKELY(++t_frees == HH_COUNT_STEP)) {
-        atomic_fetch_add_explicit(&g_frees, HH_COUNT_STEP, memory_order_relaxed);
-        t_frees = 0;
-    }
-}
-
 uint64_t hh_agent_allocs_total(void) {
     return atomic_load_explicit(&g_allocs, memory_order_relaxed);
 }
@@ -97,11 +95,7 @@ uint64_t hh_agent_frees_total(void) {
     return atomic_load_explicit(&g_frees, memory_order_relaxed);
 }
 
-static inline size_t hh_slot_of(uintptr_t address) {
-    uint64_t h = (uint64_t)address * 0x9e3779b97f4a7c15ULL;
-    return (size_t)(h >> (64 - 18));
-}
-_Static_assert(HH_TABLE_SLOTS == (1u << 18), "hh_slot_of shifts by the table's bits");
+#define hh_slot_of hh_agent_slot_of
 
 bool hh_agent_remember(uintptr_t address) {
     if (g_table == NULL || address <= HH_TOMBSTONE) return false;
@@ -115,7 +109,7 @@ bool hh_agent_remember(uintptr_t address) {
     return false;
 }
 
-bool hh_agent_forget(uintptr_t address) {
+bool hh_agent_forget_slow(uintptr_t address) {
     if (g_table == NULL) return false;
     size_t slot = hh_slot_of(address);
     for (unsigned i = 0; i < HH_PROBE_LIMIT; i++) {
