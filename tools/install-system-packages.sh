@@ -26,14 +26,17 @@
 #   hostile-text.test.ts checks that the JUnit XML and the SVG files stay well-formed XML when
 #   the traced program's symbols hold control characters); sqlite3 (packages/heaptrack/test/
 #   real-programs.test.ts records the sqlite3 shell, a program nobody here wrote, and
-#   the heaptrack README measures its log size against KDE heaptrack's).
+#   the heaptrack README measures its log size against KDE heaptrack's); prometheus (the
+#   Prometheus server and promtool: packages/agent's tests scrape `heaphook agent` with it and
+#   check its example alert rules).
 # Without them the benchmark prints "skipped: install <package>" for the missing peers.
 # Needs root (or sudo). Run it once per machine: tools/install-system-packages.sh
 set -euo pipefail
 packages=(liblsan0 clang libclang-rt-14-dev libjemalloc2 libmimalloc2.0 libtcmalloc-minimal4 heaptrack libucx0 libucx-dev clang-format
   zlib1g-dev binutils fonts-dejavu-core chromium poppler-utils golang-go zstd
   libasan8 libubsan1 libtsan2 colcon python3-colcon-cmake python3-colcon-ros ament-cmake googletest
-  valgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user strace libxml2-utils sqlite3)
+  valgrind gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user strace libxml2-utils sqlite3
+  prometheus)
 arm64_packages=(libc6:arm64 zlib1g-dev:arm64 libpython3.11-minimal:arm64 libexpat1:arm64)
 arm64_python=python3.11-minimal:arm64
 arm64_root=/opt/heaphook-arm64

@@ -59,6 +59,20 @@ function checkArch(value: string): string {
   return value;
 }
 
+/** `run --agent SOCKET`: the agent's client (libheaphook_agent.so, from @heaphook/agent) goes
+ * first in LD_PRELOAD, so it reports the heap of the backends after it. */
+export function withAgent(
+  backends: readonly string[],
+  env: Record<string, string>,
+  socket: string | undefined,
+): { backends: string[]; env: Record<string, string> } {
+  if (socket === undefined) return { backends: [...backends], env };
+  return {
+    backends: ['agent', ...backends.filter((b) => b !== 'agent')],
+    env: { ...env, HEAPHOOK_AGENT: `unix:${resolve(socket)}` },
+  };
+}
+
 export function buildProgram(): Command {
   const program = new Command('heaphook')
     .description('Replace or observe the heap of any Linux program without recompiling it.')
@@ -111,6 +125,10 @@ export function buildProgram(): Command {
       parseEnvAssignment,
       {},
     )
+    .option(
+      '--agent <socket>',
+      "report to `heaphook agent` at this socket (preloads the agent's client ahead of the backends)",
+    )
     .argument('<command>', 'the program to run')
     .argument('[args...]', 'its arguments (put -- before the command)')
     .passThroughOptions()
@@ -118,9 +136,10 @@ export function buildProgram(): Command {
       async (
         command: string,
         args: string[],
-        options: { backend: string[]; env: Record<string, string> },
+        options: { backend: string[]; env: Record<string, string>; agent?: string },
       ) => {
-        const child = spawnWith(options.backend, command, args, { env: options.env });
+        const { backends, env } = withAgent(options.backend, options.env, options.agent);
+        const child = spawnWith(backends, command, args, { env });
         const forward = (signal: NodeJS.Signals): void => {
           child.kill(signal);
         };

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
@@ -136,6 +136,24 @@ describe('the heaphook command', () => {
   it('run reports death by a signal as 128 + the signal number', () => {
     const result = heaphook('run', '-b', 'example', '--', 'sh', '-c', 'kill -TERM $$');
     expect(result.status).toBe(143);
+  });
+
+  it('run --agent puts the agent client first in LD_PRELOAD and names its socket', () => {
+    const result = heaphook(
+      'run',
+      '--agent',
+      'agent.sock',
+      '-b',
+      'example',
+      '--',
+      'sh',
+      '-c',
+      'echo "$HEAPHOOK_AGENT"; echo "$LD_PRELOAD"',
+    );
+    expect(result.status).toBe(0);
+    const [agent, preload] = result.stdout.split('\n');
+    expect(agent).toBe(`unix:${resolve('agent.sock')}`);
+    expect(preload).toMatch(/libheaphook_agent\.so[: ].*libheaphook_example\.so$/);
   });
 
   it('run leaves options after the command to the command', () => {

@@ -1,0 +1,84 @@
+/*
+ * client.h — what the agent client's files share. The client is libheaphook_agent.so, preloaded
+ * ahead of any backend (`heaphook run --agent PATH -b tlsf ...` puts it there): hooks.c wraps
+ * the malloc family and forwards to the next allocator (RTLD_NEXT); sampler.c decides which
+ * allocations are sampled and remembers the sampled addresses; link.c owns the connection to
+ * the agent and the thread that keeps it up.
+ *
+ * The program never waits for the agent: frames are sent with MSG_DONTWAIT and a frame that
+ * cannot be sent now is dropped and counted.
+ */
+#ifndef HH_AGENT_CLIENT_H
+#define HH_AGENT_CLIENT_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HH_TLS __thread __attribute__((tls_model("initial-exec")))
+#define HH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HH_LIKELY(x) __builtin_expect(!!(x), 1)
+
+/* Set while the client itself runs on this thread: its own allocations are not sampled. */
+extern HH_TLS int hh_agent_busy;
+
+/* link.c: true once HEAPHOOK_AGENT was read and names a socket. */
+extern bool hh_agent_enabled;
+void hh_agent_link_start(void);         /* constructor: config, first connect, keeper thread */
+void hh_agent_link_fork_child(void);    /* the child gets a connection of its own */
+void hh_agent_link_ensure_thread(void); /* (re)starts the keeper thread when it is missing */
+/* Ends the keeper thread and waits for it (setid.c: around a change of credentials), and
+ * starts it again. */
+void hh_agent_keeper_pause(void);
+void hh_agent_keeper_resume(void);
+/* Sends one sampled allocation (with its stack, and symbols not sent yet). False: dropped. */
+bool hh_agent_send_alloc(uintptr_t address, size_t size, const uintptr_t *pcs, int depth);
+bool hh_agent_send_free(uintptr_t address);
+void hh_agent_count_dropped(void);
+
+/* sampler.c. The per-call part is inline here: every malloc and free of the program runs it. */
+extern uint64_t hh_agent_sample_bytes;
+extern HH_TLS int64_t
+    hh_agent_until_sample; /* bytes this thread allocates before its next sample */
+extern HH_TLS uint32_t hh_agent_thread_allocs, hh_agent_thread_frees;
+#define HH_COUNT_STEP 64u /* per-thread counts reach the shared ones in steps of this */
+void hh_agent_publish_allocs(void);
+void hh_agent_publish_frees(void);
+/* The countdown crossed zero: true when this allocation is sampled (a thread's first crossing
+ * draws its first interval instead). */
+bool hh_agent_sample_slow(size_t size);
+
+/* Counts one allocation of size bytes on this thread; true when it is to be sampled. */
+static inline bool hh_agent_sample(size_t size) {
+    if (HH_UNLIKELY(++hh_agent_thread_allocs == HH_COUNT_STEP)) hh_agent_publish_allocs();
+    hh_agent_until_sample -= (int64_t)size;
+    if (HH_LIKELY(hh_agent_until_sample > 0)) return false;
+    return hh_agent_sample_slow(size);
+}
+
+static inline void hh_agent_count_free(void) {
+    if (HH_UNLIKELY(++hh_agent_thread_frees == HH_COUNT_STEP)) hh_agent_publish_frees();
+}
+/* The sampled-address table: false when full (the sample is then dropped). */
+bool hh_agent_remember(uintptr_t address);
+/* True when address was sampled (and forgets it). */
+bool hh_agent_forget_slow(uintptr_t address);
+#define HH_TABLE_BITS 18
+extern _Atomic uintptr_t *hh_agent_table;
+static inline size_t hh_agent_slot_of(uintptr_t address) {
+    return (size_t)(((uint64_t)address * 0x9e3779b97f4a7c15ULL) >> (64 - HH_TABLE_BITS));
+}
+/* The common answer, "not sampled", in one load: the address's first slot is empty. */
+static inline bool hh_agent_forget(uintptr_t address) {
+    if (HH_UNLIKELY(hh_agent_table == NULL)) return false;
+    uintptr_t first =
+        atomic_load_explicit(&hh_agent_table[hh_agent_slot_of(address)], memory_order_relaxed);
+    if (HH_LIKELY(first == 0)) return false;
+    return hh_agent_forget_slow(address);
+}
+uint64_t hh_agent_allocs_total(void);
+uint64_t hh_agent_frees_total(void);
+int hh_agent_sampler_init(void);
+
+#endif /* HH_AGENT_CLIENT_H */

@@ -1,0 +1,73 @@
+/**
+ * A process that forks: the child reports on a connection of its own (its pid, its heap), and
+ * the parent's profile goes on without the child's allocations.
+ */
+import { join } from 'node:path';
+
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { startAgent, type RunningAgent } from '../src/agent/server.js';
+import { runUnderAgent, stopChild, tempDir, waitForLine, waitUntil } from './helpers/agent.js';
+
+const SCRIPT = String.raw`
+import os, sys, time
+parent_keep = [bytes(4096) for _ in range(2000)]
+pid = os.fork()
+if pid == 0:
+    child_keep = [bytes(8192) for _ in range(4000)]
+    print("child", os.getpid(), flush=True)
+    sys.stdin.read()
+    os._exit(0)
+print("parent", os.getpid(), flush=True)
+sys.stdin.read()
+os.waitpid(pid, 0)
+`;
+
+describe('fork under the agent', () => {
+  const dir = tempDir('fork');
+  const socket = join(dir.path, 'agent.sock');
+  let agent: RunningAgent;
+
+  beforeAll(async () => {
+    agent = await startAgent({ socket, httpHost: '127.0.0.1', httpPort: 0 });
+  });
+  afterAll(async () => {
+    await agent?.close();
+    dir.remove();
+  });
+
+  it('gives the child a profile of its own', async () => {
+    const program = runUnderAgent(
+      socket,
+      'tlsf',
+      { HEAPHOOK_AGENT_SAMPLE_BYTES: '16KiB' },
+      'python3',
+      ['-c', SCRIPT],
+    );
+    const both = await waitForLine(
+      program,
+      'stdout',
+      /(child|parent) (\d+)\n[\s\S]*(child|parent) (\d+)\n/,
+    );
+    const pidOf = (who: string): number => Number(both[1] === who ? both[2] : both[4]);
+    const child = pidOf('child');
+    const parent = pidOf('parent');
+    const [p, c] = await waitUntil('both processes with samples', async () => {
+      const pp = agent.registry.find(parent);
+      const cp = agent.registry.find(child);
+      return pp !== undefined &&
+        cp !== undefined &&
+        cp.stats !== undefined &&
+        cp.liveSampledBytes > 20e6
+        ? [pp, cp]
+        : undefined;
+    });
+    expect(c.pid).toBe(child);
+    expect(c.comm).toBe('python3');
+    // The child's 32 MB of bytes objects are its own; the parent holds its 8 MB, not the child's.
+    expect(c.liveSampledBytes).toBeGreaterThan(20e6);
+    expect(p.liveSampledBytes).toBeLessThan(20e6);
+    program.stdin?.end();
+    await stopChild(program);
+  }, 60_000);
+});
