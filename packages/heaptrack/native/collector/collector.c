@@ -262,12 +262,11 @@ static void finish(client *c, bool stopped) {
     }
 }
 
-/* A line on stderr for a connection refused (not with --quiet). */
+/* A line on stderr for a connection refused, said even with --quiet (which only leaves out
+ * the list of logs written: heaphook record prints its own). */
 static void refuse(int fd, pid_t pid, const char *why) {
     close(fd);
-    if (!quiet)
-        fprintf(stderr, "heaphook record: refused a connection from process %d: %s\n", (int)pid,
-                why);
+    fprintf(stderr, "heaphook record: refused a connection from process %d: %s\n", (int)pid, why);
 }
 
 /* The parent of pid and its effective uid and gid (from /proc/<pid>/status); false when the
@@ -689,7 +688,7 @@ static int serve_command(int listener) {
             printf("signal %d\n", (int)pass_on_signal);
             fflush(stdout);
         }
-        if (signals_seen == 1 && !command_done && !said_first && !quiet) {
+        if (signals_seen == 1 && !command_done && !said_first) { /* even with --quiet */
             said_first = true;
             fprintf(stderr,
                     "heaphook record: the signal went to the command; another one stops "
