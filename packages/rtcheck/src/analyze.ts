@@ -8,14 +8,8 @@ import { Symbolizer, type Frame } from '@heaphook/heaptrack';
 import { policyName, type RawReport } from './report-file.js';
 import { suppressedBy, type Suppression } from './suppressions.js';
 
-export interface ViolationFrame {
-  readonly function: string;
-  readonly file?: string;
-  readonly line?: number;
-  readonly module: string;
-  readonly offset: number;
-  readonly inlined: boolean;
-}
+/** A frame of a violation's stack: heaptrack's symbolised Frame without its return address. */
+export type ViolationFrame = Omit<Frame, 'pc'>;
 
 export interface Violation {
   readonly call: string;

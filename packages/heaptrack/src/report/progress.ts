@@ -8,12 +8,23 @@ import { readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 
 
 import cliProgress from 'cli-progress';
 
+import { percentOf, PROGRESS_AFTER_MS, progressLines } from '../decode/progress.js';
+
 export interface Progress {
   update(events: number): void;
   stop(): void;
 }
 
 const none: Progress = { update: () => undefined, stop: () => undefined };
+
+/** The log's real path (as /proc/self/fd names it) and size; undefined when it cannot be read. */
+function logFile(path: string): { target: string; size: number } | undefined {
+  try {
+    return { target: realpathSync(path), size: statSync(path).size };
+  } catch {
+    return undefined;
+  }
+}
 
 function filePosition(target: string, hint: { fd?: string }): number | undefined {
   const read = (fd: string): number | undefined => {
@@ -43,18 +54,11 @@ function filePosition(target: string, hint: { fd?: string }): number | undefined
   return undefined;
 }
 
-import { percentOf, PROGRESS_AFTER_MS, progressLines } from '../decode/progress.js';
-
 export function startProgress(path: string, enabled = process.stderr.isTTY === true): Progress {
   if (!enabled) return linesOf(path);
-  let target: string;
-  let size: number;
-  try {
-    target = realpathSync(path);
-    size = statSync(path).size;
-  } catch {
-    return none;
-  }
+  const file = logFile(path);
+  if (file === undefined) return none;
+  const { target, size } = file;
   // The decoder reads 1 MiB at a time: below a few MiB its position says little, so small
   // (well compressed) logs get an event counter instead of a bar.
   const byPosition = size >= 4 * 1024 * 1024;
@@ -99,14 +103,9 @@ export function startProgress(path: string, enabled = process.stderr.isTTY === t
 
 /** Off a terminal: a line now and then with the fraction read and the events so far. */
 function linesOf(path: string): Progress {
-  let target: string;
-  let size: number;
-  try {
-    target = realpathSync(path);
-    size = statSync(path).size;
-  } catch {
-    return none;
-  }
+  const file = logFile(path);
+  if (file === undefined) return none;
+  const { target, size } = file;
   const lines = progressLines(`heaphook: reading ${path}`);
   const hint: { fd?: string } = {};
   return {
