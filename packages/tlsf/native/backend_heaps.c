@@ -81,7 +81,7 @@ static inline unsigned cache_class(size_t size) {
     return cls < BLOCK_SIZE_MIN / 16 ? BLOCK_SIZE_MIN / 16 : cls;
 }
 
-/* Head bits of a block the leaf free path does not cache: free, aligned, footprint >= 1 KiB. */
+/* Head bits of a block the leaf free path does not cache: free, aligned, footprint >= 2 KiB. */
 #define CACHE_NOT_CACHED                        \
     (HEAD_FREE | HEAD_CLEAN | HEAD_ALIGN_MASK | \
      (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
@@ -124,7 +124,7 @@ static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
     misuse(ptr, "free", TLSF_ERR_DOUBLE_FREE, ptr);
 }
 
-/* Keeps a freed block of footprint < 1 KiB in h's cache when the cache has room. The block may
+/* Keeps a freed block of footprint < 2 KiB in h's cache when the cache has room. The block may
  * belong to another thread heap (like glibc's tcache, the cache does not care who owns a block:
  * a thread that frees what others allocated reuses those blocks without a round trip); it goes
  * back to its owner when the cache is flushed. */
@@ -142,6 +142,15 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
         return false;
     cache_push(h, p, cls);
     return true;
+}
+
+/* Takes p, the head of class cls of h's cache, off it (its marker cleared). */
+static inline void *cache_take(thread_heap *h, unsigned cls, void **p) {
+    h->cache_head[cls] = p[0];
+    h->cache_count[cls]--;
+    h->cache_bytes -= (size_t)cls << 4;
+    p[1] = NULL;
+    return p;
 }
 
 /* tlsf_free; gives pages back when the heap has been nearly emptied (see above), or, with the
@@ -166,10 +175,59 @@ static inline void free_block(tlsf_t *t, release_state *r, void *ptr, size_t hea
     }
 }
 
-/* Frees a block of this thread's heap: into the cache when it has room, else to TLSF. */
+/* Makes room in h's cache: the blocks cached last in one class go back, while they are h's
+ * own and physically adjacent (at most CACHE_SPILL_MAX), joined with tlsf_join_used (a few
+ * stores each) and given to TLSF with one free; a first block of another heap goes to its
+ * owner's remote stack alone. So a batch of blocks freed in address order, either way, costs
+ * one TLSF free per CACHE_SPILL_MAX blocks, and the worst case is one TLSF free.
+ * The class is the first non-empty one at or below h->spill_cursor (CACHE_SPILL_SCAN looked
+ * at, at most; wrapping), and the cursor moves on past it: over successive spills every class
+ * gives in turn, so blocks of a size the program no longer asks for do not keep the cache's
+ * byte budget from the sizes it asks for now. Returns false when it found no block. */
+static bool cache_spill(thread_heap *h) {
+    unsigned cls = h->spill_cursor;
+    for (unsigned looked = 1; h->cache_head[cls] == NULL; looked++) {
+        cls = cls > CACHE_CLASS_MIN ? cls - 1 : CACHE_CLASSES - 1;
+        if (looked == CACHE_SPILL_SCAN) {
+            h->spill_cursor = cls;
+            return false;
+        }
+    }
+    h->spill_cursor = cls > CACHE_CLASS_MIN ? cls - 1 : CACHE_CLASSES - 1;
+    const size_t f = (size_t)cls << 4; /* a cached block's footprint is its class's */
+    char *run = cache_take(h, cls, (void **)h->cache_head[cls]);
+    const unsigned owner = tlsf_block_owner(run);
+    if (owner != h->id) {
+        remote_push(heaps[owner], run);
+        return true;
+    }
+    size_t run_bytes = f;
+    for (unsigned joined = 1; joined < CACHE_SPILL_MAX; joined++) {
+        char *p = h->cache_head[cls];
+        if (p == NULL || tlsf_block_owner(p) != h->id) break;
+        if (p == run + run_bytes) {
+            tlsf_join_used(h->tlsf, run, cache_take(h, cls, (void **)p));
+        } else if (p + f == run) {
+            tlsf_join_used(h->tlsf, cache_take(h, cls, (void **)p), run);
+            run = p;
+        } else {
+            break;
+        }
+        run_bytes += f;
+    }
+    free_block(h->tlsf, &h->release, run, head_load(block_from_ptr(run)));
+    return true;
+}
+
+/* Frees a block of this thread's heap: into the cache when it has room (made by a spill when
+ * the cache is full), else to TLSF. */
 static inline void heap_free_own(thread_heap *h, void *ptr) {
     const size_t head = head_load(block_from_ptr(ptr));
-    if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->release, ptr, head);
+    if (cache_put(h, ptr, head)) return;
+    if ((head & HEAD_SIZE_MASK) < CACHE_CLASSES * 16 && !(head & HEAD_ALIGN_MASK) &&
+        cache_spill(h) && cache_put(h, ptr, head))
+        return;
+    free_block(h->tlsf, &h->release, ptr, head);
 }
 
 /* Frees at most max blocks that other threads returned to h. */
@@ -181,7 +239,10 @@ static inline bool heap_drain(thread_heap *h, int max) {
     }
     for (int i = 0; p && i < max; i++) {
         void *next = *(void **)p;
-        heap_free_own(h, p); /* into the cache when it has room */
+        /* into the cache when it has room; no spill: a drain of DRAIN_SLOW blocks stays
+         * DRAIN_SLOW TLSF frees at most */
+        const size_t head = head_load(block_from_ptr(p));
+        if (!cache_put(h, p, head)) free_block(h->tlsf, &h->release, p, head);
         p = next;
     }
     h->pending = p;
@@ -250,15 +311,6 @@ size_t trim_thread_heap(thread_heap *h, size_t pad) {
 static void *alloc_slow(size_t size, size_t align);
 static void *heap_alloc(thread_heap *h, size_t size, size_t align);
 
-/* Takes p, the head of class cls of h's cache, off it (its marker cleared). */
-static inline void *cache_take(thread_heap *h, unsigned cls, void **p) {
-    h->cache_head[cls] = p[0];
-    h->cache_count[cls]--;
-    h->cache_bytes -= (size_t)cls << 4;
-    p[1] = NULL;
-    return p;
-}
-
 /* The common case, a cache hit, is a leaf: no call, no register saved. */
 void *tlsf_backend_alloc(size_t size, size_t align) {
     thread_heap *h = t_heap;
@@ -300,16 +352,16 @@ static void dealloc_slow(void *ptr);
 static void heap_dealloc(thread_heap *h, void *ptr);
 static void heap_dealloc_checked(thread_heap *h, void *ptr);
 
-/* The common case, a push on the cache, is a leaf: a block of footprint < 1 KiB, not aligned,
+/* The common case, a push on the cache, is a leaf: a block of footprint < 2 KiB, not aligned,
  * not free (nor clean), not marked as cached, of a valid thread heap (this one's or another's),
  * with room in its class. Everything else (including the double-free checks) goes to
  * heap_dealloc.
  *
  * The check on every free (see "Checks on every call") is folded into the same tests: one
- * compare puts the pointer, 16-byte aligned, in h's last area at least a KiB before its end;
+ * compare puts the pointer, 16-byte aligned, in h's last area at least 2 KiB before its end;
  * the owner id is read with the heads' key taken off (one xor), so that a wrong tag makes it
  * larger than any heap's (the owner test fails); CACHE_NOT_CACHED rejects a free or clean
- * head and bounds the size below 1 KiB (so the successor's head lies inside the area), and the
+ * head and bounds the size below 2 KiB (so the successor's head lies inside the area), and the
  * classes below the smallest block (0 and 1) are kept full, so a size of 0 or 16 is not cached
  * either. Then the successor's head: the same top 12 bits, its tag and owner (one xor and one
  * shift). Whatever fails goes to heap_dealloc_checked, which checks in full (the successor's
@@ -328,7 +380,7 @@ void tlsf_backend_dealloc(void *ptr) {
         const unsigned owner = (unsigned)((head ^ tlsf_head_key) >> HEAD_OWNER_SHIFT);
         if (LIKELY(!(head & CACHE_NOT_CACHED) &&
                    owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed))) {
-            /* CACHE_NOT_CACHED passed: the size is below 1 KiB, the successor's head inside
+            /* CACHE_NOT_CACHED passed: the size is below 2 KiB, the successor's head inside
              * the area. Its tag and owner: the very same top 12 bits as ours (its flags are
              * left to the full check: they add 2 bits to the 12 a damaged head must match by
              * chance). */
@@ -382,7 +434,7 @@ static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
         const unsigned owner =
             (unsigned)(head_owner_bits(block_from_ptr(ptr), head) >> HEAD_OWNER_SHIFT);
         if (LIKELY(owner == h->id)) {
-            if (!cache_put(h, ptr, head)) free_block(h->tlsf, &h->release, ptr, head);
+            heap_free_own(h, ptr);
             return;
         }
         /* Another thread heap's block (a valid id): into this thread's cache if it fits. */

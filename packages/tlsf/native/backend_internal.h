@@ -70,7 +70,7 @@
 #define DRAIN_FAST 16
 #define DRAIN_EVERY 8
 #define DRAIN_SLOW 64
-#define CACHE_CLASSES 64         /* footprints 32 .. 1008 bytes, one class per 16 bytes */
+#define CACHE_CLASSES 128        /* footprints 32 .. 2032 bytes, one class per 16 bytes */
 #define CACHE_DEPTH_DEFAULT 4096 /* blocks per class: the byte budget below is the real bound */
 #define CACHE_DEPTH_MAX 65000
 #define CACHE_BYTES_DEFAULT ((size_t)512 << 10) /* bytes a thread's cache holds at most */
@@ -78,6 +78,11 @@
 /* Blocks a malloc short of memory flushes from its cache before it borrows a chunk: the flush
  * is spread over such mallocs, so no call frees more than this many blocks into TLSF. */
 #define CACHE_FLUSH_MAX 64
+/* A free whose class is full takes at most this many of the blocks freed last into its class
+ * along to TLSF, when they lie next to it and to each other (one TLSF free for all of them). */
+#define CACHE_SPILL_MAX 32
+/* ... and looks at this many classes at most to find blocks to give back. */
+#define CACHE_SPILL_SCAN 16
 /* The first class a block can have (the smallest block is 32 bytes). Classes below it have
  * their count kept at CACHE_FULL, so that the leaf free path never caches a head whose size
  * says 0 or 16 (the check on every free relies on it). */
@@ -131,14 +136,15 @@ typedef struct thread_heap {
     _Atomic bool trim_wanted; /* malloc_trim asked its owner to trim (see trim_request) */
     release_state release;    /* returning memory (owner only) */
     area_cache area;          /* the area this heap's thread last freed into (owner only) */
-    /* The thread cache: freed blocks of footprint < 1 KiB kept whole (not coalesced), at most
+    /* The thread cache: freed blocks of footprint < 2 KiB kept whole (not coalesced), at most
      * cfg.cache_depth per footprint and cfg.cache_bytes in all, handed out again by the next
      * malloc of that footprint. Indexed by footprint / 16 (classes 0 and 1 stay empty: the
      * smallest block is 32 bytes). */
     void *cache_head[CACHE_CLASSES];
     uint16_t cache_count[CACHE_CLASSES];
-    size_t cache_bytes;  /* the footprints of the blocks cached */
-    unsigned drain_tick; /* cache hits left before the next drain (see DRAIN_EVERY) */
+    unsigned spill_cursor; /* the class the next spill looks at first */
+    size_t cache_bytes;    /* the footprints of the blocks cached */
+    unsigned drain_tick;   /* cache hits left before the next drain (see DRAIN_EVERY) */
     /* Blocks freed by other threads: a lock-free LIFO linked through the blocks' first word.
      * On its own cache line: other threads write it, the owner only reads it when not NULL. */
     _Alignas(64) _Atomic(void *) remote;

@@ -393,6 +393,16 @@ void tlsf_free(tlsf_t *t, void *ptr) {
     block_insert(t, b);
 }
 
+void tlsf_join_used(tlsf_t *t, void *ptr, void *next) {
+    block_t *b = block_from_ptr(ptr);
+    const size_t head = head_load(b);
+    const size_t next_size = head_load(block_from_ptr(next)) & HEAD_SIZE_MASK;
+    TLSF_ASSERT(!(head & (HEAD_FREE | HEAD_ALIGN_MASK)) &&
+                block_at(b, head & HEAD_SIZE_MASK) == block_from_ptr(next));
+    head_store(b, head + next_size); /* the size field cannot carry: blocks are < 2^46 */
+    t->used_blocks--;
+}
+
 void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t *hi) {
     block_t *b = block_from_ptr(ptr);
     t->used_blocks--;

@@ -89,6 +89,11 @@ void *tlsf_malloc(tlsf_t *t, size_t size);
 void *tlsf_memalign(tlsf_t *t, size_t align, size_t size);
 /* ptr must be a used block of t. */
 void tlsf_free(tlsf_t *t, void *ptr);
+/* For a front end that keeps freed blocks whole (the backend's thread cache) and gives a run
+ * of physically adjacent ones back with one tlsf_free: ptr and next are used, unaligned blocks
+ * of t, next the physical successor of ptr; ptr absorbs next (its footprint becomes the sum).
+ * O(1). */
+void tlsf_join_used(tlsf_t *t, void *ptr, void *next);
 /* tlsf_free that also says which memory could be given back to the system. Returns the free
  * block ptr became part of (coalesced with its free neighbours) and sets [*lo, *hi) to the
  * whole pages (of size page) inside it that may hold data: those of ptr's block and of each

@@ -23,6 +23,14 @@
 /* Blocks are smaller than 2^FL_INDEX_MAX bytes (the head's size field has 46 bits). */
 #define FL_INDEX_MAX 46
 
+/* Debug builds (-DHEAPHOOK_DEBUG=ON) trap when a caller breaks a block invariant that tlsf.c
+ * relies on without checking; other builds compile the condition away. */
+#ifdef HEAPHOOK_DEBUG
+#define TLSF_ASSERT(cond) ((cond) ? (void)0 : __builtin_trap())
+#else
+#define TLSF_ASSERT(cond) ((void)0)
+#endif
+
 /*
  * Derived constants.
  */

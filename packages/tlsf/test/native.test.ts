@@ -324,6 +324,22 @@ describe('behaviour', () => {
     );
   });
 
+  it('sizes no longer asked for leave the thread cache for the sizes asked for now', () => {
+    // 16,384 blocks of four small sizes fill the cache past its byte budget and are never asked
+    // for again; then batches of 1600 blocks of 1000 bytes. Each free that finds the cache full
+    // gives back a run of cached blocks of one class, the classes in turn: the stale blocks
+    // leave, coalesced, and the batches are served from the cache. Before, they stayed cached
+    // for the life of the thread (9,377 free blocks at the end) and every batch block past
+    // the remaining budget went through TLSF.
+    const r = probe(['stale-cache'], {});
+    expect(r.status, r.stderr).toBe(0);
+    const m = /stale_free_blocks (\d+) after_batches_free_blocks (\d+)/.exec(r.stdout);
+    expect(m, r.stdout).not.toBeNull();
+    const [stale, after] = [Number(m![1]), Number(m![2])];
+    expect(stale).toBeGreaterThan(8000);
+    expect(after, `${stale} free blocks before the batches`).toBeLessThan(stale / 4);
+  });
+
   it('one thread allocates and another frees (producer/consumer): memory stays near the live bytes', () => {
     // 2 M messages, at most 4096 in flight (about 1.5 MiB live). glibc peaks at ~3.3 MiB here;
     // when the producer took back 4 of its freed blocks per cache miss only, its mallocs mostly

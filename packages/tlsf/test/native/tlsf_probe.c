@@ -16,6 +16,9 @@
  *   tlsf_probe release           resident memory before and after 64 MiB of 64 KiB blocks
  *                                are freed, and page faults of a loop near its peak
  *   tlsf_probe batch-release     page faults of a loop that empties its heap at every round
+ *   tlsf_probe stale-cache       free blocks (mallinfo2 ordblks) held after sizes no longer
+ *                                asked for filled the thread cache, before and after batches
+ *                                of another size
  *   tlsf_probe producer-consumer peak RSS when one thread allocates and another frees
  *   tlsf_probe realloc-moves     how often a buffer grown by 64-byte appends to 1 MiB moves
  *   tlsf_probe backend           prints the active backend's name
@@ -388,6 +391,34 @@ static int scenario_batch_release(void) {
     return 0;
 }
 
+/* The thread cache filled with blocks of four small sizes the program then stops asking for
+ * (4 x 4096 blocks, more than the cache's byte budget), then batches of 1600 blocks of 1000
+ * bytes allocated and freed half oldest first, half newest first. Prints the free blocks
+ * (cached ones count one each) after the first phase and after the batches: the stale sizes'
+ * blocks must leave the cache, coalesced, for the batches' blocks. */
+static int scenario_stale_cache(void) {
+    enum { STALE_SIZES = 4, STALE_COUNT = 4096, BATCH = 1600, BATCH_SIZE = 1000, ROUNDS = 200 };
+    static char *blocks[STALE_SIZES * STALE_COUNT];
+    for (int i = 0; i < STALE_SIZES * STALE_COUNT; i++) {
+        blocks[i] = malloc((size_t)(24 + 16 * (i % STALE_SIZES)));
+        if (!blocks[i]) return fail("malloc");
+    }
+    for (int i = 0; i < STALE_SIZES * STALE_COUNT; i++) free(blocks[i]);
+    const size_t stale_free_blocks = mallinfo2().ordblks;
+    for (int round = 0; round < ROUNDS; round++) {
+        for (int i = 0; i < BATCH; i++) {
+            blocks[i] = malloc(BATCH_SIZE);
+            if (!blocks[i]) return fail("malloc");
+            blocks[i][0] = (char)round;
+        }
+        for (int i = 0; i < BATCH / 2; i++) free(blocks[i]);
+        for (int i = BATCH - 1; i >= BATCH / 2; i--) free(blocks[i]);
+    }
+    printf("stale_free_blocks %zu after_batches_free_blocks %zu\n", stale_free_blocks,
+           (size_t)mallinfo2().ordblks);
+    return 0;
+}
+
 /* A burst: 200 MiB in 4 KiB blocks allocated and touched (by this thread; by a worker thread
  * that exits; by one that stays alive and idle, then exits; or by this thread after
  * mallopt(M_TRIM_THRESHOLD, 1 MiB)), all freed in a shuffled order, then malloc_trim(0).
@@ -588,6 +619,7 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "faults")) return scenario_faults();
     if (!strcmp(s, "release")) return scenario_release();
     if (!strcmp(s, "batch-release")) return scenario_batch_release();
+    if (!strcmp(s, "stale-cache")) return scenario_stale_cache();
     if (!strcmp(s, "trim")) return scenario_trim(argc > 2 ? argv[2] : "main");
     if (!strcmp(s, "producer-consumer")) return scenario_producer_consumer();
     if (!strcmp(s, "cache-lines")) return scenario_cache_lines();

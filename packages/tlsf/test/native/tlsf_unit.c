@@ -379,6 +379,35 @@ static void test_growing_realloc(void) {
     (void)wall;
 }
 
+/* tlsf_join_used, as the thread cache's spill uses it: a run of adjacent used blocks joined
+ * into one, freed with one tlsf_free, leaves the heap as freeing each would. */
+static void test_join_used(void) {
+    tlsf_t *t = make_heap(1 << 20);
+    enum { RUN = 8 };
+    char *b[RUN];
+    for (int i = 0; i < RUN; i++) b[i] = tlsf_malloc(t, 100);
+    char *keep = tlsf_malloc(t, 100); /* so the run's successor is a used block */
+    for (int i = 1; i < RUN; i++)
+        EXPECT(b[i] == b[i - 1] + tlsf_block_size(b[0]) + 8, "consecutive blocks %d", i);
+    tlsf_stats s;
+    /* Upwards from the middle, then the run's first block absorbs the joined rest. */
+    for (int i = RUN / 2 + 1; i < RUN; i++) tlsf_join_used(t, b[RUN / 2], b[i]);
+    for (int i = 1; i <= RUN / 2; i++) tlsf_join_used(t, b[0], b[i]);
+    tlsf_get_stats(t, &s);
+    EXPECT(s.used_blocks == 2, "one block for the run, one kept: %zu", s.used_blocks);
+    EXPECT(tlsf_block_size(b[0]) == RUN * (tlsf_block_size(keep) + 8) - 8, "the run's size: %zu",
+           tlsf_block_size(b[0]));
+    EXPECT(heap_ok(t), "check after joining");
+    tlsf_free(t, b[0]);
+    EXPECT(heap_ok(t), "check after the run's free");
+    char *again = tlsf_malloc(t, RUN * 100);
+    EXPECT(again == b[0], "the run's memory is one free block again");
+    tlsf_free(t, again);
+    tlsf_free(t, keep);
+    tlsf_get_stats(t, &s);
+    EXPECT(s.free_blocks == 1 && s.used_blocks == 0, "all coalesced");
+}
+
 int main(void) {
     test_random();
     test_overhead_and_inplace();
@@ -387,6 +416,7 @@ int main(void) {
     test_clean_spans();
     test_trim();
     test_growing_realloc();
+    test_join_used();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
