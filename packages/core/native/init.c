@@ -28,6 +28,7 @@
 /* ---- 1. The backend table and its defaults ------------------------------------------------ */
 
 heaphook_backend hh_backend;
+_Atomic bool hh_malloc_direct = false;
 
 /* backend.h: "Default: alloc(size, 1) then memset." */
 static void *hh_default_alloc_zeroed(size_t size) {
@@ -82,6 +83,10 @@ static bool hh_backend_initialise(void) {
         heaphook_fatal("backend %s refused to initialise", hh_backend.name);
     }
     atomic_store_explicit(&hh_initialising_thread, 0, memory_order_relaxed);
+#ifndef HEAPHOOK_DEBUG /* a debug build checks every block alloc returns (hh_checked) */
+    atomic_store_explicit(&hh_malloc_direct, hh_backend.alloc_sets_errno != 0,
+                          memory_order_relaxed);
+#endif
     atomic_store_explicit(&hh_backend_state, HH_STATE_READY, memory_order_release);
     heaphook_log_debug("backend %s ready (heaphook %s; bootstrap arena used %zu of %zu bytes)",
                        hh_backend.name, HEAPHOOK_VERSION, hh_bootstrap_used_bytes(),

@@ -90,6 +90,10 @@ enum hh_backend_state_value {
     HH_STATE_READY = 2,        /* hh_backend may be used by everyone */
 };
 extern _Atomic int hh_backend_state;
+/* True once the backend is ready and sets errno itself when alloc fails (alloc_sets_errno):
+ * malloc then calls alloc directly (interpose.c). Set before hh_backend_state turns READY,
+ * never cleared. */
+extern _Atomic bool hh_malloc_direct;
 
 /* Makes the backend ready if it is not. Returns true when the caller may use hh_backend, and
  * false when the caller is the thread initialising the backend (a recursive call from

@@ -143,6 +143,12 @@ static void *hh_realloc(void *ptr, size_t new_size) {
 /* ---- 2. malloc, free, calloc, realloc, reallocarray --------------------------------------- */
 
 HH_EXPORT void *malloc(size_t size) {
+    /* The common case in one load, two compares and a jump (see alloc_sets_errno): size 0 and
+     * requests above HH_MAX_REQUEST take hh_alloc's way. The acquire pairs with the release
+     * that made the backend READY after hh_malloc_direct was set. */
+    if (HH_LIKELY(atomic_load_explicit(&hh_malloc_direct, memory_order_acquire) &&
+                  size - 1 < HH_MAX_REQUEST))
+        return hh_backend.alloc(size, 1);
     return hh_alloc(size, 1);
 }
 

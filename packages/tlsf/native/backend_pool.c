@@ -209,9 +209,12 @@ void grow_report(void) {
     heaphook_log_warn("%s", line);
 }
 
+/* Every allocation path of the backend ends here when it fails: errno is set here
+ * (alloc_sets_errno). */
 void *shared_alloc(size_t size, size_t align) {
     shared_lock_take();
     void *p = shared_alloc_locked(size, align);
     shared_lock_give();
+    if (UNLIKELY(p == NULL)) errno = ENOMEM;
     return p;
 }

@@ -211,6 +211,7 @@ static heaphook_backend tlsf_backend = {
     /* A free's only system calls are heaphook_os_discard's (which keeps errno) and the shared
      * mutex's futex (glibc's lock does not set errno); a misuse ends the program. */
     .dealloc_keeps_errno = 1,
+    .alloc_sets_errno = 1,
 };
 
 /* HEAPHOOK_TLSF_STATS, read before init (the reader allocates nothing): the core copies the

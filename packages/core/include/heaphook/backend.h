@@ -115,6 +115,11 @@ typedef struct heaphook_backend {
      * directly, where it otherwise saves and restores errno around it, as glibc's free keeps
      * it (about 10 instructions and a call through the PLT on every free). Default: 0. */
     int dealloc_keeps_errno;
+    /* Non-zero when alloc sets errno to ENOMEM itself whenever it returns NULL: malloc then
+     * jumps straight to it for every request from 1 byte to the core's limit, where it
+     * otherwise calls it through the core's checks and sets errno after it (about 12
+     * instructions on every malloc). Default: 0. */
+    int alloc_sets_errno;
 } heaphook_backend;
 
 /* Defined by the backend (or by the core's C++ adapter for a GlobalAllocator backend).
