@@ -3,11 +3,12 @@
  * sbrk, brk and madvise, the handler chain, installation (preload or GOT patching) and the
  * self-test.
  *
- * The real calls are system calls, made with an inline system-call instruction (ucm_sys) that
- * sets errno like the C library: no symbol lookup and no call into libc inside a hook, and the
- * same in both install modes. sbrk and brk keep glibc's cached break (__curbrk, which its own
- * malloc uses) right: a dispatching hook does what glibc's sbrk/brk do, inline, on __curbrk;
- * otherwise they call the C library's functions (found with dlsym at load).
+ * The real calls are system calls, made with the core's unobserved variant (heaphook/os.h: the
+ * system-call instruction inline, errno set like the C library's): no symbol lookup and no call
+ * into libc inside a hook, and the same in every install mode. sbrk and brk keep glibc's cached
+ * break (__curbrk, which its own malloc uses) right: a dispatching hook does what glibc's sbrk/brk
+ * do, inline, on __curbrk; otherwise they call the C library's functions (found with dlsym at
+ * load).
  *
  * Handlers: the registered handlers (priority order) are compiled by the writer into a table of
  * per-event lists, and the hooks read the table without a lock and without an atomic
@@ -36,6 +37,7 @@
 
 #include "heaphook/config.h"
 #include "heaphook/log.h"
+#include "heaphook/os.h"
 #include "heaphook/reloc.h"
 #include "heaphook/ucm.h"
 
@@ -54,69 +56,9 @@
 #define SHM_REMAP 040000
 #endif
 
-/* ---- Logging (HEAPHOOK_MEM_LOG_LEVEL) ------------------------------------------------------ */
+/* ---- Logging: the core's logger on ucm-hooks' channel (HEAPHOOK_MEM_LOG_LEVEL) ------------- */
 
-static int ucm_log_level = 1; /* error 0, warn 1, info 2, debug 3, trace 4 */
-
-void ucm_log(int level, const char *fmt, ...) {
-    if (level > ucm_log_level) return;
-    static const char *const names[] = {"error", "warn", "info", "debug", "trace"};
-    char line[512];
-    size_t n =
-        heaphook_formatf(line, sizeof line, "heaphook-ucm[%d] %s: ", (int)getpid(), names[level]);
-    va_list args;
-    va_start(args, fmt);
-    n += heaphook_format(line + n, sizeof line - n - 1, fmt, args);
-    va_end(args);
-    line[n++] = '\n';
-    heaphook_write_all(2, line, n);
-}
-
-/* ---- System calls -------------------------------------------------------------------------- */
-
-/* The system call, inline: returns the kernel's result (-errno on failure). */
-UCM_INLINE long ucm_sys(long n, long a, long b, long c, long d, long e, long f) {
-#if defined(__x86_64__)
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    long ret;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "0"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return ret;
-#elif defined(__aarch64__)
-    register long x8 __asm__("x8") = n;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    register long x5 __asm__("x5") = f;
-    __asm__ volatile("svc 0"
-                     : "+r"(x0)
-                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-                     : "memory");
-    return x0;
-#else
-    long ret = syscall(n, a, b, c, d, e, f);
-    return ret == -1 ? -errno : ret;
-#endif
-}
-#define UCM_SYS(n, a, b, c, d, e, f) \
-    ucm_sys((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
-UCM_INLINE bool ucm_sys_failed(long ret) {
-    return (unsigned long)ret > -4096ul;
-}
-/* A system call's result as the C library returns it: -1 (MAP_FAILED, (void *)-1) with errno. */
-static __attribute__((noinline, cold)) long ucm_set_errno(long ret) {
-    errno = (int)-ret;
-    return -1;
-}
-UCM_INLINE long ucm_libc(long ret) {
-    return UCM_UNLIKELY(ucm_sys_failed(ret)) ? ucm_set_errno(ret) : ret;
-}
+heaphook_log_channel ucm_log_channel = {.name = "heaphook-ucm", .level = HEAPHOOK_LOG_WARN};
 
 /* ---- The real calls ------------------------------------------------------------------------ */
 
@@ -128,23 +70,29 @@ static void *ucm_sbrk_trampoline, *ucm_brk_trampoline;
 
 EXPORT void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                                     off_t offset) {
-    return (void *)ucm_libc(UCM_SYS(SYS_mmap, addr, length, prot, flags, fd, offset));
+    return (void *)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_mmap, addr, length, prot, flags, fd, offset));
 }
 EXPORT int heaphook_ucm_orig_munmap(void *addr, size_t length) {
-    return (int)ucm_libc(UCM_SYS(SYS_munmap, addr, length, 0, 0, 0, 0));
+    return (int)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_munmap, addr, length, 0, 0, 0, 0));
 }
 EXPORT void *heaphook_ucm_orig_mremap(void *old, size_t old_size, size_t new_size, int flags,
                                       void *new_addr) {
-    return (void *)ucm_libc(UCM_SYS(SYS_mremap, old, old_size, new_size, flags, new_addr, 0));
+    return (void *)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_mremap, old, old_size, new_size, flags, new_addr, 0));
 }
 EXPORT int heaphook_ucm_orig_madvise(void *addr, size_t length, int advice) {
-    return (int)ucm_libc(UCM_SYS(SYS_madvise, addr, length, advice, 0, 0, 0));
+    return (int)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_madvise, addr, length, advice, 0, 0, 0));
 }
 EXPORT void *heaphook_ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg) {
-    return (void *)ucm_libc(UCM_SYS(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0));
+    return (void *)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0));
 }
 EXPORT int heaphook_ucm_orig_shmdt(const void *shmaddr) {
-    return (int)ucm_libc(UCM_SYS(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0));
+    return (int)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0));
 }
 static void ucm_resolve_brk(void);
 EXPORT void *heaphook_ucm_orig_sbrk(intptr_t increment) {
@@ -267,7 +215,7 @@ static void ucm_reader_release(void *slot) {
 }
 
 static bool ucm_thread_dead(long pid, int tid) {
-    return UCM_SYS(SYS_tgkill, pid, tid, 0, 0, 0, 0) == -ESRCH;
+    return HEAPHOOK_OS_UNOBSERVED(SYS_tgkill, pid, tid, 0, 0, 0, 0) == -ESRCH;
 }
 
 static bool ucm_take(struct ucm_reader *r, int expected, int tid) {
@@ -280,14 +228,14 @@ static bool ucm_take(struct ucm_reader *r, int expected, int tid) {
 /* A slot for this thread, or &ucm_no_reader. No allocation, no lock. */
 static __attribute__((noinline)) void ucm_claim(struct ucm_thread *self) {
     if (self->err == NULL) self->err = __errno_location();
-    int tid = (int)UCM_SYS(SYS_gettid, 0, 0, 0, 0, 0, 0);
+    int tid = (int)HEAPHOOK_OS_UNOBSERVED(SYS_gettid, 0, 0, 0, 0, 0, 0);
     struct ucm_reader *got = NULL;
     for (int i = 0; i < UCM_READERS && got == NULL; ++i) {
         struct ucm_reader *r = &ucm_readers[i];
         if (atomic_load_explicit(&r->owner, memory_order_relaxed) == 0 && ucm_take(r, 0, tid))
             got = r;
     }
-    long pid = got == NULL ? UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0) : 0;
+    long pid = got == NULL ? HEAPHOOK_OS_UNOBSERVED(SYS_getpid, 0, 0, 0, 0, 0, 0) : 0;
     for (int i = 0; i < UCM_READERS && got == NULL; ++i) {
         struct ucm_reader *r = &ucm_readers[i];
         int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
@@ -295,8 +243,8 @@ static __attribute__((noinline)) void ucm_claim(struct ucm_thread *self) {
             got = r;
     }
     if (got == NULL) {
-        ucm_log(3, "all %d reader slots taken: thread %d uses the shared counters", UCM_READERS,
-                tid);
+        ucm_log_debug("all %d reader slots taken: thread %d uses the shared counters", UCM_READERS,
+                      tid);
         self->reader = &ucm_no_reader;
         self->retry = UCM_RETRY_CLAIM;
         return;
@@ -384,7 +332,7 @@ UCM_INLINE void ucm_leave(struct ucm_thread *self) {
 static void ucm_backoff(unsigned spins);
 static const struct ucm_table ucm_empty_table; /* what the forking thread dispatches from */
 
-/* ucm_current is NULL while another thread forks (see ucm_fork_prepare): leave, wait for the
+/* ucm_current is NULL while another thread forks (see ucm_readers_prefork): leave, wait for the
  * fork to finish, enter again. The forking thread itself (a heaphook backend's fork handler
  * that maps, say) dispatches nothing instead, and never waits. */
 static __attribute__((noinline, cold)) const struct ucm_table *ucm_enter_blocked(
@@ -410,7 +358,7 @@ UCM_INLINE const struct ucm_table *ucm_enter(struct ucm_thread *self) {
 static int ucm_barrier_mode; /* 0 not set up, 1 membarrier, 2 fences only */
 
 static long ucm_membarrier(int cmd) {
-    return UCM_SYS(SYS_membarrier, cmd, 0, 0, 0, 0, 0);
+    return HEAPHOOK_OS_UNOBSERVED(SYS_membarrier, cmd, 0, 0, 0, 0, 0);
 }
 
 static void ucm_barrier_setup(void) {
@@ -422,7 +370,7 @@ static void ucm_barrier_setup(void) {
         atomic_store(&ucm_reader_fence, 0);
     } else {
         ucm_barrier_mode = 2;
-        ucm_log(3, "membarrier unavailable: readers use a fence");
+        ucm_log_debug("membarrier unavailable: readers use a fence");
     }
 }
 
@@ -437,7 +385,7 @@ static void ucm_barrier(void) {
         return;
     }
     if (ucm_membarrier(MEMBARRIER_CMD_GLOBAL) != 0) {
-        ucm_log(0, "membarrier failed: a removed handler may still be running");
+        ucm_log_error("membarrier failed: a removed handler may still be running");
     }
 }
 
@@ -470,7 +418,8 @@ static void ucm_synchronize(void) {
              ++spins) {
             if (spins % 4096 == 4095) {
                 int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
-                if (owner == 0 || ucm_thread_dead(UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0), owner))
+                if (owner == 0 ||
+                    ucm_thread_dead(HEAPHOOK_OS_UNOBSERVED(SYS_getpid, 0, 0, 0, 0, 0, 0), owner))
                     break;
             }
             ucm_backoff(spins);
@@ -524,19 +473,19 @@ static void ucm_publish(void) {
  * held by a thread the child does not have, would stay locked there): ucm_current is set to NULL,
  * which makes new readers wait in ucm_enter_blocked, and the readers inside are waited out. */
 static const struct ucm_table *ucm_fork_saved;
-static void ucm_fork_prepare(void) {
+void ucm_readers_prefork(void) {
     pthread_mutex_lock(&ucm_writer_lock);
     ucm_self.forking = 1;
     ucm_fork_saved = atomic_load(&ucm_current);
     atomic_store(&ucm_current, NULL);
     ucm_synchronize();
 }
-static void ucm_fork_parent(void) {
+void ucm_readers_postfork_parent(void) {
     atomic_store(&ucm_current, ucm_fork_saved);
     ucm_self.forking = 0;
     pthread_mutex_unlock(&ucm_writer_lock);
 }
-static void ucm_fork_child(void) {
+void ucm_readers_postfork_child(void) {
     pthread_mutex_init(&ucm_writer_lock, NULL);
     atomic_store(&ucm_current, ucm_fork_saved);
     ucm_self.forking = 0;
@@ -544,7 +493,7 @@ static void ucm_fork_child(void) {
     for (int i = 0; i < UCM_READERS; ++i) {
         struct ucm_reader *r = &ucm_readers[i];
         if (r == self->reader) {
-            atomic_store(&r->owner, (int)UCM_SYS(SYS_gettid, 0, 0, 0, 0, 0, 0));
+            atomic_store(&r->owner, (int)HEAPHOOK_OS_UNOBSERVED(SYS_gettid, 0, 0, 0, 0, 0, 0));
         } else {
             atomic_store(&r->seq, 0);
             atomic_store(&r->owner, 0);
@@ -631,7 +580,8 @@ static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int f
     struct ucm_thread *self = &ucm_self;
     int unmaps = (flags & MAP_FIXED) ? UCM_VM_UNMAPPED : 0;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MMAP | UCM_VM_MAPPED | unmaps)) {
-        return (void *)ucm_libc(UCM_SYS(SYS_mmap, addr, length, prot, flags, fd, offset));
+        return (void *)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_mmap, addr, length, prot, flags, fd, offset));
     }
     heaphook_ucm_event_t event;
     event.mmap.result = MAP_FAILED;
@@ -648,9 +598,9 @@ static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int f
         ucm_leave(self);
     }
     if (event.mmap.result == MAP_FAILED) {
-        event.mmap.result =
-            (void *)ucm_libc(UCM_SYS(SYS_mmap, event.mmap.address, event.mmap.size, event.mmap.prot,
-                                     event.mmap.flags, event.mmap.fd, event.mmap.offset));
+        event.mmap.result = (void *)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_mmap, event.mmap.address, event.mmap.size, event.mmap.prot,
+                                   event.mmap.flags, event.mmap.fd, event.mmap.offset));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MMAP, UCM_VM_MAPPED)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -670,7 +620,8 @@ static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int f
 static int ucm_hook_munmap(void *addr, size_t length) {
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MUNMAP | UCM_VM_UNMAPPED)) {
-        return (int)ucm_libc(UCM_SYS(SYS_munmap, addr, length, 0, 0, 0, 0));
+        return (int)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_munmap, addr, length, 0, 0, 0, 0));
     }
     heaphook_ucm_event_t event;
     event.munmap.result = -1;
@@ -683,8 +634,8 @@ static int ucm_hook_munmap(void *addr, size_t length) {
         ucm_leave(self);
     }
     if (event.munmap.result == -1) {
-        event.munmap.result =
-            (int)ucm_libc(UCM_SYS(SYS_munmap, event.munmap.address, event.munmap.size, 0, 0, 0, 0));
+        event.munmap.result = (int)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
+            SYS_munmap, event.munmap.address, event.munmap.size, 0, 0, 0, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MUNMAP, 0)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -702,8 +653,8 @@ UCM_INLINE void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, in
     if (!(flags & MREMAP_FIXED)) new_address = NULL;
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MREMAP | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
-        return (void *)ucm_libc(
-            UCM_SYS(SYS_mremap, old, old_size, new_size, flags, new_address, 0));
+        return (void *)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_mremap, old, old_size, new_size, flags, new_address, 0));
     }
     heaphook_ucm_event_t event;
     event.mremap.result = MAP_FAILED;
@@ -722,9 +673,9 @@ UCM_INLINE void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, in
         ucm_leave(self);
     }
     if (event.mremap.result == MAP_FAILED) {
-        event.mremap.result = (void *)ucm_libc(
-            UCM_SYS(SYS_mremap, event.mremap.address, event.mremap.old_size, event.mremap.new_size,
-                    event.mremap.flags, event.mremap.new_address, 0));
+        event.mremap.result = (void *)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
+            SYS_mremap, event.mremap.address, event.mremap.old_size, event.mremap.new_size,
+            event.mremap.flags, event.mremap.new_address, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MREMAP, UCM_VM_MAPPED)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -744,19 +695,20 @@ UCM_INLINE void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, in
 
 static size_t ucm_shm_size(int shmid) {
     struct shmid_ds ds;
-    if (UCM_SYS(SYS_shmctl, shmid, IPC_STAT, &ds, 0, 0, 0) != 0) return 0;
+    if (HEAPHOOK_OS_UNOBSERVED(SYS_shmctl, shmid, IPC_STAT, &ds, 0, 0, 0) != 0) return 0;
     return ucm_page_round(ds.shm_segsz);
 }
 
 /* The size of the mapping starting at address, from /proc/self/maps (no allocation). */
 static size_t ucm_mapping_size(const void *address) {
-    int fd = (int)UCM_SYS(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    int fd = (int)HEAPHOOK_OS_UNOBSERVED(SYS_openat, AT_FDCWD, "/proc/self/maps",
+                                         O_RDONLY | O_CLOEXEC, 0, 0, 0);
     if (fd < 0) return 0;
     char buf[4096];
     size_t have = 0, size = 0;
     bool done = false;
     while (!done) {
-        long n = UCM_SYS(SYS_read, fd, buf + have, sizeof buf - 1 - have, 0, 0, 0);
+        long n = HEAPHOOK_OS_UNOBSERVED(SYS_read, fd, buf + have, sizeof buf - 1 - have, 0, 0, 0);
         if (n <= 0) break;
         have += (size_t)n;
         buf[have] = '\0';
@@ -776,7 +728,7 @@ static size_t ucm_mapping_size(const void *address) {
         have = (size_t)(buf + have - line);
         memmove(buf, line, have);
     }
-    UCM_SYS(SYS_close, fd, 0, 0, 0, 0, 0);
+    HEAPHOOK_OS_UNOBSERVED(SYS_close, fd, 0, 0, 0, 0, 0);
     return size;
 }
 
@@ -852,8 +804,9 @@ static void ucm_shm_remember(const void *address, size_t size) {
 static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SHMAT | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
-        long result = UCM_SYS(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0);
-        if (ucm_sys_failed(result)) return (void *)ucm_set_errno(result);
+        long result = HEAPHOOK_OS_UNOBSERVED(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0);
+        if (heaphook_os_unobserved_failed(result))
+            return (void *)heaphook_os_unobserved_set_errno(result);
         ucm_shm_forget((void *)result); /* a recorded entry there is stale */
         return (void *)result;
     }
@@ -871,7 +824,7 @@ static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
         ucm_leave(self);
     }
     if (event.shmat.result == (void *)-1) {
-        event.shmat.result = (void *)ucm_libc(UCM_SYS(
+        event.shmat.result = (void *)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
             SYS_shmat, event.shmat.shmid, event.shmat.shmaddr, event.shmat.shmflg, 0, 0, 0));
     }
     if (event.shmat.result != (void *)-1) {
@@ -896,9 +849,9 @@ static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
 static int ucm_hook_shmdt(const void *shmaddr) {
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SHMDT | UCM_VM_UNMAPPED)) {
-        long result = UCM_SYS(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0);
+        long result = HEAPHOOK_OS_UNOBSERVED(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0);
         ucm_shm_forget(shmaddr);
-        return (int)ucm_libc(result);
+        return (int)heaphook_os_unobserved_libc(result);
     }
     heaphook_ucm_event_t event;
     event.shmdt.result = -1;
@@ -914,7 +867,8 @@ static int ucm_hook_shmdt(const void *shmaddr) {
         ucm_leave(self);
     }
     if (event.shmdt.result == -1) {
-        event.shmdt.result = (int)ucm_libc(UCM_SYS(SYS_shmdt, event.shmdt.shmaddr, 0, 0, 0, 0, 0));
+        event.shmdt.result = (int)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_shmdt, event.shmdt.shmaddr, 0, 0, 0, 0, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SHMDT, 0)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -954,20 +908,20 @@ UCM_INLINE void *ucm_real_sbrk_call(intptr_t increment) {
     char *old = *curbrk;
     if (increment > 0 ? (uintptr_t)old + (uintptr_t)increment < (uintptr_t)old
                       : (uintptr_t)old < (uintptr_t)-increment) {
-        return (void *)ucm_set_errno(-ENOMEM);
+        return (void *)heaphook_os_unobserved_set_errno(-ENOMEM);
     }
     char *want = old + increment;
-    char *now = (char *)UCM_SYS(SYS_brk, want, 0, 0, 0, 0, 0);
+    char *now = (char *)HEAPHOOK_OS_UNOBSERVED(SYS_brk, want, 0, 0, 0, 0, 0);
     *curbrk = now;
-    if (now < want) return (void *)ucm_set_errno(-ENOMEM);
+    if (now < want) return (void *)heaphook_os_unobserved_set_errno(-ENOMEM);
     return old;
 }
 UCM_INLINE int ucm_real_brk_call(void *addr) {
     void **curbrk = ucm_curbrk;
     if (UCM_UNLIKELY(curbrk == NULL)) return ucm_brk_fn()(addr);
-    char *now = (char *)UCM_SYS(SYS_brk, addr, 0, 0, 0, 0, 0);
+    char *now = (char *)HEAPHOOK_OS_UNOBSERVED(SYS_brk, addr, 0, 0, 0, 0, 0);
     *curbrk = now;
-    if (now < (char *)addr) return (int)ucm_set_errno(-ENOMEM);
+    if (now < (char *)addr) return (int)heaphook_os_unobserved_set_errno(-ENOMEM);
     return 0;
 }
 
@@ -1042,7 +996,8 @@ static int ucm_hook_madvise(void *addr, size_t length, int advice) {
                      ? UCM_VM_UNMAPPED
                      : 0;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MADVISE | unmaps)) {
-        return (int)ucm_libc(UCM_SYS(SYS_madvise, addr, length, advice, 0, 0, 0));
+        return (int)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_madvise, addr, length, advice, 0, 0, 0));
     }
     heaphook_ucm_event_t event;
     event.madvise.result = -1;
@@ -1056,7 +1011,7 @@ static int ucm_hook_madvise(void *addr, size_t length, int advice) {
         ucm_leave(self);
     }
     if (event.madvise.result == -1) {
-        event.madvise.result = (int)ucm_libc(UCM_SYS(
+        event.madvise.result = (int)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
             SYS_madvise, event.madvise.addr, event.madvise.length, event.madvise.advice, 0, 0, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MADVISE, 0)) {
@@ -1130,6 +1085,16 @@ static const struct {
 #define UCM_SYMBOL_COUNT (sizeof ucm_symbols / sizeof ucm_symbols[0])
 
 static pthread_mutex_t ucm_install_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Fork (native/fork.c, lock 1): the child gets the install state whole. */
+void ucm_install_prefork(void) {
+    pthread_mutex_lock(&ucm_install_lock);
+}
+void ucm_install_postfork_parent(void) {
+    pthread_mutex_unlock(&ucm_install_lock);
+}
+void ucm_install_postfork_child(void) {
+    pthread_mutex_init(&ucm_install_lock, NULL);
+}
 static const char *ucm_mode = "none";
 static bool ucm_events_enabled = true, ucm_reloc_enabled = true, ucm_malloc_hooks = true;
 static bool ucm_libc_patched; /* the C library's entries jump to the hooks (ucm_libc_patches) */
@@ -1191,13 +1156,13 @@ static bool ucm_patch_libc(size_t count) {
         for (size_t i = 0; i < UCM_LIBC_PATCHES; ++i) {
             ucm_libc_patches[i].function = ucm_libc_function(ucm_libc_patches[i].name);
             if (ucm_libc_patches[i].function == NULL) {
-                ucm_log(0, "code patching: the C library's %s was not found",
-                        ucm_libc_patches[i].name);
+                ucm_log_error("code patching: the C library's %s was not found",
+                              ucm_libc_patches[i].name);
                 return false;
             }
         }
         if (ucm_bistro_prepare(ucm_libc_patches, UCM_LIBC_PATCHES, why, sizeof why) != 0) {
-            ucm_log(0, "code patching refused: %s", why);
+            ucm_log_error("code patching refused: %s", why);
             return false;
         }
         /* From now on glibc's sbrk/brk may lead to the hooks: the real ones are the
@@ -1207,7 +1172,7 @@ static bool ucm_patch_libc(size_t count) {
         ucm_resolve_brk();
     }
     if (ucm_bistro_apply(ucm_libc_patches, count, true, why, sizeof why) != 0) {
-        ucm_log(0, "code patching refused: %s", why);
+        ucm_log_error("code patching refused: %s", why);
         return false;
     }
     ucm_libc_patched = true;
@@ -1233,7 +1198,7 @@ static void ucm_patch_gots(void) {
         int error = heaphook_reloc_patch(ucm_symbols[i].name, ucm_symbols[i].hook, NULL,
                                          &ucm_got_patches[i]);
         if (error != HEAPHOOK_RELOC_OK && error != HEAPHOOK_RELOC_NO_ORIGINAL) {
-            ucm_log(1, "patching %s: %s", ucm_symbols[i].name, heaphook_reloc_strerror(error));
+            ucm_log_warn("patching %s: %s", ucm_symbols[i].name, heaphook_reloc_strerror(error));
         }
     }
 }
@@ -1255,14 +1220,14 @@ static heaphook_ucm_status_t ucm_install(void) {
         } else if (first && ucm_hook_mode != UCM_HOOK_RELOC) {
             ucm_mode = "preload";
         } else if (ucm_hook_mode == UCM_HOOK_PRELOAD) {
-            ucm_log(0,
-                    "HEAPHOOK_MEM_MMAP_HOOK_MODE=preload but libheaphook_ucm.so is not loaded "
-                    "first: no memory events (LD_PRELOAD it, or use reloc or bistro)");
+            ucm_log_error(
+                "HEAPHOOK_MEM_MMAP_HOOK_MODE=preload but libheaphook_ucm.so is not loaded "
+                "first: no memory events (LD_PRELOAD it, or use reloc or bistro)");
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         } else if (!ucm_reloc_enabled) {
-            ucm_log(0,
-                    "not loaded first and HEAPHOOK_MEM_RELOC_HOOKS=no: no memory events "
-                    "(preload libheaphook_ucm.so, or allow relocation hooks)");
+            ucm_log_error(
+                "not loaded first and HEAPHOOK_MEM_RELOC_HOOKS=no: no memory events "
+                "(preload libheaphook_ucm.so, or allow relocation hooks)");
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         } else {
             ucm_patch_gots();
@@ -1270,22 +1235,22 @@ static heaphook_ucm_status_t ucm_install(void) {
         }
         if (status == HEAPHOOK_UCM_OK && ucm_malloc_hooks && !ucm_libc_patched &&
             !ucm_patch_libc(UCM_MALLOC_PATCHES)) {
-            ucm_log(1,
-                    "glibc malloc's own mappings raise no events (HEAPHOOK_MEM_MALLOC_HOOKS=no "
-                    "silences this)");
+            ucm_log_warn(
+                "glibc malloc's own mappings raise no events (HEAPHOOK_MEM_MALLOC_HOOKS=no "
+                "silences this)");
         }
         if (status == HEAPHOOK_UCM_OK) {
-            ucm_log(2, "memory events installed (%s mode)", ucm_mode);
+            ucm_log_info("memory events installed (%s mode)", ucm_mode);
             if (ucm_alloc_align != UCM_DEFAULT_ALLOC_ALIGN) {
-                ucm_log(1,
-                        "HEAPHOOK_MEM_ALLOC_ALIGN=%zu has no effect: the process keeps its own "
-                        "malloc (libucm applies it to the heap it replaces malloc with)",
-                        ucm_alloc_align);
+                ucm_log_warn(
+                    "HEAPHOOK_MEM_ALLOC_ALIGN=%zu has no effect: the process keeps its own "
+                    "malloc (libucm applies it to the heap it replaces malloc with)",
+                    ucm_alloc_align);
             }
             if (ucm_libc_patched && strcmp(ucm_mode, "bistro") != 0) {
-                ucm_log(2,
-                        "the C library's mmap, munmap, mremap, madvise, sbrk and brk entries "
-                        "patched: glibc malloc's own mappings raise events");
+                ucm_log_info(
+                    "the C library's mmap, munmap, mremap, madvise, sbrk and brk entries "
+                    "patched: glibc malloc's own mappings raise events");
             }
         }
     }
@@ -1358,7 +1323,7 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_test_events(int events) {
         n += heaphook_formatf(list + n, sizeof list - n, " VM_MAPPED");
     if (ucm_failed & HEAPHOOK_UCM_EVENT_VM_UNMAPPED)
         heaphook_formatf(list + n, sizeof list - n, " VM_UNMAPPED");
-    ucm_log(0, "self-test (%s mode): these events do not fire:%s", ucm_mode, list);
+    ucm_log_error("self-test (%s mode): these events do not fire:%s", ucm_mode, list);
     return HEAPHOOK_UCM_ERR_UNSUPPORTED;
 }
 
@@ -1385,7 +1350,7 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_uninstall(void) {
         if (ucm_bistro_apply(ucm_libc_patches, UCM_LIBC_PATCHES, false, why, sizeof why) == 0) {
             ucm_libc_patched = false;
         } else {
-            ucm_log(0, "removing the code patches failed: %s", why);
+            ucm_log_error("removing the code patches failed: %s", why);
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         }
     }
@@ -1393,14 +1358,14 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_uninstall(void) {
         if (ucm_got_patches[i] == NULL) continue;
         int error = heaphook_reloc_unpatch(ucm_got_patches[i]);
         if (error != HEAPHOOK_RELOC_OK) {
-            ucm_log(0, "restoring the GOT entries of %s: %s", ucm_symbols[i].name,
-                    heaphook_reloc_strerror(error));
+            ucm_log_error("restoring the GOT entries of %s: %s", ucm_symbols[i].name,
+                          heaphook_reloc_strerror(error));
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         }
         ucm_got_patches[i] = NULL;
     }
     if (status == HEAPHOOK_UCM_OK) {
-        ucm_log(2, "memory events uninstalled (%s mode)", ucm_mode);
+        ucm_log_info("memory events uninstalled (%s mode)", ucm_mode);
         ucm_mode = "none";
     }
     pthread_mutex_unlock(&ucm_install_lock);
@@ -1493,8 +1458,8 @@ static void ucm_init_once(void) {
      * HEAPHOOK_LOG_FILE too (read with the report fd), not at the first line logged. */
     (void)heaphook_report_fd();
     static const char *const levels[] = {"error", "warn", "info", "debug", "trace"};
-    ucm_log_level =
-        heaphook_env_choice("HEAPHOOK_MEM_LOG_LEVEL", "UCX_MEM_LOG_LEVEL", levels, 5, 1);
+    ucm_log_channel.level = heaphook_env_choice("HEAPHOOK_MEM_LOG_LEVEL", "UCX_MEM_LOG_LEVEL",
+                                                levels, 5, HEAPHOOK_LOG_WARN);
     ucm_events_enabled = heaphook_env_bool("HEAPHOOK_MEM_EVENTS", "UCX_MEM_EVENTS", true);
     ucm_reloc_enabled = heaphook_env_bool("HEAPHOOK_MEM_RELOC_HOOKS", "UCX_MEM_RELOC_HOOKS", true);
     ucm_malloc_hooks = heaphook_env_bool("HEAPHOOK_MEM_MALLOC_HOOKS", "UCX_MEM_MALLOC_HOOKS", true);
@@ -1520,9 +1485,9 @@ static void ucm_init_once(void) {
         dlinfo(self, RTLD_DI_LMID, &lmid) == 0 && lmid == LM_ID_BASE) {
         ucm_curbrk = (void **)dlsym(RTLD_DEFAULT, "__curbrk");
     }
-    ucm_log(3, "sbrk/brk in hooks: %s",
-            ucm_curbrk ? "inline, glibc's __curbrk" : "the C library's");
+    ucm_log_debug("sbrk/brk in hooks: %s",
+                  ucm_curbrk ? "inline, glibc's __curbrk" : "the C library's");
     ucm_reader_key_usable = pthread_key_create(&ucm_reader_key, ucm_reader_release) == 0 &&
                             ucm_reader_key < UCM_KEY_INLINE;
-    pthread_atfork(ucm_fork_prepare, ucm_fork_parent, ucm_fork_child);
+    ucm_fork_register();
 }
