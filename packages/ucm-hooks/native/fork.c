@@ -15,7 +15,7 @@
  *                                      (4's read side), never take 1, 3 or 4
  *   3. the GOT patcher's lock          (the core's heaphook_reloc_prefork) held while patching;
  *                                      dlsym under it may allocate, reaching 4's read side
- *   4. the writers' lock, then the readers (ucm.c, "Readers and writers")
+ *   4. the writers' lock, then the readers (rcu.c; contract in rcu.h)
  *                                      prepare sets the table to NULL, so new readers wait until
  *                                      the fork is over, and waits for those inside handlers:
  *                                      any holder of 1-3 that maps memory must therefore have

@@ -70,6 +70,7 @@ struct ucm_reader {
     _Atomic unsigned long seq; /* odd while the owner is in a read-side section */
     _Atomic int owner;         /* thread id, 0 when free */
 } __attribute__((aligned(64)));
+
 /* What the inline read side reads (defined in rcu.c). */
 extern UCM_HIDDEN struct ucm_reader ucm_no_reader; /* "use the fallback counters"; never scanned */
 struct ucm_fallback_counter {
@@ -77,10 +78,12 @@ struct ucm_fallback_counter {
 };
 extern UCM_HIDDEN struct ucm_fallback_counter ucm_fallback[2];
 extern UCM_HIDDEN const struct ucm_table *_Atomic ucm_current;
-extern UCM_HIDDEN _Atomic int ucm_active_events; /* union of the handlers' masks: the fast path */
-extern UCM_HIDDEN _Atomic int
-    ucm_before_events; /* union of the masks of handlers with priority < 0 */
-extern UCM_HIDDEN _Atomic int ucm_after_events; /* and with priority >= 0 */
+/* The unions of the handlers' event masks: of all (the fast path), of those with priority < 0
+ * (run before the real call) and of those with priority >= 0 (after it). */
+extern UCM_HIDDEN _Atomic int ucm_active_events;
+extern UCM_HIDDEN _Atomic int ucm_before_events;
+extern UCM_HIDDEN _Atomic int ucm_after_events;
+/* 1 while readers must execute a fence (membarrier unavailable or not registered yet). */
 extern UCM_HIDDEN _Atomic int ucm_reader_fence;
 
 /* Per thread (initial-exec TLS: one %fs-relative access, no allocation). */

@@ -1,7 +1,7 @@
 /*
  * ucm.c — memory events (heaphook/ucm.h): the hooks of mmap, munmap, mremap, shmat, shmdt,
- * sbrk, brk and madvise, the handler chain, installation (preload or GOT patching) and the
- * self-test.
+ * sbrk, brk and madvise, dispatch to the handler chain, installation (preload, GOT or code
+ * patching) and the self-test.
  *
  * The real calls are system calls, made with the core's unobserved variant (heaphook/os.h: the
  * system-call instruction inline, errno set like the C library's): no symbol lookup and no call
@@ -12,7 +12,9 @@
  *
  * Handlers: the registered handlers (priority order) are compiled by the writer into a table of
  * per-event lists, and the hooks read the table without a lock and without an atomic
- * read-modify-write: see "Readers and writers" below for the scheme and why it is safe.
+ * read-modify-write: native/rcu.h has the scheme's contract (rcu.c the writers' side), and
+ * docs/readers-and-writers.md why it is safe. The sizes of attached segments are native/shm.c's,
+ * the fork handlers' order native/fork.c's.
  */
 #include <dlfcn.h>
 #include <errno.h>
