@@ -358,12 +358,12 @@ static size_t hh_escape_controls(char *out, size_t cap, const char *text, bool *
     return len;
 }
 
-/* "heaphook[<pid>] <label>: <message>\n", cut to HH_LINE_MAX, written in one write(2). */
-static void hh_write_line(const char *label, const char *fmt, va_list args) {
+/* "<name>[<pid>] <label>: <message>\n", cut to HH_LINE_MAX, written in one write(2). */
+static void hh_write_line(const char *name, const char *label, const char *fmt, va_list args) {
     char message[HH_LINE_MAX];
     size_t formatted = heaphook_format(message, sizeof message, fmt, args);
     char line[HH_LINE_MAX];
-    size_t len = heaphook_formatf(line, sizeof line, "heaphook[%d] %s: ", (int)getpid(), label);
+    size_t len = heaphook_formatf(line, sizeof line, "%s[%d] %s: ", name, (int)getpid(), label);
     size_t room = sizeof line - len - 1; /* keep one byte for the newline */
     bool cut;
     len += hh_escape_controls(line + len, room, message, &cut);
@@ -372,21 +372,35 @@ static void hh_write_line(const char *label, const char *fmt, va_list args) {
     heaphook_write_all(heaphook_report_fd(), line, len);
 }
 
-void heaphook_log(heaphook_log_level level, const char *fmt, ...) {
-    if (!heaphook_log_enabled(level)) return;
+static const char *hh_level_name(heaphook_log_level level) {
     int index = (int)level;
     if (index < 0) index = 0;
     if (index >= HH_LEVEL_COUNT) index = HH_LEVEL_COUNT - 1;
+    return hh_level_names[index];
+}
+
+void heaphook_log(heaphook_log_level level, const char *fmt, ...) {
+    if (!heaphook_log_enabled(level)) return;
     va_list args;
     va_start(args, fmt);
-    hh_write_line(hh_level_names[index], fmt, args);
+    hh_write_line("heaphook", hh_level_name(level), fmt, args);
+    va_end(args);
+}
+
+void heaphook_log_to(const heaphook_log_channel *channel, heaphook_log_level level, const char *fmt,
+                     ...) {
+    if ((int)level > channel->level) return;
+    hh_log_init(); /* the report fd (HEAPHOOK_LOG_FILE) */
+    va_list args;
+    va_start(args, fmt);
+    hh_write_line(channel->name, hh_level_name(level), fmt, args);
     va_end(args);
 }
 
 void heaphook_fatal(const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
-    hh_write_line("fatal", fmt, args);
+    hh_write_line("heaphook", "fatal", fmt, args);
     va_end(args);
     abort();
 }

@@ -9,11 +9,13 @@ include(${CMAKE_CURRENT_LIST_DIR}/../../core/cmake/sanitizers.cmake)
 heaphook_add_sanitized_program(hh_test_ring_unit_asan asan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/ring_unit.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
-  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native)
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native
+           ${HEAPHOOK_CORE_DIR}/include)
 heaphook_add_sanitized_program(hh_test_ring_stress_tsan tsan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/ring_stress.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
-  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native)
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native
+           ${HEAPHOOK_CORE_DIR}/include)
 heaphook_add_sanitized_program(hh_test_table_unit_asan asan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/table_unit.c
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${CMAKE_CURRENT_LIST_DIR}/../native/track
@@ -24,10 +26,11 @@ heaphook_add_sanitized_program(hh_test_collector_fuzz_asan asan
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer.c
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native
+           ${HEAPHOOK_CORE_DIR}/include
   LIBRARIES ZLIB::ZLIB)
 heaphook_add_sanitized_program(heaphook-heaptrack-collector-asan asan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../native/collector/collector.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer.c
-  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native
+  INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${HEAPHOOK_CORE_DIR}/include
   LIBRARIES ZLIB::ZLIB)

@@ -213,7 +213,7 @@ void hh_rt_next_resolve(void) {
             "heaphook rtcheck: no allocator after libheaphook_rtcheck.so in the lookup order "
             "(dlsym(RTLD_NEXT, \"malloc\") failed); preload it before the backend\n";
         hh_rt_write_all(2, msg, sizeof msg - 1);
-        hh_sys3(SYS_exit_group, 127, 0, 0);
+        HEAPHOOK_OS_UNOBSERVED(SYS_exit_group, 127, 0, 0, 0, 0, 0);
     }
     hh_next.malloc = next.malloc;
     hh_next.free = next.free;
@@ -241,7 +241,7 @@ void *hh_rt_next_cxx(const char *mangled_name, void **cache) {
 
 void hh_rt_write_all(int fd, const char *buf, size_t len) {
     while (len > 0) {
-        long n = hh_sys3(SYS_write, fd, buf, len);
+        long n = HEAPHOOK_OS_UNOBSERVED(SYS_write, fd, buf, len, 0, 0, 0);
         if (n < 0) {
             if (n == -EINTR) continue;
             return;

@@ -83,8 +83,9 @@ static void hh_expand(const char *pattern, char *out, size_t cap) {
 static void hh_open_machine(void) {
     char path[sizeof hh_report_path + 32];
     hh_expand(hh_report_path, path, sizeof path);
-    long fd = hh_sys6(SYS_openat, AT_FDCWD, (long)path,
-                      O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644, 0, 0);
+    long fd =
+        HEAPHOOK_OS_UNOBSERVED(SYS_openat, AT_FDCWD, (long)path,
+                               O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644, 0, 0);
     hh_report_fd = fd >= 0 ? (int)fd : -1;
 }
 
@@ -153,8 +154,8 @@ static int hh_module_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     char exe[512];
     const char *path = info->dlpi_name;
     if (path == NULL || path[0] == '\0') { /* the program itself */
-        long n = hh_sys6(SYS_readlinkat, AT_FDCWD, (long)"/proc/self/exe", (long)exe,
-                         sizeof exe - 1, 0, 0);
+        long n = HEAPHOOK_OS_UNOBSERVED(SYS_readlinkat, AT_FDCWD, (long)"/proc/self/exe", (long)exe,
+                                        sizeof exe - 1, 0, 0);
         if (n <= 0) return 0;
         exe[n] = '\0';
         path = exe;

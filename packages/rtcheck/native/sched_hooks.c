@@ -48,7 +48,7 @@ HH_EXPORT int sched_setattr(pid_t pid, void *attr, unsigned flags) {
     if (hh_next.sched_setattr != NULL) {
         rc = hh_next.sched_setattr(pid, attr, flags);
     } else {
-        long raw = hh_sys3(SYS_sched_setattr, pid, attr, flags);
+        long raw = HEAPHOOK_OS_UNOBSERVED(SYS_sched_setattr, pid, attr, flags, 0, 0, 0);
         rc = raw < 0 ? (errno = (int)-raw, -1) : (int)raw;
     }
     if (rc == 0) hh_setattr_done(pid, attr);
@@ -85,11 +85,7 @@ HH_EXPORT long syscall(long number, ...) {
     if (HH_LIKELY(hh_next.syscall != NULL)) {
         rc = hh_next.syscall(number, a, b, c, d, e, f);
     } else { /* a call from inside our own resolution (another library's hook): straight on */
-        rc = hh_sys6(number, a, b, c, d, e, f);
-        if (rc < 0 && rc > -4096) {
-            errno = (int)-rc;
-            rc = -1;
-        }
+        rc = heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(number, a, b, c, d, e, f));
     }
     if (rc == 0 && number == SYS_sched_setattr) hh_setattr_done((pid_t)a, (const void *)b);
     if (rc == 0 && number == SYS_sched_setscheduler) {

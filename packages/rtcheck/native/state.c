@@ -57,15 +57,16 @@ static void hh_unlock(_Atomic int *lock) {
 }
 
 pid_t hh_rt_gettid(void) {
-    return (pid_t)hh_sys3(SYS_gettid, 0, 0, 0);
+    return (pid_t)HEAPHOOK_OS_UNOBSERVED(SYS_gettid, 0, 0, 0, 0, 0, 0);
 }
 
 /* Reads a small /proc file into buf (NUL-terminated); returns its length or -1. */
 static long hh_read_proc(const char *path, char *buf, size_t cap) {
-    long fd = hh_sys6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    long fd =
+        HEAPHOOK_OS_UNOBSERVED(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
     if (fd < 0) return -1;
-    long n = hh_sys3(SYS_read, fd, buf, cap - 1);
-    hh_sys3(SYS_close, fd, 0, 0);
+    long n = HEAPHOOK_OS_UNOBSERVED(SYS_read, fd, buf, cap - 1, 0, 0, 0);
+    HEAPHOOK_OS_UNOBSERVED(SYS_close, fd, 0, 0, 0, 0, 0);
     if (n < 0) return -1;
     buf[n] = '\0';
     return n;
@@ -96,7 +97,7 @@ static void hh_faults_of(pid_t tid, uint64_t *minflt, uint64_t *majflt) {
     *minflt = *majflt = 0;
     if (tid == 0) {
         struct rusage usage;
-        if (hh_sys3(SYS_getrusage, RUSAGE_THREAD, &usage, 0) == 0) {
+        if (HEAPHOOK_OS_UNOBSERVED(SYS_getrusage, RUSAGE_THREAD, &usage, 0, 0, 0, 0) == 0) {
             *minflt = (uint64_t)usage.ru_minflt;
             *majflt = (uint64_t)usage.ru_majflt;
         }
@@ -122,7 +123,8 @@ static void hh_faults_of(pid_t tid, uint64_t *minflt, uint64_t *majflt) {
 static void hh_name_of(pid_t tid, char name[16]) {
     char path[64], comm[32];
     if (tid == 0) {
-        if (hh_sys6(SYS_prctl, PR_GET_NAME, (long)name, 0, 0, 0, 0) != 0) name[0] = '\0';
+        if (HEAPHOOK_OS_UNOBSERVED(SYS_prctl, PR_GET_NAME, (long)name, 0, 0, 0, 0) != 0)
+            name[0] = '\0';
         name[15] = '\0';
         return;
     }
@@ -218,9 +220,9 @@ bool hh_rt_is_rt_policy(int policy) {
 }
 
 void hh_rt_read_own_policy(void) {
-    long policy = hh_sys3(SYS_sched_getscheduler, 0, 0, 0);
+    long policy = HEAPHOOK_OS_UNOBSERVED(SYS_sched_getscheduler, 0, 0, 0, 0, 0, 0);
     struct sched_param param = {0};
-    hh_sys3(SYS_sched_getparam, 0, &param, 0);
+    HEAPHOOK_OS_UNOBSERVED(SYS_sched_getparam, 0, &param, 0, 0, 0, 0);
     if (policy >= 0) {
         t_rt.policy = (int)policy & ~SCHED_RESET_ON_FORK;
         t_rt.priority = param.sched_priority;

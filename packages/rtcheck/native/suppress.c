@@ -86,18 +86,20 @@ void hh_rt_suppressions_load(void) {
     hh_rule_count = 0;
     const char *path = heaphook_env_get_unless_secure("HEAPHOOK_RT_SUPPRESSIONS", NULL);
     if (path == NULL) return;
-    long fd = hh_sys6(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
+    long fd =
+        HEAPHOOK_OS_UNOBSERVED(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
     if (fd < 0) {
         heaphook_config_fail("HEAPHOOK_RT_SUPPRESSIONS", path, "a readable file",
                              "HEAPHOOK_RT_SUPPRESSIONS=rtcheck.supp");
     }
     size_t used = 0;
     for (;;) {
-        long n = hh_sys3(SYS_read, fd, hh_text + used, sizeof hh_text - 1 - used);
+        long n = HEAPHOOK_OS_UNOBSERVED(SYS_read, fd, hh_text + used, sizeof hh_text - 1 - used, 0,
+                                        0, 0);
         if (n <= 0) break;
         used += (size_t)n;
     }
-    hh_sys3(SYS_close, fd, 0, 0);
+    HEAPHOOK_OS_UNOBSERVED(SYS_close, fd, 0, 0, 0, 0, 0);
     hh_text[used] = '\0';
     for (char *line = hh_text; line != NULL && *line != '\0';) {
         char *next = strchr(line, '\n');

@@ -96,7 +96,8 @@ static hh_rt_site *hh_site_of(enum hh_rt_call call, uintptr_t site, bool *first)
                 s->tid = tid;
                 s->policy = t_rt.policy;
                 s->priority = t_rt.priority;
-                if (hh_sys6(SYS_prctl, PR_GET_NAME, (long)s->thread_name, 0, 0, 0, 0) != 0)
+                if (HEAPHOOK_OS_UNOBSERVED(SYS_prctl, PR_GET_NAME, (long)s->thread_name, 0, 0, 0,
+                                           0) != 0)
                     s->thread_name[0] = '\0';
                 s->thread_name[15] = '\0';
                 s->excluded = hh_rt_opts.has_thread_filter && !hh_rt_thread_checked(s->thread_name);

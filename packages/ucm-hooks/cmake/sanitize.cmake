@@ -6,7 +6,7 @@ include(${HEAPHOOK_CORE_DIR}/cmake/sanitizers.cmake)
 
 heaphook_add_sanitized_program(ucm_dispatch_stress_tsan tsan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/ucm_dispatch_stress.c
-          ${CMAKE_CURRENT_LIST_DIR}/../native/ucm.c ${CMAKE_CURRENT_LIST_DIR}/../native/bistro.c
+          ${UCM_SOURCES}
           ${HEAPHOOK_SUPPORT_SOURCES}
           ${HEAPHOOK_RELOC_SOURCES}
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../include ${HEAPHOOK_CORE_DIR}/include

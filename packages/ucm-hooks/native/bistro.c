@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "heaphook/log.h"
+#include "heaphook/os.h"
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -234,15 +235,17 @@ static uint8_t *bistro_page_near(uintptr_t low, uintptr_t high, size_t page) {
             uintptr_t want = side == 0 ? (low > distance ? low - distance : 0) : high + distance;
             want &= ~(uintptr_t)(page - 1);
             if (want < (1ul << 16)) continue;
-            long got = syscall(SYS_mmap, want, page, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-            if (got == -1) continue;
+            long got =
+                HEAPHOOK_OS_UNOBSERVED(SYS_mmap, want, page, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+            if (heaphook_os_unobserved_failed(got)) continue;
             uintptr_t at = (uintptr_t)got;
             /* The farthest of the functions from any byte of the page, with room to spare
              * for the rip-relative operands the trampolines re-aim. */
             uintptr_t farthest = at < low ? high + 64 - at : at + page - low;
             if (farthest < BISTRO_REACH - (1ul << 26)) return (uint8_t *)at;
-            syscall(SYS_munmap, got, page); /* an old kernel placed it elsewhere */
+            HEAPHOOK_OS_UNOBSERVED(SYS_munmap, got, page, 0, 0, 0,
+                                   0); /* an old kernel placed it elsewhere */
         }
     }
     return NULL;
@@ -380,13 +383,14 @@ int ucm_bistro_prepare(ucm_bistro_patch *patches, size_t count, char *why, size_
     }
     for (size_t i = 0; i < count; ++i) {
         if (bistro_prepare_one(&patches[i], area + i * BISTRO_SLOT, why, why_size) != 0) {
-            syscall(SYS_munmap, area, page);
+            HEAPHOOK_OS_UNOBSERVED(SYS_munmap, area, page, 0, 0, 0, 0);
             return -1;
         }
     }
-    if (syscall(SYS_mprotect, area, page, PROT_READ | PROT_EXEC) != 0) {
-        bistro_why(why, why_size, "mprotect of the trampoline page: errno %d", errno);
-        syscall(SYS_munmap, area, page);
+    long rc = HEAPHOOK_OS_UNOBSERVED(SYS_mprotect, area, page, PROT_READ | PROT_EXEC, 0, 0, 0);
+    if (rc != 0) {
+        bistro_why(why, why_size, "mprotect of the trampoline page: errno %d", (int)-rc);
+        HEAPHOOK_OS_UNOBSERVED(SYS_munmap, area, page, 0, 0, 0, 0);
         return -1;
     }
     for (size_t i = 0; i < count; ++i) patches[i].prepared = true;
@@ -409,7 +413,7 @@ static _Atomic int stw_active;
 static _Atomic int stw_generation; /* futex word: bumped to let stopped threads go */
 
 static long stw_gettid(void) {
-    return syscall(SYS_gettid);
+    return HEAPHOOK_OS_UNOBSERVED(SYS_gettid, 0, 0, 0, 0, 0, 0);
 }
 
 static void stw_handler(int sig, siginfo_t *info, void *context) {
@@ -426,7 +430,8 @@ static void stw_handler(int sig, siginfo_t *info, void *context) {
         int generation = atomic_load(&stw_generation);
         atomic_store(&stw_slots[i].state, STW_STOPPED);
         while (atomic_load(&stw_active) && atomic_load(&stw_generation) == generation) {
-            syscall(SYS_futex, &stw_generation, FUTEX_WAIT_PRIVATE, generation, NULL, NULL, 0);
+            HEAPHOOK_OS_UNOBSERVED(SYS_futex, &stw_generation, FUTEX_WAIT_PRIVATE, generation, 0, 0,
+                                   0);
         }
         atomic_store(&stw_slots[i].state, STW_LEFT);
         break;
@@ -485,7 +490,7 @@ static bool stw_known(int tid) {
 static void stw_resume(void) {
     atomic_store(&stw_active, 0);
     atomic_fetch_add(&stw_generation, 1);
-    syscall(SYS_futex, &stw_generation, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    HEAPHOOK_OS_UNOBSERVED(SYS_futex, &stw_generation, FUTEX_WAKE_PRIVATE, INT32_MAX, 0, 0, 0);
     unsigned n = atomic_load(&stw_count);
     for (unsigned i = 0; i < n; ++i) {
         while (atomic_load(&stw_slots[i].state) == STW_STOPPED) sched_yield();
@@ -510,7 +515,7 @@ static int stw_signal_new(int sig, int self, char *why, size_t why_size) {
     int fresh = 0;
     char buf[4096] __attribute__((aligned(8)));
     for (;;) {
-        long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+        long n = HEAPHOOK_OS_UNOBSERVED(SYS_getdents64, fd, buf, sizeof buf, 0, 0, 0);
         if (n <= 0) break;
         for (long at = 0; at < n;) {
             struct linux_dirent64 *d = (struct linux_dirent64 *)(buf + at);
@@ -533,7 +538,7 @@ static int stw_signal_new(int sig, int self, char *why, size_t why_size) {
             }
             atomic_store(&stw_slots[i].state, STW_SIGNALLED);
             atomic_store(&stw_count, i + 1);
-            if (syscall(SYS_tgkill, getpid(), tid, sig) != 0)
+            if (HEAPHOOK_OS_UNOBSERVED(SYS_tgkill, getpid(), tid, sig, 0, 0, 0) != 0)
                 atomic_store(&stw_slots[i].state, STW_GONE);
         }
     }
@@ -579,7 +584,7 @@ static int stw_stop(char *why, size_t why_size) {
             int state = atomic_load(&stw_slots[i].state);
             if (state != STW_SIGNALLED && state != STW_BLOCKING) continue;
             int tid = atomic_load(&stw_slots[i].tid);
-            if (syscall(SYS_tgkill, getpid(), tid, 0) != 0) {
+            if (HEAPHOOK_OS_UNOBSERVED(SYS_tgkill, getpid(), tid, 0, 0, 0, 0) != 0) {
                 atomic_store(&stw_slots[i].state, STW_GONE);
                 continue;
             }
@@ -587,7 +592,7 @@ static int stw_stop(char *why, size_t why_size) {
                 uintptr_t pc;
                 if (!stw_blocks(tid, sig)) {
                     atomic_store(&stw_slots[i].state, STW_SIGNALLED);
-                    syscall(SYS_tgkill, getpid(), tid, sig);
+                    HEAPHOOK_OS_UNOBSERVED(SYS_tgkill, getpid(), tid, sig, 0, 0, 0);
                 } else if ((pc = stw_sleeping_pc(tid)) != 0) {
                     stw_slots[i].pc = pc;
                     atomic_store(&stw_slots[i].state, STW_SLEEPING);
@@ -673,15 +678,17 @@ static int bistro_write(ucm_bistro_patch *pt, const uint8_t bytes[BISTRO_JUMP], 
         bistro_why(why, why_size, "%s: %p is not in /proc/self/maps", pt->name, (void *)f);
         return -1;
     }
-    if (syscall(SYS_mprotect, start, page, PROT_READ | PROT_WRITE | PROT_EXEC) != 0) {
+    long rc = HEAPHOOK_OS_UNOBSERVED(SYS_mprotect, start, page, PROT_READ | PROT_WRITE | PROT_EXEC,
+                                     0, 0, 0);
+    if (rc != 0) {
         bistro_why(why, why_size, "%s: the code page cannot be made writable (errno %d)", pt->name,
-                   errno);
+                   (int)-rc);
         return -1;
     }
     uint64_t value = __atomic_load_n((uint64_t *)word, __ATOMIC_RELAXED);
     memcpy((uint8_t *)&value + (f - word), bytes, BISTRO_JUMP);
     __atomic_store_n((uint64_t *)word, value, __ATOMIC_SEQ_CST);
-    syscall(SYS_mprotect, start, page, prot);
+    HEAPHOOK_OS_UNOBSERVED(SYS_mprotect, start, page, prot, 0, 0, 0);
     return 0;
 }
 

@@ -225,7 +225,7 @@ static void watch_handler(heaphook_ucm_event_type_t type, heaphook_ucm_event_t *
             break;
     }
     r.error = failed ? saved_errno : 0;
-    if (watch_tid == 0) watch_tid = (uint32_t)syscall(SYS_gettid);
+    if (watch_tid == 0) watch_tid = (uint32_t)HEAPHOOK_OS_UNOBSERVED(SYS_gettid, 0, 0, 0, 0, 0, 0);
     r.tid = watch_tid;
     r.time_ns = watch_now();
     watch_ring_push(&watch.ring, &r);
@@ -288,8 +288,8 @@ static int watch_setup(void) {
         ssize_t n = recv(watch.fd, (char *)&config + have, sizeof config - have, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            ucm_log(1, "watch: the watcher sent no configuration (%s)",
-                    n == 0 ? "it closed the connection" : "timed out");
+            ucm_log_warn("watch: the watcher sent no configuration (%s)",
+                         n == 0 ? "it closed the connection" : "timed out");
             return HEAPHOOK_UCM_WATCH_END_IO;
         }
         have += (size_t)n;
@@ -300,8 +300,8 @@ static int watch_setup(void) {
     if (memcmp(config.magic, HEAPHOOK_UCM_WATCH_CONFIG_MAGIC, 4) != 0 || events == 0 ||
         capacity < HEAPHOOK_UCM_WATCH_RING_MIN || capacity > HEAPHOOK_UCM_WATCH_RING_MAX ||
         (capacity & (capacity - 1)) != 0) {
-        ucm_log(0, "watch: the watcher's configuration is invalid (events 0x%x, ring %u)",
-                (unsigned)config.events, (unsigned)capacity);
+        ucm_log_error("watch: the watcher's configuration is invalid (events 0x%x, ring %u)",
+                      (unsigned)config.events, (unsigned)capacity);
         watch_send_control(HEAPHOOK_UCM_WATCH_STARTED,
                            (uint64_t)(int64_t)HEAPHOOK_UCM_ERR_INVALID_PARAM, 0, 0, 0);
         return HEAPHOOK_UCM_WATCH_END_FAILED;
@@ -408,13 +408,13 @@ static void watch_finish(int reason) {
     atomic_store(&watch.stop_reason, 0);
     atomic_store(&watch.thread_done, 1);
     pthread_mutex_unlock(&watch_lock);
-    ucm_log(2, "watch: stream ended (%s), %llu events, %llu dropped%s",
-            reason == HEAPHOOK_UCM_WATCH_END_DETACH ? "detached"
-            : exiting                               ? "exit"
-            : reason == HEAPHOOK_UCM_WATCH_END_IO   ? "connection lost"
-                                                    : "install failed",
-            (unsigned long long)recorded, (unsigned long long)dropped,
-            restored ? ", hooks removed" : "");
+    ucm_log_info("watch: stream ended (%s), %llu events, %llu dropped%s",
+                 reason == HEAPHOOK_UCM_WATCH_END_DETACH ? "detached"
+                 : exiting                               ? "exit"
+                 : reason == HEAPHOOK_UCM_WATCH_END_IO   ? "connection lost"
+                                                         : "install failed",
+                 (unsigned long long)recorded, (unsigned long long)dropped,
+                 restored ? ", hooks removed" : "");
 }
 
 static void *watch_thread(void *setup_done) {
@@ -552,14 +552,15 @@ EXPORT int heaphook_ucm_stream_stop(const char *argument) {
 
 /* ---- Fork, load and exit ------------------------------------------------------------------- */
 
-/* watch_lock is held across fork, so the child never inherits a half-changed state. */
-static void watch_fork_prepare(void) {
+/* watch_lock is held across fork (native/fork.c, lock 2), so the child never inherits a
+ * half-changed state. */
+void ucm_watch_prefork(void) {
     pthread_mutex_lock(&watch_lock);
 }
-static void watch_fork_parent(void) {
+void ucm_watch_postfork_parent(void) {
     pthread_mutex_unlock(&watch_lock);
 }
-static void watch_fork_child(void) {
+void ucm_watch_postfork_child(void) {
     pthread_mutex_init(&watch_lock, NULL);
     if (watch.state == WATCH_IDLE) return;
     atomic_store(&watch.recording, 0);
@@ -572,14 +573,14 @@ static void watch_fork_child(void) {
 }
 
 __attribute__((constructor(200))) static void watch_init(void) {
-    pthread_atfork(watch_fork_prepare, watch_fork_parent, watch_fork_child);
+    ucm_fork_register();
     const char *path = heaphook_env_get_unless_secure("HEAPHOOK_MEM_WATCH_SOCKET", NULL);
     if (path == NULL || path[0] == '\0') return;
     pthread_mutex_lock(&watch_lock);
     int fd = watch_connect(path);
     if (fd < 0) {
         pthread_mutex_unlock(&watch_lock);
-        ucm_log(2, "watch: cannot connect to HEAPHOOK_MEM_WATCH_SOCKET=%s (errno %d)", path, -fd);
+        ucm_log_info("watch: cannot connect to HEAPHOOK_MEM_WATCH_SOCKET=%s (errno %d)", path, -fd);
         return;
     }
     watch_claim(fd, HEAPHOOK_UCM_WATCH_ORIGIN_ENV);

@@ -1,17 +1,20 @@
 /*
  * ucm.c — memory events (heaphook/ucm.h): the hooks of mmap, munmap, mremap, shmat, shmdt,
- * sbrk, brk and madvise, the handler chain, installation (preload or GOT patching) and the
- * self-test.
+ * sbrk, brk and madvise, dispatch to the handler chain, installation (preload, GOT or code
+ * patching) and the self-test.
  *
- * The real calls are system calls, made with an inline system-call instruction (ucm_sys) that
- * sets errno like the C library: no symbol lookup and no call into libc inside a hook, and the
- * same in both install modes. sbrk and brk keep glibc's cached break (__curbrk, which its own
- * malloc uses) right: a dispatching hook does what glibc's sbrk/brk do, inline, on __curbrk;
- * otherwise they call the C library's functions (found with dlsym at load).
+ * The real calls are system calls, made with the core's unobserved variant (heaphook/os.h: the
+ * system-call instruction inline, errno set like the C library's): no symbol lookup and no call
+ * into libc inside a hook, and the same in every install mode. sbrk and brk keep glibc's cached
+ * break (__curbrk, which its own malloc uses) right: a dispatching hook does what glibc's sbrk/brk
+ * do, inline, on __curbrk; otherwise they call the C library's functions (found with dlsym at
+ * load).
  *
  * Handlers: the registered handlers (priority order) are compiled by the writer into a table of
  * per-event lists, and the hooks read the table without a lock and without an atomic
- * read-modify-write: see "Readers and writers" below for the scheme and why it is safe.
+ * read-modify-write: native/rcu.h has the scheme's contract (rcu.c the writers' side), and
+ * docs/readers-and-writers.md why it is safe. The sizes of attached segments are native/shm.c's,
+ * the fork handlers' order native/fork.c's.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -36,16 +39,15 @@
 
 #include "heaphook/config.h"
 #include "heaphook/log.h"
+#include "heaphook/os.h"
 #include "heaphook/reloc.h"
 #include "heaphook/ucm.h"
 
 #include "bistro.h"
+#include "rcu.h"
 #include "ucm_internal.h"
 
 #define EXPORT __attribute__((visibility("default")))
-#define UCM_LIKELY(x) __builtin_expect(!!(x), 1)
-#define UCM_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define UCM_INLINE static inline __attribute__((always_inline))
 
 #ifndef MADV_FREE
 #define MADV_FREE 8
@@ -54,69 +56,9 @@
 #define SHM_REMAP 040000
 #endif
 
-/* ---- Logging (HEAPHOOK_MEM_LOG_LEVEL) ------------------------------------------------------ */
+/* ---- Logging: the core's logger on ucm-hooks' channel (HEAPHOOK_MEM_LOG_LEVEL) ------------- */
 
-static int ucm_log_level = 1; /* error 0, warn 1, info 2, debug 3, trace 4 */
-
-void ucm_log(int level, const char *fmt, ...) {
-    if (level > ucm_log_level) return;
-    static const char *const names[] = {"error", "warn", "info", "debug", "trace"};
-    char line[512];
-    size_t n =
-        heaphook_formatf(line, sizeof line, "heaphook-ucm[%d] %s: ", (int)getpid(), names[level]);
-    va_list args;
-    va_start(args, fmt);
-    n += heaphook_format(line + n, sizeof line - n - 1, fmt, args);
-    va_end(args);
-    line[n++] = '\n';
-    heaphook_write_all(2, line, n);
-}
-
-/* ---- System calls -------------------------------------------------------------------------- */
-
-/* The system call, inline: returns the kernel's result (-errno on failure). */
-UCM_INLINE long ucm_sys(long n, long a, long b, long c, long d, long e, long f) {
-#if defined(__x86_64__)
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    register long r9 __asm__("r9") = f;
-    long ret;
-    __asm__ volatile("syscall"
-                     : "=a"(ret)
-                     : "0"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-                     : "rcx", "r11", "memory");
-    return ret;
-#elif defined(__aarch64__)
-    register long x8 __asm__("x8") = n;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    register long x5 __asm__("x5") = f;
-    __asm__ volatile("svc 0"
-                     : "+r"(x0)
-                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-                     : "memory");
-    return x0;
-#else
-    long ret = syscall(n, a, b, c, d, e, f);
-    return ret == -1 ? -errno : ret;
-#endif
-}
-#define UCM_SYS(n, a, b, c, d, e, f) \
-    ucm_sys((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f))
-UCM_INLINE bool ucm_sys_failed(long ret) {
-    return (unsigned long)ret > -4096ul;
-}
-/* A system call's result as the C library returns it: -1 (MAP_FAILED, (void *)-1) with errno. */
-static __attribute__((noinline, cold)) long ucm_set_errno(long ret) {
-    errno = (int)-ret;
-    return -1;
-}
-UCM_INLINE long ucm_libc(long ret) {
-    return UCM_UNLIKELY(ucm_sys_failed(ret)) ? ucm_set_errno(ret) : ret;
-}
+heaphook_log_channel ucm_log_channel = {.name = "heaphook-ucm", .level = HEAPHOOK_LOG_WARN};
 
 /* ---- The real calls ------------------------------------------------------------------------ */
 
@@ -128,23 +70,29 @@ static void *ucm_sbrk_trampoline, *ucm_brk_trampoline;
 
 EXPORT void *heaphook_ucm_orig_mmap(void *addr, size_t length, int prot, int flags, int fd,
                                     off_t offset) {
-    return (void *)ucm_libc(UCM_SYS(SYS_mmap, addr, length, prot, flags, fd, offset));
+    return (void *)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_mmap, addr, length, prot, flags, fd, offset));
 }
 EXPORT int heaphook_ucm_orig_munmap(void *addr, size_t length) {
-    return (int)ucm_libc(UCM_SYS(SYS_munmap, addr, length, 0, 0, 0, 0));
+    return (int)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_munmap, addr, length, 0, 0, 0, 0));
 }
 EXPORT void *heaphook_ucm_orig_mremap(void *old, size_t old_size, size_t new_size, int flags,
                                       void *new_addr) {
-    return (void *)ucm_libc(UCM_SYS(SYS_mremap, old, old_size, new_size, flags, new_addr, 0));
+    return (void *)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_mremap, old, old_size, new_size, flags, new_addr, 0));
 }
 EXPORT int heaphook_ucm_orig_madvise(void *addr, size_t length, int advice) {
-    return (int)ucm_libc(UCM_SYS(SYS_madvise, addr, length, advice, 0, 0, 0));
+    return (int)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_madvise, addr, length, advice, 0, 0, 0));
 }
 EXPORT void *heaphook_ucm_orig_shmat(int shmid, const void *shmaddr, int shmflg) {
-    return (void *)ucm_libc(UCM_SYS(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0));
+    return (void *)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0));
 }
 EXPORT int heaphook_ucm_orig_shmdt(const void *shmaddr) {
-    return (int)ucm_libc(UCM_SYS(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0));
+    return (int)heaphook_os_unobserved_libc(
+        HEAPHOOK_OS_UNOBSERVED(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0));
 }
 static void ucm_resolve_brk(void);
 EXPORT void *heaphook_ucm_orig_sbrk(intptr_t increment) {
@@ -154,407 +102,6 @@ EXPORT void *heaphook_ucm_orig_sbrk(intptr_t increment) {
 EXPORT int heaphook_ucm_orig_brk(void *addr) {
     if (ucm_real_brk == NULL) ucm_resolve_brk();
     return ucm_real_brk(addr);
-}
-
-/* ---- Handlers ------------------------------------------------------------------------------ */
-
-#define UCM_MAX_HANDLERS 64
-
-/* The registered handlers, in priority order (ascending; equal priorities in registration
- * order). Only the writer (ucm_writer_lock held) reads or changes them. */
-struct ucm_handler {
-    int events;
-    int priority;
-    heaphook_ucm_event_callback_t callback;
-    void *arg;
-};
-static struct ucm_handler ucm_handlers[UCM_MAX_HANDLERS];
-static int ucm_handler_count;
-
-/* What the hooks read: per event, the callbacks of that event in chain order, and how many of
- * them come before the real call (priority < 0). Built by the writer from ucm_handlers. */
-enum {
-    UCM_K_MMAP,
-    UCM_K_MUNMAP,
-    UCM_K_MREMAP,
-    UCM_K_SHMAT,
-    UCM_K_SHMDT,
-    UCM_K_SBRK,
-    UCM_K_MADVISE,
-    UCM_K_BRK,
-    UCM_K_VM_MAPPED,
-    UCM_K_VM_UNMAPPED,
-    UCM_KINDS
-};
-struct ucm_entry {
-    heaphook_ucm_event_callback_t callback;
-    void *arg;
-};
-struct ucm_list {
-    unsigned count;  /* callbacks of this event */
-    unsigned before; /* the first `before` of them have priority < 0 */
-    struct ucm_entry entries[UCM_MAX_HANDLERS];
-};
-struct ucm_table {
-    struct ucm_list lists[UCM_KINDS];
-};
-UCM_INLINE int ucm_kind_event(int kind) {
-    return kind < UCM_K_VM_MAPPED ? 1 << kind : HEAPHOOK_UCM_EVENT_VM_MAPPED << (kind - 8);
-}
-
-/* ---- Readers and writers --------------------------------------------------------------------
- *
- * Contract (the argument, and why it suffices: docs/readers-and-writers.md):
- * - Readers (the hooks) take no lock and make no atomic read-modify-write: a thread marks itself
- *   inside a read-side section in a slot of its own (ucm_readers: seq odd inside, even outside;
- *   a plain store in, a release store out), then loads ucm_current. Past UCM_READERS threads, a
- *   thread uses two shared counters with an epoch (SRCU's fallback).
- * - Writers (set/unset, under ucm_writer_lock) build the other of the two tables, publish it
- *   with a sequentially consistent store of ucm_current, then wait out a grace period
- *   (membarrier, or readers' fences where membarrier is unavailable: ucm_reader_fence) until no
- *   reader can still use the old table. Only then do they return: a removed handler is never
- *   called afterwards, and the old table may be rebuilt.
- * - A section holds handler calls only, never the real system call.
- * - Fork: the writer's mutex is taken and ucm_current set to NULL (readers wait) until the fork
- *   is over; the child frees the slots of threads it does not have.
- * - A handler must not set or unset handlers, or fork; a thread never enters twice (its
- *   reader state's depth).
- */
-
-#define UCM_READERS 256
-#define UCM_KEY_INLINE 32 /* glibc's PTHREAD_KEY_2NDLEVEL_SIZE: keys that never allocate */
-#define UCM_RETRY_CLAIM 4096
-
-struct ucm_reader {
-    _Atomic unsigned long seq; /* odd while the owner is in a read-side section */
-    _Atomic int owner;         /* thread id, 0 when free */
-} __attribute__((aligned(64)));
-static struct ucm_reader ucm_readers[UCM_READERS];
-static struct ucm_reader ucm_no_reader; /* "use the fallback counters"; never scanned */
-
-static struct { _Atomic long count __attribute__((aligned(64))); } ucm_fallback[2];
-static _Atomic int ucm_fallback_epoch;
-
-static struct ucm_table ucm_tables[2];
-static const struct ucm_table *_Atomic ucm_current = &ucm_tables[0];
-static _Atomic int ucm_active_events; /* union of the handlers' masks: the fast path */
-static _Atomic int ucm_before_events; /* union of the masks of handlers with priority < 0 */
-static _Atomic int ucm_after_events;  /* and with priority >= 0 */
-static _Atomic int ucm_reader_fence = 1;
-static pthread_mutex_t ucm_writer_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_key_t ucm_reader_key;
-static bool ucm_reader_key_usable;
-
-/* Per thread (initial-exec TLS: one %fs-relative access, no allocation). */
-struct ucm_thread {
-    int depth;                 /* 1 while dispatching: hooks are plain calls */
-    int fallback_epoch;        /* counter entered, with reader == &ucm_no_reader */
-    int fallback_inside;       /* inside a section counted in ucm_fallback */
-    struct ucm_reader *reader; /* NULL until the first dispatched call */
-    int *err;                  /* this thread's errno */
-    unsigned retry;            /* fallback: dispatched calls until the next claim */
-    int testing, test_seen;    /* self-test: events seen by the thread running it */
-    int forking;               /* between our fork handlers: dispatch nothing, never wait */
-};
-static __thread struct ucm_thread ucm_self __attribute__((tls_model("initial-exec")));
-
-static void ucm_reader_release(void *slot) {
-    struct ucm_reader *r = slot;
-    if (ucm_self.reader == r) ucm_self.reader = NULL;
-    unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    if (seq & 1) atomic_store_explicit(&r->seq, seq + 1, memory_order_release); /* died inside */
-    atomic_store_explicit(&r->owner, 0, memory_order_release);
-}
-
-static bool ucm_thread_dead(long pid, int tid) {
-    return UCM_SYS(SYS_tgkill, pid, tid, 0, 0, 0, 0) == -ESRCH;
-}
-
-static bool ucm_take(struct ucm_reader *r, int expected, int tid) {
-    if (!atomic_compare_exchange_strong(&r->owner, &expected, tid)) return false;
-    unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    if (seq & 1) atomic_store_explicit(&r->seq, seq + 1, memory_order_release);
-    return true;
-}
-
-/* A slot for this thread, or &ucm_no_reader. No allocation, no lock. */
-static __attribute__((noinline)) void ucm_claim(struct ucm_thread *self) {
-    if (self->err == NULL) self->err = __errno_location();
-    int tid = (int)UCM_SYS(SYS_gettid, 0, 0, 0, 0, 0, 0);
-    struct ucm_reader *got = NULL;
-    for (int i = 0; i < UCM_READERS && got == NULL; ++i) {
-        struct ucm_reader *r = &ucm_readers[i];
-        if (atomic_load_explicit(&r->owner, memory_order_relaxed) == 0 && ucm_take(r, 0, tid))
-            got = r;
-    }
-    long pid = got == NULL ? UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0) : 0;
-    for (int i = 0; i < UCM_READERS && got == NULL; ++i) {
-        struct ucm_reader *r = &ucm_readers[i];
-        int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
-        if (owner != 0 && owner != tid && ucm_thread_dead(pid, owner) && ucm_take(r, owner, tid))
-            got = r;
-    }
-    if (got == NULL) {
-        ucm_log(3, "all %d reader slots taken: thread %d uses the shared counters", UCM_READERS,
-                tid);
-        self->reader = &ucm_no_reader;
-        self->retry = UCM_RETRY_CLAIM;
-        return;
-    }
-    if (ucm_reader_key_usable) pthread_setspecific(ucm_reader_key, got);
-    self->reader = got;
-}
-
-static __attribute__((noinline)) const struct ucm_table *ucm_enter_slow(struct ucm_thread *self) {
-    if (self->reader == NULL || (self->reader == &ucm_no_reader && --self->retry == 0)) {
-        ucm_claim(self);
-    }
-    struct ucm_reader *r = self->reader;
-    if (r != &ucm_no_reader) {
-        unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
-        atomic_store_explicit(&r->seq, seq + 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_seq_cst);
-    } else {
-        int epoch = atomic_load(&ucm_fallback_epoch);
-        atomic_fetch_add(&ucm_fallback[epoch].count, 1);
-        self->fallback_epoch = epoch;
-        self->fallback_inside = 1;
-        return atomic_load(&ucm_current); /* after the increment in the single total order */
-    }
-    return atomic_load_explicit(&ucm_current, memory_order_acquire);
-}
-
-/* Does this call dispatch any of `events` (or is the self-test running)? If so, marks the
- * thread as dispatching (depth 1) until ucm_end: calls made inside handlers are plain. */
-UCM_INLINE bool ucm_begin(struct ucm_thread *self, int events) {
-    if (UCM_UNLIKELY(self->depth != 0)) return false;
-    if (!(atomic_load_explicit(&ucm_active_events, memory_order_relaxed) & events) &&
-        UCM_LIKELY(!self->testing)) {
-        return false;
-    }
-    self->depth = 1;
-    return true;
-}
-UCM_INLINE void ucm_end(struct ucm_thread *self) {
-    self->depth = 0;
-}
-/* Are there handlers to run before the real call: of `vm_events` (VM_UNMAPPED when the call
- * unmaps), or of the native `event` with a priority < 0? */
-UCM_INLINE bool ucm_has_before(struct ucm_thread *self, int event, int vm_events) {
-    return (atomic_load_explicit(&ucm_active_events, memory_order_relaxed) & vm_events) ||
-           (atomic_load_explicit(&ucm_before_events, memory_order_relaxed) & event) ||
-           UCM_UNLIKELY(self->testing);
-}
-/* And after it: of `vm_events` (VM_MAPPED when the call maps), or of `event` with a priority
- * >= 0? */
-UCM_INLINE bool ucm_has_after(struct ucm_thread *self, int event, int vm_events) {
-    return (atomic_load_explicit(&ucm_active_events, memory_order_relaxed) & vm_events) ||
-           (atomic_load_explicit(&ucm_after_events, memory_order_relaxed) & event) ||
-           UCM_UNLIKELY(self->testing);
-}
-
-/* A read-side section: the table to dispatch from, valid until ucm_leave. Sections hold
- * handler calls only, never the real system call, so a writer never waits for a system call
- * (or for a thread preempted in one). */
-UCM_INLINE const struct ucm_table *ucm_enter_raw(struct ucm_thread *self) {
-    struct ucm_reader *r = self->reader;
-    if (UCM_UNLIKELY(r == NULL || r == &ucm_no_reader)) return ucm_enter_slow(self);
-    unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
-    atomic_store_explicit(&r->seq, seq + 1, memory_order_relaxed);
-    if (UCM_UNLIKELY(atomic_load_explicit(&ucm_reader_fence, memory_order_relaxed))) {
-        atomic_thread_fence(memory_order_seq_cst);
-    } else {
-        atomic_signal_fence(memory_order_seq_cst); /* compiler barrier; membarrier does the rest */
-    }
-    return atomic_load_explicit(&ucm_current, memory_order_acquire);
-}
-
-UCM_INLINE void ucm_leave(struct ucm_thread *self) {
-    struct ucm_reader *r = self->reader;
-    if (UCM_LIKELY(r != &ucm_no_reader)) {
-        unsigned long seq = atomic_load_explicit(&r->seq, memory_order_relaxed);
-        atomic_store_explicit(&r->seq, seq + 1, memory_order_release);
-    } else {
-        self->fallback_inside = 0;
-        atomic_fetch_sub_explicit(&ucm_fallback[self->fallback_epoch].count, 1,
-                                  memory_order_release);
-    }
-}
-
-static void ucm_backoff(unsigned spins);
-static const struct ucm_table ucm_empty_table; /* what the forking thread dispatches from */
-
-/* ucm_current is NULL while another thread forks (see ucm_fork_prepare): leave, wait for the
- * fork to finish, enter again. The forking thread itself (a heaphook backend's fork handler
- * that maps, say) dispatches nothing instead, and never waits. */
-static __attribute__((noinline, cold)) const struct ucm_table *ucm_enter_blocked(
-    struct ucm_thread *self) {
-    if (self->forking) return &ucm_empty_table; /* still inside: ucm_leave balances it */
-    for (;;) {
-        ucm_leave(self);
-        for (unsigned spins = 0; atomic_load_explicit(&ucm_current, memory_order_relaxed) == NULL;
-             ++spins) {
-            ucm_backoff(spins);
-        }
-        const struct ucm_table *t = ucm_enter_raw(self);
-        if (t != NULL) return t;
-    }
-}
-
-UCM_INLINE const struct ucm_table *ucm_enter(struct ucm_thread *self) {
-    const struct ucm_table *t = ucm_enter_raw(self);
-    return UCM_LIKELY(t != NULL) ? t : ucm_enter_blocked(self);
-}
-
-/* Writer side: a full barrier on every running thread of the process (see above). */
-static int ucm_barrier_mode; /* 0 not set up, 1 membarrier, 2 fences only */
-
-static long ucm_membarrier(int cmd) {
-    return UCM_SYS(SYS_membarrier, cmd, 0, 0, 0, 0, 0);
-}
-
-static void ucm_barrier_setup(void) {
-    if (ucm_barrier_mode != 0) return;
-    long cmds = ucm_membarrier(MEMBARRIER_CMD_QUERY);
-    if (cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-        ucm_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
-        ucm_barrier_mode = 1;
-        atomic_store(&ucm_reader_fence, 0);
-    } else {
-        ucm_barrier_mode = 2;
-        ucm_log(3, "membarrier unavailable: readers use a fence");
-    }
-}
-
-static void ucm_barrier(void) {
-    atomic_thread_fence(memory_order_seq_cst);
-    if (ucm_barrier_mode != 1) return;
-    if (ucm_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
-    /* Registered, so this does not happen; if it does (registration lost), register again, or
-     * take the slow global barrier. */
-    if (ucm_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
-        ucm_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) {
-        return;
-    }
-    if (ucm_membarrier(MEMBARRIER_CMD_GLOBAL) != 0) {
-        ucm_log(0, "membarrier failed: a removed handler may still be running");
-    }
-}
-
-static void ucm_backoff(unsigned spins) {
-    if (spins < 64) {
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#elif defined(__aarch64__)
-        __asm__ volatile("yield");
-#endif
-    } else if (spins < 1024) {
-        sched_yield();
-    } else {
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    }
-}
-
-/* Waits until no reader can still use the table that was current before the last publication.
- * Writer lock held. */
-static void ucm_synchronize(void) {
-    ucm_barrier();
-    struct ucm_reader *own = ucm_self.reader;
-    for (int i = 0; i < UCM_READERS; ++i) {
-        struct ucm_reader *r = &ucm_readers[i];
-        if (r == own) continue; /* a handler calling us: it cannot be waited for */
-        unsigned long seq = atomic_load_explicit(&r->seq, memory_order_acquire);
-        if (!(seq & 1)) continue;
-        for (unsigned spins = 0; atomic_load_explicit(&r->seq, memory_order_acquire) == seq;
-             ++spins) {
-            if (spins % 4096 == 4095) {
-                int owner = atomic_load_explicit(&r->owner, memory_order_relaxed);
-                if (owner == 0 || ucm_thread_dead(UCM_SYS(SYS_getpid, 0, 0, 0, 0, 0, 0), owner))
-                    break;
-            }
-            ucm_backoff(spins);
-        }
-    }
-    bool own_fallback = own == &ucm_no_reader && ucm_self.fallback_inside;
-    for (int round = 0; round < 2; ++round) {
-        int epoch = atomic_load(&ucm_fallback_epoch);
-        atomic_store(&ucm_fallback_epoch, !epoch);
-        long own_count = own_fallback && ucm_self.fallback_epoch == epoch ? 1 : 0;
-        for (unsigned spins = 0; atomic_load(&ucm_fallback[epoch].count) > own_count; ++spins) {
-            ucm_backoff(spins);
-        }
-    }
-}
-
-/* Rebuilds the readers' table from ucm_handlers, publishes it and waits out the readers of
- * the previous one. Writer lock held. */
-static void ucm_publish(void) {
-    const struct ucm_table *old = atomic_load_explicit(&ucm_current, memory_order_relaxed);
-    struct ucm_table *next = old == &ucm_tables[0] ? &ucm_tables[1] : &ucm_tables[0];
-    int all = 0;
-    for (int k = 0; k < UCM_KINDS; ++k) {
-        struct ucm_list *list = &next->lists[k];
-        int event = ucm_kind_event(k);
-        list->count = list->before = 0;
-        for (int i = 0; i < ucm_handler_count; ++i) {
-            const struct ucm_handler *h = &ucm_handlers[i];
-            if (!(h->events & event)) continue;
-            list->entries[list->count++] = (struct ucm_entry){h->callback, h->arg};
-            if (h->priority < 0) list->before = list->count;
-        }
-    }
-    int before = 0, after = 0;
-    for (int i = 0; i < ucm_handler_count; ++i) {
-        all |= ucm_handlers[i].events;
-        if (ucm_handlers[i].priority < 0) {
-            before |= ucm_handlers[i].events;
-        } else {
-            after |= ucm_handlers[i].events;
-        }
-    }
-    atomic_store(&ucm_current, next);
-    atomic_store(&ucm_before_events, before);
-    atomic_store(&ucm_after_events, after);
-    atomic_store(&ucm_active_events, all);
-    ucm_synchronize();
-}
-
-/* Fork: no writer halfway through, and no other thread inside a handler (a handler's own locks,
- * held by a thread the child does not have, would stay locked there): ucm_current is set to NULL,
- * which makes new readers wait in ucm_enter_blocked, and the readers inside are waited out. */
-static const struct ucm_table *ucm_fork_saved;
-static void ucm_fork_prepare(void) {
-    pthread_mutex_lock(&ucm_writer_lock);
-    ucm_self.forking = 1;
-    ucm_fork_saved = atomic_load(&ucm_current);
-    atomic_store(&ucm_current, NULL);
-    ucm_synchronize();
-}
-static void ucm_fork_parent(void) {
-    atomic_store(&ucm_current, ucm_fork_saved);
-    ucm_self.forking = 0;
-    pthread_mutex_unlock(&ucm_writer_lock);
-}
-static void ucm_fork_child(void) {
-    pthread_mutex_init(&ucm_writer_lock, NULL);
-    atomic_store(&ucm_current, ucm_fork_saved);
-    ucm_self.forking = 0;
-    struct ucm_thread *self = &ucm_self;
-    for (int i = 0; i < UCM_READERS; ++i) {
-        struct ucm_reader *r = &ucm_readers[i];
-        if (r == self->reader) {
-            atomic_store(&r->owner, (int)UCM_SYS(SYS_gettid, 0, 0, 0, 0, 0, 0));
-        } else {
-            atomic_store(&r->seq, 0);
-            atomic_store(&r->owner, 0);
-        }
-    }
-    atomic_store(&ucm_fallback[0].count, 0);
-    atomic_store(&ucm_fallback[1].count, 0);
-    if (self->reader == &ucm_no_reader && self->fallback_inside) {
-        atomic_store(&ucm_fallback[self->fallback_epoch].count, 1);
-    }
 }
 
 /* ---- Dispatch ------------------------------------------------------------------------------ */
@@ -631,7 +178,8 @@ static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int f
     struct ucm_thread *self = &ucm_self;
     int unmaps = (flags & MAP_FIXED) ? UCM_VM_UNMAPPED : 0;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MMAP | UCM_VM_MAPPED | unmaps)) {
-        return (void *)ucm_libc(UCM_SYS(SYS_mmap, addr, length, prot, flags, fd, offset));
+        return (void *)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_mmap, addr, length, prot, flags, fd, offset));
     }
     heaphook_ucm_event_t event;
     event.mmap.result = MAP_FAILED;
@@ -648,9 +196,9 @@ static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int f
         ucm_leave(self);
     }
     if (event.mmap.result == MAP_FAILED) {
-        event.mmap.result =
-            (void *)ucm_libc(UCM_SYS(SYS_mmap, event.mmap.address, event.mmap.size, event.mmap.prot,
-                                     event.mmap.flags, event.mmap.fd, event.mmap.offset));
+        event.mmap.result = (void *)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_mmap, event.mmap.address, event.mmap.size, event.mmap.prot,
+                                   event.mmap.flags, event.mmap.fd, event.mmap.offset));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MMAP, UCM_VM_MAPPED)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -670,7 +218,8 @@ static void *ucm_hook_mmap(void *addr, size_t length, int prot, int flags, int f
 static int ucm_hook_munmap(void *addr, size_t length) {
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MUNMAP | UCM_VM_UNMAPPED)) {
-        return (int)ucm_libc(UCM_SYS(SYS_munmap, addr, length, 0, 0, 0, 0));
+        return (int)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_munmap, addr, length, 0, 0, 0, 0));
     }
     heaphook_ucm_event_t event;
     event.munmap.result = -1;
@@ -683,8 +232,8 @@ static int ucm_hook_munmap(void *addr, size_t length) {
         ucm_leave(self);
     }
     if (event.munmap.result == -1) {
-        event.munmap.result =
-            (int)ucm_libc(UCM_SYS(SYS_munmap, event.munmap.address, event.munmap.size, 0, 0, 0, 0));
+        event.munmap.result = (int)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
+            SYS_munmap, event.munmap.address, event.munmap.size, 0, 0, 0, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MUNMAP, 0)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -702,8 +251,8 @@ UCM_INLINE void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, in
     if (!(flags & MREMAP_FIXED)) new_address = NULL;
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MREMAP | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
-        return (void *)ucm_libc(
-            UCM_SYS(SYS_mremap, old, old_size, new_size, flags, new_address, 0));
+        return (void *)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_mremap, old, old_size, new_size, flags, new_address, 0));
     }
     heaphook_ucm_event_t event;
     event.mremap.result = MAP_FAILED;
@@ -722,9 +271,9 @@ UCM_INLINE void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, in
         ucm_leave(self);
     }
     if (event.mremap.result == MAP_FAILED) {
-        event.mremap.result = (void *)ucm_libc(
-            UCM_SYS(SYS_mremap, event.mremap.address, event.mremap.old_size, event.mremap.new_size,
-                    event.mremap.flags, event.mremap.new_address, 0));
+        event.mremap.result = (void *)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
+            SYS_mremap, event.mremap.address, event.mremap.old_size, event.mremap.new_size,
+            event.mremap.flags, event.mremap.new_address, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MREMAP, UCM_VM_MAPPED)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -744,116 +293,16 @@ UCM_INLINE void *ucm_mremap_impl(void *old, size_t old_size, size_t new_size, in
 
 static size_t ucm_shm_size(int shmid) {
     struct shmid_ds ds;
-    if (UCM_SYS(SYS_shmctl, shmid, IPC_STAT, &ds, 0, 0, 0) != 0) return 0;
+    if (HEAPHOOK_OS_UNOBSERVED(SYS_shmctl, shmid, IPC_STAT, &ds, 0, 0, 0) != 0) return 0;
     return ucm_page_round(ds.shm_segsz);
-}
-
-/* The size of the mapping starting at address, from /proc/self/maps (no allocation). */
-static size_t ucm_mapping_size(const void *address) {
-    int fd = (int)UCM_SYS(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0, 0, 0);
-    if (fd < 0) return 0;
-    char buf[4096];
-    size_t have = 0, size = 0;
-    bool done = false;
-    while (!done) {
-        long n = UCM_SYS(SYS_read, fd, buf + have, sizeof buf - 1 - have, 0, 0, 0);
-        if (n <= 0) break;
-        have += (size_t)n;
-        buf[have] = '\0';
-        char *line = buf;
-        char *newline;
-        while ((newline = strchr(line, '\n')) != NULL) {
-            *newline = '\0';
-            char *end;
-            unsigned long start = strtoul(line, &end, 16);
-            if (*end == '-' && start == (uintptr_t)address) {
-                size = strtoul(end + 1, NULL, 16) - start;
-                done = true;
-                break;
-            }
-            line = newline + 1;
-        }
-        have = (size_t)(buf + have - line);
-        memmove(buf, line, have);
-    }
-    UCM_SYS(SYS_close, fd, 0, 0, 0, 0, 0);
-    return size;
-}
-
-/* ---- Attached segments: (address, size) recorded by shmat, read by shmdt ------------------
- *
- * A fixed open-addressing table (linear probing), lock-free: a slot's key goes empty ->
- * reserved (CAS, by the one inserting thread) -> address (release, after the size is written)
- * -> tombstone (CAS, by the one detaching thread, after it read the size). No allocation, no
- * lock, so nothing to take around fork (the child inherits the table with the attachments).
- * shmdt falls back to /proc/self/maps for addresses not in the table: segments attached
- * before the hooks were installed, while no handler was set, from inside a handler, or when
- * the table was full. */
-
-#define UCM_SHM_SLOTS 1024 /* power of two */
-#define UCM_SHM_EMPTY ((uintptr_t)0)
-#define UCM_SHM_RESERVED ((uintptr_t)1)
-#define UCM_SHM_TOMBSTONE ((uintptr_t)2)
-
-static struct {
-    _Atomic uintptr_t key;
-    size_t size;
-} ucm_shm_table[UCM_SHM_SLOTS];
-static _Atomic int ucm_shm_live; /* entries present (approximate while inserts run) */
-
-static size_t ucm_shm_hash(uintptr_t address) {
-    uint64_t h = (uint64_t)address >> 12;
-    h *= 0x9e3779b97f4a7c15ull;
-    return (size_t)(h >> 40) & (UCM_SHM_SLOTS - 1);
-}
-
-/* Removes the entry of address; returns its size, or 0 when absent. */
-static size_t ucm_shm_forget(const void *address) {
-    uintptr_t key = (uintptr_t)address;
-    if (key <= UCM_SHM_TOMBSTONE) return 0;
-    if (atomic_load_explicit(&ucm_shm_live, memory_order_acquire) == 0) return 0;
-    size_t i = ucm_shm_hash(key);
-    for (size_t n = 0; n < UCM_SHM_SLOTS; ++n, i = (i + 1) & (UCM_SHM_SLOTS - 1)) {
-        uintptr_t k = atomic_load_explicit(&ucm_shm_table[i].key, memory_order_acquire);
-        if (k == UCM_SHM_EMPTY) return 0;
-        if (k != key) continue;
-        size_t size = ucm_shm_table[i].size;
-        if (atomic_compare_exchange_strong_explicit(&ucm_shm_table[i].key, &k, UCM_SHM_TOMBSTONE,
-                                                    memory_order_acq_rel, memory_order_relaxed)) {
-            atomic_fetch_sub_explicit(&ucm_shm_live, 1, memory_order_relaxed);
-            return size;
-        }
-        return 0; /* another thread detached the same address at the same time */
-    }
-    return 0;
-}
-
-/* Records (address, size), replacing a stale entry of the same address. */
-static void ucm_shm_remember(const void *address, size_t size) {
-    uintptr_t key = (uintptr_t)address;
-    if (key <= UCM_SHM_TOMBSTONE || size == 0) return;
-    ucm_shm_forget(address);
-    size_t i = ucm_shm_hash(key);
-    for (size_t n = 0; n < UCM_SHM_SLOTS; ++n, i = (i + 1) & (UCM_SHM_SLOTS - 1)) {
-        uintptr_t k = atomic_load_explicit(&ucm_shm_table[i].key, memory_order_relaxed);
-        if (k != UCM_SHM_EMPTY && k != UCM_SHM_TOMBSTONE) continue;
-        if (!atomic_compare_exchange_strong_explicit(&ucm_shm_table[i].key, &k, UCM_SHM_RESERVED,
-                                                     memory_order_acquire, memory_order_relaxed)) {
-            continue;
-        }
-        ucm_shm_table[i].size = size;
-        atomic_fetch_add_explicit(&ucm_shm_live, 1, memory_order_relaxed);
-        atomic_store_explicit(&ucm_shm_table[i].key, key, memory_order_release);
-        return;
-    }
-    /* Full: shmdt of this address will read /proc/self/maps. */
 }
 
 static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SHMAT | UCM_VM_MAPPED | UCM_VM_UNMAPPED)) {
-        long result = UCM_SYS(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0);
-        if (ucm_sys_failed(result)) return (void *)ucm_set_errno(result);
+        long result = HEAPHOOK_OS_UNOBSERVED(SYS_shmat, shmid, shmaddr, shmflg, 0, 0, 0);
+        if (heaphook_os_unobserved_failed(result))
+            return (void *)heaphook_os_unobserved_set_errno(result);
         ucm_shm_forget((void *)result); /* a recorded entry there is stale */
         return (void *)result;
     }
@@ -871,7 +320,7 @@ static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
         ucm_leave(self);
     }
     if (event.shmat.result == (void *)-1) {
-        event.shmat.result = (void *)ucm_libc(UCM_SYS(
+        event.shmat.result = (void *)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
             SYS_shmat, event.shmat.shmid, event.shmat.shmaddr, event.shmat.shmflg, 0, 0, 0));
     }
     if (event.shmat.result != (void *)-1) {
@@ -896,9 +345,9 @@ static void *ucm_hook_shmat(int shmid, const void *shmaddr, int shmflg) {
 static int ucm_hook_shmdt(const void *shmaddr) {
     struct ucm_thread *self = &ucm_self;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_SHMDT | UCM_VM_UNMAPPED)) {
-        long result = UCM_SYS(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0);
+        long result = HEAPHOOK_OS_UNOBSERVED(SYS_shmdt, shmaddr, 0, 0, 0, 0, 0);
         ucm_shm_forget(shmaddr);
-        return (int)ucm_libc(result);
+        return (int)heaphook_os_unobserved_libc(result);
     }
     heaphook_ucm_event_t event;
     event.shmdt.result = -1;
@@ -914,7 +363,8 @@ static int ucm_hook_shmdt(const void *shmaddr) {
         ucm_leave(self);
     }
     if (event.shmdt.result == -1) {
-        event.shmdt.result = (int)ucm_libc(UCM_SYS(SYS_shmdt, event.shmdt.shmaddr, 0, 0, 0, 0, 0));
+        event.shmdt.result = (int)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_shmdt, event.shmdt.shmaddr, 0, 0, 0, 0, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_SHMDT, 0)) {
         const struct ucm_table *t = ucm_enter(self);
@@ -954,20 +404,20 @@ UCM_INLINE void *ucm_real_sbrk_call(intptr_t increment) {
     char *old = *curbrk;
     if (increment > 0 ? (uintptr_t)old + (uintptr_t)increment < (uintptr_t)old
                       : (uintptr_t)old < (uintptr_t)-increment) {
-        return (void *)ucm_set_errno(-ENOMEM);
+        return (void *)heaphook_os_unobserved_set_errno(-ENOMEM);
     }
     char *want = old + increment;
-    char *now = (char *)UCM_SYS(SYS_brk, want, 0, 0, 0, 0, 0);
+    char *now = (char *)HEAPHOOK_OS_UNOBSERVED(SYS_brk, want, 0, 0, 0, 0, 0);
     *curbrk = now;
-    if (now < want) return (void *)ucm_set_errno(-ENOMEM);
+    if (now < want) return (void *)heaphook_os_unobserved_set_errno(-ENOMEM);
     return old;
 }
 UCM_INLINE int ucm_real_brk_call(void *addr) {
     void **curbrk = ucm_curbrk;
     if (UCM_UNLIKELY(curbrk == NULL)) return ucm_brk_fn()(addr);
-    char *now = (char *)UCM_SYS(SYS_brk, addr, 0, 0, 0, 0, 0);
+    char *now = (char *)HEAPHOOK_OS_UNOBSERVED(SYS_brk, addr, 0, 0, 0, 0, 0);
     *curbrk = now;
-    if (now < (char *)addr) return (int)ucm_set_errno(-ENOMEM);
+    if (now < (char *)addr) return (int)heaphook_os_unobserved_set_errno(-ENOMEM);
     return 0;
 }
 
@@ -1042,7 +492,8 @@ static int ucm_hook_madvise(void *addr, size_t length, int advice) {
                      ? UCM_VM_UNMAPPED
                      : 0;
     if (!ucm_begin(self, HEAPHOOK_UCM_EVENT_MADVISE | unmaps)) {
-        return (int)ucm_libc(UCM_SYS(SYS_madvise, addr, length, advice, 0, 0, 0));
+        return (int)heaphook_os_unobserved_libc(
+            HEAPHOOK_OS_UNOBSERVED(SYS_madvise, addr, length, advice, 0, 0, 0));
     }
     heaphook_ucm_event_t event;
     event.madvise.result = -1;
@@ -1056,7 +507,7 @@ static int ucm_hook_madvise(void *addr, size_t length, int advice) {
         ucm_leave(self);
     }
     if (event.madvise.result == -1) {
-        event.madvise.result = (int)ucm_libc(UCM_SYS(
+        event.madvise.result = (int)heaphook_os_unobserved_libc(HEAPHOOK_OS_UNOBSERVED(
             SYS_madvise, event.madvise.addr, event.madvise.length, event.madvise.advice, 0, 0, 0));
     }
     if (ucm_has_after(self, HEAPHOOK_UCM_EVENT_MADVISE, 0)) {
@@ -1130,6 +581,16 @@ static const struct {
 #define UCM_SYMBOL_COUNT (sizeof ucm_symbols / sizeof ucm_symbols[0])
 
 static pthread_mutex_t ucm_install_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Fork (native/fork.c, lock 1): the child gets the install state whole. */
+void ucm_install_prefork(void) {
+    pthread_mutex_lock(&ucm_install_lock);
+}
+void ucm_install_postfork_parent(void) {
+    pthread_mutex_unlock(&ucm_install_lock);
+}
+void ucm_install_postfork_child(void) {
+    pthread_mutex_init(&ucm_install_lock, NULL);
+}
 static const char *ucm_mode = "none";
 static bool ucm_events_enabled = true, ucm_reloc_enabled = true, ucm_malloc_hooks = true;
 static bool ucm_libc_patched; /* the C library's entries jump to the hooks (ucm_libc_patches) */
@@ -1191,13 +652,13 @@ static bool ucm_patch_libc(size_t count) {
         for (size_t i = 0; i < UCM_LIBC_PATCHES; ++i) {
             ucm_libc_patches[i].function = ucm_libc_function(ucm_libc_patches[i].name);
             if (ucm_libc_patches[i].function == NULL) {
-                ucm_log(0, "code patching: the C library's %s was not found",
-                        ucm_libc_patches[i].name);
+                ucm_log_error("code patching: the C library's %s was not found",
+                              ucm_libc_patches[i].name);
                 return false;
             }
         }
         if (ucm_bistro_prepare(ucm_libc_patches, UCM_LIBC_PATCHES, why, sizeof why) != 0) {
-            ucm_log(0, "code patching refused: %s", why);
+            ucm_log_error("code patching refused: %s", why);
             return false;
         }
         /* From now on glibc's sbrk/brk may lead to the hooks: the real ones are the
@@ -1207,7 +668,7 @@ static bool ucm_patch_libc(size_t count) {
         ucm_resolve_brk();
     }
     if (ucm_bistro_apply(ucm_libc_patches, count, true, why, sizeof why) != 0) {
-        ucm_log(0, "code patching refused: %s", why);
+        ucm_log_error("code patching refused: %s", why);
         return false;
     }
     ucm_libc_patched = true;
@@ -1233,7 +694,7 @@ static void ucm_patch_gots(void) {
         int error = heaphook_reloc_patch(ucm_symbols[i].name, ucm_symbols[i].hook, NULL,
                                          &ucm_got_patches[i]);
         if (error != HEAPHOOK_RELOC_OK && error != HEAPHOOK_RELOC_NO_ORIGINAL) {
-            ucm_log(1, "patching %s: %s", ucm_symbols[i].name, heaphook_reloc_strerror(error));
+            ucm_log_warn("patching %s: %s", ucm_symbols[i].name, heaphook_reloc_strerror(error));
         }
     }
 }
@@ -1255,14 +716,14 @@ static heaphook_ucm_status_t ucm_install(void) {
         } else if (first && ucm_hook_mode != UCM_HOOK_RELOC) {
             ucm_mode = "preload";
         } else if (ucm_hook_mode == UCM_HOOK_PRELOAD) {
-            ucm_log(0,
-                    "HEAPHOOK_MEM_MMAP_HOOK_MODE=preload but libheaphook_ucm.so is not loaded "
-                    "first: no memory events (LD_PRELOAD it, or use reloc or bistro)");
+            ucm_log_error(
+                "HEAPHOOK_MEM_MMAP_HOOK_MODE=preload but libheaphook_ucm.so is not loaded "
+                "first: no memory events (LD_PRELOAD it, or use reloc or bistro)");
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         } else if (!ucm_reloc_enabled) {
-            ucm_log(0,
-                    "not loaded first and HEAPHOOK_MEM_RELOC_HOOKS=no: no memory events "
-                    "(preload libheaphook_ucm.so, or allow relocation hooks)");
+            ucm_log_error(
+                "not loaded first and HEAPHOOK_MEM_RELOC_HOOKS=no: no memory events "
+                "(preload libheaphook_ucm.so, or allow relocation hooks)");
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         } else {
             ucm_patch_gots();
@@ -1270,22 +731,22 @@ static heaphook_ucm_status_t ucm_install(void) {
         }
         if (status == HEAPHOOK_UCM_OK && ucm_malloc_hooks && !ucm_libc_patched &&
             !ucm_patch_libc(UCM_MALLOC_PATCHES)) {
-            ucm_log(1,
-                    "glibc malloc's own mappings raise no events (HEAPHOOK_MEM_MALLOC_HOOKS=no "
-                    "silences this)");
+            ucm_log_warn(
+                "glibc malloc's own mappings raise no events (HEAPHOOK_MEM_MALLOC_HOOKS=no "
+                "silences this)");
         }
         if (status == HEAPHOOK_UCM_OK) {
-            ucm_log(2, "memory events installed (%s mode)", ucm_mode);
+            ucm_log_info("memory events installed (%s mode)", ucm_mode);
             if (ucm_alloc_align != UCM_DEFAULT_ALLOC_ALIGN) {
-                ucm_log(1,
-                        "HEAPHOOK_MEM_ALLOC_ALIGN=%zu has no effect: the process keeps its own "
-                        "malloc (libucm applies it to the heap it replaces malloc with)",
-                        ucm_alloc_align);
+                ucm_log_warn(
+                    "HEAPHOOK_MEM_ALLOC_ALIGN=%zu has no effect: the process keeps its own "
+                    "malloc (libucm applies it to the heap it replaces malloc with)",
+                    ucm_alloc_align);
             }
             if (ucm_libc_patched && strcmp(ucm_mode, "bistro") != 0) {
-                ucm_log(2,
-                        "the C library's mmap, munmap, mremap, madvise, sbrk and brk entries "
-                        "patched: glibc malloc's own mappings raise events");
+                ucm_log_info(
+                    "the C library's mmap, munmap, mremap, madvise, sbrk and brk entries "
+                    "patched: glibc malloc's own mappings raise events");
             }
         }
     }
@@ -1358,7 +819,7 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_test_events(int events) {
         n += heaphook_formatf(list + n, sizeof list - n, " VM_MAPPED");
     if (ucm_failed & HEAPHOOK_UCM_EVENT_VM_UNMAPPED)
         heaphook_formatf(list + n, sizeof list - n, " VM_UNMAPPED");
-    ucm_log(0, "self-test (%s mode): these events do not fire:%s", ucm_mode, list);
+    ucm_log_error("self-test (%s mode): these events do not fire:%s", ucm_mode, list);
     return HEAPHOOK_UCM_ERR_UNSUPPORTED;
 }
 
@@ -1372,9 +833,7 @@ EXPORT const char *heaphook_ucm_install_mode(void) {
 
 EXPORT heaphook_ucm_status_t heaphook_ucm_uninstall(void) {
     pthread_mutex_lock(&ucm_install_lock);
-    pthread_mutex_lock(&ucm_writer_lock);
-    int handlers = ucm_handler_count;
-    pthread_mutex_unlock(&ucm_writer_lock);
+    int handlers = ucm_handlers_count();
     if (handlers != 0) {
         pthread_mutex_unlock(&ucm_install_lock);
         return HEAPHOOK_UCM_ERR_BUSY;
@@ -1385,7 +844,7 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_uninstall(void) {
         if (ucm_bistro_apply(ucm_libc_patches, UCM_LIBC_PATCHES, false, why, sizeof why) == 0) {
             ucm_libc_patched = false;
         } else {
-            ucm_log(0, "removing the code patches failed: %s", why);
+            ucm_log_error("removing the code patches failed: %s", why);
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         }
     }
@@ -1393,14 +852,14 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_uninstall(void) {
         if (ucm_got_patches[i] == NULL) continue;
         int error = heaphook_reloc_unpatch(ucm_got_patches[i]);
         if (error != HEAPHOOK_RELOC_OK) {
-            ucm_log(0, "restoring the GOT entries of %s: %s", ucm_symbols[i].name,
-                    heaphook_reloc_strerror(error));
+            ucm_log_error("restoring the GOT entries of %s: %s", ucm_symbols[i].name,
+                          heaphook_reloc_strerror(error));
             status = HEAPHOOK_UCM_ERR_UNSUPPORTED;
         }
         ucm_got_patches[i] = NULL;
     }
     if (status == HEAPHOOK_UCM_OK) {
-        ucm_log(2, "memory events uninstalled (%s mode)", ucm_mode);
+        ucm_log_info("memory events uninstalled (%s mode)", ucm_mode);
         ucm_mode = "none";
     }
     pthread_mutex_unlock(&ucm_install_lock);
@@ -1442,38 +901,12 @@ EXPORT heaphook_ucm_status_t heaphook_ucm_set_event_handler(int events, int prio
         if (status != HEAPHOOK_UCM_OK) return status;
     }
     events &= HEAPHOOK_UCM_NATIVE_EVENTS | HEAPHOOK_UCM_VM_EVENTS;
-    pthread_mutex_lock(&ucm_writer_lock);
-    if (ucm_handler_count == UCM_MAX_HANDLERS) {
-        pthread_mutex_unlock(&ucm_writer_lock);
-        return HEAPHOOK_UCM_ERR_NO_MEMORY;
-    }
-    ucm_barrier_setup();
-    int at = ucm_handler_count;
-    while (at > 0 && ucm_handlers[at - 1].priority > priority) {
-        ucm_handlers[at] = ucm_handlers[at - 1];
-        --at;
-    }
-    ucm_handlers[at] = (struct ucm_handler){
-        .events = events, .priority = priority, .callback = callback, .arg = arg};
-    ++ucm_handler_count;
-    ucm_publish();
-    pthread_mutex_unlock(&ucm_writer_lock);
-    return HEAPHOOK_UCM_OK;
+    return ucm_handlers_add(events, priority, callback, arg);
 }
 
 EXPORT void heaphook_ucm_unset_event_handler(int events, heaphook_ucm_event_callback_t callback,
                                              void *arg) {
-    pthread_mutex_lock(&ucm_writer_lock);
-    int kept = 0;
-    for (int i = 0; i < ucm_handler_count; ++i) {
-        struct ucm_handler h = ucm_handlers[i];
-        if (h.callback == callback && h.arg == arg) h.events &= ~events;
-        if (h.events != 0) ucm_handlers[kept++] = h;
-    }
-    ucm_handler_count = kept;
-    ucm_barrier_setup();
-    ucm_publish();
-    pthread_mutex_unlock(&ucm_writer_lock);
+    ucm_handlers_remove(events, callback, arg);
 }
 
 /* Reads the configuration and resolves what the hooks need, once: from this library's
@@ -1493,8 +926,8 @@ static void ucm_init_once(void) {
      * HEAPHOOK_LOG_FILE too (read with the report fd), not at the first line logged. */
     (void)heaphook_report_fd();
     static const char *const levels[] = {"error", "warn", "info", "debug", "trace"};
-    ucm_log_level =
-        heaphook_env_choice("HEAPHOOK_MEM_LOG_LEVEL", "UCX_MEM_LOG_LEVEL", levels, 5, 1);
+    ucm_log_channel.level = heaphook_env_choice("HEAPHOOK_MEM_LOG_LEVEL", "UCX_MEM_LOG_LEVEL",
+                                                levels, 5, HEAPHOOK_LOG_WARN);
     ucm_events_enabled = heaphook_env_bool("HEAPHOOK_MEM_EVENTS", "UCX_MEM_EVENTS", true);
     ucm_reloc_enabled = heaphook_env_bool("HEAPHOOK_MEM_RELOC_HOOKS", "UCX_MEM_RELOC_HOOKS", true);
     ucm_malloc_hooks = heaphook_env_bool("HEAPHOOK_MEM_MALLOC_HOOKS", "UCX_MEM_MALLOC_HOOKS", true);
@@ -1520,9 +953,8 @@ static void ucm_init_once(void) {
         dlinfo(self, RTLD_DI_LMID, &lmid) == 0 && lmid == LM_ID_BASE) {
         ucm_curbrk = (void **)dlsym(RTLD_DEFAULT, "__curbrk");
     }
-    ucm_log(3, "sbrk/brk in hooks: %s",
-            ucm_curbrk ? "inline, glibc's __curbrk" : "the C library's");
-    ucm_reader_key_usable = pthread_key_create(&ucm_reader_key, ucm_reader_release) == 0 &&
-                            ucm_reader_key < UCM_KEY_INLINE;
-    pthread_atfork(ucm_fork_prepare, ucm_fork_parent, ucm_fork_child);
+    ucm_log_debug("sbrk/brk in hooks: %s",
+                  ucm_curbrk ? "inline, glibc's __curbrk" : "the C library's");
+    ucm_readers_init();
+    ucm_fork_register();
 }

@@ -42,6 +42,18 @@ void heaphook_log(heaphook_log_level level, const char *fmt, ...)
 #define heaphook_log_debug(...) heaphook_log(HEAPHOOK_LOG_DEBUG, __VA_ARGS__)
 #define heaphook_log_trace(...) heaphook_log(HEAPHOOK_LOG_TRACE, __VA_ARGS__)
 
+/* A component's own channel: the same report fd, formatter and escaping, but lines named
+ * "<name>[<pid>] <level>: " and a level of its own, which the component reads from its own
+ * variable (ucm-hooks: HEAPHOOK_MEM_LOG_LEVEL, libucm's spelling) rather than
+ * HEAPHOOK_LOG_LEVEL. level is a heaphook_log_level; the default is WARN. */
+typedef struct heaphook_log_channel {
+    const char *name;
+    int level;
+} heaphook_log_channel;
+
+void heaphook_log_to(const heaphook_log_channel *channel, heaphook_log_level level, const char *fmt,
+                     ...) __attribute__((format(printf, 3, 4)));
+
 /* Formats into buf (always NUL-terminated when cap > 0); returns the length written. */
 size_t heaphook_format(char *buf, size_t cap, const char *fmt, va_list args);
 size_t heaphook_formatf(char *buf, size_t cap, const char *fmt, ...)

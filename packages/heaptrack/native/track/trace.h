@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "format/heaplog.h" /* the operation codes (enum hh_op), codecs and process flags */
+#include "heaphook/os.h"
 
 #define HH_EXPORT __attribute__((visibility("default")))
 #define HH_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -26,13 +27,10 @@
 
 /* The tracer's own mappings (ring, tables, writer) go straight to the kernel, not through the
  * mmap symbol: with ucm-hooks loaded, mmap is hooked, and the tracer's memory is not the
- * program's (vm.c records the program's mappings). */
-static inline void *hh_sys_mmap(void *addr, size_t len, int prot, int flags, int fd, long off) {
-    return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-}
-static inline int hh_sys_munmap(void *addr, size_t len) {
-    return (int)syscall(SYS_munmap, addr, len);
-}
+ * program's (vm.c records the program's mappings). The core's unobserved calls (heaphook/os.h),
+ * under the names the tracer's files use. */
+#define hh_sys_mmap heaphook_os_unobserved_mmap
+#define hh_sys_munmap heaphook_os_unobserved_munmap
 
 /* The tracer's locks (the stack trie, the drain, the leak table's shards and cursor): short
  * critical sections, taken inside malloc, in fork handlers and on the drain thread, so no

@@ -25,6 +25,7 @@
 
 #include "heaphook/config.h"
 #include "heaphook/log.h"
+#include "heaphook/ucm.h"
 #include "modules.h"
 #include "stacks.h"
 #include "trace.h"
@@ -32,26 +33,16 @@
 #include "unwinder.h"
 #include "vm.h"
 
-/* ---- The part of ucm-hooks' ABI used here (heaphook/ucm.h; the values are libucm's) ------ */
+/* ucm-hooks' ABI is its header, heaphook/ucm.h (its values are libucm's). Its functions are
+ * declared there but never linked: they are found with dlsym, so the types below are pointers to
+ * functions of those declared types. */
 
-#define HH_UCM_EVENT_VM_MAPPED (1 << 16)
-#define HH_UCM_EVENT_VM_UNMAPPED (1 << 17)
-#define HH_UCM_OK 0
 /* Handlers of VM events all run, whatever their priority: last, after any other handler. */
 #define HH_VM_PRIORITY 1000
+#define HH_VM_EVENTS (HEAPHOOK_UCM_EVENT_VM_MAPPED | HEAPHOOK_UCM_EVENT_VM_UNMAPPED)
 
-/* heaphook_ucm_event_t's vm_mapped / vm_unmapped member, its first bytes. */
-typedef struct hh_ucm_vm_event {
-    void *address;
-    size_t size;
-} hh_ucm_vm_event;
-
-typedef void (*hh_ucm_callback)(int type, hh_ucm_vm_event *event, void *arg);
-typedef int (*hh_ucm_set_handler_fn)(int events, int priority, hh_ucm_callback cb, void *arg);
-typedef void (*hh_ucm_unset_handler_fn)(int events, hh_ucm_callback cb, void *arg);
-
-static hh_ucm_set_handler_fn g_set_handler;
-static hh_ucm_unset_handler_fn g_unset_handler;
+static __typeof__(heaphook_ucm_set_event_handler) *g_set_handler;
+static __typeof__(heaphook_ucm_unset_event_handler) *g_unset_handler;
 static bool g_registered;
 
 /* A failed dl lookup (ours, or ucm-hooks' while it installs) leaves an error message that glibc
@@ -71,9 +62,10 @@ bool hh_vm_configure(bool attaching) {
     static const char *const choices[] = {"auto", "yes", "no"};
     int choice = heaphook_env_choice("HEAPHOOK_TRACE_VM", NULL, choices, 3, HH_VM_AUTO);
     if (choice == HH_VM_NO) return false;
-    g_set_handler = (hh_ucm_set_handler_fn)dlsym(RTLD_DEFAULT, "heaphook_ucm_set_event_handler");
+    g_set_handler =
+        (__typeof__(g_set_handler))dlsym(RTLD_DEFAULT, "heaphook_ucm_set_event_handler");
     g_unset_handler =
-        (hh_ucm_unset_handler_fn)dlsym(RTLD_DEFAULT, "heaphook_ucm_unset_event_handler");
+        (__typeof__(g_unset_handler))dlsym(RTLD_DEFAULT, "heaphook_ucm_unset_event_handler");
     if (g_set_handler == NULL && choice == HH_VM_YES && attaching) {
         heaphook_log(HEAPHOOK_LOG_WARN,
                      "heaptrack: HEAPHOOK_TRACE_VM=yes but ucm-hooks is not "
@@ -88,10 +80,10 @@ bool hh_vm_configure(bool attaching) {
 
 /* ---- The handler -------------------------------------------------------------------------- */
 
-static void hh_vm_event(int type, hh_ucm_vm_event *event, void *arg) {
+static void hh_vm_event(heaphook_ucm_event_type_t type, heaphook_ucm_event_t *event, void *arg) {
     (void)arg;
     if (hh_busy && !hh_in_hook) return; /* the tracer's own work */
-    if (event->size == 0 || !hh_tracer_active()) return;
+    if (event->vm_mapped.size == 0 || !hh_tracer_active()) return;
     int saved_errno = errno;
     int saved_busy = hh_busy;
     hh_busy = 1; /* the stack walk may allocate: not the program's */
@@ -103,10 +95,10 @@ static void hh_vm_event(int type, hh_ucm_vm_event *event, void *arg) {
         r->time = hh_now();
         r->tid = hh_tid();
         r->stack = stack;
-        r->mapped = type == HH_UCM_EVENT_VM_MAPPED;
+        r->mapped = type == HEAPHOOK_UCM_EVENT_VM_MAPPED;
         r->pad = 0;
-        r->addr = (uintptr_t)event->address;
-        r->size = event->size;
+        r->addr = (uintptr_t)event->vm_mapped.address; /* vm_unmapped has the same layout */
+        r->size = event->vm_mapped.size;
         hh_tracer_commit(r, HH_REC_VM);
     }
     hh_busy = saved_busy;
@@ -117,20 +109,19 @@ void hh_vm_start(void) {
     if (!hh_cfg.vm || g_set_handler == NULL) return;
     uintptr_t lo, hi;
     if (hh_modules_range_of((uintptr_t)g_set_handler, &lo, &hi)) hh_unwind_skip_also(lo, hi);
-    int status = g_set_handler(HH_UCM_EVENT_VM_MAPPED | HH_UCM_EVENT_VM_UNMAPPED, HH_VM_PRIORITY,
-                               hh_vm_event, NULL);
+    heaphook_ucm_status_t status = g_set_handler(HH_VM_EVENTS, HH_VM_PRIORITY, hh_vm_event, NULL);
     hh_vm_forget_dl_error();
-    g_registered = status == HH_UCM_OK;
-    if (status != HH_UCM_OK) {
+    g_registered = status == HEAPHOOK_UCM_OK;
+    if (status != HEAPHOOK_UCM_OK) {
         heaphook_log(HEAPHOOK_LOG_WARN,
                      "heaptrack: ucm-hooks refused the VM event handler (status %d): mapped "
                      "memory is not recorded",
-                     status);
+                     (int)status);
     }
 }
 
 void hh_vm_stop(void) {
     if (!g_registered || g_unset_handler == NULL) return;
-    g_unset_handler(HH_UCM_EVENT_VM_MAPPED | HH_UCM_EVENT_VM_UNMAPPED, hh_vm_event, NULL);
+    g_unset_handler(HH_VM_EVENTS, hh_vm_event, NULL);
     g_registered = false;
 }
