@@ -41,6 +41,11 @@ void hh_agent_keeper_resume(void);
  * malloc family to them. NULL, or why not. */
 const char *hh_agent_attach_resolve(void);
 const char *hh_agent_attach_patch(void);
+/* extras.c: ucm-hooks' mapped bytes and heaptrack's leak figures, when those are loaded. Start
+ * registers the VM handler (once, when the client starts); fill adds them to a STATS frame. */
+struct hh_agent_stats;
+void hh_agent_extras_start(void);
+void hh_agent_extras_fill(struct hh_agent_stats *frame);
 /* Sends one sampled allocation (with its stack, and symbols not sent yet). False: dropped. */
 bool hh_agent_send_alloc(uintptr_t address, size_t size, const uintptr_t *pcs, int depth);
 bool hh_agent_send_free(uintptr_t address);

@@ -206,6 +206,7 @@ static void hh_send_stats(void) {
         f.peak_used_bytes = st.peak_used_bytes;
         f.largest_request = st.largest_request;
     }
+    hh_agent_extras_fill(&f);
     hh_send_frame(&f, sizeof f);
 }
 

@@ -52,6 +52,7 @@ static const char *hh_start(uint64_t sample_bytes) {
         const char *error = hh_agent_attach_resolve();
         if (error != NULL) return error;
     }
+    hh_agent_extras_start(); /* before the first STATS, which the link sends at once */
     const char *error = hh_agent_link_start(sample_bytes);
     if (error != NULL || interposes) return error;
     return hh_agent_attach_patch();

@@ -178,3 +178,19 @@ export const exampleLib = join(
   'Release',
   'libheaphook_example.so',
 );
+export const ucmLib = join(
+  repoDir,
+  'packages',
+  'ucm-hooks',
+  'build',
+  'Release',
+  'libheaphook_ucm.so',
+);
+export const heaptrackLib = join(
+  repoDir,
+  'packages',
+  'heaptrack',
+  'build',
+  'Release',
+  'libheaphook_heaptrack.so',
+);
