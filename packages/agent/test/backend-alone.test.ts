@@ -15,6 +15,7 @@ import {
   exampleLib,
   getText,
   hold50,
+  repoDir,
   metricValue,
   tempDir,
   tlsfLib,
@@ -81,6 +82,29 @@ describe('HEAPHOOK_AGENT with only a backend library preloaded', () => {
       expect(program.exitCode).toBe(0);
     }, 60_000);
   }
+
+  it('keeps the core conformance suite passing (threads and fork included) while reporting', async () => {
+    const suite = join(repoDir, 'packages', 'core', 'build', 'Release', 'heaphook_conformance');
+    const run = spawn(suite, ['tlsf'], {
+      env: {
+        ...process.env,
+        LD_PRELOAD: tlsfLib,
+        HEAPHOOK_AGENT: `unix:${socket}`,
+        HEAPHOOK_AGENT_SAMPLE_BYTES: '4KiB',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    run.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    run.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    const connected = waitUntil('the suite connected', async () =>
+      agent.registry.all().some((p) => p.pid === run.pid) ? true : undefined,
+    );
+    await new Promise((r) => run.once('exit', r));
+    expect(run.exitCode, out.slice(-2000)).toBe(0);
+    expect(out).toMatch(/heaphook conformance: backend tlsf: \d+ groups, \d+ checks, 0 failed/);
+    await connected;
+  }, 180_000);
 
   it('stops the program before main with one line naming HEAPHOOK_AGENT for a bad value', () => {
     const out = spawnSync(hold50, ['0'], {
