@@ -71,7 +71,11 @@ typedef struct hh_agent_symbol {
 } hh_agent_symbol;
 
 /* The process's own counters, cumulative since it started (so they survive an agent restart),
- * and the backend's heaphook_stats (has_backend_stats = 0: the backend keeps none). */
+ * the backend's heaphook_stats (has_backend_stats = 0: the backend keeps none), and the
+ * figures of other heaphook libraries loaded in the process (extras: HH_AGENT_EXTRA_*).
+ * A client of before the extras sends the frame without them (HH_AGENT_STATS_V1_BYTES). */
+#define HH_AGENT_EXTRA_VM 1u    /* ucm-hooks' VM_MAPPED / VM_UNMAPPED events are counted */
+#define HH_AGENT_EXTRA_LEAKS 2u /* heaptrack's leak checking is on */
 typedef struct hh_agent_stats {
     hh_agent_frame_header h;
     uint64_t allocs_total;
@@ -82,6 +86,12 @@ typedef struct hh_agent_stats {
     uint64_t has_backend_stats;
     uint64_t pool_bytes, used_bytes, free_bytes, used_blocks, free_blocks, largest_free_block,
         mmapped_bytes, mmapped_blocks, growth_count, peak_used_bytes, largest_request;
+    uint64_t extras;
+    /* HH_AGENT_EXTRA_VM: bytes mapped and unmapped since the client started */
+    uint64_t vm_mapped_bytes_total, vm_unmapped_bytes_total;
+    /* HH_AGENT_EXTRA_LEAKS: checks so far, and the last one's leaked blocks and bytes */
+    uint64_t leak_checks_total, leaked_blocks, leaked_bytes;
 } hh_agent_stats;
+#define HH_AGENT_STATS_V1_BYTES (sizeof(hh_agent_frame_header) + 17u * 8u)
 
 #endif /* HH_AGENT_FRAMES_H */

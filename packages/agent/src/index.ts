@@ -18,16 +18,10 @@ export { renderMetrics } from './agent/metrics.js';
 export { buildProfile, encodeProfile } from './agent/pprof.js';
 export { parseHttpAddress, parseGroup, DEFAULT_HTTP } from './agent/command.js';
 
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-/** The client preload library: put it first in LD_PRELOAD, ahead of the backend. */
-export function agentLibraryPath(): string {
-  return join(
-    dirname(fileURLToPath(import.meta.url)),
-    '..',
-    'build',
-    'Release',
-    'libheaphook_agent.so',
-  );
-}
+export { agentLibraryPath } from './library.js';
+export {
+  attachToAgent,
+  agentAddress,
+  type AttachOptions,
+  type AttachOutcome,
+} from './attach/command.js';

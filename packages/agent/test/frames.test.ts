@@ -94,6 +94,29 @@ describe('frame decoder', () => {
     expect(frames[2]).toMatchObject({ address: 0xabc0n, size: 5000, pcs: [0x1000n, 0x2000n] });
   });
 
+  it("decodes STATS with the extras (ucm-hooks' mapped bytes, leak figures) and without", () => {
+    const stats = (length: number, fields: number[]): Buffer => {
+      const b = header(5, length);
+      fields.forEach((v, i) => b.writeBigUInt64LE(BigInt(v), 8 + i * 8));
+      return b;
+    };
+    const counters = [10, 9, 8, 7, 6, 0, ...new Array<number>(11).fill(0)];
+    const [before, vmOnly, both] = new FrameReader().push(
+      Buffer.concat([
+        stats(144, counters), // a client of before the extras
+        stats(192, [...counters, 1, 4096, 1024, 0, 0, 0]),
+        stats(192, [...counters, 3, 4096, 1024, 2, 5, 5000]),
+      ]),
+    );
+    expect(before).toMatchObject({ allocsTotal: 10, vm: undefined, leaks: undefined });
+    expect(vmOnly).toMatchObject({
+      vm: { mappedBytesTotal: 4096, unmappedBytesTotal: 1024 },
+      leaks: undefined,
+    });
+    expect(both).toMatchObject({ leaks: { checksTotal: 2, leakedBlocks: 5, leakedBytes: 5000 } });
+    expect(() => new FrameReader().push(stats(160, counters))).toThrow(FrameError);
+  });
+
   it('joins frames split across reads at any byte', () => {
     const bytes = Buffer.concat([hello(), alloc(16n, 100, [1n, 2n, 3n])]);
     for (let cut = 1; cut < bytes.length; cut++) {
@@ -160,6 +183,7 @@ describe('frame decoder', () => {
       symbol(5n, 'fn', 'lib'),
       header(3, 16),
       header(5, 144),
+      header(5, 192),
     ];
     let decoded = 0;
     let refused = 0;

@@ -1,13 +1,12 @@
 /**
- * Real services under the agent: a python3 and a node HTTP service, each preloaded with the
- * agent's client ahead of TLSF, answer requests for SERVICE_SECONDS while the agent keeps their
- * profiles; the agent's own memory stays flat. Then the agent is killed and restarted while
- * they run: they keep answering, reconnect, and count the samples they dropped meanwhile.
- *
- * The issue asks for a minute; the test runs SERVICE_SECONDS (20 s) on this shared 2-core
- * machine, which covers several hundred requests and a few thousand samples per service.
+ * Real services under the agent, for the issue's minute: a python3 HTTP service started with
+ * `heaphook run --agent` (the agent's client preloaded ahead of TLSF) and a node one started
+ * with TLSF alone in LD_PRELOAD and HEAPHOOK_AGENT (the backend's core loads the client) answer
+ * requests concurrently for SERVICE_SECONDS while the agent keeps their profiles; the agent's
+ * own memory stays flat. Then the agent is killed and restarted while they run: they keep
+ * answering, reconnect, and count the samples they dropped meanwhile.
  */
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,14 +22,15 @@ import {
   startAgentProcess,
   stopChild,
   tempDir,
+  tlsfLib,
   waitForLine,
   waitUntil,
   type AgentProcess,
 } from './helpers/agent.js';
 
-const SERVICE_SECONDS = 20;
-/* 64 KiB rather than the default 512 KiB: enough samples in 20 s to make the agent's tables
- * turn over (the memory-flat claim is about them). */
+const SERVICE_SECONDS = 60;
+/* 64 KiB rather than the default 512 KiB: enough samples in the minute to make the agent's
+ * tables turn over (the memory-flat claim is about them). */
 const SAMPLE_BYTES = '64KiB';
 
 interface Service {
@@ -41,19 +41,30 @@ interface Service {
   answered: number;
 }
 
+/** How a service comes to report: through the CLI, or with the backend library alone. */
+type Launch = 'heaphook run --agent' | 'backend alone';
+
 async function startService(
   name: string,
   socket: string,
   command: string,
   script: string,
+  launch: Launch,
 ): Promise<Service> {
-  const child = runUnderAgent(
-    socket,
-    'tlsf',
-    { HEAPHOOK_AGENT_SAMPLE_BYTES: SAMPLE_BYTES },
-    command,
-    [script],
-  );
+  const child =
+    launch === 'heaphook run --agent'
+      ? runUnderAgent(socket, 'tlsf', { HEAPHOOK_AGENT_SAMPLE_BYTES: SAMPLE_BYTES }, command, [
+          script,
+        ])
+      : spawn(command, [script], {
+          env: {
+            ...process.env,
+            LD_PRELOAD: tlsfLib,
+            HEAPHOOK_AGENT: `unix:${socket}`,
+            HEAPHOOK_AGENT_SAMPLE_BYTES: SAMPLE_BYTES,
+          },
+          stdio: ['pipe', 'pipe', 'pipe'],
+        });
   const line = await waitForLine(child, 'stdout', /\{"port": ?(\d+)\}/);
   return { name, child, port: Number(line[1]), pid: 0, answered: 0 };
 }
@@ -75,8 +86,12 @@ describe('python3 and node services under the agent', () => {
   beforeAll(async () => {
     port = await freePort();
     agent = await startAgentProcess(socket, port);
-    services.push(await startService('python3', socket, 'python3', servicePy));
-    services.push(await startService('node', socket, process.execPath, serviceMjs));
+    services.push(
+      await startService('python3', socket, 'python3', servicePy, 'heaphook run --agent'),
+    );
+    services.push(
+      await startService('node', socket, process.execPath, serviceMjs, 'backend alone'),
+    );
     const page = await waitUntil('both services connected', async () => {
       const text = await getText(`${agent.url}/metrics`);
       return metricValue(text, 'heaphook_agent_processes', {}) === 2 ? text : undefined;
@@ -96,13 +111,19 @@ describe('python3 and node services under the agent', () => {
   });
 
   it(`answers requests for ${SERVICE_SECONDS} s while the agent's memory stays flat`, async () => {
+    // Each service has its own request loop, all running at once: a slow answer of one never
+    // holds the other back. The agent's resident size is read every second meanwhile.
     const rss: number[] = [];
+    const reading = setInterval(() => rss.push(residentBytes(agent.child.pid!)), 1000);
     const end = Date.now() + SERVICE_SECONDS * 1000;
-    let i = 0;
-    while (Date.now() < end) {
-      await Promise.all(services.map((s) => request(s, 500 + ((i * 37) % 2000))));
-      if (i % 10 === 0) rss.push(residentBytes(agent.child.pid!));
-      i++;
+    try {
+      await Promise.all(
+        services.map(async (s) => {
+          for (let i = 0; Date.now() < end; i++) await request(s, 500 + ((i * 37) % 2000));
+        }),
+      );
+    } finally {
+      clearInterval(reading);
     }
     for (const s of services) expect(s.answered).toBeGreaterThan(100);
     const page = await getText(`${agent.url}/metrics`);
@@ -127,7 +148,7 @@ describe('python3 and node services under the agent', () => {
       second - first,
       `agent RSS samples: ${rss.map((b) => (b / 2 ** 20).toFixed(1)).join(' ')} MiB`,
     ).toBeLessThan(10 * 2 ** 20);
-  }, 120_000);
+  }, 180_000);
 
   it('keeps the services running when the agent is killed, and they reconnect to a new one', async () => {
     await agent.kill('SIGKILL');

@@ -92,6 +92,7 @@ set(HEAPHOOK_CORE_SOURCES
     ${HEAPHOOK_CORE_DIR}/native/init.c
     ${HEAPHOOK_CORE_DIR}/native/interpose.c
     ${HEAPHOOK_CORE_DIR}/native/attach.c
+    ${HEAPHOOK_CORE_DIR}/native/agent_loader.c
     ${HEAPHOOK_CORE_DIR}/native/stats.c)
 set(HEAPHOOK_CXX_ADAPTER ${HEAPHOOK_CORE_DIR}/native/cxx_adapter.cpp)
 set(HEAPHOOK_VERSION_SCRIPT ${HEAPHOOK_CORE_DIR}/native/exports.map)

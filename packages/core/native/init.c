@@ -125,6 +125,7 @@ __attribute__((constructor(101))) static void hh_library_init(void) {
     hh_log_init();
     hh_backend_make_ready();
     hh_fork_register();
+    hh_agent_loader_start();
 }
 
 HH_EXPORT const char *heaphook_active_backend(void) {

@@ -14,6 +14,7 @@
  *   log.c        the malloc-safe logger and the report fd (log.h)
  *   os.c         the seam for OS memory calls (os.h)
  *   attach.c     heaphook_attach: installing this library into a running process (attach.h)
+ *   agent_loader.c  HEAPHOOK_AGENT: loads and starts @heaphook/agent's client at start-up
  *   reloc.c      GOT relocation patching (reloc.h; self-contained, compiled alone by tests)
  *   cxx_adapter.cpp  heaphook_backend_get() for a heaphook::GlobalAllocator backend
  */
@@ -132,6 +133,13 @@ size_t hh_bootstrap_capacity(void);
 
 /* Registers the library's pthread_atfork handlers (once; the lock order is fork.c's). */
 void hh_fork_register(void);
+
+/* ---- The agent's client (agent_loader.c) ------------------------------------------------- */
+
+/* With HEAPHOOK_AGENT set, loads libheaphook_agent.so and starts it (a bad value or a missing
+ * client stops the program); unset, returns at once. Called by the constructor once the
+ * backend is ready. */
+void hh_agent_loader_start(void);
 
 /* ---- Logging (log.c) ----------------------------------------------------------------------- */
 

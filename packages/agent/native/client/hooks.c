@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
-#include <unwind.h>
 
 #include "../frames.h"
 #include "client.h"
@@ -106,62 +105,6 @@ static inline bool hh_ready(void) {
     if (HH_LIKELY(atomic_load_explicit(&g_next_state, memory_order_acquire) == 2)) return true;
     hh_resolve();
     return atomic_load_explicit(&g_next_state, memory_order_acquire) == 2;
-}
-
-/* ---- sampling ---------------------------------------------------------------------------- */
-
-typedef struct hh_walk {
-    uintptr_t *pcs;
-    int depth, max, skip;
-} hh_walk;
-
-static _Unwind_Reason_Code hh_walk_frame(struct _Unwind_Context *ctx, void *arg) {
-    hh_walk *w = arg;
-    uintptr_t pc = _Unwind_GetIP(ctx);
-    if (pc == 0) return _URC_END_OF_STACK;
-    if (w->skip > 0) { /* hh_after_alloc and the hook itself */
-        w->skip--;
-        return _URC_NO_REASON;
-    }
-    w->pcs[w->depth++] = pc;
-    return w->depth < w->max ? _URC_NO_REASON : _URC_END_OF_STACK;
-}
-
-/* A sampled allocation. Out of line, so that the frames to skip are always these two: this
- * one and the hook. */
-__attribute__((noinline)) static void hh_sampled(void *ptr, size_t size) {
-    hh_agent_busy++;
-    hh_agent_link_ensure_thread(); /* a fork child starts its own on its first sample */
-    uintptr_t pcs[HH_AGENT_MAX_DEPTH];
-    hh_walk w = {pcs, 0, HH_AGENT_MAX_DEPTH, 2};
-    _Unwind_Backtrace(hh_walk_frame, &w);
-    if (!hh_agent_remember((uintptr_t)ptr) ||
-        !hh_agent_send_alloc((uintptr_t)ptr, size, pcs, w.depth)) {
-        hh_agent_forget((uintptr_t)ptr);
-        hh_agent_count_dropped();
-    }
-    hh_agent_busy--;
-}
-
-/* Every allocation: a thread-local countdown, inline in the hook. hh_agent_busy is not tested
- * before the countdown: the client's own allocations happen with it set and are rare, so it
- * is tested only when one would be sampled. */
-#define hh_after_alloc(ptr, size)                                                                 \
-    do {                                                                                          \
-        if (HH_LIKELY(hh_agent_enabled) && HH_UNLIKELY(hh_agent_sample(size)) && (ptr) != NULL && \
-            !hh_agent_busy)                                                                       \
-            hh_sampled((ptr), (size));                                                            \
-    } while (0)
-
-static inline void hh_before_free(void *ptr) {
-    if (!hh_agent_enabled) return;
-    hh_agent_count_free();
-    if (HH_LIKELY(!hh_agent_forget((uintptr_t)ptr))) return;
-    hh_agent_busy++;
-    /* A FREE that cannot be sent leaves the agent over-counting this block until the process
-     * reconnects (a new connection starts the in-use profile over): counted as dropped. */
-    if (!hh_agent_send_free((uintptr_t)ptr)) hh_agent_count_dropped();
-    hh_agent_busy--;
 }
 
 /* ---- the malloc family ------------------------------------------------------------------- */

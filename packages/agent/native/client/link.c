@@ -1,8 +1,8 @@
 /*
  * link.c — the connection to `heaphook agent`.
  *
- * HEAPHOOK_AGENT=unix:PATH names the agent's socket. The constructor reads it, makes the
- * socket and starts the keeper thread, which connects, says HELLO, sends the process's
+ * HEAPHOOK_AGENT=unix:PATH names the agent's socket (start.c reads it). hh_agent_link_start
+ * connects and starts the keeper thread, which connects, says HELLO, sends the process's
  * counters and its allocator's figures (STATS) every HH_STATS_PERIOD_MS, and reconnects
  * when the agent went away (killed, restarted): the program never notices.
  *
@@ -32,7 +32,6 @@
 
 #include "../frames.h"
 #include "client.h"
-#include "heaphook/config.h"
 #include "heaphook/core.h"
 
 bool hh_agent_enabled;
@@ -207,6 +206,7 @@ static void hh_send_stats(void) {
         f.peak_used_bytes = st.peak_used_bytes;
         f.largest_request = st.largest_request;
     }
+    hh_agent_extras_fill(&f);
     hh_send_frame(&f, sizeof f);
 }
 
@@ -289,28 +289,21 @@ static void hh_atfork_child(void) {
     hh_agent_link_fork_child();
 }
 
-void hh_agent_link_start(void) {
-    const char *value = heaphook_env_get_unless_secure("HEAPHOOK_AGENT", NULL);
-    if (value == NULL) return;
+bool hh_agent_parse_address(const char *value) {
     static const char prefix[] = "unix:";
+    if (value == NULL || strncmp(value, prefix, sizeof prefix - 1) != 0) return false;
     size_t path_len = strlen(value) - (sizeof prefix - 1);
-    if (strncmp(value, prefix, sizeof prefix - 1) != 0 || path_len == 0 ||
-        path_len >= sizeof g_address.sun_path) {
-        heaphook_config_fail("HEAPHOOK_AGENT", value,
-                             "unix: and the path of the agent's socket (at most 107 bytes)",
-                             "unix:/run/heaphook/agent.sock");
-    }
-    hh_agent_sample_bytes =
-        heaphook_env_size("HEAPHOOK_AGENT_SAMPLE_BYTES", NULL, hh_agent_sample_bytes);
-    if (hh_agent_sample_bytes == 0) {
-        heaphook_config_fail("HEAPHOOK_AGENT_SAMPLE_BYTES", "0",
-                             "a mean sampling interval of at least 1 byte", "512KiB");
-    }
+    if (path_len == 0 || path_len >= sizeof g_address.sun_path) return false;
     memset(&g_address, 0, sizeof g_address);
     g_address.sun_family = AF_UNIX;
     memcpy(g_address.sun_path, value + sizeof prefix - 1, path_len);
     g_address_len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + path_len + 1);
-    if (hh_agent_sampler_init() != 0) return;
+    return true;
+}
+
+const char *hh_agent_link_start(uint64_t sample_bytes) {
+    hh_agent_sample_bytes = sample_bytes;
+    if (hh_agent_sampler_init() != 0) return "no memory for the sampled-address table";
     g_owner = getpid();
     pthread_atfork(NULL, NULL, hh_atfork_child);
     hh_agent_enabled = true;
@@ -318,10 +311,5 @@ void hh_agent_link_start(void) {
      * keeper thread retries when it is not. */
     hh_connect();
     hh_agent_link_ensure_thread();
-}
-
-__attribute__((constructor)) static void hh_agent_constructor(void) {
-    hh_agent_busy++;
-    hh_agent_link_start();
-    hh_agent_busy--;
+    return NULL;
 }

@@ -58,6 +58,17 @@ export interface BackendStats {
   readonly peakUsedBytes: number;
   readonly largestRequest: number;
 }
+/** ucm-hooks' VM events, counted by the client since it started (when ucm-hooks is loaded). */
+export interface VmFigures {
+  readonly mappedBytesTotal: number;
+  readonly unmappedBytesTotal: number;
+}
+/** heaptrack's leak checking (when it is on): checks so far, the last one's leaks. */
+export interface LeakFigures {
+  readonly checksTotal: number;
+  readonly leakedBlocks: number;
+  readonly leakedBytes: number;
+}
 export interface StatsFrame {
   readonly type: 'stats';
   readonly allocsTotal: number;
@@ -66,6 +77,8 @@ export interface StatsFrame {
   readonly droppedSamplesTotal: number;
   readonly reconnectsTotal: number;
   readonly backend: BackendStats | undefined;
+  readonly vm: VmFigures | undefined;
+  readonly leaks: LeakFigures | undefined;
 }
 export type Frame = HelloFrame | AllocFrame | FreeFrame | SymbolFrame | StatsFrame;
 
@@ -78,7 +91,11 @@ const HELLO_BYTES = HEADER_BYTES + 16 + COMM_BYTES + BACKEND_BYTES;
 const ALLOC_BYTES = HEADER_BYTES + 24;
 const FREE_BYTES = HEADER_BYTES + 8;
 const SYMBOL_BYTES = HEADER_BYTES + 24;
-const STATS_BYTES = HEADER_BYTES + 17 * 8;
+/* A client of before the extras sends the first 17 fields only (HH_AGENT_STATS_V1_BYTES). */
+const STATS_V1_BYTES = HEADER_BYTES + 17 * 8;
+const STATS_BYTES = HEADER_BYTES + 23 * 8;
+const EXTRA_VM = 1;
+const EXTRA_LEAKS = 2;
 
 /** A C string field: up to the first NUL, printable ASCII only (anything else becomes '?'). */
 function cString(buf: Buffer, start: number, bytes: number): string {
@@ -151,8 +168,9 @@ export function decodeFrame(frame: Buffer): Frame {
       };
     }
     case FrameType.stats: {
-      expectLength('STATS', length, STATS_BYTES);
+      if (length !== STATS_V1_BYTES) expectLength('STATS', length, STATS_BYTES);
       const f = (i: number): number => u64(frame, HEADER_BYTES + i * 8);
+      const extras = length === STATS_BYTES ? f(17) : 0;
       return {
         type: 'stats',
         allocsTotal: f(0),
@@ -176,6 +194,14 @@ export function decodeFrame(frame: Buffer): Frame {
                 peakUsedBytes: f(15),
                 largestRequest: f(16),
               },
+        vm:
+          (extras & EXTRA_VM) === 0
+            ? undefined
+            : { mappedBytesTotal: f(18), unmappedBytesTotal: f(19) },
+        leaks:
+          (extras & EXTRA_LEAKS) === 0
+            ? undefined
+            : { checksTotal: f(20), leakedBlocks: f(21), leakedBytes: f(22) },
       };
     }
     default:

@@ -71,6 +71,23 @@ function families(registry: Registry, residentBytes: number): Family[] {
   const growths = f('heaphook_pool_growths', 'counter', 'Times the pool grew after start-up');
   const largestRequest = f('heaphook_largest_request_bytes', 'gauge', 'The largest size asked for');
   const sampleBytes = f('heaphook_sample_interval_bytes', 'gauge', 'Mean bytes between samples');
+  const vmMapped = f(
+    'heaphook_vm_mapped_bytes',
+    'counter',
+    "Bytes the process mapped since it began reporting (ucm-hooks' VM_MAPPED events)",
+  );
+  const vmUnmapped = f(
+    'heaphook_vm_unmapped_bytes',
+    'counter',
+    "Bytes the process unmapped since it began reporting (ucm-hooks' VM_UNMAPPED events)",
+  );
+  const leakChecks = f('heaphook_leak_checks', 'counter', "heaptrack's leak checks made so far");
+  const leakedBlocks = f(
+    'heaphook_leaked_blocks',
+    'gauge',
+    'Blocks the last leak check found unreachable',
+  );
+  const leakedBytes = f('heaphook_leaked_bytes', 'gauge', 'Bytes in those blocks');
   for (const p of registry.processes()) {
     const st = p.stats;
     const b = p.backendStats;
@@ -87,6 +104,15 @@ function families(registry: Registry, residentBytes: number): Family[] {
         value: st.droppedSamplesTotal + p.droppedByAgent,
       });
       reconnects.samples.push({ labels: labelsOf(p), value: st.reconnectsTotal });
+      if (st.vm !== undefined) {
+        vmMapped.samples.push({ labels: labelsOf(p), value: st.vm.mappedBytesTotal });
+        vmUnmapped.samples.push({ labels: labelsOf(p), value: st.vm.unmappedBytesTotal });
+      }
+      if (st.leaks !== undefined) {
+        leakChecks.samples.push({ labels: labelsOf(p), value: st.leaks.checksTotal });
+        leakedBlocks.samples.push({ labels: labelsOf(p), value: st.leaks.leakedBlocks });
+        leakedBytes.samples.push({ labels: labelsOf(p), value: st.leaks.leakedBytes });
+      }
     }
     if (b !== undefined) {
       live.samples.push({ labels: labelsOf(p, ',source="exact"'), value: b.usedBytes });
@@ -134,6 +160,11 @@ function families(registry: Registry, residentBytes: number): Family[] {
     growths,
     largestRequest,
     sampleBytes,
+    vmMapped,
+    vmUnmapped,
+    leakChecks,
+    leakedBlocks,
+    leakedBytes,
     agentProcesses,
     protocolErrors,
     rejected,

@@ -168,3 +168,29 @@ export function residentBytes(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m === null ? 0 : Number(m[1]) * 1024;
 }
+
+/** The core's example backend (packages/core's build), a backend that is not ours to report. */
+export const exampleLib = join(
+  repoDir,
+  'packages',
+  'core',
+  'build',
+  'Release',
+  'libheaphook_example.so',
+);
+export const ucmLib = join(
+  repoDir,
+  'packages',
+  'ucm-hooks',
+  'build',
+  'Release',
+  'libheaphook_ucm.so',
+);
+export const heaptrackLib = join(
+  repoDir,
+  'packages',
+  'heaptrack',
+  'build',
+  'Release',
+  'libheaphook_heaptrack.so',
+);

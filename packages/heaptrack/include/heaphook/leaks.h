@@ -79,6 +79,20 @@ long heaphook_leaks_foreach(int (*fn)(const heaphook_leak *leak, void *arg), voi
 /* Writes one line per leaked object of the last check to fd: "leak <ptr> <size> <type>\n". */
 void heaphook_leaks_print(int fd);
 
+/* The figures of the last check, for a monitor that reads them periodically (the agent's client
+ * sends them to `heaphook agent`). checks counts the checks made so far (0: none yet, the rest
+ * is then 0). */
+typedef struct heaphook_leak_summary {
+    unsigned long long checks;
+    unsigned long long live_blocks; /* blocks the last check looked at */
+    unsigned long long reachable_blocks, reachable_bytes;
+    unsigned long long leaked_blocks, leaked_bytes;
+} heaphook_leak_summary;
+
+/* Fills *out: 0; 1 when a check is running now (nothing written; ask again later: this never
+ * waits for a check); -1 when leak tracking is off. Allocates nothing. */
+int heaphook_leak_get_summary(heaphook_leak_summary *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -174,6 +174,9 @@ void hh_check_configure(size_t static_tls);
 /* The leaked blocks of the last check, *n of them; valid until the next check. */
 const hh_entry *hh_check_result(uint64_t *n);
 /* The check lock, for fork: taken first (before tracer.h's cursor lock and the table's). */
+/* The number of checks so far and the last one's totals; false (nothing written) while a check
+ * runs: the caller, which must not wait for a check, asks again later. */
+bool hh_check_last(uint32_t *check_no, hh_rec_leak_check *totals);
 void hh_check_lock(void);
 void hh_check_unlock(void);
 /* Fork child: checks count from 1 again and the parent's result is forgotten. */

@@ -92,6 +92,20 @@ HH_EXPORT long heaphook_leaks_foreach(int (*fn)(const heaphook_leak *, void *), 
     return calls;
 }
 
+HH_EXPORT int heaphook_leak_get_summary(heaphook_leak_summary *out) {
+    if (out == NULL || !atomic_load(&hh_leaks_on)) return -1;
+    uint32_t checks;
+    hh_rec_leak_check totals;
+    if (!hh_check_last(&checks, &totals)) return 1;
+    out->checks = checks;
+    out->live_blocks = totals.live;
+    out->reachable_blocks = totals.reachable;
+    out->reachable_bytes = totals.reachable_bytes;
+    out->leaked_blocks = totals.leaked;
+    out->leaked_bytes = totals.leaked_bytes;
+    return 0;
+}
+
 static size_t hh_fmt_hex(char *out, uint64_t v) {
     char tmp[16];
     size_t n = 0;

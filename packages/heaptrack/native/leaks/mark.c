@@ -68,6 +68,7 @@ static hh_entry *g_result;
 static uint64_t g_nresult, g_result_cap;
 static _Atomic int g_check_lock;
 static uint32_t g_check_no;
+static hh_rec_leak_check g_last_totals; /* of check g_check_no, under g_check_lock */
 static size_t g_static_tls = 4096;
 
 static int hh_phdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -425,8 +426,7 @@ static void hh_emit(uint32_t check, int trigger, uint64_t start, const hh_rec_le
  * written (a thread the stop could not reach, a tracer thread's) is waited for a little, then
  * left for the drain thread: the check sees the table as of that record. */
 static void hh_catch_up(void) {
-    for (int ms = 0; !hh_tracer_leaks_catch_up(UINT64_MAX) && ms < 100; ms++)
-        hh_pause_us(1000);
+    for (int ms = 0; !hh_tracer_leaks_catch_up(UINT64_MAX) && ms < 100; ms++) hh_pause_us(1000);
 }
 
 /* With the world stopped outside the hooks, every record is published and applied, and no
@@ -529,6 +529,7 @@ __attribute__((noinline)) long hh_check(int trigger, bool precise, uintptr_t sta
     g_nresult = g_result != NULL ? nleaked : 0;
     if (g_nresult > 0) memcpy(g_result, g_ck.tmp, g_nresult * sizeof *g_result);
     hh_emit(++g_check_no, trigger, start_tick, &totals);
+    g_last_totals = totals;
     leaked = (long)nleaked;
 out:
     hh_spin_unlock(&g_check_lock);
@@ -553,7 +554,16 @@ void hh_check_unlock(void) {
     hh_spin_unlock(&g_check_lock);
 }
 
+bool hh_check_last(uint32_t *check_no, hh_rec_leak_check *totals) {
+    if (atomic_exchange_explicit(&g_check_lock, 1, memory_order_acquire) != 0) return false;
+    *check_no = g_check_no;
+    *totals = g_last_totals;
+    hh_spin_unlock(&g_check_lock);
+    return true;
+}
+
 void hh_check_fork_child(void) {
     g_check_no = 0;
+    memset(&g_last_totals, 0, sizeof g_last_totals);
     g_nresult = 0;
 }
