@@ -46,6 +46,11 @@
 #       (os.h), portable (the AIX plug-in builds it on AIX); reloc: the GOT patcher (reloc.h),
 #       ELF only. Static libraries of position-independent objects compiled with the preload
 #       flags; the core's include directory comes with them.
+#   heaphook::bootstrap (target)
+#       The core's bootstrap arena and the next-allocator lookup (heaphook/bootstrap.h), for
+#       libraries that define the malloc family themselves and forward to the allocator after
+#       them (heaptrack, agent, rtcheck). ELF only. Link heaphook::support with it (its
+#       assertions log through log.h).
 #
 # Variables:
 #   HEAPHOOK_OUTPUT_DIR  where libraries and programs go. Default: CMAKE_LIBRARY_OUTPUT_DIRECTORY
@@ -86,8 +91,8 @@ endif()
 set(HEAPHOOK_SUPPORT_SOURCES ${HEAPHOOK_CORE_DIR}/native/config.c
                              ${HEAPHOOK_CORE_DIR}/native/log.c ${HEAPHOOK_CORE_DIR}/native/os.c)
 set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc.c)
+set(HEAPHOOK_BOOTSTRAP_SOURCES ${HEAPHOOK_CORE_DIR}/native/bootstrap.c)
 set(HEAPHOOK_CORE_SOURCES
-    ${HEAPHOOK_CORE_DIR}/native/bootstrap.c
     ${HEAPHOOK_CORE_DIR}/native/fork.c
     ${HEAPHOOK_CORE_DIR}/native/init.c
     ${HEAPHOOK_CORE_DIR}/native/interpose.c
@@ -155,10 +160,12 @@ if(NOT TARGET heaphook_core_objects)
   _heaphook_core_archive(heaphook_support support heaphook_support_objects)
   if(NOT CMAKE_SYSTEM_NAME STREQUAL "AIX")
     _heaphook_core_object_library(heaphook_reloc_objects ${HEAPHOOK_RELOC_SOURCES})
+    _heaphook_core_object_library(heaphook_bootstrap_objects ${HEAPHOOK_BOOTSTRAP_SOURCES})
     _heaphook_core_object_library(heaphook_core_objects ${HEAPHOOK_CORE_SOURCES})
     _heaphook_core_archive(heaphook_reloc reloc heaphook_reloc_objects)
+    _heaphook_core_archive(heaphook_bootstrap bootstrap heaphook_bootstrap_objects)
     _heaphook_core_archive(heaphook_core core heaphook_support_objects heaphook_reloc_objects
-                           heaphook_core_objects)
+                           heaphook_bootstrap_objects heaphook_core_objects)
     set_target_properties(heaphook_core PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
   endif()
 endif()
@@ -182,8 +189,8 @@ function(heaphook_add_backend name)
     endif()
     target_sources(${target} PRIVATE ${HEAPHOOK_CXX_ADAPTER})
   endif()
-  target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_support_objects
-                                           heaphook_reloc_objects)
+  target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_bootstrap_objects
+                                           heaphook_support_objects heaphook_reloc_objects)
   set(flags ${_heaphook_preload_flags})
   set(linker_language C)
   if(ARG_CXX_STDLIB)
