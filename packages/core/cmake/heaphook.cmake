@@ -90,7 +90,8 @@ endif()
 # What heaphook::support holds, and the interposition every backend adds to it.
 set(HEAPHOOK_SUPPORT_SOURCES ${HEAPHOOK_CORE_DIR}/native/config.c
                              ${HEAPHOOK_CORE_DIR}/native/log.c ${HEAPHOOK_CORE_DIR}/native/os.c)
-set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc.c)
+set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc_object.c
+                           ${HEAPHOOK_CORE_DIR}/native/reloc_patch.c)
 set(HEAPHOOK_BOOTSTRAP_SOURCES ${HEAPHOOK_CORE_DIR}/native/bootstrap.c)
 set(HEAPHOOK_CORE_SOURCES
     ${HEAPHOOK_CORE_DIR}/native/fork.c

@@ -6,7 +6,7 @@
  * child (one thread) re-initialises them bottom to top:
  *
  *   1. the attach lock (attach.c)    held by heaphook_attach / _detach while they call 2
- *   2. the GOT patcher's lock        (reloc.c, heaphook_reloc_prefork) held while patching,
+ *   2. the GOT patcher's lock        (reloc_patch.c, heaphook_reloc_prefork) held while patching,
  *                                    and dlsym under it may allocate, reaching 3
  *   3. every backend lock            the backend's fork_prepare, in the backend's own order
  *

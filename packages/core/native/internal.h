@@ -14,7 +14,8 @@
  *   log.c        the malloc-safe logger and the report fd (log.h)
  *   os.c         the seam for OS memory calls (os.h)
  *   attach.c     heaphook_attach: installing this library into a running process (attach.h)
- *   reloc.c      GOT relocation patching (reloc.h; self-contained, compiled alone by tests)
+ *   reloc_object.c  GOT relocation patching of one object (reloc.h; self-contained)
+ *   reloc_patch.c   the process-wide patch table and its dlopen / dlclose hooks (reloc.h)
  *   cxx_adapter.cpp  heaphook_backend_get() for a heaphook::GlobalAllocator backend
  */
 #ifndef HH_INTERNAL_H
