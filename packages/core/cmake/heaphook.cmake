@@ -42,9 +42,9 @@
 #       The core's parts that work without its interposition, for libraries that interpose
 #       malloc themselves (heaptrack, ucm-hooks) or adapt a backend to another ABI (aix-plugin):
 #       link them rather than compiling the core's files. support: the environment readers
-#       (heaphook/config.h), the malloc-safe logger (log.h) and the seam for OS memory calls
-#       (os.h), portable (the AIX plug-in builds it on AIX); reloc: the GOT patcher (reloc.h),
-#       ELF only. Static libraries of position-independent objects compiled with the preload
+#       (heaphook/config.h), the malloc-safe logger (log.h), the seam for OS memory calls
+#       (os.h) and the debug build's lock-rank checks (lockrank.h), portable (the AIX plug-in
+#       builds it on AIX); reloc: the GOT patcher (reloc.h), ELF only. Static libraries of position-independent objects compiled with the preload
 #       flags; the core's include directory comes with them.
 #   heaphook::bootstrap (target)
 #       The core's bootstrap arena and the next-allocator lookup (heaphook/bootstrap.h), for
@@ -88,8 +88,9 @@ if(NOT DEFINED HEAPHOOK_OUTPUT_DIR)
 endif()
 
 # What heaphook::support holds, and the interposition every backend adds to it.
-set(HEAPHOOK_SUPPORT_SOURCES ${HEAPHOOK_CORE_DIR}/native/config.c
-                             ${HEAPHOOK_CORE_DIR}/native/log.c ${HEAPHOOK_CORE_DIR}/native/os.c)
+set(HEAPHOOK_SUPPORT_SOURCES
+    ${HEAPHOOK_CORE_DIR}/native/config.c ${HEAPHOOK_CORE_DIR}/native/log.c
+    ${HEAPHOOK_CORE_DIR}/native/os.c ${HEAPHOOK_CORE_DIR}/native/lockrank.c)
 set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc_object.c
                            ${HEAPHOOK_CORE_DIR}/native/reloc_patch.c)
 set(HEAPHOOK_BOOTSTRAP_SOURCES ${HEAPHOOK_CORE_DIR}/native/bootstrap.c)
@@ -164,6 +165,8 @@ if(NOT TARGET heaphook_core_objects)
     _heaphook_core_object_library(heaphook_bootstrap_objects ${HEAPHOOK_BOOTSTRAP_SOURCES})
     _heaphook_core_object_library(heaphook_core_objects ${HEAPHOOK_CORE_SOURCES})
     _heaphook_core_archive(heaphook_reloc reloc heaphook_reloc_objects)
+    # A debug build's patcher checks its lock's rank (lockrank.c, in support).
+    target_link_libraries(heaphook_reloc INTERFACE heaphook_support)
     _heaphook_core_archive(heaphook_bootstrap bootstrap heaphook_bootstrap_objects)
     _heaphook_core_archive(heaphook_core core heaphook_support_objects heaphook_reloc_objects
                            heaphook_bootstrap_objects heaphook_core_objects)

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "heaphook/backend.h"
+#include "heaphook/lockrank.h"
 #include "reloc_object.h"
 
 /* ---- The whole process ------------------------------------------------------------------- */
@@ -97,17 +98,31 @@ static int (*hh_real_dlclose)(void *);
 
 static _Atomic bool hh_fork_by_caller;
 
+/* The lock's rank in the fork modules' order (heaphook/lockrank.h): checked in debug builds. */
+#define HH_RELOC_LOCK_NAME "the GOT patcher's lock (reloc_patch.c)"
+
+static void hh_reloc_lock_take(void) {
+    HEAPHOOK_LOCK_RANK_ACQUIRE(HEAPHOOK_LOCK_RANK_RELOC, HH_RELOC_LOCK_NAME);
+    pthread_mutex_lock(&hh_reloc_lock);
+}
+
+static void hh_reloc_lock_give(void) {
+    pthread_mutex_unlock(&hh_reloc_lock);
+    HEAPHOOK_LOCK_RANK_RELEASE(HEAPHOOK_LOCK_RANK_RELOC);
+}
+
 void heaphook_reloc_prefork(void) HH_RELOC_EXPORT;
 void heaphook_reloc_prefork(void) {
-    pthread_mutex_lock(&hh_reloc_lock);
+    hh_reloc_lock_take();
 }
 void heaphook_reloc_postfork_parent(void) HH_RELOC_EXPORT;
 void heaphook_reloc_postfork_parent(void) {
-    pthread_mutex_unlock(&hh_reloc_lock);
+    hh_reloc_lock_give();
 }
 void heaphook_reloc_postfork_child(void) HH_RELOC_EXPORT;
 void heaphook_reloc_postfork_child(void) {
     pthread_mutex_init(&hh_reloc_lock, NULL);
+    HEAPHOOK_LOCK_RANK_RELEASE(HEAPHOOK_LOCK_RANK_RELOC); /* the forking thread's prefork took it */
 }
 void heaphook_reloc_fork_by_caller(void) HH_RELOC_EXPORT;
 void heaphook_reloc_fork_by_caller(void) {
@@ -240,18 +255,18 @@ static void hh_forget_unloaded(void) {
 static void *hh_dlopen_hook(const char *file, int mode) {
     void *handle = hh_real_dlopen(file, mode);
     if (handle != NULL) {
-        pthread_mutex_lock(&hh_reloc_lock);
+        hh_reloc_lock_take();
         hh_apply_all();
-        pthread_mutex_unlock(&hh_reloc_lock);
+        hh_reloc_lock_give();
     }
     return handle;
 }
 
 static int hh_dlclose_hook(void *handle) {
     int result = hh_real_dlclose(handle);
-    pthread_mutex_lock(&hh_reloc_lock);
+    hh_reloc_lock_take();
     hh_forget_unloaded();
-    pthread_mutex_unlock(&hh_reloc_lock);
+    hh_reloc_lock_give();
     return result;
 }
 
@@ -327,7 +342,7 @@ int heaphook_reloc_patch(const char *symbol, void *replacement, void **original,
     }
     static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
     pthread_once(&atfork_once, hh_register_atfork);
-    pthread_mutex_lock(&hh_reloc_lock);
+    hh_reloc_lock_take();
     int error = hh_install_hooks();
     struct heaphook_reloc_handle *patch = NULL;
     if (error == HEAPHOOK_RELOC_OK) patch = hh_new_patch(symbol, replacement, &error);
@@ -335,7 +350,7 @@ int heaphook_reloc_patch(const char *symbol, void *replacement, void **original,
         error = hh_apply(patch);
         if (original != NULL) *original = patch->original;
     }
-    pthread_mutex_unlock(&hh_reloc_lock);
+    hh_reloc_lock_give();
     if (out != NULL) *out = error == HEAPHOOK_RELOC_OK ? patch : NULL;
     return error;
 }
@@ -387,9 +402,9 @@ int heaphook_reloc_unpatch(heaphook_reloc_handle *patch) {
     if (patch == NULL || patch < hh_patches || patch >= hh_patches + HH_MAX_PATCHES) {
         return HEAPHOOK_RELOC_INVALID_ARG;
     }
-    pthread_mutex_lock(&hh_reloc_lock);
+    hh_reloc_lock_take();
     if (!patch->active || patch->internal) {
-        pthread_mutex_unlock(&hh_reloc_lock);
+        hh_reloc_lock_give();
         return HEAPHOOK_RELOC_INVALID_ARG;
     }
     int error = hh_undo(patch);
@@ -405,29 +420,29 @@ int heaphook_reloc_unpatch(heaphook_reloc_handle *patch) {
         if (error == HEAPHOOK_RELOC_OK) error = e;
         hh_hooks_installed = false;
     }
-    pthread_mutex_unlock(&hh_reloc_lock);
+    hh_reloc_lock_give();
     return error;
 }
 
 int heaphook_reloc_skip(const void *address) HH_RELOC_EXPORT;
 int heaphook_reloc_skip(const void *address) {
     if (address == NULL) return HEAPHOOK_RELOC_INVALID_ARG;
-    pthread_mutex_lock(&hh_reloc_lock);
+    hh_reloc_lock_take();
     int error = HEAPHOOK_RELOC_OK;
     if (hh_skip_count == HH_MAX_SKIP) {
         error = HEAPHOOK_RELOC_NO_MEMORY;
     } else {
         hh_skip[hh_skip_count++] = (uintptr_t)address;
     }
-    pthread_mutex_unlock(&hh_reloc_lock);
+    hh_reloc_lock_give();
     return error;
 }
 
 unsigned long heaphook_reloc_patched_entries(void) HH_RELOC_EXPORT;
 unsigned long heaphook_reloc_patched_entries(void) {
-    pthread_mutex_lock(&hh_reloc_lock);
+    hh_reloc_lock_take();
     unsigned long count = 0;
     for (size_t i = 0; i < hh_record_count; ++i) count += !hh_records[i].patch->internal;
-    pthread_mutex_unlock(&hh_reloc_lock);
+    hh_reloc_lock_give();
     return count;
 }
