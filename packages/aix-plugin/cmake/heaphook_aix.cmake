@@ -54,8 +54,8 @@ function(heaphook_aix_add_plugin name)
   endif()
   target_include_directories(${target} PRIVATE ${HEAPHOOK_AIX_DIR}/native
                                                ${HEAPHOOK_CORE_DIR}/include ${ARG_INCLUDES})
-  target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
-  target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions})
+  target_compile_options(${target} PRIVATE ${HEAPHOOK_PRELOAD_FLAGS})
+  target_compile_definitions(${target} PRIVATE ${HEAPHOOK_PRELOAD_DEFINITIONS})
   target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES} Threads::Threads)
   set_target_properties(
     ${target}

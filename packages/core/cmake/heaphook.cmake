@@ -42,10 +42,21 @@
 #       The core's parts that work without its interposition, for libraries that interpose
 #       malloc themselves (heaptrack, ucm-hooks) or adapt a backend to another ABI (aix-plugin):
 #       link them rather than compiling the core's files. support: the environment readers
-#       (heaphook/config.h), the malloc-safe logger (log.h) and the seam for OS memory calls
-#       (os.h), portable (the AIX plug-in builds it on AIX); reloc: the GOT patcher (reloc.h),
-#       ELF only. Static libraries of position-independent objects compiled with the preload
+#       (heaphook/config.h), the malloc-safe logger (log.h), the seam for OS memory calls
+#       (os.h) and the debug build's lock-rank checks (lockrank.h), portable (the AIX plug-in
+#       builds it on AIX); reloc: the GOT patcher (reloc.h), ELF only. Static libraries of position-independent objects compiled with the preload
 #       flags; the core's include directory comes with them.
+#   heaphook::bootstrap (target)
+#       The core's bootstrap arena and the next-allocator lookup (heaphook/bootstrap.h), for
+#       libraries that define the malloc family themselves and forward to the allocator after
+#       them (heaptrack, agent, rtcheck). ELF only. Link heaphook::support with it (its
+#       assertions log through log.h).
+#   heaphook_add_test_program(<name> <sources>... [INCLUDES <dir>...] [OPTIONS <flag>...])
+#       Executable <name> in HEAPHOOK_OUTPUT_DIR, built like a user program: -O2 -g
+#       -fno-builtin (otherwise gcc deletes malloc/free pairs and folds the calls under test)
+#       -Wall -Wextra, _GNU_SOURCE, C11 with extensions, the core's include directory (after
+#       INCLUDES), threads and dl. OPTIONS come after the defaults (-O1, -fomit-frame-pointer,
+#       -fno-inline-functions ... win). Every package's test programs are built with it.
 #
 # Variables:
 #   HEAPHOOK_OUTPUT_DIR  where libraries and programs go. Default: CMAKE_LIBRARY_OUTPUT_DIRECTORY
@@ -55,6 +66,16 @@
 #                        every block the backend returns. Default: ON for CMAKE_BUILD_TYPE Debug,
 #                        else OFF (then -O2 -g).
 #   HEAPHOOK_CORE_DIR    set by this module: the @heaphook/core package directory.
+#   HEAPHOOK_PRELOAD_FLAGS, HEAPHOOK_PRELOAD_DEFINITIONS
+#                        what heaphook_add_backend compiles with: -O2 -g (-Og -g3 with
+#                        HEAPHOOK_DEBUG), -fPIC, hidden visibility, initial-exec TLS, no
+#                        malloc-family builtins, -Wall -Wextra, C++ without exceptions or RTTI;
+#                        _GNU_SOURCE and HEAPHOOK_DEBUG=1 when it is on. For static libraries
+#                        that go into a preload library (tlsf's, aix-plugin's plug-ins).
+#   HEAPHOOK_INTERPOSER_FLAGS
+#                        HEAPHOOK_PRELOAD_FLAGS plus -fno-builtin -fno-stack-protector, for a
+#                        library that defines the malloc family itself (heaptrack, agent,
+#                        rtcheck; with HEAPHOOK_PRELOAD_DEFINITIONS).
 include_guard(GLOBAL)
 
 get_filename_component(HEAPHOOK_CORE_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
@@ -83,11 +104,13 @@ if(NOT DEFINED HEAPHOOK_OUTPUT_DIR)
 endif()
 
 # What heaphook::support holds, and the interposition every backend adds to it.
-set(HEAPHOOK_SUPPORT_SOURCES ${HEAPHOOK_CORE_DIR}/native/config.c
-                             ${HEAPHOOK_CORE_DIR}/native/log.c ${HEAPHOOK_CORE_DIR}/native/os.c)
-set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc.c)
+set(HEAPHOOK_SUPPORT_SOURCES
+    ${HEAPHOOK_CORE_DIR}/native/config.c ${HEAPHOOK_CORE_DIR}/native/log.c
+    ${HEAPHOOK_CORE_DIR}/native/os.c ${HEAPHOOK_CORE_DIR}/native/lockrank.c)
+set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc_object.c
+                           ${HEAPHOOK_CORE_DIR}/native/reloc_patch.c)
+set(HEAPHOOK_BOOTSTRAP_SOURCES ${HEAPHOOK_CORE_DIR}/native/bootstrap.c)
 set(HEAPHOOK_CORE_SOURCES
-    ${HEAPHOOK_CORE_DIR}/native/bootstrap.c
     ${HEAPHOOK_CORE_DIR}/native/fork.c
     ${HEAPHOOK_CORE_DIR}/native/init.c
     ${HEAPHOOK_CORE_DIR}/native/interpose.c
@@ -126,6 +149,32 @@ list(FILTER _heaphook_preload_flags_cxx_stdlib EXCLUDE REGEX
      "fno-exceptions|fno-rtti|fno-threadsafe-statics")
 set(_heaphook_preload_definitions _GNU_SOURCE $<$<BOOL:${HEAPHOOK_DEBUG}>:HEAPHOOK_DEBUG=1>)
 
+# ---- Flags for a package's own targets, and its test programs ----------------------------------------------------------
+
+# The flags of preload code, for a package's own targets: HEAPHOOK_PRELOAD_FLAGS and
+# HEAPHOOK_PRELOAD_DEFINITIONS are what heaphook_add_backend compiles with (a static library
+# going into a backend, such as tlsf's and aix-plugin's, uses them too); HEAPHOOK_INTERPOSER_FLAGS
+# are for a library that defines the malloc family itself and forwards to the allocator after
+# it (heaptrack, agent, rtcheck): no builtins at all, since gcc's knowledge of what malloc,
+# free and memset do must not rewrite the functions that implement them, and no stack
+# protector, since a hook runs on every allocation of the program.
+set(HEAPHOOK_PRELOAD_FLAGS ${_heaphook_preload_flags})
+set(HEAPHOOK_PRELOAD_DEFINITIONS ${_heaphook_preload_definitions})
+set(HEAPHOOK_INTERPOSER_FLAGS ${HEAPHOOK_PRELOAD_FLAGS} -fno-builtin -fno-stack-protector)
+
+# heaphook_add_test_program(<name> <sources>... [INCLUDES <dir>...] [OPTIONS <flag>...])
+function(heaphook_add_test_program name)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "INCLUDES;OPTIONS")
+  add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
+  # OPTIONS come last, so -O1 or -fomit-frame-pointer there win over the defaults.
+  target_compile_options(${name} PRIVATE -O2 -g -fno-builtin -Wall -Wextra ${ARG_OPTIONS})
+  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+  target_include_directories(${name} PRIVATE ${ARG_INCLUDES} ${HEAPHOOK_CORE_DIR}/include)
+  target_link_libraries(${name} PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  set_target_properties(${name} PROPERTIES C_STANDARD 11 C_EXTENSIONS ON
+                                           RUNTIME_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
+endfunction()
+
 # The core, compiled once per project and only when a target uses it (EXCLUDE_FROM_ALL): object
 # files for the preload libraries (every object must be linked, interpose.o in particular, so a
 # static archive would not do), and the same objects as libheaphook_core.a for test programs
@@ -156,10 +205,14 @@ if(NOT TARGET heaphook_core_objects)
   _heaphook_core_archive(heaphook_support support heaphook_support_objects)
   if(NOT CMAKE_SYSTEM_NAME STREQUAL "AIX")
     _heaphook_core_object_library(heaphook_reloc_objects ${HEAPHOOK_RELOC_SOURCES})
+    _heaphook_core_object_library(heaphook_bootstrap_objects ${HEAPHOOK_BOOTSTRAP_SOURCES})
     _heaphook_core_object_library(heaphook_core_objects ${HEAPHOOK_CORE_SOURCES})
     _heaphook_core_archive(heaphook_reloc reloc heaphook_reloc_objects)
+    # A debug build's patcher checks its lock's rank (lockrank.c, in support).
+    target_link_libraries(heaphook_reloc INTERFACE heaphook_support)
+    _heaphook_core_archive(heaphook_bootstrap bootstrap heaphook_bootstrap_objects)
     _heaphook_core_archive(heaphook_core core heaphook_support_objects heaphook_reloc_objects
-                           heaphook_core_objects)
+                           heaphook_bootstrap_objects heaphook_core_objects)
     set_target_properties(heaphook_core PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
   endif()
 endif()
@@ -183,8 +236,8 @@ function(heaphook_add_backend name)
     endif()
     target_sources(${target} PRIVATE ${HEAPHOOK_CXX_ADAPTER})
   endif()
-  target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_support_objects
-                                           heaphook_reloc_objects)
+  target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_bootstrap_objects
+                                           heaphook_support_objects heaphook_reloc_objects)
   set(flags ${_heaphook_preload_flags})
   set(linker_language C)
   if(ARG_CXX_STDLIB)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "heaphook/attach.h"
+#include "heaphook/lockrank.h"
 #include "heaphook/reloc.h"
 #include "internal.h"
 
@@ -80,21 +81,34 @@ static void *hh_global_symbol(const char *name) {
     return address;
 }
 
-void hh_attach_prefork(void) {
+/* The lock's rank in fork.c's order (heaphook/lockrank.h): checked in debug builds. */
+static void hh_attach_lock_take(void) {
+    HEAPHOOK_LOCK_RANK_ACQUIRE(HEAPHOOK_LOCK_RANK_ATTACH, "the attach lock (attach.c)");
     pthread_mutex_lock(&hh_attach_lock);
 }
 
-void hh_attach_postfork_parent(void) {
+static void hh_attach_lock_give(void) {
     pthread_mutex_unlock(&hh_attach_lock);
+    HEAPHOOK_LOCK_RANK_RELEASE(HEAPHOOK_LOCK_RANK_ATTACH);
+}
+
+void hh_attach_prefork(void) {
+    hh_attach_lock_take();
+}
+
+void hh_attach_postfork_parent(void) {
+    hh_attach_lock_give();
 }
 
 void hh_attach_postfork_child(void) {
     pthread_mutex_init(&hh_attach_lock, NULL);
+    HEAPHOOK_LOCK_RANK_RELEASE(
+        HEAPHOOK_LOCK_RANK_ATTACH); /* the forking thread's prefork took it */
 }
 
 HH_EXPORT int heaphook_attach(void) {
     if (hh_global_symbol("malloc") == (void *)hh_local_malloc) return HEAPHOOK_RELOC_OK;
-    pthread_mutex_lock(&hh_attach_lock);
+    hh_attach_lock_take();
     int error = HEAPHOOK_RELOC_OK;
     if (hh_allocating) goto out;
     if (hh_prev_free == NULL) {
@@ -116,12 +130,12 @@ HH_EXPORT int heaphook_attach(void) {
     }
     hh_allocating = true;
 out:
-    pthread_mutex_unlock(&hh_attach_lock);
+    hh_attach_lock_give();
     return error;
 }
 
 HH_EXPORT int heaphook_detach(void) {
-    pthread_mutex_lock(&hh_attach_lock);
+    hh_attach_lock_take();
     int error = HEAPHOOK_RELOC_OK;
     for (size_t i = 0; i < HH_FAMILY_COUNT; ++i) {
         if (!hh_family[i].allocates || hh_patches[i] == NULL) continue;
@@ -130,13 +144,13 @@ HH_EXPORT int heaphook_detach(void) {
         hh_patches[i] = NULL;
     }
     hh_allocating = false;
-    pthread_mutex_unlock(&hh_attach_lock);
+    hh_attach_lock_give();
     return error;
 }
 
 HH_EXPORT int heaphook_is_attached(void) {
-    pthread_mutex_lock(&hh_attach_lock);
+    hh_attach_lock_take();
     int attached = hh_allocating;
-    pthread_mutex_unlock(&hh_attach_lock);
+    hh_attach_lock_give();
     return attached;
 }

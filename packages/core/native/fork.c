@@ -6,14 +6,16 @@
  * child (one thread) re-initialises them bottom to top:
  *
  *   1. the attach lock (attach.c)    held by heaphook_attach / _detach while they call 2
- *   2. the GOT patcher's lock        (reloc.c, heaphook_reloc_prefork) held while patching,
+ *   2. the GOT patcher's lock        (reloc_patch.c, heaphook_reloc_prefork) held while patching,
  *                                    and dlsym under it may allocate, reaching 3
  *   3. every backend lock            the backend's fork_prepare, in the backend's own order
  *
  * Every thread takes them in this order (a holder of 1 may wait for 2 and 3, a holder of 2
  * for 3, a holder of 3 for none of ours), so the forking thread, which waits for them in the
  * same order, can always get the next one. Taking 2 before 1 would deadlock against an
- * attaching thread that holds 1 and waits for 2.
+ * attaching thread that holds 1 and waits for 2. 1 and 2 carry ranks (heaphook/lockrank.h,
+ * HEAPHOOK_LOCK_RANK_ATTACH and _RELOC): a debug build checks them at every acquisition and
+ * stops the program, naming both locks, when a thread takes them out of this order.
  *
  * Other libraries' handlers run around ours: glibc runs prepare handlers in the reverse
  * order of registration, so a library registered after ours (loaded later) prepares first,

@@ -15,7 +15,8 @@
  *   os.c         the seam for OS memory calls (os.h)
  *   attach.c     heaphook_attach: installing this library into a running process (attach.h)
  *   agent_loader.c  HEAPHOOK_AGENT: loads and starts @heaphook/agent's client at start-up
- *   reloc.c      GOT relocation patching (reloc.h; self-contained, compiled alone by tests)
+ *   reloc_object.c  GOT relocation patching of one object (reloc.h; self-contained)
+ *   reloc_patch.c   the process-wide patch table and its dlopen / dlclose hooks (reloc.h)
  *   cxx_adapter.cpp  heaphook_backend_get() for a heaphook::GlobalAllocator backend
  */
 #ifndef HH_INTERNAL_H
@@ -27,6 +28,7 @@
 #include <stdint.h>
 
 #include "heaphook/backend.h"
+#include "heaphook/bootstrap.h"
 
 /* ---- Compiler helpers -------------------------------------------------------------------- */
 
@@ -109,25 +111,15 @@ static inline bool hh_backend_is_ready(void) {
            hh_backend_make_ready();
 }
 
-/* ---- The bootstrap arena (bootstrap.c) ---------------------------------------------------- */
+/* ---- The bootstrap arena (bootstrap.c; its contract: heaphook/bootstrap.h) ----------------- */
 
-/* Serves size bytes aligned to align (1 = HEAPHOOK_DEFAULT_ALIGNMENT) from the static arena;
- * the memory is zero-filled (arena memory is never reused). Stops the program when the arena
- * is exhausted. */
+/* heaphook_bootstrap_alloc, but a request the arena cannot serve stops the program: a backend
+ * that allocates that much before it is ready is broken, not short of memory. */
 void *hh_bootstrap_alloc(size_t size, size_t align);
-#define HH_BOOTSTRAP_CAPACITY (256 * 1024)
-/* The arena itself (bootstrap.c's; hidden like every symbol of the core). */
-extern unsigned char hh_arena[HH_BOOTSTRAP_CAPACITY] __attribute__((visibility("hidden")));
-/* True when ptr lies in the arena: free ignores it, realloc moves it to the backend. Inline:
- * every free asks it. */
-static inline bool hh_bootstrap_owns(const void *ptr) {
-    return (uintptr_t)ptr - (uintptr_t)hh_arena < HH_BOOTSTRAP_CAPACITY;
-}
-/* The usable size of an arena block. */
-size_t hh_bootstrap_block_size(const void *ptr);
-/* Bytes of the arena handed out so far (for logs and malloc_stats). */
-size_t hh_bootstrap_used_bytes(void);
-size_t hh_bootstrap_capacity(void);
+#define hh_bootstrap_owns heaphook_bootstrap_owns
+#define hh_bootstrap_block_size heaphook_bootstrap_block_size
+#define hh_bootstrap_used_bytes heaphook_bootstrap_used_bytes
+#define hh_bootstrap_capacity() ((size_t)HEAPHOOK_BOOTSTRAP_CAPACITY)
 
 /* ---- Fork (fork.c) ------------------------------------------------------------------------ */
 

@@ -1,5 +1,5 @@
-// GOT relocation patching (native/reloc.c): a test program and a library, both built here with
-// every combination of full RELRO / no RELRO (lazy binding), PIE / non-PIE and PLT / -fno-plt,
+// GOT relocation patching (native/reloc_object.c and reloc_patch.c): a test program and a
+// library, both built here with every combination of full RELRO / no RELRO (lazy binding), PIE / non-PIE and PLT / -fno-plt,
 // patch getpid and a function of the library, in the program, the library and a library
 // dlopen'ed after the patch, then undo (test/native/reloc/reloc_main.c lists the checks).
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -67,7 +67,8 @@ describe('GOT patching matrix', () => {
             '-o',
             join(dir, 'reloc_main'),
             join(sources, 'reloc_main.c'),
-            join(coreDir, 'native', 'reloc.c'),
+            join(coreDir, 'native', 'reloc_object.c'),
+            join(coreDir, 'native', 'reloc_patch.c'),
             `-L${dir}`,
             '-lreloc_lib',
             '-Wl,-rpath,$ORIGIN',

@@ -17,7 +17,7 @@ heaphook_add_sanitized_program(hh_test_ring_stress_tsan tsan
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native
            ${HEAPHOOK_CORE_DIR}/include)
 heaphook_add_sanitized_program(hh_test_table_unit_asan asan
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/table_unit.c
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/table_unit.c ${HEAPHOOK_SUPPORT_SOURCES}
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${CMAKE_CURRENT_LIST_DIR}/../native/track
            ${HEAPHOOK_CORE_DIR}/include
   DEFINITIONS HEAPHOOK_DEBUG=1)

@@ -48,7 +48,7 @@ HH_EXPORT void *malloc(size_t size) {
 }
 
 HH_EXPORT void free(void *ptr) {
-    if (HH_UNLIKELY(hh_rt_arena_owns(ptr))) return;
+    if (HH_UNLIKELY(heaphook_bootstrap_owns(ptr))) return;
     if (HH_UNLIKELY(t_rt.active)) return hh_free_rt(ptr, HH_CALLER());
     hh_next.free(ptr);
 }
@@ -62,20 +62,20 @@ HH_EXPORT void *calloc(size_t count, size_t size) {
 static void *hh_realloc_arena_block(void *ptr, size_t size) {
     void *moved = hh_next.malloc(size);
     if (moved != NULL) {
-        size_t old = hh_rt_arena_block_size(ptr);
+        size_t old = heaphook_bootstrap_block_size(ptr);
         __builtin_memcpy(moved, ptr, old < size ? old : size);
     }
     return moved;
 }
 
 HH_EXPORT void *realloc(void *ptr, size_t size) {
-    if (HH_UNLIKELY(hh_rt_arena_owns(ptr))) return hh_realloc_arena_block(ptr, size);
+    if (HH_UNLIKELY(heaphook_bootstrap_owns(ptr))) return hh_realloc_arena_block(ptr, size);
     if (HH_UNLIKELY(t_rt.active)) return hh_realloc_rt(ptr, size, HH_CALLER());
     return hh_next.realloc(ptr, size);
 }
 
 HH_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
-    if (HH_UNLIKELY(hh_rt_arena_owns(ptr))) {
+    if (HH_UNLIKELY(heaphook_bootstrap_owns(ptr))) {
         size_t total;
         if (__builtin_mul_overflow(count, size, &total)) {
             errno = ENOMEM;
@@ -110,7 +110,7 @@ HH_EXPORT void *pvalloc(size_t size) {
 HH_EXPORT size_t malloc_usable_size(void *ptr) {
     static size_t (*next_usable)(void *);
     if (ptr == NULL) return 0;
-    if (hh_rt_arena_owns(ptr)) return hh_rt_arena_block_size(ptr);
+    if (heaphook_bootstrap_owns(ptr)) return heaphook_bootstrap_block_size(ptr);
     size_t (*fn)(void *) =
         (size_t(*)(void *))hh_rt_next_cxx("malloc_usable_size", (void **)&next_usable);
     return fn != NULL ? fn(ptr) : 0;

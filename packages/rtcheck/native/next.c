@@ -2,8 +2,9 @@
  * next.c — resolving the functions under us (next.h) and the bootstrap arena.
  *
  * dlsym may allocate (its error buffer), and the dynamic loader may call malloc before our
- * constructor: until the table is resolved, the malloc family is served from a static arena
- * whose blocks are recognised by address and never passed on.
+ * constructor: until the table is resolved, the malloc family is served from the core's
+ * bootstrap arena, whose blocks are recognised by address and never passed on. The family
+ * itself is looked up by the core too (heaphook_next_resolve); the other calls under us here.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -16,34 +17,9 @@
 #include "next.h"
 #include "sys.h"
 
-/* ---- The bootstrap arena --------------------------------------------------------------- */
+/* ---- The bootstrap arena: the core's (heaphook/bootstrap.h) ---------------------------- */
 
-#define HH_RT_ARENA_ALIGN 16u
-_Alignas(64) unsigned char hh_rt_arena[HH_RT_ARENA_SIZE];
-#define hh_arena hh_rt_arena
-static _Atomic size_t hh_arena_used;
-
-size_t hh_rt_arena_block_size(const void *ptr) {
-    return ((const size_t *)ptr)[-1];
-}
-
-static void *hh_arena_alloc(size_t size, size_t align) {
-    if (align < HH_RT_ARENA_ALIGN) align = HH_RT_ARENA_ALIGN;
-    size_t used = atomic_load(&hh_arena_used);
-    for (;;) {
-        uintptr_t start =
-            ((uintptr_t)hh_arena + used + sizeof(size_t) + align - 1) & ~(uintptr_t)(align - 1);
-        size_t end = start - (uintptr_t)hh_arena + size;
-        if (size > HH_RT_ARENA_SIZE || end > HH_RT_ARENA_SIZE) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        if (atomic_compare_exchange_weak(&hh_arena_used, &used, end)) {
-            ((size_t *)start)[-1] = size;
-            return (void *)start; /* never reused: already zero */
-        }
-    }
-}
+#define hh_arena_alloc heaphook_bootstrap_alloc
 
 /* ---- Resolution ------------------------------------------------------------------------- */
 
@@ -66,7 +42,7 @@ static void *hh_boot_malloc(size_t size) {
     return hh_next_ready() ? hh_next.malloc(size) : hh_arena_alloc(size, 1);
 }
 static void hh_boot_free(void *ptr) {
-    if (hh_rt_arena_owns(ptr) || ptr == NULL) return;
+    if (heaphook_bootstrap_owns(ptr) || ptr == NULL) return;
     if (hh_next_ready()) hh_next.free(ptr);
 }
 static void *hh_boot_calloc(size_t n, size_t size) {
@@ -82,7 +58,7 @@ static void *hh_boot_realloc(void *ptr, size_t size) {
     if (hh_next_ready()) return hh_next.realloc(ptr, size);
     void *moved = hh_arena_alloc(size, 1);
     if (moved != NULL && ptr != NULL) {
-        size_t old = hh_rt_arena_block_size(ptr);
+        size_t old = heaphook_bootstrap_block_size(ptr);
         memcpy(moved, ptr, old < size ? old : size);
     }
     return moved;
@@ -131,7 +107,6 @@ hh_rt_next hh_next = {
 /* Stores one pointer of hh_next: a hook that reads it sees NULL or the function, never half. */
 #define HH_SET(field, name) \
     __atomic_store_n(&hh_next.field, (__typeof__(hh_next.field))hh_sym(name), __ATOMIC_RELEASE)
-#define HH_RESOLVE(field, name) next.field = (__typeof__(next.field))hh_sym(name)
 
 /*
  * The order matters. dlsym allocates only to report a symbol it did not find, and that
@@ -195,17 +170,9 @@ void hh_rt_next_resolve(void) {
     HH_SET(pthread_setschedparam, "pthread_setschedparam");
     HH_SET(pthread_setschedprio, "pthread_setschedprio");
 
-    hh_rt_next next = hh_next;
-    HH_RESOLVE(malloc, "malloc");
-    HH_RESOLVE(free, "free");
-    HH_RESOLVE(calloc, "calloc");
-    HH_RESOLVE(realloc, "realloc");
-    HH_RESOLVE(reallocarray, "reallocarray");
-    HH_RESOLVE(posix_memalign, "posix_memalign");
-    HH_RESOLVE(memalign, "memalign");
-    HH_RESOLVE(aligned_alloc, "aligned_alloc");
-    HH_RESOLVE(valloc, "valloc");
-    HH_RESOLVE(pvalloc, "pvalloc");
+    heaphook_next_resolve("rtcheck");
+    const heaphook_next_allocator next = heaphook_next;
+    /* Every hook calls its function under it unconditionally, so all ten are required. */
     if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL ||
         next.reallocarray == NULL || next.posix_memalign == NULL || next.memalign == NULL ||
         next.aligned_alloc == NULL || next.valloc == NULL || next.pvalloc == NULL) {

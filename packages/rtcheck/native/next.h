@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "heaphook/bootstrap.h"
 #include "rtcheck.h"
 
 typedef struct hh_rt_next {
@@ -72,14 +73,9 @@ typedef struct hh_rt_next {
 
 extern hh_rt_next hh_next __attribute__((visibility("hidden")));
 
-/* True when ptr is a block of the bootstrap arena (served while dlsym resolved the table):
- * never passed on. */
-#define HH_RT_ARENA_SIZE (256u * 1024u)
-extern unsigned char hh_rt_arena[HH_RT_ARENA_SIZE] __attribute__((visibility("hidden")));
-static inline bool hh_rt_arena_owns(const void *ptr) {
-    return (uintptr_t)ptr - (uintptr_t)hh_rt_arena < HH_RT_ARENA_SIZE; /* one compare */
-}
-size_t hh_rt_arena_block_size(const void *ptr);
+/* Blocks served while dlsym resolved the table come from the core's bootstrap arena
+ * (heaphook/bootstrap.h: heaphook_bootstrap_owns, heaphook_bootstrap_block_size): never passed
+ * on. */
 
 /* C++ operators under us (libstdc++'s), found lazily: a C program has none until it dlopens
  * a C++ library. NULL when there is none yet. */

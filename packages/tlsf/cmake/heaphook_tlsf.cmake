@@ -42,8 +42,8 @@ endif()
 
 function(_heaphook_tlsf_library target alias)
   add_library(${target} STATIC EXCLUDE_FROM_ALL ${ARGN})
-  target_compile_options(${target} PRIVATE ${_heaphook_preload_flags})
-  target_compile_definitions(${target} PRIVATE ${_heaphook_preload_definitions})
+  target_compile_options(${target} PRIVATE ${HEAPHOOK_PRELOAD_FLAGS})
+  target_compile_definitions(${target} PRIVATE ${HEAPHOOK_PRELOAD_DEFINITIONS})
   set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON C_STANDARD 11
                                              C_EXTENSIONS ON LINKER_LANGUAGE C)
   add_library(heaphook::${alias} ALIAS ${target})

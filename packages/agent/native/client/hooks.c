@@ -2,8 +2,8 @@
  * hooks.c — the malloc family of a process that reports to the agent: each call is forwarded
  * to the next allocator in the lookup order (dlsym(RTLD_NEXT)), so
  * LD_PRELOAD="libheaphook_agent.so libheaphook_tlsf.so" reports TLSF's heap. Until the next
- * allocator is known, requests are served from a static arena (dlsym itself may allocate);
- * its blocks are recognised and never passed on.
+ * allocator is known, requests are served from the core's bootstrap arena (dlsym itself may
+ * allocate); its blocks are recognised and never passed on.
  *
  * The cost on the common path is a thread-local countdown (sampler.c) on allocation and, on
  * free, a probe of the sampled-address table. A sampled allocation walks its stack and sends
@@ -16,95 +16,39 @@
 #include <unistd.h>
 
 #include "../frames.h"
+#include "heaphook/bootstrap.h"
 #include "client.h"
 
 HH_TLS int hh_agent_busy;
 
-typedef void *(*hh_malloc_fn)(size_t);
-typedef void (*hh_free_fn)(void *);
-typedef void *(*hh_calloc_fn)(size_t, size_t);
-typedef void *(*hh_realloc_fn)(void *, size_t);
-typedef void *(*hh_reallocarray_fn)(void *, size_t, size_t);
-typedef int (*hh_posix_memalign_fn)(void **, size_t, size_t);
-typedef void *(*hh_memalign_fn)(size_t, size_t);
-typedef size_t (*hh_usable_fn)(void *);
+/* The allocator after us and the bootstrap arena that serves its lookup: the core's
+ * (heaphook/bootstrap.h). */
+#define next heaphook_next
+#define hh_in_arena heaphook_bootstrap_owns
+#define hh_arena_size heaphook_bootstrap_block_size
+#define hh_arena_alloc heaphook_bootstrap_alloc
 
-static struct {
-    hh_malloc_fn malloc;
-    hh_free_fn free;
-    hh_calloc_fn calloc;
-    hh_realloc_fn realloc;
-    hh_reallocarray_fn reallocarray;
-    hh_posix_memalign_fn posix_memalign;
-    hh_memalign_fn memalign;
-    hh_memalign_fn aligned_alloc;
-    hh_malloc_fn valloc;
-    hh_malloc_fn pvalloc;
-    hh_usable_fn usable;
-} next;
-static _Atomic int g_next_state; /* 0 unresolved, 1 resolving, 2 resolved */
-
-/* ---- the bootstrap arena ----------------------------------------------------------------- */
-
-#define HH_ARENA_SIZE (256u * 1024u)
-static _Alignas(64) uint8_t g_arena[HH_ARENA_SIZE];
-static _Atomic size_t g_arena_used;
-
-static inline bool hh_in_arena(const void *p) {
-    return (const uint8_t *)p >= g_arena && (const uint8_t *)p < g_arena + HH_ARENA_SIZE;
-}
-
-static void *hh_arena_alloc(size_t size, size_t align) {
-    if (align < 16) align = 16;
-    size_t used = atomic_load(&g_arena_used);
-    for (;;) {
-        uintptr_t start = ((uintptr_t)g_arena + used + 16 + align - 1) & ~(uintptr_t)(align - 1);
-        size_t end = start - (uintptr_t)g_arena + size;
-        if (size > HH_ARENA_SIZE || end > HH_ARENA_SIZE) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        if (atomic_compare_exchange_weak(&g_arena_used, &used, end)) {
-            ((size_t *)start)[-1] = size;
-            return (void *)start; /* never reused: already zero */
-        }
-    }
-}
-
-static size_t hh_arena_size(const void *p) {
-    return ((const size_t *)p)[-1];
-}
-
-static void hh_resolve(void) {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&g_next_state, &expected, 1)) return;
-    next.malloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "malloc");
-    next.free = (hh_free_fn)dlsym(RTLD_NEXT, "free");
-    next.calloc = (hh_calloc_fn)dlsym(RTLD_NEXT, "calloc");
-    next.realloc = (hh_realloc_fn)dlsym(RTLD_NEXT, "realloc");
-    next.reallocarray = (hh_reallocarray_fn)dlsym(RTLD_NEXT, "reallocarray");
-    next.posix_memalign = (hh_posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
-    next.memalign = (hh_memalign_fn)dlsym(RTLD_NEXT, "memalign");
-    next.aligned_alloc = (hh_memalign_fn)dlsym(RTLD_NEXT, "aligned_alloc");
-    next.valloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "valloc");
-    next.pvalloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
-    next.usable = (hh_usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
-    if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL ||
-        next.posix_memalign == NULL || next.usable == NULL) {
+/* The slow path of hh_ready(). Beside the four functions every allocator has, the hooks call
+ * posix_memalign and malloc_usable_size unconditionally: an allocator without them is refused
+ * before the program starts. */
+__attribute__((noinline, cold)) static bool hh_resolve(void) {
+    if (!heaphook_next_resolve("agent")) return false;
+    if (next.posix_memalign == NULL || next.malloc_usable_size == NULL) {
         static const char msg[] =
-            "heaphook agent: no allocator after libheaphook_agent.so in the "
-            "lookup order (dlsym(RTLD_NEXT, \"malloc\") failed)\n";
+            "heaphook agent: the allocator after libheaphook_agent.so in the lookup order has "
+            "no posix_memalign or malloc_usable_size\n";
         ssize_t r = write(2, msg, sizeof msg - 1);
         (void)r;
         _exit(127);
     }
-    atomic_store(&g_next_state, 2);
+    return true;
 }
 
 static inline bool hh_ready(void) {
-    if (HH_LIKELY(atomic_load_explicit(&g_next_state, memory_order_acquire) == 2)) return true;
-    hh_resolve();
-    return atomic_load_explicit(&g_next_state, memory_order_acquire) == 2;
+    if (HH_LIKELY(atomic_load_explicit(&heaphook_next_state, memory_order_acquire) ==
+                  HEAPHOOK_NEXT_READY))
+        return true;
+    return hh_resolve();
 }
 
 /* ---- the malloc family ------------------------------------------------------------------- */
@@ -209,5 +153,5 @@ HH_EXPORT size_t malloc_usable_size(void *ptr) {
     if (ptr == NULL) return 0;
     if (hh_in_arena(ptr)) return hh_arena_size(ptr);
     if (HH_UNLIKELY(!hh_ready())) return 0;
-    return next.usable(ptr);
+    return next.malloc_usable_size(ptr);
 }

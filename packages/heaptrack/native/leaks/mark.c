@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "leaks/internal.h"
+#include "track/fork.h"
 #include "track/tracer.h"
 
 typedef struct hh_range {
@@ -67,6 +68,17 @@ static struct {
 static hh_entry *g_result;
 static uint64_t g_nresult, g_result_cap;
 static _Atomic int g_check_lock;
+
+/* Its rank in fork.c's order (track/fork.h): checked in a debug build. */
+static void hh_check_lock_take(void) {
+    HEAPHOOK_LOCK_RANK_ACQUIRE(HH_RANK_LEAK_CHECK, "the leak check lock (leaks/mark.c)");
+    hh_spin_lock(&g_check_lock);
+}
+
+static void hh_check_lock_give(void) {
+    hh_spin_unlock(&g_check_lock);
+    HEAPHOOK_LOCK_RANK_RELEASE(HH_RANK_LEAK_CHECK);
+}
 static uint32_t g_check_no;
 static hh_rec_leak_check g_last_totals; /* of check g_check_no, under g_check_lock */
 static size_t g_static_tls = 4096;
@@ -434,7 +446,7 @@ static void hh_catch_up(void) {
 void hh_leaks_go_sync(void) {
     if (atomic_load(&hh_leaks_on) != HH_LEAKS_DEFERRED) return;
     hh_busy++;
-    hh_spin_lock(&g_check_lock);
+    hh_check_lock_take();
     if (atomic_load(&hh_leaks_on) == HH_LEAKS_DEFERRED) {
         hh_stop_world_outside_hooks();
         hh_tracer_leaks_lock();
@@ -443,14 +455,14 @@ void hh_leaks_go_sync(void) {
         hh_tracer_leaks_unlock();
         hh_resume_world();
     }
-    hh_spin_unlock(&g_check_lock);
+    hh_check_lock_give();
     hh_busy--;
 }
 
 /* Not inlined into its callers: their frames from stack_from up are roots, its own are not. */
 __attribute__((noinline)) long hh_check(int trigger, bool precise, uintptr_t stack_from) {
     hh_busy++;
-    hh_spin_lock(&g_check_lock);
+    hh_check_lock_take();
     long leaked = -1;
     if (!hh_ensure_check_memory()) goto out;
     uint64_t start_tick = hh_now();
@@ -532,7 +544,7 @@ __attribute__((noinline)) long hh_check(int trigger, bool precise, uintptr_t sta
     g_last_totals = totals;
     leaked = (long)nleaked;
 out:
-    hh_spin_unlock(&g_check_lock);
+    hh_check_lock_give();
     hh_busy--;
     return leaked;
 }
@@ -547,11 +559,11 @@ const hh_entry *hh_check_result(uint64_t *n) {
 }
 
 void hh_check_lock(void) {
-    hh_spin_lock(&g_check_lock);
+    hh_check_lock_take();
 }
 
 void hh_check_unlock(void) {
-    hh_spin_unlock(&g_check_lock);
+    hh_check_lock_give();
 }
 
 bool hh_check_last(uint32_t *check_no, hh_rec_leak_check *totals) {

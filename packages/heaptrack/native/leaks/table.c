@@ -15,6 +15,7 @@
 
 #include "leaks/internal.h"
 #include "probe.h"
+#include "track/fork.h"
 
 #define HH_SHARD_BITS 6
 #define HH_SHARDS (1u << HH_SHARD_BITS)
@@ -36,6 +37,19 @@ typedef struct hh_shard {
 } hh_shard;
 
 static hh_shard g_shards[HH_SHARDS];
+
+/* A shard's rank in fork.c's order (track/fork.h) is HH_RANK_LEAK_SHARD + its index, so that
+ * hh_table_lock, which takes them all in index order, keeps it: checked in a debug build. */
+static inline void hh_shard_lock(hh_shard *s) {
+    HEAPHOOK_LOCK_RANK_ACQUIRE(HH_RANK_LEAK_SHARD + (unsigned)(s - g_shards),
+                               "a leak table shard lock (leaks/table.c)");
+    hh_spin_lock(&s->lock);
+}
+
+static inline void hh_shard_unlock(hh_shard *s) {
+    hh_spin_unlock(&s->lock);
+    HEAPHOOK_LOCK_RANK_RELEASE(HH_RANK_LEAK_SHARD + (unsigned)(s - g_shards));
+}
 static _Atomic uint64_t g_table_lost; /* entries that found no room (mmap failed) */
 
 /* Blocks of one heap page go to one shard and to neighbouring slots (a hash of the page plus
@@ -83,10 +97,10 @@ static bool hh_shard_room(hh_shard *s) {
 static void hh_put(uint64_t a, uint64_t meta) {
     uint64_t h = hh_hash(a);
     hh_shard *s = hh_shard_of(h);
-    hh_spin_lock(&s->lock);
+    hh_shard_lock(s);
     if (!hh_shard_room(s)) {
         atomic_fetch_add(&g_table_lost, 1);
-        hh_spin_unlock(&s->lock);
+        hh_shard_unlock(s);
         return;
     }
     uint64_t mask = s->cap - 1, i = hh_slot_of(h, a, s->cap);
@@ -108,7 +122,7 @@ static void hh_put(uint64_t a, uint64_t meta) {
             break;
         }
     }
-    hh_spin_unlock(&s->lock);
+    hh_shard_unlock(s);
 }
 
 /* Empties slot i (lock held). Backward-shift deletion (probe.h): the following entries of the
@@ -148,7 +162,7 @@ void hh_leaks_insert(void *p, size_t size) {
 uint64_t hh_leaks_remove(void *p) {
     uint64_t a = (uint64_t)(uintptr_t)p, h = hh_hash(a);
     hh_shard *s = hh_shard_of(h);
-    hh_spin_lock(&s->lock);
+    hh_shard_lock(s);
     hh_entry *e = hh_lookup(s, h, a);
     uint64_t meta = 0;
     if (e != NULL) {
@@ -157,7 +171,7 @@ uint64_t hh_leaks_remove(void *p) {
         HH_LEAKS_ASSERT(s->live > 0);
         s->live--;
     }
-    hh_spin_unlock(&s->lock);
+    hh_shard_unlock(s);
     return meta;
 }
 
@@ -212,7 +226,7 @@ void hh_leaks_prefetch(const hh_rec_event *e) {
 bool hh_table_modify(void *p, int type, int root) {
     uint64_t a = (uint64_t)(uintptr_t)p, h = hh_hash(a);
     hh_shard *s = hh_shard_of(h);
-    hh_spin_lock(&s->lock);
+    hh_shard_lock(s);
     hh_entry *e = hh_lookup(s, h, a);
     if (e != NULL) {
         if (type >= 0) {
@@ -222,16 +236,16 @@ bool hh_table_modify(void *p, int type, int root) {
         if (root == 1) e->meta |= HH_META_ROOT;
         if (root == 0) e->meta &= ~HH_META_ROOT;
     }
-    hh_spin_unlock(&s->lock);
+    hh_shard_unlock(s);
     return e != NULL;
 }
 
 void hh_table_lock(void) {
-    for (unsigned i = 0; i < HH_SHARDS; i++) hh_spin_lock(&g_shards[i].lock);
+    for (unsigned i = 0; i < HH_SHARDS; i++) hh_shard_lock(&g_shards[i]);
 }
 
 void hh_table_unlock(void) {
-    for (unsigned i = 0; i < HH_SHARDS; i++) hh_spin_unlock(&g_shards[i].lock);
+    for (unsigned i = 0; i < HH_SHARDS; i++) hh_shard_unlock(&g_shards[i]);
 }
 
 uint64_t hh_table_live(void) {

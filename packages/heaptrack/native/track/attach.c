@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "fork.h"
 #include "heaphook/heaptrack.h"
 #include "heaphook/log.h"
 #include "heaphook/reloc.h"
@@ -53,17 +54,32 @@ static atomic_bool g_watch_ending;
 
 /* Fork (fork.c's lock order: this lock first, the GOT patcher's after it): a fork waits for an
  * attach or detach in progress to finish, so the child sees the tracer attached or not. */
-void hh_attach_prefork(void) {
+#define HH_ATTACH_LOCK_NAME "the attach lock (track/attach.c)"
+
+/* Its rank (track/fork.h) is checked in a debug build. */
+static void hh_attach_lock_take(void) {
+    HEAPHOOK_LOCK_RANK_ACQUIRE(HEAPHOOK_LOCK_RANK_ATTACH, HH_ATTACH_LOCK_NAME);
     pthread_mutex_lock(&g_attach_lock);
 }
 
-void hh_attach_postfork_parent(void) {
+static void hh_attach_lock_give(void) {
     pthread_mutex_unlock(&g_attach_lock);
+    HEAPHOOK_LOCK_RANK_RELEASE(HEAPHOOK_LOCK_RANK_ATTACH);
+}
+
+void hh_attach_prefork(void) {
+    hh_attach_lock_take();
+}
+
+void hh_attach_postfork_parent(void) {
+    hh_attach_lock_give();
 }
 
 void hh_attach_postfork_child(void) {
     pthread_mutex_init(&g_attach_lock, NULL);
-    if (g_watching) { /* the parent's watch; the child has no such thread */
+    HEAPHOOK_LOCK_RANK_RELEASE(
+        HEAPHOOK_LOCK_RANK_ATTACH); /* the forking thread's prefork took it */
+    if (g_watching) {               /* the parent's watch; the child has no such thread */
         close(g_watch_wake);
         g_watch_wake = -1;
         g_watching = false;
@@ -114,6 +130,7 @@ static void *hh_watch_main(void *arg) {
     /* A detach in progress holds the lock and ends this thread: it is tried, never waited for. */
     while (!atomic_load(&g_watch_ending)) {
         if (pthread_mutex_trylock(&g_attach_lock) == 0) {
+            HEAPHOOK_LOCK_RANK_ACQUIRED(HEAPHOOK_LOCK_RANK_ATTACH, HH_ATTACH_LOCK_NAME);
             if (g_attached && !atomic_load(&g_watch_ending)) {
                 hh_detach_locked();
                 heaphook_log_error(
@@ -121,7 +138,7 @@ static void *hh_watch_main(void *arg) {
                     "attach again");
                 heaphook_log_release_stderr(); /* the last line of this attach */
             }
-            pthread_mutex_unlock(&g_attach_lock);
+            hh_attach_lock_give();
             return NULL;
         }
         struct timespec pause = {0, HH_WATCH_LOCK_RETRY_MS * 1000000L};
@@ -167,7 +184,7 @@ static void hh_watch_end(void) {
 /* attach and attach_collector: one of where (standalone) or collector is used. */
 static int hh_attach(const char *where, const char *collector) {
     if (hh_hooks_interposed()) return HEAPHOOK_HEAPTRACK_PRELOADED;
-    pthread_mutex_lock(&g_attach_lock);
+    hh_attach_lock_take();
     int rc = HEAPHOOK_HEAPTRACK_OK;
     hh_watch_end(); /* a watch that detached the process has ended, or ends now */
     if (g_attached) {
@@ -215,7 +232,7 @@ static int hh_attach(const char *where, const char *collector) {
     g_attached = true;
 out:
     if (!g_attached) heaphook_log_release_stderr(); /* a refused attach holds nothing either */
-    pthread_mutex_unlock(&g_attach_lock);
+    hh_attach_lock_give();
     return rc;
 }
 
@@ -232,7 +249,7 @@ HH_EXPORT int heaphook_heaptrack_attach_collector(const char *collector_socket) 
 }
 
 HH_EXPORT int heaphook_heaptrack_detach(void) {
-    pthread_mutex_lock(&g_attach_lock);
+    hh_attach_lock_take();
     int rc = HEAPHOOK_HEAPTRACK_NOT_ATTACHED;
     hh_busy++;
     hh_watch_end();
@@ -243,7 +260,7 @@ HH_EXPORT int heaphook_heaptrack_detach(void) {
     }
     /* The library stays loaded: it keeps no copy of stderr (unless preloaded: the exit report) */
     if (!hh_hooks_interposed()) heaphook_log_release_stderr();
-    pthread_mutex_unlock(&g_attach_lock);
+    hh_attach_lock_give();
     return rc;
 }
 

@@ -34,7 +34,9 @@
  *
  * No thread takes a lower-numbered lock while it holds a higher one (a hook holds at most one
  * of 4 and 6 at a time, never 1, 2, 3 or 5), so the forking thread, which takes them in
- * order, always gets the next one.
+ * order, always gets the next one. The numbers are ranks (fork.h, heaphook/lockrank.h): a
+ * debug build (-DHEAPHOOK_DEBUG=ON) checks them at every acquisition and stops the program,
+ * naming both locks, when a thread takes one out of this order.
  *
  * Other libraries' handlers run around ours: glibc runs prepare handlers in the reverse order
  * of registration, so a library initialised after this one (loaded later) prepares before
@@ -81,6 +83,9 @@ static void hh_fork_child(void) {
     hh_unwind_postfork_child();
     heaphook_reloc_postfork_child();
     hh_attach_postfork_child();
+    /* The locks above were re-initialised, not released: in a debug build, the forking
+     * thread's list of held ranks starts empty again before the tracer takes any. */
+    HEAPHOOK_LOCK_RANK_FORGET_ALL();
     hh_tracer_postfork_child();
 }
 

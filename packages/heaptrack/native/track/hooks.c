@@ -5,10 +5,10 @@
  * than a few percent (README, "Why the tracer has hooks of its own").
  *
  * Every function forwards to the next allocator in the lookup order (dlsym(RTLD_NEXT)), so
- * LD_PRELOAD="libheaphook_heaptrack.so libheaphook_tlsf.so" traces TLSF. Until the next
- * allocator is known, requests are served from a static arena (dlsym itself may allocate);
- * its blocks are recognised and never passed on. A per-thread guard (hh_busy) sends the
- * tracer's own allocations straight to the next allocator, untraced.
+ * LD_PRELOAD="libheaphook_heaptrack.so libheaphook_tlsf.so" traces TLSF. The next allocator
+ * and the arena serving requests until it is known (dlsym itself may allocate) are the core's
+ * (heaphook/bootstrap.h); arena blocks are recognised and never passed on. A per-thread guard
+ * (hh_busy) sends the tracer's own allocations straight to the next allocator, untraced.
  *
  * Ordering: a free is reserved in the ring before the block is released and an allocation
  * after it is obtained, so when one thread frees an address and another gets it back, the
@@ -25,126 +25,76 @@
 #include <unistd.h>
 
 #include "attach.h"
+#include "heaphook/bootstrap.h"
 #include "leaks/leaks.h"
 #include "stacks.h"
 #include "trace.h"
 #include "tracer.h"
 #include "unwinder.h"
 
-typedef void *(*hh_malloc_fn)(size_t);
-typedef void (*hh_free_fn)(void *);
-typedef void *(*hh_calloc_fn)(size_t, size_t);
-typedef void *(*hh_realloc_fn)(void *, size_t);
-typedef void *(*hh_reallocarray_fn)(void *, size_t, size_t);
-typedef int (*hh_posix_memalign_fn)(void **, size_t, size_t);
-typedef void *(*hh_memalign_fn)(size_t, size_t);
-typedef size_t (*hh_usable_fn)(void *);
 typedef void (*hh_exit_fn)(int);
 typedef int (*hh_dlclose_fn)(void *);
 typedef int (*hh_execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*hh_execv_fn)(const char *, char *const[]);
 
+/* The calls other than the allocation family that the library wraps; the family itself is the
+ * core's heaphook_next (heaphook/bootstrap.h), with its bootstrap arena. */
 static struct {
-    hh_malloc_fn malloc;
-    hh_free_fn free;
-    hh_calloc_fn calloc;
-    hh_realloc_fn realloc;
-    hh_reallocarray_fn reallocarray;
-    hh_posix_memalign_fn posix_memalign;
-    hh_memalign_fn memalign;
-    hh_memalign_fn aligned_alloc;
-    hh_malloc_fn valloc;
-    hh_malloc_fn pvalloc;
-    hh_usable_fn usable;
     hh_exit_fn exit; /* _exit: resolved with the rest, as dlsym is no call for a signal handler */
     hh_dlclose_fn dlclose;
     hh_execve_fn execve;
     hh_execv_fn execv;
     hh_execv_fn execvp;
     hh_execve_fn execvpe;
-} next; /* the library's one table of what RTLD_NEXT resolves to */
+} next_process;
 
-static _Atomic int g_next_state; /* 0 unresolved, 1 resolving, 2 resolved */
-
-/* ---- the bootstrap arena ----------------------------------------------------------------- */
-
-#define HH_ARENA_SIZE (1024u * 1024u)
-static _Alignas(64) uint8_t g_arena[HH_ARENA_SIZE];
-static _Atomic size_t g_arena_used;
-
-static inline bool hh_in_arena(const void *p) {
-    return (const uint8_t *)p >= g_arena && (const uint8_t *)p < g_arena + HH_ARENA_SIZE;
-}
+#define next heaphook_next
+#define hh_in_arena heaphook_bootstrap_owns
+#define hh_arena_size heaphook_bootstrap_block_size
 
 static void *hh_arena_alloc(size_t size, size_t align) {
-    if (align < 16) align = 16;
-    size_t used = atomic_load(&g_arena_used);
-    for (;;) {
-        uintptr_t start = ((uintptr_t)g_arena + used + 16 + align - 1) & ~(uintptr_t)(align - 1);
-        size_t end = start - (uintptr_t)g_arena + size;
-        if (size > HH_ARENA_SIZE || end > HH_ARENA_SIZE) {
-            errno = ENOMEM;
-            return NULL;
-        }
-        if (atomic_compare_exchange_weak(&g_arena_used, &used, end)) {
-            ((size_t *)start)[-1] = size;
-            return (void *)start; /* the arena is never reused: already zero */
-        }
-    }
-}
-
-static size_t hh_arena_size(const void *p) {
-    return ((const size_t *)p)[-1];
+    return heaphook_bootstrap_alloc(size, align);
 }
 
 /* Its blocks are the program's (dlsym's, early start-up's): a root of the leak checks. */
 void hh_arena_range(uintptr_t *lo, uintptr_t *hi) {
-    *lo = (uintptr_t)g_arena;
-    *hi = (uintptr_t)g_arena + atomic_load(&g_arena_used);
+    heaphook_bootstrap_range(lo, hi);
 }
 
 /* ---- the next allocator ------------------------------------------------------------------ */
 
-/* The calls other than the allocation family that the library wraps. */
+static _Atomic bool g_process_calls_resolved;
+
+/* Idempotent (two threads store the same pointers), so it needs no lock and no waiting. Called
+ * by the first allocation, so that _exit from a signal handler normally finds it done, and by
+ * each wrapper of these calls in case it comes first. */
 static void hh_resolve_process_calls(void) {
-    next.exit = (hh_exit_fn)dlsym(RTLD_NEXT, "_exit");
-    next.dlclose = (hh_dlclose_fn)dlsym(RTLD_NEXT, "dlclose");
-    next.execve = (hh_execve_fn)dlsym(RTLD_NEXT, "execve");
-    next.execv = (hh_execv_fn)dlsym(RTLD_NEXT, "execv");
-    next.execvp = (hh_execv_fn)dlsym(RTLD_NEXT, "execvp");
-    next.execvpe = (hh_execve_fn)dlsym(RTLD_NEXT, "execvpe");
+    if (atomic_load_explicit(&g_process_calls_resolved, memory_order_acquire)) return;
+    __atomic_store_n(&next_process.exit, (hh_exit_fn)dlsym(RTLD_NEXT, "_exit"), __ATOMIC_RELAXED);
+    __atomic_store_n(&next_process.dlclose, (hh_dlclose_fn)dlsym(RTLD_NEXT, "dlclose"),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&next_process.execve, (hh_execve_fn)dlsym(RTLD_NEXT, "execve"),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&next_process.execv, (hh_execv_fn)dlsym(RTLD_NEXT, "execv"), __ATOMIC_RELAXED);
+    __atomic_store_n(&next_process.execvp, (hh_execv_fn)dlsym(RTLD_NEXT, "execvp"),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&next_process.execvpe, (hh_execve_fn)dlsym(RTLD_NEXT, "execvpe"),
+                     __ATOMIC_RELAXED);
+    atomic_store_explicit(&g_process_calls_resolved, true, memory_order_release);
 }
 
-static void hh_resolve(void) {
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&g_next_state, &expected, 1)) return;
-    next.malloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "malloc");
-    next.free = (hh_free_fn)dlsym(RTLD_NEXT, "free");
-    next.calloc = (hh_calloc_fn)dlsym(RTLD_NEXT, "calloc");
-    next.realloc = (hh_realloc_fn)dlsym(RTLD_NEXT, "realloc");
-    next.reallocarray = (hh_reallocarray_fn)dlsym(RTLD_NEXT, "reallocarray");
-    next.posix_memalign = (hh_posix_memalign_fn)dlsym(RTLD_NEXT, "posix_memalign");
-    next.memalign = (hh_memalign_fn)dlsym(RTLD_NEXT, "memalign");
-    next.aligned_alloc = (hh_memalign_fn)dlsym(RTLD_NEXT, "aligned_alloc");
-    next.valloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "valloc");
-    next.pvalloc = (hh_malloc_fn)dlsym(RTLD_NEXT, "pvalloc");
-    next.usable = (hh_usable_fn)dlsym(RTLD_NEXT, "malloc_usable_size");
+/* The slow path of hh_next_ready(): the family, then the process calls. */
+__attribute__((noinline, cold)) static bool hh_resolve(void) {
+    if (!heaphook_next_resolve("heaptrack")) return false;
     hh_resolve_process_calls();
-    if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL) {
-        static const char msg[] =
-            "heaphook heaptrack: no allocator after libheaphook_heaptrack.so in the lookup "
-            "order (dlsym(RTLD_NEXT, \"malloc\") failed)\n";
-        ssize_t r = write(2, msg, sizeof msg - 1);
-        (void)r;
-        _exit(127);
-    }
-    atomic_store(&g_next_state, 2);
+    return true;
 }
 
 static inline bool hh_next_ready(void) {
-    if (HH_LIKELY(atomic_load_explicit(&g_next_state, memory_order_acquire) == 2)) return true;
-    hh_resolve();
-    return atomic_load_explicit(&g_next_state, memory_order_acquire) == 2;
+    if (HH_LIKELY(atomic_load_explicit(&heaphook_next_state, memory_order_acquire) ==
+                  HEAPHOOK_NEXT_READY))
+        return true;
+    return hh_resolve();
 }
 
 /* ---- sampling ---------------------------------------------------------------------------- */
@@ -616,15 +566,15 @@ HH_EXPORT void *pvalloc(size_t size) {
 HH_EXPORT size_t malloc_usable_size(void *p) {
     if (p == NULL) return 0;
     if (hh_in_arena(p)) return hh_arena_size(p);
-    if (!hh_next_ready() || next.usable == NULL) return 0;
-    return next.usable(p);
+    if (!hh_next_ready() || next.malloc_usable_size == NULL) return 0;
+    return next.malloc_usable_size(p);
 }
 
 /* ---- dlclose and exec -------------------------------------------------------------------- */
 
 HH_EXPORT int dlclose(void *handle) {
-    hh_next_ready();
-    int rc = next.dlclose(handle);
+    hh_resolve_process_calls();
+    int rc = next_process.dlclose(handle);
     hh_unwind_invalidate(); /* code may be unmapped and other code mapped there */
     return rc;
 }
@@ -639,27 +589,27 @@ static void hh_before_exec(void) {
 }
 
 HH_EXPORT int execve(const char *path, char *const argv[], char *const envp[]) {
-    hh_next_ready();
+    hh_resolve_process_calls();
     hh_before_exec();
-    return next.execve(path, argv, envp);
+    return next_process.execve(path, argv, envp);
 }
 
 HH_EXPORT int execv(const char *path, char *const argv[]) {
-    hh_next_ready();
+    hh_resolve_process_calls();
     hh_before_exec();
-    return next.execv(path, argv);
+    return next_process.execv(path, argv);
 }
 
 HH_EXPORT int execvp(const char *file, char *const argv[]) {
-    hh_next_ready();
+    hh_resolve_process_calls();
     hh_before_exec();
-    return next.execvp(file, argv);
+    return next_process.execvp(file, argv);
 }
 
 HH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) {
-    hh_next_ready();
+    hh_resolve_process_calls();
     hh_before_exec();
-    return next.execvpe(file, argv, envp);
+    return next_process.execvpe(file, argv, envp);
 }
 
 /* ---- _exit ------------------------------------------------------------------------------- */
@@ -670,7 +620,7 @@ HH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
  * itself). glibc's exit() reaches its _exit internally, not through these symbols. */
 static __attribute__((noreturn)) void hh_exit_now(int status) {
     hh_tracer_finish_before_exit();
-    if (next.exit != NULL) next.exit(status);
+    if (next_process.exit != NULL) next_process.exit(status);
     for (;;) syscall(SYS_exit_group, status);
 }
 
@@ -730,17 +680,19 @@ bool hh_hooks_interposed(void) {
 }
 
 void hh_hooks_forward_to(void *const originals[HH_HOOK_COUNT]) {
-    next.malloc = (hh_malloc_fn)originals[0];
-    next.free = (hh_free_fn)originals[1];
-    next.calloc = (hh_calloc_fn)originals[2];
-    next.realloc = (hh_realloc_fn)originals[3];
-    next.reallocarray = (hh_reallocarray_fn)originals[4];
-    next.posix_memalign = (hh_posix_memalign_fn)originals[5];
-    next.memalign = (hh_memalign_fn)originals[6];
-    next.aligned_alloc = (hh_memalign_fn)originals[7];
-    next.valloc = (hh_malloc_fn)originals[8];
-    next.pvalloc = (hh_malloc_fn)originals[9];
-    next.usable = (hh_usable_fn)originals[10];
+    heaphook_next_allocator table = {
+        .malloc = (void *(*)(size_t))originals[0],
+        .free = (void (*)(void *))originals[1],
+        .calloc = (void *(*)(size_t, size_t))originals[2],
+        .realloc = (void *(*)(void *, size_t))originals[3],
+        .reallocarray = (void *(*)(void *, size_t, size_t))originals[4],
+        .posix_memalign = (int (*)(void **, size_t, size_t))originals[5],
+        .memalign = (void *(*)(size_t, size_t))originals[6],
+        .aligned_alloc = (void *(*)(size_t, size_t))originals[7],
+        .valloc = (void *(*)(size_t))originals[8],
+        .pvalloc = (void *(*)(size_t))originals[9],
+        .malloc_usable_size = (size_t(*)(void *))originals[10],
+    };
     hh_resolve_process_calls();
-    atomic_store(&g_next_state, 2);
+    heaphook_next_forward_to(&table);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "fork.h"
 #include "modules.h"
 #include "trace.h"
 #include "tracer.h"
@@ -74,11 +75,13 @@ static inline uint32_t hh_meta_epoch(uint64_t m) {
 }
 
 static void hh_lock(void) {
+    HEAPHOOK_LOCK_RANK_ACQUIRE(HH_RANK_STACK_TRIE, "the stack trie lock (stacks.c)");
     hh_spin_lock(&hh_nodes_lock);
 }
 
 static void hh_unlock(void) {
     hh_spin_unlock(&hh_nodes_lock);
+    HEAPHOOK_LOCK_RANK_RELEASE(HH_RANK_STACK_TRIE);
 }
 
 static bool hh_send_node(uint32_t id, uint32_t parent, uintptr_t pc) {

@@ -19,6 +19,7 @@
  *   8. Attach and detach (attach.c: installed into a running process, not preloaded)
  */
 #include "tracer.h"
+#include "fork.h"
 #include "vm.h"
 
 #include <errno.h>
@@ -646,11 +647,13 @@ bool hh_tracer_leaks_can_defer(void) {
 }
 
 void hh_tracer_leaks_lock(void) {
+    HEAPHOOK_LOCK_RANK_ACQUIRE(HH_RANK_LEAK_CURSOR, "the leak cursor lock (tracer.c)");
     hh_spin_lock(&g_leak_apply_lock);
 }
 
 void hh_tracer_leaks_unlock(void) {
     hh_spin_unlock(&g_leak_apply_lock);
+    HEAPHOOK_LOCK_RANK_RELEASE(HH_RANK_LEAK_CURSOR);
 }
 
 void hh_tracer_leaks_restart(void) {
