@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "format/fields.h"
 #include "probe.h"
 
 /* ---- Tunables (the format's constants are format/heaplog.h's) ---------------------------- */
@@ -36,6 +37,8 @@
  * negative; others are damage. */
 #define MAX_EXACT ((double)HH_MAX_EXACT)
 #define MAX_EXACT_INT ((int64_t)HH_MAX_EXACT)
+/* The class bytes of a block with no size class (an aligned allocation): beyond every class. */
+#define NO_CLASS_BYTES ((double)HH_MAX_EXACT)
 
 /* ---- Open addressing, shared by both tables below ---------------------------------------- */
 
@@ -1553,6 +1556,12 @@ static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, do
     do {                                     \
         if (!(ok)) return refused_status(s); \
     } while (0)
+/* An HH_SCAN_* status from a reader of fields (-1: none). */
+#define CHECK_READ(call)                  \
+    do {                                  \
+        int status_ = (call);             \
+        if (status_ >= 0) return status_; \
+    } while (0)
 
 /* The status of a failed event: out of memory, over the block limit, or damage. */
 static int refused_status(const hh_scan *s) {
@@ -1584,7 +1593,7 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
                 break;
             }
             uint64_t v, ordinal = 0;
-            if (op == HH_OP_FREE || op == HH_OP_REALLOC || op == HH_OP_REALLOCARRAY) {
+            if ((HH_OPS_ENDING >> op) & 1u) {
                 if (varint_exact(buf, &a, addr_end, &v) != NULL) {
                     s->la_stopped = true;
                     break;
@@ -1597,8 +1606,7 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
                     }
                 }
             }
-            if (op != HH_OP_FREE && op != HH_OP_REALLOC_DONE &&
-                varint_exact(buf, &a, addr_end, &v) != NULL) {
+            if (((HH_OPS_BEGINNING >> op) & 1u) && varint_exact(buf, &a, addr_end, &v) != NULL) {
                 s->la_stopped = true;
                 break;
             }
@@ -1619,6 +1627,68 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
             if (r != 0 && r - 1 < s->blocks.rec_count) __builtin_prefetch(&s->blocks.recs[r - 1]);
         }
     }
+}
+
+/*
+ * The fields of an event after its common part, in the order and under the conditions
+ * format/fields.h declares, into *f; the addresses resolved and the blocks they end or begin
+ * ended and begun (for the replay). A free's block (the OLD it ends) is its ptr, its old 0.
+ * Returns an HH_SCAN_* status other than HH_SCAN_BLOCK_END on an error, else -1.
+ */
+static inline __attribute__((always_inline)) int decode_fields(hh_scan *s, int op,
+                                                               const uint8_t *buf,
+                                                               size_t pos[HH_STREAM_COUNT],
+                                                               const size_t end[HH_STREAM_COUNT],
+                                                               hh_field_decoded *f) {
+#define FIELD_DEFAULT(name, coding, ops, flag) f->name = 0;
+    HH_EVENT_FIELDS(FIELD_DEFAULT)
+#undef FIELD_DEFAULT
+    f->count = 1;
+    f->duration = NAN;
+    f->weight = NAN;
+    uint64_t v;
+    uint32_t old_rec = NO_REC;
+    bool old_pending = false; /* an OLD read whose block is not ended yet */
+    const bool aligned = ((HH_OPS_ALIGNED >> op) & 1u) != 0;
+#define GET_NUM(var) READ_NUM(var)
+#define GET_ALIGN(var) READ_NUM(var)
+#define GET_OLD(var)                                \
+    do {                                            \
+        READ(HH_STREAM_ADDR, v);                    \
+        CHECK(resolve_ref(s, v, &(var), &old_rec)); \
+        old_pending = true;                         \
+    } while (0)
+    /* A failed call (new block 0 for bytes > 0) keeps the old block. */
+#define GET_NEW(var)                                                                         \
+    do {                                                                                     \
+        double bytes_ = f->count * f->size;                                                  \
+        READ(HH_STREAM_ADDR, v);                                                             \
+        if (old_pending) {                                                                   \
+            bool failed_ =                                                                   \
+                bytes_ != 0 && (v & 1) && (int64_t)f->old + unzigzag((v - 1) >> 1) == 0;     \
+            if (!failed_ && f->old != 0) end_block(s, f->old, old_rec);                      \
+            old_pending = false;                                                             \
+        }                                                                                    \
+        CHECK(new_block(s, v, aligned ? NO_CLASS_BYTES : bytes_, aligned ? f->size : bytes_, \
+                        &(var)));                                                            \
+    } while (0)
+#define GET_FIELD(name, coding, ops, flag) \
+    if (HH_FIELD_CARRIED(op, s->flags, ops, flag)) GET_##coding(f->name);
+    HH_EVENT_FIELDS(GET_FIELD)
+#undef GET_FIELD
+#undef GET_NEW
+#undef GET_OLD
+#undef GET_ALIGN
+#undef GET_NUM
+#ifdef HH_SCAN_FIELDS_TAP /* a test's view of the fields as the table names them */
+    HH_SCAN_FIELDS_TAP(op, f);
+#endif
+    if (old_pending) { /* free: the block it names ends */
+        if (f->old != 0) end_block(s, f->old, old_rec);
+        f->ptr = f->old;
+        f->old = 0;
+    }
+    return -1;
 }
 
 int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
@@ -1643,7 +1713,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
             snprintf(s->error, sizeof s->error, "unknown operation %d", op);
             return HH_SCAN_ERROR;
         }
-        uint64_t v, w;
+        uint64_t v;
         READ(HH_STREAM_TIME, v);
         s->time += (double)unzigzag(v) * s->unit;
         if (tag & HH_EVT_THREAD) {
@@ -1668,63 +1738,11 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
             stack = (double)v;
         }
         if (carries_stack) s->thread_stack[thread] = stack;
-        uint64_t ptr = 0, old_ptr = 0;
-        double size = 0, count = 1, align = 0;
-        switch (op) {
-            case HH_OP_MALLOC:
-            case HH_OP_VALLOC:
-            case HH_OP_PVALLOC:
-                READ_NUM(size);
-                READ(HH_STREAM_ADDR, v);
-                CHECK(new_block(s, v, size, size, &ptr));
-                break;
-            case HH_OP_CALLOC: {
-                READ_NUM(count);
-                READ_NUM(size);
-                double bytes = count * size;
-                READ(HH_STREAM_ADDR, v);
-                CHECK(new_block(s, v, bytes, bytes, &ptr));
-                break;
-            }
-            case HH_OP_REALLOC:
-            case HH_OP_REALLOCARRAY: {
-                if (op == HH_OP_REALLOCARRAY) READ_NUM(count);
-                READ_NUM(size);
-                double bytes = op == HH_OP_REALLOCARRAY ? count * size : size;
-                READ(HH_STREAM_ADDR, v);
-                uint32_t old_rec;
-                CHECK(resolve_ref(s, v, &old_ptr, &old_rec));
-                READ(HH_STREAM_ADDR, w);
-                /* A failed call (new block 0 for a size > 0) keeps the old block. */
-                bool failed =
-                    bytes != 0 && (w & 1) && (int64_t)old_ptr + unzigzag((w - 1) >> 1) == 0;
-                if (!failed && old_ptr != 0) end_block(s, old_ptr, old_rec);
-                CHECK(new_block(s, w, bytes, bytes, &ptr));
-                break;
-            }
-            case HH_OP_FREE: {
-                uint32_t rec;
-                READ(HH_STREAM_ADDR, v);
-                CHECK(resolve_ref(s, v, &ptr, &rec));
-                if (ptr != 0) end_block(s, ptr, rec);
-                break;
-            }
-            case HH_OP_POSIX_MEMALIGN:
-            case HH_OP_MEMALIGN:
-            case HH_OP_ALIGNED_ALLOC:
-                READ_NUM(align); /* for the allocation sequence only */
-                READ_NUM(size);
-                READ(HH_STREAM_ADDR, v);
-                CHECK(new_block(s, v, 9007199254740991.0, size, &ptr));
-                break;
-            default: /* realloc_done */
-                break;
-        }
-        double duration = NAN, weight = NAN;
-        if (op != HH_OP_REALLOC_DONE) {
-            if (s->flags & HH_PF_TIMING) READ_NUM(duration);
-            if ((s->flags & HH_PF_SAMPLING) && op != HH_OP_FREE) READ_NUM(weight);
-        }
+        hh_field_decoded f;
+        CHECK_READ(decode_fields(s, op, buf, pos, end, &f));
+        const uint64_t ptr = f.ptr, old_ptr = f.old;
+        const double size = f.size, count = f.count, align = f.align;
+        const double duration = f.duration, weight = f.weight;
         bool split = (tag & HH_EVT_SPLIT) != 0;
         /* (Before the replay, whose state it does not share: nothing of it stays live across the
          * replay's inlined code, which the report's pass runs alone.) */
@@ -1814,24 +1832,25 @@ size_t hh_scan_site_count(const hh_scan *s) {
 }
 
 void hh_scan_get_sites(hh_scan *s, double *out) {
-    for (size_t i = 0; i < s->site_count; i++) out[i * HH_SITE_FIELDS + 7] = INFINITY;
+    for (size_t i = 0; i < s->site_count; i++)
+        out[i * HH_SITE_FIELDS + HH_SITE_lowestLiveAddress] = INFINITY;
     for (uint32_t r = 0; r < s->blocks.rec_count; r++) {
         const block_rec *e = &s->blocks.recs[r];
         if (e->addr == 0 || e->site == NO_SITE) continue;
-        double *lowest = &out[e->site * HH_SITE_FIELDS + 7];
+        double *lowest = &out[e->site * HH_SITE_FIELDS + HH_SITE_lowestLiveAddress];
         if ((double)e->addr < *lowest) *lowest = (double)e->addr;
     }
     for (size_t i = 0; i < s->site_count; i++) {
         site *x = &s->sites[i];
         touch(s, x);
         double *o = out + i * HH_SITE_FIELDS;
-        o[0] = x->stack;
-        o[1] = x->allocations;
-        o[2] = x->bytes;
-        o[3] = x->live_blocks;
-        o[4] = x->live_bytes;
-        o[5] = x->peak_bytes;
-        o[6] = x->temporary;
+        o[HH_SITE_stack] = x->stack;
+        o[HH_SITE_allocations] = x->allocations;
+        o[HH_SITE_bytes] = x->bytes;
+        o[HH_SITE_liveBlocks] = x->live_blocks;
+        o[HH_SITE_liveBytes] = x->live_bytes;
+        o[HH_SITE_peakBytes] = x->peak_bytes;
+        o[HH_SITE_temporary] = x->temporary;
     }
 }
 
@@ -1840,14 +1859,15 @@ size_t hh_scan_live_count(const hh_scan *s) {
 }
 
 void hh_scan_get_live(const hh_scan *s, double *out) {
-    size_t n = 0;
+    double *o = out;
     for (uint32_t r = 0; r < s->blocks.rec_count; r++) {
         const block_rec *e = &s->blocks.recs[r];
         if (e->addr == 0 || e->site == NO_SITE) continue;
-        out[n++] = (double)e->addr;
-        out[n++] = e->weight;
-        out[n++] = e->site;
-        out[n++] = e->op;
+        o[HH_LIVE_address] = (double)e->addr;
+        o[HH_LIVE_weight] = e->weight;
+        o[HH_LIVE_site] = e->site;
+        o[HH_LIVE_op] = e->op;
+        o += HH_LIVE_FIELDS;
     }
 }
 

@@ -11,6 +11,8 @@
  */
 #include "writer.h"
 
+#include "format/fields.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -729,6 +731,27 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
     w->prev_addr = ptr;
 }
 
+/* The fields of an event after its common part, in the order and under the conditions
+ * format/fields.h declares; bytes is the new block's count × size (trace.h, hh_event_bytes). A
+ * realloc whose new block is 0 for bytes > 0 failed and leaves its old block live. */
+static void hh_encode_fields(hh_writer *w, unsigned op, const hh_field_values *f, uint64_t bytes) {
+    const bool failed = ((HH_OPS_BEGINNING >> op) & 1u) && f->ptr == 0 && bytes != 0;
+    const uint64_t class_bytes = ((HH_OPS_ALIGNED >> op) & 1u) ? UINT64_MAX : bytes;
+    const uint64_t request = ((HH_OPS_ALIGNED >> op) & 1u) ? f->size : bytes;
+#define HH_PUT_NUM(value) hh_put_var(w, HH_STREAM_NUM, value)
+#define HH_PUT_ALIGN(value) hh_put_var(w, HH_STREAM_NUM, value)
+#define HH_PUT_OLD(value) hh_put_ref(w, value, !failed)
+#define HH_PUT_NEW(value) hh_put_new(w, value, class_bytes, request)
+#define HH_PUT_FIELD(name, coding, ops, flag) \
+    if (HH_FIELD_CARRIED(op, w->flags, ops, flag)) HH_PUT_##coding(f->name);
+    HH_EVENT_FIELDS(HH_PUT_FIELD)
+#undef HH_PUT_FIELD
+#undef HH_PUT_NEW
+#undef HH_PUT_OLD
+#undef HH_PUT_ALIGN
+#undef HH_PUT_NUM
+}
+
 static const hh_rec_event_extra hh_no_extra;
 
 static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
@@ -757,51 +780,22 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         t->stack = e->stack;
         t->block = w->block_no;
     }
-    switch (e->op) {
-        case HH_OP_MALLOC:
-        case HH_OP_VALLOC:
-        case HH_OP_PVALLOC:
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_new(w, e->addr, e->size, e->size);
-            break;
-        case HH_OP_CALLOC: {
-            uint64_t bytes = hh_event_bytes(e);
-            hh_put_var(w, HH_STREAM_NUM, x->count);
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_new(w, e->addr, bytes, bytes);
-            break;
-        }
-        case HH_OP_REALLOC:
-        case HH_OP_REALLOCARRAY: {
-            uint64_t bytes = hh_event_bytes(e);
-            /* a failed realloc leaves the old block; realloc(p, 0) that returns NULL frees it */
-            bool failed = e->addr == 0 && bytes != 0;
-            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_STREAM_NUM, x->count);
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_ref(w, x->old, !failed);
-            hh_put_new(w, e->addr, bytes, bytes);
-            break;
-        }
-        case HH_OP_FREE:
-            hh_put_ref(w, e->addr, true);
-            break;
-        case HH_OP_POSIX_MEMALIGN:
-        case HH_OP_MEMALIGN:
-        case HH_OP_ALIGNED_ALLOC:
-            hh_put_var(w, HH_STREAM_NUM, x->align);
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_new(w, e->addr, UINT64_MAX, e->size);
-            break;
-        default:
-            break;
-    }
-    if (e->op != HH_OP_REALLOC_DONE) {
-        if (w->flags & HH_PF_TIMING)
-            hh_put_var(w, HH_STREAM_NUM, hh_event_ns(w, x->duration, true));
-        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE)
-            hh_put_var(w, HH_STREAM_NUM, x->weight);
-        w->events++;
-    }
+    if (e->op != HH_OP_REALLOC_DONE) w->events++;
+    /* The fields the record gives, by the table's names (format/fields.h); a free's block is
+     * the one it ends. */
+    hh_field_values f = {
+        .count = x->count,
+        .align = x->align,
+        .size = e->size,
+        .old = e->op == HH_OP_FREE ? e->addr : x->old,
+        .ptr = e->addr,
+        .duration = (w->flags & HH_PF_TIMING) ? hh_event_ns(w, x->duration, true) : 0,
+        .weight = x->weight,
+    };
+#ifdef HH_WRITER_FIELDS_SOURCE
+    HH_WRITER_FIELDS_SOURCE(e, &f);
+#endif
+    hh_encode_fields(w, e->op, &f, hh_event_bytes(e));
 }
 
 /* Leak checks (leaks/mark.c): declarations, in the decl stream. */

@@ -28,8 +28,7 @@ import { STREAM_NAMES } from './format.generated.js';
 
 /** What Scanner.result() returns (native/analyze/scan_addon.c). */
 export interface ScannerResult {
-  /** Calls by op code, then TOTALS_SCALARS, then the size histogram's counts and bytes. */
-  readonly totals: Float64Array;
+  readonly totals: ScannerTotals;
   readonly latency: ({ counts: Float64Array; count: number; max: number; sum: number } | null)[];
   readonly series: {
     readonly width: number;
@@ -47,9 +46,44 @@ export interface ScannerResult {
     readonly counts: Float64Array;
     readonly sums: Float64Array;
   }[];
-  /** SITE_FIELDS per site, in first-seen order. */
-  readonly sites: Float64Array;
+  /** The sites, in first-seen order. */
+  readonly sites: SiteColumns;
 }
+
+/** ScannerResult.totals: each figure by the name native/analyze/scan.h's
+ * HH_SCAN_TOTALS_SCALARS gives it. */
+export interface ScannerTotals {
+  /** Calls by op code. */
+  readonly calls: Float64Array;
+  /** realloc_done not counted. */
+  readonly events: number;
+  readonly allocatedBytes: number;
+  readonly liveBytes: number;
+  readonly peakBytes: number;
+  readonly peakTime: number;
+  readonly peakBlocks: number;
+  readonly peakBlocksTime: number;
+  readonly lastTime: number;
+  readonly temporary: number;
+  readonly unknownFrees: number;
+  readonly failedCalls: number;
+  /** Allocations at an address already live (should be 0). */
+  readonly anomalies: number;
+  /** In a log that began with an attach: frees of blocks allocated before it. */
+  readonly freedBeforeAttach: number;
+  /** The size histogram (SIZE_BUCKETS): allocations and their bytes per bucket. */
+  readonly sizeCounts: Float64Array;
+  readonly sizeBytes: Float64Array;
+}
+
+/** The sites, a column per figure (scan.h, HH_SITE_COLUMNS): stack, allocations, bytes, live
+ * blocks, live bytes, peak bytes, temporary, and the lowest address of its live blocks
+ * (Infinity when none). */
+export type SiteColumns = Readonly<Record<keyof SiteRow, Float64Array>>;
+
+/** The live blocks, a column per figure (scan.h, HH_LIVE_COLUMNS): address, weight, site index
+ * (in the order of the sites) and op code of the allocating function. */
+export type LiveColumns = Readonly<Record<'address' | 'weight' | 'site' | 'op', Float64Array>>;
 
 /** The addon's scanner (native/analyze/scan_addon.c describes each method). */
 export interface Scanner {
@@ -65,8 +99,8 @@ export interface Scanner {
   events(): number;
   /** [weight, stack, the start (ns) of its timeline bucket (-1: no timeline)] */
   liveBlock(ptr: number): [number, number, number] | null;
-  sites(): Float64Array;
-  liveBlocks(): Float64Array;
+  sites(): SiteColumns;
+  liveBlocks(): LiveColumns;
   takeSequence(): { ops: Float64Array; events: Float64Array };
   sequenceFigures(): Float64Array;
   result(): ScannerResult;
@@ -100,43 +134,19 @@ const RUN_RECORD = 1;
 const RUN_NO_MEMORY = 3;
 const RUN_LIMIT = 4;
 
-/** The scalars of ScannerResult.totals after the calls, in order. */
-export const TOTALS_SCALARS = [
-  'events',
-  'allocatedBytes',
-  'liveBytes',
-  'peakBytes',
-  'peakTime',
-  'peakBlocks',
-  'peakBlocksTime',
-  'lastTime',
-  'temporary',
-  'unknownFrees',
-  'failedCalls',
-  'anomalies',
-  'freedBeforeAttach',
-] as const;
-export type TotalsScalars = Record<(typeof TOTALS_SCALARS)[number], number>;
+/** The scalar figures of ScannerTotals (all but the calls and the size histogram). */
+export type TotalsScalars = Omit<ScannerTotals, 'calls' | 'sizeCounts' | 'sizeBytes'>;
 /** Buckets of the size histogram (bucket 0: size 0; bucket k: [2^(k-1), 2^k)). */
 export const SIZE_BUCKETS = 65;
-/** Per site: stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary, and the
- * lowest address of its live blocks (Infinity when none). */
-export const SITE_FIELDS = 8;
-/** Per live block: address, weight, site index, op code. */
-export const LIVE_FIELDS = 4;
-
-/** The scalars of a result's totals, by name. */
-export function totalsOf(totals: Float64Array): TotalsScalars {
-  const out = {} as Record<string, number>;
-  TOTALS_SCALARS.forEach((name, i) => {
-    out[name] = totals[OPS.length + i]!;
-  });
-  return out as TotalsScalars;
+/** The scalar figures of a result's totals. */
+export function totalsOf(totals: ScannerTotals): TotalsScalars {
+  const { calls: _calls, sizeCounts: _counts, sizeBytes: _bytes, ...scalars } = totals;
+  return scalars;
 }
 
 /** Calls per function from a result's totals. */
-export function callsOf(totals: Float64Array): Record<Op, number> {
-  return Object.fromEntries(OPS.map((op, i) => [op, totals[i]!])) as Record<Op, number>;
+export function callsOf(totals: ScannerTotals): Record<Op, number> {
+  return Object.fromEntries(OPS.map((op, i) => [op, totals.calls[i]!])) as Record<Op, number>;
 }
 
 /** A site of Scanner.sites(), by name. */
@@ -151,19 +161,13 @@ export interface SiteRow {
   readonly lowestLiveAddress: number;
 }
 
-export function siteRows(sites: Float64Array): SiteRow[] {
+export function siteRows(sites: SiteColumns): SiteRow[] {
+  const names = Object.keys(sites) as (keyof SiteRow)[];
   const rows: SiteRow[] = [];
-  for (let i = 0; i < sites.length; i += SITE_FIELDS) {
-    rows.push({
-      stack: sites[i]!,
-      allocations: sites[i + 1]!,
-      bytes: sites[i + 2]!,
-      liveBlocks: sites[i + 3]!,
-      liveBytes: sites[i + 4]!,
-      peakBytes: sites[i + 5]!,
-      temporary: sites[i + 6]!,
-      lowestLiveAddress: sites[i + 7]!,
-    });
+  for (let i = 0; i < sites.stack.length; i++) {
+    const row = {} as Record<keyof SiteRow, number>;
+    for (const name of names) row[name] = sites[name][i]!;
+    rows.push(row);
   }
   return rows;
 }
