@@ -139,10 +139,10 @@ void hh_scan_get_thread_series(const hh_scan *s, size_t i, hh_scan_thread_series
 /* Sites in first-seen order, their peak figures brought up to date; 8 doubles each:
  * stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary, and the lowest
  * address of its live blocks (Infinity when none). */
-#define HH_SITE_COLUMNS(X)                                                       \
-    X(stack)                                                                     \
-    X(allocations) X(bytes) X(liveBlocks) X(liveBytes) X(peakBytes) X(temporary) \
-        X(lowestLiveAddress)
+#define HH_SITE_COLUMNS(X) \
+    X(stack)               \
+    X(allocations)         \
+    X(bytes) X(liveBlocks) X(liveBytes) X(peakBytes) X(temporary) X(lowestLiveAddress)
 #define HH_SITE_COLUMN_(name) HH_SITE_##name,
 /* A site's column: HH_SITE_stack, ... (the names TypeScript gets: SiteColumns in replay.ts). */
 enum hh_site_column { HH_SITE_COLUMNS(HH_SITE_COLUMN_) HH_SITE_FIELDS };

@@ -26,7 +26,7 @@ export interface Request {
 }
 
 /** What the core hands the backend for an allocating event (see core/native/interpose.c):
- * the replay's own rule (native/analyze/scan.c, request_size and request_align). */
+ * the replay's own rule (native/analyze/sequence.c, request_size and request_align). */
 export function requestOf(e: EventRecord): Request {
   const [size, align] = heaplogAddon().requestOf(OPS.indexOf(e.op), e.size, e.count, e.align);
   return { size, align };
