@@ -59,6 +59,33 @@ function listPrefix(names: readonly string[]): string | undefined {
   );
 }
 
+/** Compiles a program that includes native/format/<header> and runs `lines` in its main. */
+function runC(header: string, lines: string[]) {
+  const dir = mkdtempSync(join(tmpdir(), 'heaplog-format-'));
+  const source = join(dir, 'values.c');
+  writeFileSync(
+    source,
+    `#include <stdio.h>\n#include "format/${header}"\nint main(void) {\n${lines.join('\n')}\nreturn 0;\n}\n`,
+  );
+  const cc = spawnSync(
+    'cc',
+    [
+      '-std=c11',
+      '-Wall',
+      '-Werror',
+      '-I',
+      join(packageDir, 'native'),
+      source,
+      '-o',
+      join(dir, 'values'),
+    ],
+    { encoding: 'utf8' },
+  );
+  expect(cc.stderr).toBe('');
+  expect(cc.status).toBe(0);
+  return spawnSync(join(dir, 'values'), { encoding: 'utf8' });
+}
+
 describe('heaplog.h is the one definition of the format', () => {
   it('format.generated.ts is what scripts/gen-format.mjs makes of heaplog.h now', () => {
     const run = spawnSync(process.execPath, ['scripts/gen-format.mjs', '--stdout'], {
@@ -97,29 +124,7 @@ describe('heaplog.h is the one definition of the format', () => {
         expected.push(`${key}=${i}`);
       });
     }
-    const dir = mkdtempSync(join(tmpdir(), 'heaplog-format-'));
-    const source = join(dir, 'values.c');
-    writeFileSync(
-      source,
-      `#include <stdio.h>\n#include "format/heaplog.h"\nint main(void) {\n${lines.join('\n')}\nreturn 0;\n}\n`,
-    );
-    const cc = spawnSync(
-      'cc',
-      [
-        '-std=c11',
-        '-Wall',
-        '-Werror',
-        '-I',
-        join(packageDir, 'native'),
-        source,
-        '-o',
-        join(dir, 'values'),
-      ],
-      { encoding: 'utf8' },
-    );
-    expect(cc.stderr).toBe('');
-    expect(cc.status).toBe(0);
-    const run = spawnSync(join(dir, 'values'), { encoding: 'utf8' });
+    const run = runC('heaplog.h', lines);
     expect(run.stdout.trimEnd().split('\n')).toEqual(expected);
   });
 
@@ -166,28 +171,7 @@ describe('fields.h is the one table of the fields of events', () => {
       'HH_EVENT_FIELDS(PRINT)',
       'printf("OPS_ALIGNED %u\\nOPS_ENDING %u\\nOPS_BEGINNING %u\\n", HH_OPS_ALIGNED, HH_OPS_ENDING, HH_OPS_BEGINNING);',
     ];
-    const dir = mkdtempSync(join(tmpdir(), 'heaplog-fields-'));
-    const source = join(dir, 'fields.c');
-    writeFileSync(
-      source,
-      `#include <stdio.h>\n#include "format/fields.h"\nint main(void) {\n${lines.join('\n')}\nreturn 0;\n}\n`,
-    );
-    const cc = spawnSync(
-      'cc',
-      [
-        '-std=c11',
-        '-Wall',
-        '-Werror',
-        '-I',
-        join(packageDir, 'native'),
-        source,
-        '-o',
-        join(dir, 'fields'),
-      ],
-      { encoding: 'utf8' },
-    );
-    expect(cc.stderr).toBe('');
-    const run = spawnSync(join(dir, 'fields'), { encoding: 'utf8' });
+    const run = runC('fields.h', lines);
     expect(run.stdout.trimEnd().split('\n')).toEqual([
       ...format.EVENT_FIELDS.map((f) => `${f.name} ${f.coding.toUpperCase()} ${f.ops} ${f.flag}`),
       `OPS_ALIGNED ${format.OPS_ALIGNED}`,

@@ -50,11 +50,9 @@ export interface ScannerResult {
   readonly sites: SiteColumns;
 }
 
-/** ScannerResult.totals: each figure by the name native/analyze/scan.h's
- * HH_SCAN_TOTALS_SCALARS gives it. */
-export interface ScannerTotals {
-  /** Calls by op code. */
-  readonly calls: Float64Array;
+/** The scalar figures of the replay's totals, by the names native/analyze/scan.h's
+ * HH_SCAN_TOTALS_SCALARS gives them. */
+export interface TotalsScalars {
   /** realloc_done not counted. */
   readonly events: number;
   readonly allocatedBytes: number;
@@ -71,7 +69,12 @@ export interface ScannerTotals {
   readonly anomalies: number;
   /** In a log that began with an attach: frees of blocks allocated before it. */
   readonly freedBeforeAttach: number;
-  /** The size histogram (SIZE_BUCKETS): allocations and their bytes per bucket. */
+}
+
+/** ScannerResult.totals: the calls by op code, the scalar figures by name and the size
+ * histogram (SIZE_BUCKETS): allocations and their bytes per bucket. */
+export interface ScannerTotals extends TotalsScalars {
+  readonly calls: Float64Array;
   readonly sizeCounts: Float64Array;
   readonly sizeBytes: Float64Array;
 }
@@ -134,8 +137,6 @@ const RUN_RECORD = 1;
 const RUN_NO_MEMORY = 3;
 const RUN_LIMIT = 4;
 
-/** The scalar figures of ScannerTotals (all but the calls and the size histogram). */
-export type TotalsScalars = Omit<ScannerTotals, 'calls' | 'sizeCounts' | 'sizeBytes'>;
 /** Buckets of the size histogram (bucket 0: size 0; bucket k: [2^(k-1), 2^k)). */
 export const SIZE_BUCKETS = 65;
 /** The scalar figures of a result's totals. */
