@@ -54,14 +54,8 @@ async function nativeSequence(log: string) {
       events.push(...taken.events);
     },
   });
-  const [peakBytes, peakFootprint, largestRequest, largestAlign, threads] =
-    scanner.sequenceFigures();
-  return {
-    ops,
-    events,
-    figures: { peakBytes, peakFootprint, largestRequest, largestAlign },
-    threads,
-  };
+  const { threads, ...figures } = scanner.sequenceFigures();
+  return { ops, events, figures, threads };
 }
 
 async function expectSameModel(log: string): Promise<ReportModel> {

@@ -11,12 +11,12 @@
  *                          pos: Float64Array(12), the six streams' positions then their ends
  *                          (offsets into payload); the positions are updated
  *   error() -> string; blockEvents() -> number; events() -> number
- *   liveBlock(ptr) -> [weight, stack, start ns of its timeline bucket (-1: none)] | null
+ *   liveBlock(ptr) -> { weight, stack, bucketStartNs (its timeline bucket's start, when
+ *                      there is a timeline) } | null
  *   sites() -> { stack, allocations, ... }: a Float64Array per column (HH_SITE_COLUMNS)
  *   liveBlocks() -> { address, weight, site, op }: a Float64Array per column (HH_LIVE_COLUMNS)
  *   takeSequence() -> { ops, events } (Float64Arrays; the sequence is cleared)
- *   sequenceFigures() -> Float64Array [peak bytes, peak footprint, largest request,
- *                                      largest align, threads]
+ *   sequenceFigures() -> { peakBytes, peakFootprint, largestRequest, largestAlign, threads }
  *   result() -> { totals: { calls, events, ... (HH_SCAN_TOTALS_SCALARS), sizeCounts, sizeBytes },
  *                 latency, series, threads, sites }   (ScannerResult in src/decode/replay.ts)
  *   startTimeline(buckets)   (before the first event)
@@ -24,7 +24,7 @@
  *                 (null: not started, or lost for want of memory)
  *
  * and two functions of the allocation sequence's rules:
- *   requestOf(op, size, count, align) -> [bytes, alignment]; footprintOf(size) -> bytes
+ *   requestOf(op, size, count, align) -> { size, align }; footprintOf(size) -> bytes
  */
 #include <node_api.h>
 #include <stdlib.h>
@@ -168,6 +168,12 @@ static napi_value events(napi_env env, napi_callback_info info) {
     return s == NULL ? NULL : js_number(env, (double)hh_scan_events(s));
 }
 
+static napi_value set(napi_env env, napi_value object, const char *name, napi_value value) {
+    if (value == NULL) return NULL;
+    CHECK(napi_set_named_property(env, object, name, value));
+    return object;
+}
+
 static napi_value live_block(napi_env env, napi_callback_info info) {
     napi_value argv[1];
     hh_scan *s = unwrap(env, info, 1, argv);
@@ -178,10 +184,11 @@ static napi_value live_block(napi_env env, napi_callback_info info) {
         CHECK(napi_get_null(env, &out));
         return out;
     }
-    CHECK(napi_create_array_with_length(env, 3, &out));
-    CHECK(napi_set_element(env, out, 0, js_number(env, weight)));
-    CHECK(napi_set_element(env, out, 1, js_number(env, stack)));
-    CHECK(napi_set_element(env, out, 2, js_number(env, bucket_start)));
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "weight", js_number(env, weight)) ||
+        !set(env, out, "stack", js_number(env, stack)) ||
+        (bucket_start >= 0 && !set(env, out, "bucketStartNs", js_number(env, bucket_start))))
+        return NULL;
     return out;
 }
 
@@ -196,11 +203,6 @@ static napi_value typed_copy(napi_env env, napi_typedarray_type type, const void
     return array;
 }
 
-static napi_value set(napi_env env, napi_value object, const char *name, napi_value value) {
-    if (value == NULL) return NULL;
-    CHECK(napi_set_named_property(env, object, name, value));
-    return object;
-}
 
 /* A new Float64Array of n doubles, written by fill. */
 static napi_value filled_doubles(napi_env env, hh_scan *s, size_t n,
@@ -432,9 +434,15 @@ static napi_value sequence_figures(napi_env env, napi_callback_info info) {
     if (s == NULL) return NULL;
     hh_scan_sequence_figures f;
     hh_scan_get_sequence_figures(s, &f);
-    const double values[] = {f.peak_bytes, f.peak_footprint, f.largest_request, f.largest_align,
-                             f.threads};
-    return typed_copy(env, napi_float64_array, values, sizeof values / sizeof values[0], 8);
+    napi_value out;
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "peakBytes", js_number(env, f.peak_bytes)) ||
+        !set(env, out, "peakFootprint", js_number(env, f.peak_footprint)) ||
+        !set(env, out, "largestRequest", js_number(env, f.largest_request)) ||
+        !set(env, out, "largestAlign", js_number(env, f.largest_align)) ||
+        !set(env, out, "threads", js_number(env, f.threads)))
+        return NULL;
+    return out;
 }
 
 static napi_value request_of(napi_env env, napi_callback_info info) {
@@ -449,9 +457,10 @@ static napi_value request_of(napi_env env, napi_callback_info info) {
     hh_scan_request_of((int)number(env, argv[0]), number(env, argv[1]), number(env, argv[2]),
                        number(env, argv[3]), &bytes, &align);
     napi_value out;
-    CHECK(napi_create_array_with_length(env, 2, &out));
-    CHECK(napi_set_element(env, out, 0, js_number(env, bytes)));
-    CHECK(napi_set_element(env, out, 1, js_number(env, align)));
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "size", js_number(env, bytes)) ||
+        !set(env, out, "align", js_number(env, align)))
+        return NULL;
     return out;
 }
 

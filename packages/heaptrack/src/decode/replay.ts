@@ -100,17 +100,27 @@ export interface Scanner {
   error(): string;
   blockEvents(): number;
   events(): number;
-  /** [weight, stack, the start (ns) of its timeline bucket (-1: no timeline)] */
-  liveBlock(ptr: number): [number, number, number] | null;
+  /** A live block's weight and stack, and the start (ns) of its timeline bucket when the
+   * timeline was started. */
+  liveBlock(ptr: number): { weight: number; stack: number; bucketStartNs?: number } | null;
   sites(): SiteColumns;
   liveBlocks(): LiveColumns;
   takeSequence(): { ops: Float64Array; events: Float64Array };
-  sequenceFigures(): Float64Array;
+  sequenceFigures(): SequenceFigures;
   result(): ScannerResult;
   /** Before the first event: per site and time bucket, its calls (native/analyze/scan.h). */
   startTimeline(buckets: number): void;
   /** null: not started, or lost for want of memory. */
   timeline(): ScannerTimeline | null;
+}
+
+/** Scanner.sequenceFigures(): the allocation sequence's peaks and extremes. */
+export interface SequenceFigures {
+  readonly peakBytes: number;
+  readonly peakFootprint: number;
+  readonly largestRequest: number;
+  readonly largestAlign: number;
+  readonly threads: number;
 }
 
 /** Scanner.timeline(): TIMELINE_FIELDS per cell (site index, bucket, allocations, bytes
@@ -127,7 +137,12 @@ export const TIMELINE_FIELDS = 8;
 interface HeaplogAddon {
   Scanner: new (points: number, widthNs: number) => Scanner;
   /** The request the backend gets for an event of op code `op`: [bytes, alignment]. */
-  requestOf(op: number, size: number, count: number, align: number): [number, number];
+  requestOf(
+    op: number,
+    size: number,
+    count: number,
+    align: number,
+  ): { size: number; align: number };
   /** The least bytes a block of `size` takes in a TLSF pool. */
   footprintOf(size: number): number;
 }

@@ -21,10 +21,7 @@ export class NativeEvents implements ReplayedEvents {
   }
 
   liveBlock(ptr: number): { weight: number; stack: number; bucketStartNs?: number } | undefined {
-    const found = this.scanner.liveBlock(ptr);
-    if (found === null) return undefined;
-    const [weight, stack, bucketStartNs] = found;
-    return { weight, stack, ...(bucketStartNs >= 0 ? { bucketStartNs } : {}) };
+    return this.scanner.liveBlock(ptr) ?? undefined;
   }
 
   figures(): EventFigures {

@@ -143,8 +143,8 @@ export async function summarize(path: string, options: SummaryOptions = {}): Pro
           const block = scanner.liveBlock(r.ptr);
           if (block === null) addTo(leaked, 0, r.size);
           else {
-            addTo(leaked, block[1], block[0]);
-            addTo(leakedLive, block[1], block[0]);
+            addTo(leaked, block.stack, block.weight);
+            addTo(leakedLive, block.stack, block.weight);
           }
           break;
         }
