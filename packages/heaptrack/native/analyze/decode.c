@@ -207,26 +207,27 @@ static inline __attribute__((always_inline)) int decode_fields(hh_scan *s, int o
     f->weight = NAN;
     uint64_t v;
     uint32_t old_rec = NO_REC;
-    bool old_pending = false; /* an OLD read whose block is not ended yet */
     const bool aligned = ((HH_OPS_ALIGNED >> op) & 1u) != 0;
+    const bool ends = ((HH_OPS_ENDING >> op) & 1u) != 0,
+               begins = ((HH_OPS_BEGINNING >> op) & 1u) != 0;
 #define GET_NUM(var) READ_NUM(var)
 #define GET_ALIGN(var) READ_NUM(var)
-#define GET_OLD(var)                                \
-    do {                                            \
-        READ(HH_STREAM_ADDR, v);                    \
-        CHECK(resolve_ref(s, v, &(var), &old_rec)); \
-        old_pending = true;                         \
+    /* A block that ends and none begins (free): it ends here, before the fields after it. */
+#define GET_OLD(var)                                             \
+    do {                                                         \
+        READ(HH_STREAM_ADDR, v);                                 \
+        CHECK(resolve_ref(s, v, &(var), &old_rec));              \
+        if (!begins && (var) != 0) end_block(s, (var), old_rec); \
     } while (0)
     /* A failed call (new block 0 for bytes > 0) keeps the old block. */
 #define GET_NEW(var)                                                                         \
     do {                                                                                     \
         double bytes_ = f->count * f->size;                                                  \
         READ(HH_STREAM_ADDR, v);                                                             \
-        if (old_pending) {                                                                   \
+        if (ends) {                                                                          \
             bool failed_ =                                                                   \
                 bytes_ != 0 && (v & 1) && (int64_t)f->old + unzigzag((v - 1) >> 1) == 0;     \
             if (!failed_ && f->old != 0) end_block(s, f->old, old_rec);                      \
-            old_pending = false;                                                             \
         }                                                                                    \
         CHECK(new_block(s, v, aligned ? NO_CLASS_BYTES : bytes_, aligned ? f->size : bytes_, \
                         &(var)));                                                            \
@@ -242,8 +243,7 @@ static inline __attribute__((always_inline)) int decode_fields(hh_scan *s, int o
 #ifdef HH_SCAN_FIELDS_TAP /* a test's view of the fields as the table names them */
     HH_SCAN_FIELDS_TAP(op, f);
 #endif
-    if (old_pending) { /* free: the block it names ends */
-        if (f->old != 0) end_block(s, f->old, old_rec);
+    if (ends && !begins) { /* free: the event's block is the one it ended */
         f->ptr = f->old;
         f->old = 0;
     }

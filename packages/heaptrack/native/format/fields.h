@@ -3,10 +3,11 @@
  *
  * An event is its tag byte, the common part (time, thread, stack: FORMAT.md) and then the
  * fields below, in the order of this table. The writer's encoder (track/writer.c,
- * hh_encode_event), the C decoder (analyze/decode.c, hh_scan_run) and the TypeScript decoder
- * (src/decode/engine.ts, through the HH_FIELD_* bit sets scripts/gen-format.mjs generates from
- * this file into src/decode/format.generated.ts) all walk this table; none of them lists the
- * fields of an operation again. native/format/README.md says which files a new field touches.
+ * hh_encode_fields), the C decoder (analyze/decode.c, decode_fields) and the TypeScript decoder
+ * (src/decode/engine.ts, through the FIELD_<NAME>_OPS and _FLAG constants scripts/gen-format.mjs
+ * generates from this file into src/decode/format.generated.ts) all walk this table; none of
+ * them lists the fields of an operation again. native/format/README.md says which files a new field
+ * touches.
  *
  * HH_EVENT_FIELDS(X) expands X(name, coding, ops, flag) once per field, in the order written:
  *   name    the field's name: the member of the codec's field structs and the TypeScript's
@@ -23,8 +24,9 @@
  * whose address is 0 for bytes > 0 is a failed realloc, which leaves the old block live; an OLD
  * with no NEW (free) ends its block, and the event's block is the one it ended.
  *
- * This file is read by scripts/gen-format.mjs, line by line: keep one X(...) to a line and the
- * ops and flag as expressions of HH_OPS_BIT and HH_PF_ names.
+ * scripts/gen-format.mjs reads the table (its backslash-continued lines joined) and the
+ * `#define HH_OPS_NAME <expression>` lines: keep each entry X(name, coding, ops, flag) with
+ * ops and flag as expressions of HH_OPS_BIT, HH_OPS_ and HH_PF_ names.
  */
 #ifndef HH_FIELDS_H
 #define HH_FIELDS_H

@@ -33,6 +33,8 @@ import {
   OP_REALLOC_DONE,
   ORDINAL_RING,
   OPS_ALIGNED,
+  OPS_BEGINNING,
+  OPS_ENDING,
   PF_FREE_STACKS,
   RECENT,
   STREAM_COUNT,
@@ -443,23 +445,24 @@ export function decodeBlockEvents(
         numP = rp;
       }
       const bytes = count * size;
-      let oldPending = false;
+      const ends = (OPS_ENDING & bit) !== 0;
+      const begins = (OPS_BEGINNING & bit) !== 0;
       if (FIELD_OLD_OPS & bit) {
         oldPtr = resolveRef(s, varint53(b, adP, adEnd));
         adP = rp;
-        oldPending = true;
+        // A block that ends and none begins (free): it ends here, before the fields after it.
+        if (!begins && oldPtr !== 0) endBlock(s, oldPtr);
       }
       if (FIELD_PTR_OPS & bit) {
         const v = varint53(b, adP, adEnd);
         adP = rp;
-        if (oldPending) {
+        if (ends) {
           // A failed call (new block 0 for a size > 0) keeps the old block.
           const failed =
             bytes !== 0 &&
             (v <= 0x7fffffff ? (v & 1) === 1 : v % 2 === 1) &&
             oldPtr + unzigzag((v - 1) / 2) === 0;
           if (!failed && oldPtr !== 0) endBlock(s, oldPtr);
-          oldPending = false;
         }
         ptr =
           OPS_ALIGNED & bit ? newBlock(s, v, NO_CLASS_BYTES, size) : newBlock(s, v, bytes, bytes);
@@ -472,9 +475,8 @@ export function decodeBlockEvents(
         weight = varint(b, numP, numEnd);
         numP = rp;
       }
-      if (oldPending) {
-        // free: the block it names ends, and is the event's block
-        if (oldPtr !== 0) endBlock(s, oldPtr);
+      if (ends && !begins) {
+        // free: the event's block is the one it ended
         ptr = oldPtr;
         oldPtr = 0;
       }
