@@ -512,18 +512,36 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
 }
 
 /* The fields of an event after its common part, in the order and under the conditions
- * format/fields.h declares; bytes is the new block's count × size (trace.h, hh_event_bytes). A
- * realloc whose new block is 0 for bytes > 0 failed and leaves its old block live. */
-static void hh_encode_fields(hh_writer *w, unsigned op, const hh_field_values *f, uint64_t bytes) {
-    const bool failed = ((HH_OPS_BEGINNING >> op) & 1u) && f->ptr == 0 && bytes != 0;
+ * format/fields.h declares, from the ring record (e and its extra part x). A realloc whose new
+ * block is 0 for bytes > 0 failed and leaves its old block live. Always inlined with op a
+ * constant (hh_encode_event), so each operation's copy keeps only the fields it carries. */
+static inline __attribute__((always_inline)) void hh_encode_fields(hh_writer *w, const unsigned op,
+                                                                   const hh_rec_event *e,
+                                                                   const hh_rec_event_extra *x) {
+    const bool ends = (HH_OPS_ENDING >> op) & 1u, begins = (HH_OPS_BEGINNING >> op) & 1u;
+    /* The fields the record gives, by the table's names; a free's block is the one it ends. */
+    hh_field_values f = {
+        .count = x->count,
+        .align = x->align,
+        .size = e->size,
+        .old = ends && !begins ? e->addr : x->old,
+        .ptr = e->addr,
+        .duration = (w->flags & HH_PF_TIMING) ? hh_event_ns(w, x->duration, true) : 0,
+        .weight = x->weight,
+    };
+#ifdef HH_WRITER_FIELDS_SOURCE
+    HH_WRITER_FIELDS_SOURCE(e, &f);
+#endif
+    const uint64_t bytes = hh_event_bytes(e);
+    const bool failed = begins && f.ptr == 0 && bytes != 0;
     const uint64_t class_bytes = ((HH_OPS_ALIGNED >> op) & 1u) ? UINT64_MAX : bytes;
-    const uint64_t request = ((HH_OPS_ALIGNED >> op) & 1u) ? f->size : bytes;
+    const uint64_t request = ((HH_OPS_ALIGNED >> op) & 1u) ? f.size : bytes;
 #define HH_PUT_NUM(value) hh_put_var(w, HH_STREAM_NUM, value)
 #define HH_PUT_ALIGN(value) hh_put_var(w, HH_STREAM_NUM, value)
 #define HH_PUT_OLD(value) hh_put_ref(w, value, !failed)
 #define HH_PUT_NEW(value) hh_put_new(w, value, class_bytes, request)
 #define HH_PUT_FIELD(name, coding, ops, flag) \
-    if (HH_FIELD_CARRIED(op, w->flags, ops, flag)) HH_PUT_##coding(f->name);
+    if (HH_FIELD_CARRIED(op, w->flags, ops, flag)) HH_PUT_##coding(f.name);
     HH_EVENT_FIELDS(HH_PUT_FIELD)
 #undef HH_PUT_FIELD
 #undef HH_PUT_NEW
@@ -561,21 +579,27 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         t->block = w->block_no;
     }
     if (e->op != HH_OP_REALLOC_DONE) w->events++;
-    /* The fields the record gives, by the table's names (format/fields.h); a free's block is
-     * the one it ends. */
-    hh_field_values f = {
-        .count = x->count,
-        .align = x->align,
-        .size = e->size,
-        .old = e->op == HH_OP_FREE ? e->addr : x->old,
-        .ptr = e->addr,
-        .duration = (w->flags & HH_PF_TIMING) ? hh_event_ns(w, x->duration, true) : 0,
-        .weight = x->weight,
-    };
-#ifdef HH_WRITER_FIELDS_SOURCE
-    HH_WRITER_FIELDS_SOURCE(e, &f);
-#endif
-    hh_encode_fields(w, e->op, &f, hh_event_bytes(e));
+    /* One copy of the table's code per operation, op a constant in each. */
+    switch (e->op) {
+#define HH_ENCODE_OP(op)               \
+    case op:                           \
+        hh_encode_fields(w, op, e, x); \
+        break;
+        HH_ENCODE_OP(HH_OP_MALLOC)
+        HH_ENCODE_OP(HH_OP_CALLOC)
+        HH_ENCODE_OP(HH_OP_REALLOC)
+        HH_ENCODE_OP(HH_OP_REALLOCARRAY)
+        HH_ENCODE_OP(HH_OP_FREE)
+        HH_ENCODE_OP(HH_OP_POSIX_MEMALIGN)
+        HH_ENCODE_OP(HH_OP_MEMALIGN)
+        HH_ENCODE_OP(HH_OP_ALIGNED_ALLOC)
+        HH_ENCODE_OP(HH_OP_VALLOC)
+        HH_ENCODE_OP(HH_OP_PVALLOC)
+        HH_ENCODE_OP(HH_OP_REALLOC_DONE)
+#undef HH_ENCODE_OP
+        default:
+            break;
+    }
 }
 
 /* Leak checks (leaks/mark.c): declarations, in the decl stream. */
