@@ -11,6 +11,12 @@
  * as this does, and tests compare the two on real and random logs. Numbers the report shows
  * (bytes, weights, sums) are kept as doubles, as in JavaScript, so both give the same results.
  *
+ * Its files, by concern: store.h (the hash table, the live-block store), state.h (struct
+ * hh_scan), address.h (address decoding), decode.c (varints, the event fields of
+ * format/fields.h, the block loop: hh_scan_run), aggregates.h (the report's figures and the
+ * replay of one event), sequence.c (recommend's sequence), results.c (the hh_scan_get_*
+ * readers), scan.c (the scanner's life).
+ *
  * Memory: bounded by the live blocks, the distinct stacks and the threads, never by events; the
  * live blocks by a limit (hh_scan_set_block_limit): a crafted log of a few KB can declare
  * millions, and the replay stops at the limit instead of holding them all.
