@@ -25,6 +25,8 @@ heaphook_add_sanitized_program(hh_test_collector_fuzz_asan asan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../test/native/collector_fuzz.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer_codec.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer_check.c
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native/track ${CMAKE_CURRENT_LIST_DIR}/../native
            ${HEAPHOOK_CORE_DIR}/include
   LIBRARIES ZLIB::ZLIB)
@@ -32,5 +34,7 @@ heaphook_add_sanitized_program(heaphook-heaptrack-collector-asan asan
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../native/collector/collector.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/ring.c
           ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer_codec.c
+          ${CMAKE_CURRENT_LIST_DIR}/../native/track/writer_check.c
   INCLUDES ${CMAKE_CURRENT_LIST_DIR}/../native ${HEAPHOOK_CORE_DIR}/include
   LIBRARIES ZLIB::ZLIB)

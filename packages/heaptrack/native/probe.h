@@ -1,7 +1,7 @@
 /*
  * probe.h — the rule shared by the tracer's open-addressing tables with linear probing and
  * backward-shift deletion (leaks/table.c's live-block table, the tables of the report pass in
- * analyze/scan.c).
+ * analyze/store.h).
  */
 #ifndef HH_PROBE_H
 #define HH_PROBE_H

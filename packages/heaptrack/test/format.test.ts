@@ -22,7 +22,11 @@ const formatMd = readFileSync(join(packageDir, 'FORMAT.md'), 'utf8');
 const formatText = formatMd.replace(/\s+/g, ' ');
 const generatedPath = join(packageDir, 'src/decode/format.generated.ts');
 
-const entries: [string, unknown][] = Object.entries(format);
+/** The generated constants of heaplog.h (those of native/format/fields.h are FIELD_* and OPS_*). */
+const isFieldsConstant = (key: string) => key.startsWith('FIELD_') || key.startsWith('OPS_');
+const entries: [string, unknown][] = Object.entries(format).filter(
+  ([key]) => !isFieldsConstant(key) && key !== 'EVENT_FIELDS',
+);
 const constants = entries.filter(
   (e): e is [string, number | string] => typeof e[1] === 'number' || typeof e[1] === 'string',
 );
@@ -53,6 +57,33 @@ function listPrefix(names: readonly string[]): string | undefined {
   return candidates.find((p) =>
     names.every((n, i) => (format as Record<string, unknown>)[p + n.toUpperCase()] === i),
   );
+}
+
+/** Compiles a program that includes native/format/<header> and runs `lines` in its main. */
+function runC(header: string, lines: string[]) {
+  const dir = mkdtempSync(join(tmpdir(), 'heaplog-format-'));
+  const source = join(dir, 'values.c');
+  writeFileSync(
+    source,
+    `#include <stdio.h>\n#include "format/${header}"\nint main(void) {\n${lines.join('\n')}\nreturn 0;\n}\n`,
+  );
+  const cc = spawnSync(
+    'cc',
+    [
+      '-std=c11',
+      '-Wall',
+      '-Werror',
+      '-I',
+      join(packageDir, 'native'),
+      source,
+      '-o',
+      join(dir, 'values'),
+    ],
+    { encoding: 'utf8' },
+  );
+  expect(cc.stderr).toBe('');
+  expect(cc.status).toBe(0);
+  return spawnSync(join(dir, 'values'), { encoding: 'utf8' });
 }
 
 describe('heaplog.h is the one definition of the format', () => {
@@ -93,29 +124,7 @@ describe('heaplog.h is the one definition of the format', () => {
         expected.push(`${key}=${i}`);
       });
     }
-    const dir = mkdtempSync(join(tmpdir(), 'heaplog-format-'));
-    const source = join(dir, 'values.c');
-    writeFileSync(
-      source,
-      `#include <stdio.h>\n#include "format/heaplog.h"\nint main(void) {\n${lines.join('\n')}\nreturn 0;\n}\n`,
-    );
-    const cc = spawnSync(
-      'cc',
-      [
-        '-std=c11',
-        '-Wall',
-        '-Werror',
-        '-I',
-        join(packageDir, 'native'),
-        source,
-        '-o',
-        join(dir, 'values'),
-      ],
-      { encoding: 'utf8' },
-    );
-    expect(cc.stderr).toBe('');
-    expect(cc.status).toBe(0);
-    const run = spawnSync(join(dir, 'values'), { encoding: 'utf8' });
+    const run = runC('heaplog.h', lines);
     expect(run.stdout.trimEnd().split('\n')).toEqual(expected);
   });
 
@@ -147,6 +156,68 @@ describe('heaplog.h is the one definition of the format', () => {
         if (names.has(m[1]!)) again.push(`${file}: ${m[1]}`);
     }
     expect(again).toEqual([]);
+  });
+});
+
+describe('fields.h is the one table of the fields of events', () => {
+  const fieldsConstants = Object.entries(format as Record<string, unknown>).filter(
+    (e): e is [string, number] => isFieldsConstant(e[0]) && typeof e[1] === 'number',
+  );
+
+  it('every field has its FIELD_*_OPS and _FLAG, with the values the C compiler gives', () => {
+    expect(fieldsConstants).toHaveLength(2 * format.EVENT_FIELDS.length + 3);
+    const lines = [
+      '#define PRINT(name, coding, ops, flag) printf("%s %s %u %u\\n", #name, #coding, (unsigned)(ops), (unsigned)(flag));',
+      'HH_EVENT_FIELDS(PRINT)',
+      'printf("OPS_ALIGNED %u\\nOPS_ENDING %u\\nOPS_BEGINNING %u\\n", HH_OPS_ALIGNED, HH_OPS_ENDING, HH_OPS_BEGINNING);',
+    ];
+    const run = runC('fields.h', lines);
+    expect(run.stdout.trimEnd().split('\n')).toEqual([
+      ...format.EVENT_FIELDS.map((f) => `${f.name} ${f.coding.toUpperCase()} ${f.ops} ${f.flag}`),
+      `OPS_ALIGNED ${format.OPS_ALIGNED}`,
+      `OPS_ENDING ${format.OPS_ENDING}`,
+      `OPS_BEGINNING ${format.OPS_BEGINNING}`,
+    ]);
+    for (const f of format.EVENT_FIELDS) {
+      const upper = f.name.toUpperCase();
+      expect((format as Record<string, unknown>)[`FIELD_${upper}_OPS`]).toBe(f.ops);
+      expect((format as Record<string, unknown>)[`FIELD_${upper}_FLAG`]).toBe(f.flag);
+    }
+  });
+
+  it("the TypeScript decoder reads the fields in the table's order", () => {
+    const engine = readFileSync(join(packageDir, 'src/decode/engine.ts'), 'utf8');
+    const read = [...engine.matchAll(/if \(FIELD_(\w+)_OPS & bit/g)].map((m) =>
+      m[1]!.toLowerCase(),
+    );
+    expect(read).toEqual(format.EVENT_FIELDS.map((f) => f.name));
+  });
+
+  it("FORMAT.md's table of operations gives each its fields from the table", () => {
+    format.OP_NAMES.forEach((name, op) => {
+      const carried = format.EVENT_FIELDS.filter((f) => f.flag === 0 && ((f.ops >> op) & 1) === 1);
+      const fields = carried.map((f) => (f.coding === 'new' ? 'new' : f.name)).join(', ');
+      const row = new RegExp(`^\\| ${op} +\\| ${name} +\\| ([^|]*?) +\\|`, 'm').exec(formatMd);
+      expect(row?.[1]?.replace(/\([^)]*\)/g, ''), name).toBe(fields);
+    });
+  });
+
+  it('no C file but the codec names an operation to say which fields it carries', () => {
+    // the writer's encoder and the C decoder walk HH_EVENT_FIELDS: neither switches on operations
+    for (const file of ['native/track/writer.c', 'native/analyze/decode.c'].map((f) =>
+      join(packageDir, f),
+    )) {
+      let text: string;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch {
+        continue;
+      }
+      expect(text, file).not.toMatch(
+        /case HH_OP_(CALLOC|REALLOCARRAY|POSIX_MEMALIGN|MEMALIGN|ALIGNED_ALLOC)\b/,
+      );
+      expect(text, file).toMatch(/HH_EVENT_FIELDS\(/);
+    }
   });
 });
 

@@ -15,7 +15,15 @@ import { describe, expect, it } from 'vitest';
 
 import { ReplayOp } from '@heaphook/tlsf';
 
-import { heaplogAddon, newScanner, replayLog } from '../src/decode/replay.js';
+import { OPS } from '../src/decode/records.js';
+import {
+  heaplogAddon,
+  newScanner,
+  replayLog,
+  type LiveColumns,
+  type ScannerTotals,
+  type SiteColumns,
+} from '../src/decode/replay.js';
 import { buildReportModel } from '../src/report/run.js';
 import type { ReportModel } from '../src/report/model.js';
 import { logsIn, python3, release, scratch, traced, tracer, workload } from './helpers.js';
@@ -54,14 +62,8 @@ async function nativeSequence(log: string) {
       events.push(...taken.events);
     },
   });
-  const [peakBytes, peakFootprint, largestRequest, largestAlign, threads] =
-    scanner.sequenceFigures();
-  return {
-    ops,
-    events,
-    figures: { peakBytes, peakFootprint, largestRequest, largestAlign },
-    threads,
-  };
+  const { threads, ...figures } = scanner.sequenceFigures();
+  return { ops, events, figures, threads };
 }
 
 async function expectSameModel(log: string): Promise<ReportModel> {
@@ -92,6 +94,67 @@ describe('the one replay', () => {
     expect(m.events).toBeGreaterThan(1000);
     expect(m.latency.size).toBeGreaterThan(3);
     expect(m.temporaryAllocations).toBeGreaterThan(0);
+  });
+
+  it('hands TypeScript its results by name, each figure the declared one', async () => {
+    // Every name ScannerTotals, SiteColumns and LiveColumns declare (keyed by their types: a name
+    // added on one side only fails here or does not type-check), and nothing else.
+    const totals: Record<keyof ScannerTotals, true> = {
+      calls: true,
+      events: true,
+      allocatedBytes: true,
+      liveBytes: true,
+      peakBytes: true,
+      peakTime: true,
+      peakBlocks: true,
+      peakBlocksTime: true,
+      lastTime: true,
+      temporary: true,
+      unknownFrees: true,
+      failedCalls: true,
+      anomalies: true,
+      freedBeforeAttach: true,
+      sizeCounts: true,
+      sizeBytes: true,
+    };
+    const site: Record<keyof SiteColumns, true> = {
+      stack: true,
+      allocations: true,
+      bytes: true,
+      liveBlocks: true,
+      liveBytes: true,
+      peakBytes: true,
+      temporary: true,
+      lowestLiveAddress: true,
+    };
+    const live: Record<keyof LiveColumns, true> = {
+      address: true,
+      weight: true,
+      site: true,
+      op: true,
+    };
+    const scanner = newScanner(64, 1e6);
+    await replayLog(tracedLog('counts', ['counts']), scanner, () => {});
+    const r = scanner.result();
+    expect(Object.keys(r.totals).sort()).toEqual(Object.keys(totals).sort());
+    expect(Object.keys(r.sites).sort()).toEqual(Object.keys(site).sort());
+    const blocks = scanner.liveBlocks();
+    expect(Object.keys(blocks).sort()).toEqual(Object.keys(live).sort());
+    // the workload's seven leaked blocks, each named by its column
+    expect(blocks.address.length).toBe(7);
+    expect([...blocks.weight].reduce((a, b) => a + b, 0)).toBe(28000);
+    expect(r.totals.calls.length).toBe(OPS.length);
+    expect(r.totals.events).toBe(
+      [...r.totals.calls].reduce((a, b) => a + b, 0) - r.totals.calls[OPS.indexOf('realloc_done')]!,
+    );
+    const figures = scanner.sequenceFigures();
+    expect(Object.keys(figures).sort()).toEqual([
+      'largestAlign',
+      'largestRequest',
+      'peakBytes',
+      'peakFootprint',
+      'threads',
+    ]);
   });
 
   it('… on the edge cases (failed calls, every function, aligned blocks), stored uncompressed', async () => {

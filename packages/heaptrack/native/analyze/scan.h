@@ -11,6 +11,12 @@
  * as this does, and tests compare the two on real and random logs. Numbers the report shows
  * (bytes, weights, sums) are kept as doubles, as in JavaScript, so both give the same results.
  *
+ * Its files, by concern: store.h (the hash table, the live-block store), state.h (struct
+ * hh_scan), address.h (address decoding), decode.c (varints, the event fields of
+ * format/fields.h, the block loop: hh_scan_run), aggregates.h (the report's figures and the
+ * replay of one event), sequence.c (recommend's sequence), results.c (the hh_scan_get_*
+ * readers), scan.c (the scanner's life).
+ *
  * Memory: bounded by the live blocks, the distinct stacks and the threads, never by events; the
  * live blocks by a limit (hh_scan_set_block_limit): a crafted log of a few KB can declare
  * millions, and the replay stops at the limit instead of holding them all.
@@ -92,6 +98,23 @@ typedef struct hh_scan_totals {
     double size_counts[HH_SIZE_BUCKETS], size_bytes[HH_SIZE_BUCKETS];
 } hh_scan_totals;
 void hh_scan_get_totals(const hh_scan *s, hh_scan_totals *out);
+/* The scalars of hh_scan_totals by their names at the seam to TypeScript (ScannerTotals in
+ * src/decode/replay.ts): X(member, name). The addon hands TypeScript an object of these names,
+ * never a position. */
+#define HH_SCAN_TOTALS_SCALARS(X)       \
+    X(events, events)                   \
+    X(allocated_bytes, allocatedBytes)  \
+    X(live_bytes, liveBytes)            \
+    X(peak_bytes, peakBytes)            \
+    X(peak_time, peakTime)              \
+    X(peak_blocks, peakBlocks)          \
+    X(peak_blocks_time, peakBlocksTime) \
+    X(last_time, lastTime)              \
+    X(temporary, temporary)             \
+    X(unknown_frees, unknownFrees)      \
+    X(failed_calls, failedCalls)        \
+    X(anomalies, anomalies)             \
+    X(freed_before_attach, freedBeforeAttach)
 
 /* Per function with durations: the latency histogram (NULL counts when none was recorded). */
 typedef struct hh_scan_latency {
@@ -122,12 +145,21 @@ void hh_scan_get_thread_series(const hh_scan *s, size_t i, hh_scan_thread_series
 /* Sites in first-seen order, their peak figures brought up to date; 8 doubles each:
  * stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary, and the lowest
  * address of its live blocks (Infinity when none). */
-#define HH_SITE_FIELDS 8
+#define HH_SITE_COLUMNS(X) \
+    X(stack)               \
+    X(allocations)         \
+    X(bytes) X(liveBlocks) X(liveBytes) X(peakBytes) X(temporary) X(lowestLiveAddress)
+#define HH_SITE_COLUMN_(name) HH_SITE_##name,
+/* A site's column: HH_SITE_stack, ... (the names TypeScript gets: SiteColumns in replay.ts). */
+enum hh_site_column { HH_SITE_COLUMNS(HH_SITE_COLUMN_) HH_SITE_FIELDS };
 size_t hh_scan_site_count(const hh_scan *s);
 void hh_scan_get_sites(hh_scan *s, double *out);
 
 /* The live blocks, 4 doubles each: address, weight, site index, the allocating function. */
-#define HH_LIVE_FIELDS 4
+#define HH_LIVE_COLUMNS(X) X(address) X(weight) X(site) X(op)
+#define HH_LIVE_COLUMN_(name) HH_LIVE_##name,
+/* A live block's column: HH_LIVE_address, ... (LiveColumns in replay.ts). */
+enum hh_live_column { HH_LIVE_COLUMNS(HH_LIVE_COLUMN_) HH_LIVE_FIELDS };
 size_t hh_scan_live_count(const hh_scan *s);
 void hh_scan_get_live(const hh_scan *s, double *out);
 

@@ -11,19 +11,20 @@
  *                          pos: Float64Array(12), the six streams' positions then their ends
  *                          (offsets into payload); the positions are updated
  *   error() -> string; blockEvents() -> number; events() -> number
- *   liveBlock(ptr) -> [weight, stack, start ns of its timeline bucket (-1: none)] | null
- *   sites() -> Float64Array (HH_SITE_FIELDS per site)
- *   liveBlocks() -> Float64Array (HH_LIVE_FIELDS per live block)
+ *   liveBlock(ptr) -> { weight, stack, bucketStartNs (its timeline bucket's start, when
+ *                      there is a timeline) } | null
+ *   sites() -> { stack, allocations, ... }: a Float64Array per column (HH_SITE_COLUMNS)
+ *   liveBlocks() -> { address, weight, site, op }: a Float64Array per column (HH_LIVE_COLUMNS)
  *   takeSequence() -> { ops, events } (Float64Arrays; the sequence is cleared)
- *   sequenceFigures() -> Float64Array [peak bytes, peak footprint, largest request,
- *                                      largest align, threads]
- *   result() -> { totals, latency, series, threads, sites }   (src/decode/replay.ts unpacks it)
+ *   sequenceFigures() -> { peakBytes, peakFootprint, largestRequest, largestAlign, threads }
+ *   result() -> { totals: { calls, events, ... (HH_SCAN_TOTALS_SCALARS), sizeCounts, sizeBytes },
+ *                 latency, series, threads, sites }   (ScannerResult in src/decode/replay.ts)
  *   startTimeline(buckets)   (before the first event)
  *   timeline() -> { buckets, width, cells: Float64Array (HH_TIMELINE_FIELDS per cell) } | null
  *                 (null: not started, or lost for want of memory)
  *
  * and two functions of the allocation sequence's rules:
- *   requestOf(op, size, count, align) -> [bytes, alignment]; footprintOf(size) -> bytes
+ *   requestOf(op, size, count, align) -> { size, align }; footprintOf(size) -> bytes
  */
 #include <node_api.h>
 #include <stdlib.h>
@@ -38,9 +39,6 @@
             return NULL;                                                    \
         }                                                                   \
     } while (0)
-
-#define TOTALS_SCALARS 13
-#define TOTALS_FIELDS (HH_OP_COUNT + TOTALS_SCALARS + 2 * HH_SIZE_BUCKETS)
 
 static void finalize(napi_env env, void *data, void *hint) {
     (void)env;
@@ -170,6 +168,12 @@ static napi_value events(napi_env env, napi_callback_info info) {
     return s == NULL ? NULL : js_number(env, (double)hh_scan_events(s));
 }
 
+static napi_value set(napi_env env, napi_value object, const char *name, napi_value value) {
+    if (value == NULL) return NULL;
+    CHECK(napi_set_named_property(env, object, name, value));
+    return object;
+}
+
 static napi_value live_block(napi_env env, napi_callback_info info) {
     napi_value argv[1];
     hh_scan *s = unwrap(env, info, 1, argv);
@@ -180,10 +184,11 @@ static napi_value live_block(napi_env env, napi_callback_info info) {
         CHECK(napi_get_null(env, &out));
         return out;
     }
-    CHECK(napi_create_array_with_length(env, 3, &out));
-    CHECK(napi_set_element(env, out, 0, js_number(env, weight)));
-    CHECK(napi_set_element(env, out, 1, js_number(env, stack)));
-    CHECK(napi_set_element(env, out, 2, js_number(env, bucket_start)));
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "weight", js_number(env, weight)) ||
+        !set(env, out, "stack", js_number(env, stack)) ||
+        (bucket_start >= 0 && !set(env, out, "bucketStartNs", js_number(env, bucket_start))))
+        return NULL;
     return out;
 }
 
@@ -198,11 +203,6 @@ static napi_value typed_copy(napi_env env, napi_typedarray_type type, const void
     return array;
 }
 
-static napi_value set(napi_env env, napi_value object, const char *name, napi_value value) {
-    if (value == NULL) return NULL;
-    CHECK(napi_set_named_property(env, object, name, value));
-    return object;
-}
 
 /* A new Float64Array of n doubles, written by fill. */
 static napi_value filled_doubles(napi_env env, hh_scan *s, size_t n,
@@ -219,9 +219,42 @@ static void fill_live(hh_scan *s, double *out) {
     hh_scan_get_live(s, out);
 }
 
-/* The sites (hh_scan_get_sites) in a new Float64Array. */
+/* Rows of `fields` doubles (rows * fields, written by fill) as an object of one Float64Array per
+ * column, each under its name: TypeScript reads columns by name, never by position. */
+static napi_value named_columns(napi_env env, hh_scan *s, size_t rows, size_t fields,
+                                const char *const *names, void (*fill)(hh_scan *, double *)) {
+    double *all = malloc((rows * fields + 1) * sizeof *all);
+    if (all == NULL) {
+        napi_throw_error(env, NULL, "heaplog addon: out of memory");
+        return NULL;
+    }
+    fill(s, all);
+    napi_value out = NULL;
+    if (napi_create_object(env, &out) != napi_ok) out = NULL;
+    for (size_t f = 0; out != NULL && f < fields; f++) {
+        void *data;
+        napi_value ab, column;
+        if (napi_create_arraybuffer(env, rows * sizeof(double), &data, &ab) != napi_ok ||
+            napi_create_typedarray(env, napi_float64_array, rows, ab, 0, &column) != napi_ok) {
+            out = NULL;
+            break;
+        }
+        double *c = data;
+        for (size_t r = 0; r < rows; r++) c[r] = all[r * fields + f];
+        out = set(env, out, names[f], column);
+    }
+    free(all);
+    return out;
+}
+
+#define COLUMN_NAME_(name) #name,
+static const char *const site_columns[HH_SITE_FIELDS] = {HH_SITE_COLUMNS(COLUMN_NAME_)};
+static const char *const live_columns[HH_LIVE_FIELDS] = {HH_LIVE_COLUMNS(COLUMN_NAME_)};
+
+/* The sites (hh_scan_get_sites) by named columns. */
 static napi_value sites_array(napi_env env, hh_scan *s) {
-    return filled_doubles(env, s, hh_scan_site_count(s) * HH_SITE_FIELDS, hh_scan_get_sites);
+    return named_columns(env, s, hh_scan_site_count(s), HH_SITE_FIELDS, site_columns,
+                         hh_scan_get_sites);
 }
 
 static napi_value result(napi_env env, napi_callback_info info) {
@@ -233,20 +266,19 @@ static napi_value result(napi_env env, napi_callback_info info) {
 
     hh_scan_totals t;
     hh_scan_get_totals(s, &t);
-    double totals[TOTALS_FIELDS], *o = totals;
-    memcpy(o, t.calls, sizeof t.calls);
-    o += HH_OP_COUNT;
-    /* In the order src/report/native.ts reads them. */
-    const double scalars[TOTALS_SCALARS] = {
-        t.events,       t.allocated_bytes,  t.live_bytes,         t.peak_bytes, t.peak_time,
-        t.peak_blocks,  t.peak_blocks_time, t.last_time,          t.temporary,  t.unknown_frees,
-        t.failed_calls, t.anomalies,        t.freed_before_attach};
-    memcpy(o, scalars, sizeof scalars);
-    o += TOTALS_SCALARS;
-    memcpy(o, t.size_counts, sizeof t.size_counts);
-    o += HH_SIZE_BUCKETS;
-    memcpy(o, t.size_bytes, sizeof t.size_bytes);
-    if (!set(env, out, "totals", typed_copy(env, napi_float64_array, totals, TOTALS_FIELDS, 8)))
+    napi_value totals;
+    CHECK(napi_create_object(env, &totals));
+    if (!set(env, totals, "calls", typed_copy(env, napi_float64_array, t.calls, HH_OP_COUNT, 8)))
+        return NULL;
+#define SET_SCALAR(member, name) \
+    if (!set(env, totals, #name, js_number(env, t.member))) return NULL;
+    HH_SCAN_TOTALS_SCALARS(SET_SCALAR)
+#undef SET_SCALAR
+    if (!set(env, totals, "sizeCounts",
+             typed_copy(env, napi_float64_array, t.size_counts, HH_SIZE_BUCKETS, 8)) ||
+        !set(env, totals, "sizeBytes",
+             typed_copy(env, napi_float64_array, t.size_bytes, HH_SIZE_BUCKETS, 8)) ||
+        !set(env, out, "totals", totals))
         return NULL;
 
     CHECK(napi_create_array_with_length(env, HH_OP_COUNT, &latency));
@@ -346,7 +378,8 @@ static napi_value sites(napi_env env, napi_callback_info info) {
 static napi_value live_blocks(napi_env env, napi_callback_info info) {
     hh_scan *s = unwrap(env, info, 0, NULL);
     return s == NULL ? NULL
-                     : filled_doubles(env, s, hh_scan_live_count(s) * HH_LIVE_FIELDS, fill_live);
+                     : named_columns(env, s, hh_scan_live_count(s), HH_LIVE_FIELDS, live_columns,
+                                     fill_live);
 }
 
 static napi_value set_block_limit(napi_env env, napi_callback_info info) {
@@ -401,9 +434,15 @@ static napi_value sequence_figures(napi_env env, napi_callback_info info) {
     if (s == NULL) return NULL;
     hh_scan_sequence_figures f;
     hh_scan_get_sequence_figures(s, &f);
-    const double values[] = {f.peak_bytes, f.peak_footprint, f.largest_request, f.largest_align,
-                             f.threads};
-    return typed_copy(env, napi_float64_array, values, sizeof values / sizeof values[0], 8);
+    napi_value out;
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "peakBytes", js_number(env, f.peak_bytes)) ||
+        !set(env, out, "peakFootprint", js_number(env, f.peak_footprint)) ||
+        !set(env, out, "largestRequest", js_number(env, f.largest_request)) ||
+        !set(env, out, "largestAlign", js_number(env, f.largest_align)) ||
+        !set(env, out, "threads", js_number(env, f.threads)))
+        return NULL;
+    return out;
 }
 
 static napi_value request_of(napi_env env, napi_callback_info info) {
@@ -418,9 +457,10 @@ static napi_value request_of(napi_env env, napi_callback_info info) {
     hh_scan_request_of((int)number(env, argv[0]), number(env, argv[1]), number(env, argv[2]),
                        number(env, argv[3]), &bytes, &align);
     napi_value out;
-    CHECK(napi_create_array_with_length(env, 2, &out));
-    CHECK(napi_set_element(env, out, 0, js_number(env, bytes)));
-    CHECK(napi_set_element(env, out, 1, js_number(env, align)));
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "size", js_number(env, bytes)) ||
+        !set(env, out, "align", js_number(env, align)))
+        return NULL;
     return out;
 }
 

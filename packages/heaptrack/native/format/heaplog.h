@@ -1,7 +1,7 @@
 /*
  * heaplog.h — the single source of the heaplog format (FORMAT.md describes the bytes) and of
  * the collector handshake. Every constant of the format is defined here and nowhere else: the
- * encoder (track/writer.c), the report's pass (analyze/scan.c), the tracer and the collector
+ * encoder (track/writer.c), the report's pass (analyze/decode.c), the tracer and the collector
  * include this file, and the TypeScript decoder imports src/decode/format.generated.ts, which
  * scripts/gen-format.mjs writes from this file at build time (test/format.test.ts checks both
  * against the C compiler and FORMAT.md).
@@ -182,7 +182,7 @@ enum hh_leak_trigger {
 #define HH_CHUNK_HEADER 8
 #define HH_CHUNK_ALIGN 16 /* glibc's chunk alignment */
 #define HH_CHUNK_MIN 32   /* glibc's smallest chunk */
-/* Not the format: the decoders (analyze/scan.c, src/decode/engine.ts) keep the live blocks of
+/* Not the format: the decoders (analyze/address.h, src/decode/engine.ts) keep the live blocks of
  * the last HH_ORDINAL_RING ordinals in a direct-mapped ring (frees name recent blocks mostly),
  * older live ones in a table (a power of two). */
 #define HH_ORDINAL_RING (1 << 16)

@@ -11,6 +11,9 @@
  */
 #include "writer.h"
 
+#include "format/fields.h"
+#include "writer_internal.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -23,86 +26,6 @@
 
 #include "format/heaplog.h"
 #include "trace.h"
-
-/* A block's records are stored column by column, one stream per kind of field (enum hh_stream),
- * so that the compressor sees like next to like (FORMAT.md, "Blocks"). A block is written once
- * it holds HH_BLOCK_TARGET bytes, or when a stream could not take the next record. */
-#define HH_BLOCK_TARGET (128u * 1024u)
-#define HH_STREAM_CAP (HH_BLOCK_TARGET + 64u * 1024u)
-/* The payload buffer: the streams and their table. Its size is the format's limit. */
-#define HH_BLOCK_CAP (HH_STREAM_COUNT * HH_STREAM_CAP + 64u)
-_Static_assert(HH_BLOCK_CAP == HH_MAX_BLOCK_PAYLOAD, "the format's limit is this writer's buffer");
-#define HH_THREADS_CAP 16384u /* distinct thread ids per log (a power of two) */
-_Static_assert(HH_THREADS_CAP - 1 <= HH_MAX_THREAD_INDEX, "thread indices stay in the format");
-#define HH_DEFLATE_LEVEL 6
-#define HH_ZSTD_LEVEL 1
-
-typedef struct hh_live {
-    uint64_t ptr; /* 0 = empty */
-    uint64_t ordinal : 56;
-    uint64_t cls : 8;
-} hh_live;
-
-typedef struct hh_thread_slot {
-    uint32_t tid;   /* 0 = empty */
-    uint32_t index; /* 1-based index in the log */
-    uint32_t stack; /* stack of the thread's previous event in this block */
-    uint32_t block; /* block number of that stack */
-} hh_thread_slot;
-
-struct hh_writer {
-    int fd;
-    uint32_t flags; /* process flags, from the PROCESS record */
-    uint64_t start; /* monotonic ns of the process start */
-    uint32_t unit;  /* ns per time tick */
-    int compress;   /* HH_CODEC_* */
-    bool z_ready;
-    void *zstd;      /* ZSTD_CCtx */
-    uint8_t *zarena; /* zlib's memory (hh_zalloc) */
-    size_t zused;
-    uint64_t last_flush; /* monotonic ns */
-    /* TSC clock: ns = start + (tsc - tsc_start) * ns_per_tick, calibrated here */
-    bool tsc;
-    int calibrated; /* 0 no, 1 over >= 20 ms, 2 over >= 1 s (final) */
-    uint64_t tsc_start;
-    double ns_per_tick;
-    z_stream z;
-    bool have_process;
-    uint64_t stragglers; /* records before the PROCESS record, not this log's (hh_writer_record) */
-    bool saw_exit;
-    uint32_t pid;          /* the PROCESS record's pid, when not 0 (hh_writer_set_pid) */
-    const char *violation; /* the record hh_writer_record_checked refused (NULL: none) */
-    uint64_t events;
-    uint64_t size;    /* bytes of the file that are whole: the header and whole blocks */
-    uint64_t written; /* events in those blocks */
-    int error;        /* errno of the first write that failed (0: none); nothing is written since */
-    uint32_t block_no;
-    /* delta state, reset per block */
-    uint64_t prev_time;
-    uint64_t prev_addr;
-    uint64_t prev_pc;
-    uint32_t prev_node;
-    uint32_t prev_thread; /* index */
-    uint32_t threads_used;
-    /* Live blocks by address -> allocation ordinal (persist across blocks). */
-    hh_live *live;
-    uint64_t live_cap, live_n, ordinal;
-    uint64_t recent[HH_RECENT]; /* addresses freed last: entry k is recent[(head - 1 - k) % N] */
-    uint32_t recent_head;
-    /* Freed last per size class, each a ring: entry k of class c (0 = freed last) is
-     * classes[c][(class_head[c] + k) % HH_CLASS_DEPTH]; 0 = none. */
-    uint64_t classes[HH_CLASSES][HH_CLASS_DEPTH];
-    uint8_t class_head[HH_CLASSES];
-    hh_thread_slot *last_thread;    /* the slot of the previous record's thread */
-    uint64_t bump_addr, bump_bytes; /* the last new block: the next may follow it directly */
-    uint64_t prev_ref;              /* ordinal of the block named by the last reference */
-    uint32_t len;                   /* bytes in all streams */
-    uint32_t slen[HH_STREAM_COUNT];
-    uint8_t sbuf[HH_STREAM_COUNT][HH_STREAM_CAP];
-    uint8_t buf[HH_BLOCK_CAP]; /* the block payload, assembled at flush */
-    uint8_t zbuf[HH_MAX_BLOCK_STORED];
-    hh_thread_slot threads[HH_THREADS_CAP];
-};
 
 static uint64_t hh_clock_ns(void);
 static void hh_calibrate(hh_writer *w);
@@ -196,147 +119,6 @@ static void hh_block_reset(hh_writer *w) {
     w->prev_node = 0;
     w->prev_thread = 0;
     w->block_no++;
-}
-
-/* zlib's memory comes from a mapping of the writer's own, never from malloc: the writer runs
- * inside the traced process (the drain thread). Freed all at once with the writer. */
-#define HH_ZARENA_SIZE (16u * 1024u * 1024u) /* reserved, touched as used */
-
-static voidpf hh_zalloc(voidpf opaque, uInt items, uInt size) {
-    hh_writer *w = opaque;
-    size_t n = ((size_t)items * size + 15) & ~(size_t)15;
-    if (w->zarena == NULL) {
-        void *m = hh_sys_mmap(NULL, HH_ZARENA_SIZE, PROT_READ | PROT_WRITE,
-                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) return Z_NULL;
-        w->zarena = m;
-    }
-    if (w->zused + n > HH_ZARENA_SIZE) return Z_NULL;
-    void *p = w->zarena + w->zused;
-    w->zused += n;
-    return p;
-}
-
-static void hh_zfree(voidpf opaque, voidpf address) {
-    (void)opaque;
-    (void)address;
-}
-
-/* ---- zstd, loaded at run time -------------------------------------------------------------
- * libzstd.so.1 is on every Debian system (dpkg needs it), but its headers need not be: the
- * few functions used are declared here and found with dlopen. Without it, deflate. */
-typedef struct {
-    void *(*alloc)(void *opaque, size_t size);
-    void (*free)(void *opaque, void *address);
-    void *opaque;
-} hh_zstd_mem;
-
-typedef struct {
-    const void *src;
-    size_t size, pos;
-} hh_zstd_in;
-
-typedef struct {
-    void *dst;
-    size_t size, pos;
-} hh_zstd_out;
-
-enum { HH_ZSTD_C_LEVEL = 100, HH_ZSTD_E_FLUSH = 1 };
-
-static struct {
-    _Atomic int state; /* 0 not tried, 1 loading, 2 ready, 3 unavailable */
-    void *(*create)(hh_zstd_mem);
-    size_t (*set_param)(void *cctx, int param, int value);
-    size_t (*stream)(void *cctx, hh_zstd_out *out, hh_zstd_in *in, int end_op);
-    unsigned (*is_error)(size_t code);
-} hh_zstd;
-
-static bool hh_zstd_ready(void) {
-    int state = atomic_load(&hh_zstd.state);
-    if (state == 2) return true;
-    if (state == 3) return false;
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&hh_zstd.state, &expected, 1)) {
-        while ((state = atomic_load(&hh_zstd.state)) == 1) sched_yield();
-        return state == 2;
-    }
-    void *lib = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib != NULL) {
-        *(void **)&hh_zstd.create = dlsym(lib, "ZSTD_createCCtx_advanced");
-        *(void **)&hh_zstd.set_param = dlsym(lib, "ZSTD_CCtx_setParameter");
-        *(void **)&hh_zstd.stream = dlsym(lib, "ZSTD_compressStream2");
-        *(void **)&hh_zstd.is_error = dlsym(lib, "ZSTD_isError");
-    }
-    bool ok = hh_zstd.create != NULL && hh_zstd.set_param != NULL && hh_zstd.stream != NULL &&
-              hh_zstd.is_error != NULL;
-    atomic_store(&hh_zstd.state, ok ? 2 : 3);
-    return ok;
-}
-
-static void *hh_zstd_alloc(void *opaque, size_t size) {
-    return hh_zalloc(opaque, 1, (uInt)size);
-}
-
-static void hh_zstd_free(void *opaque, void *address) {
-    hh_zfree(opaque, address);
-}
-
-void hh_writer_prepare(int codec) {
-    if (codec == HH_CODEC_ZSTD) hh_zstd_ready();
-}
-
-/* The log's zstd blocks are one stream, flushed at every block, so that a block can refer to
- * what came before it (a pattern seen in one block costs next to nothing in the next). The
- * stored payload is the block's raw length (varint), then the flushed zstd bytes. Returns the
- * stored length, or 0 when zstd failed (the stream is then abandoned for deflate). */
-static uint32_t hh_zstd_block(hh_writer *w, uint32_t len) {
-    if (w->zstd == NULL) {
-        hh_zstd_mem mem = {hh_zstd_alloc, hh_zstd_free, w};
-        w->zstd = hh_zstd.create(mem);
-        if (w->zstd == NULL ||
-            hh_zstd.is_error(hh_zstd.set_param(w->zstd, HH_ZSTD_C_LEVEL, HH_ZSTD_LEVEL))) {
-            return 0;
-        }
-    }
-    uint32_t head = 0;
-    uint64_t v = len;
-    while (v >= 0x80) {
-        w->zbuf[head++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    w->zbuf[head++] = (uint8_t)v;
-    hh_zstd_in in = {w->buf, len, 0};
-    hh_zstd_out out = {w->zbuf + head, sizeof w->zbuf - head, 0};
-    for (;;) {
-        size_t left = hh_zstd.stream(w->zstd, &out, &in, HH_ZSTD_E_FLUSH);
-        if (hh_zstd.is_error(left)) return 0;
-        if (left == 0) break;
-        if (out.pos == out.size) return 0; /* cannot happen: zbuf exceeds the bound */
-    }
-    return head + (uint32_t)out.pos;
-}
-
-/* Deflates the block into zbuf; returns the compressed length, or 0 to store it as it is. */
-static uint32_t hh_deflate(hh_writer *w, uint32_t len) {
-    if (!w->z_ready) {
-        memset(&w->z, 0, sizeof w->z);
-        w->z.zalloc = hh_zalloc;
-        w->z.zfree = hh_zfree;
-        w->z.opaque = w;
-        if (deflateInit2(&w->z, HH_DEFLATE_LEVEL, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-            w->compress = HH_CODEC_NONE;
-            return 0;
-        }
-        w->z_ready = true;
-    }
-    deflateReset(&w->z);
-    w->z.next_in = w->buf;
-    w->z.avail_in = len;
-    w->z.next_out = w->zbuf;
-    w->z.avail_out = sizeof w->zbuf;
-    if (deflate(&w->z, Z_FINISH) != Z_STREAM_END) return 0;
-    uint32_t n = (uint32_t)(sizeof w->zbuf - w->z.avail_out);
-    return n < len ? n : 0;
 }
 
 static uint64_t hh_mono_ns(void) {
@@ -729,6 +511,45 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
     w->prev_addr = ptr;
 }
 
+/* The fields of an event after its common part, in the order and under the conditions
+ * format/fields.h declares, from the ring record (e and its extra part x). A realloc whose new
+ * block is 0 for bytes > 0 failed and leaves its old block live. Always inlined with op a
+ * constant (hh_encode_event), so each operation's copy keeps only the fields it carries. */
+static inline __attribute__((always_inline)) void hh_encode_fields(hh_writer *w, const unsigned op,
+                                                                   const hh_rec_event *e,
+                                                                   const hh_rec_event_extra *x) {
+    const bool ends = (HH_OPS_ENDING >> op) & 1u, begins = (HH_OPS_BEGINNING >> op) & 1u;
+    /* The fields the record gives, by the table's names; a free's block is the one it ends. */
+    hh_field_values f = {
+        .count = x->count,
+        .align = x->align,
+        .size = e->size,
+        .old = ends && !begins ? e->addr : x->old,
+        .ptr = e->addr,
+        .duration = (w->flags & HH_PF_TIMING) ? hh_event_ns(w, x->duration, true) : 0,
+        .weight = x->weight,
+    };
+#ifdef HH_WRITER_FIELDS_SOURCE
+    HH_WRITER_FIELDS_SOURCE(e, &f);
+#endif
+    const uint64_t bytes = hh_event_bytes(e);
+    const bool failed = begins && f.ptr == 0 && bytes != 0;
+    const uint64_t class_bytes = ((HH_OPS_ALIGNED >> op) & 1u) ? UINT64_MAX : bytes;
+    const uint64_t request = ((HH_OPS_ALIGNED >> op) & 1u) ? f.size : bytes;
+#define HH_PUT_NUM(value) hh_put_var(w, HH_STREAM_NUM, value)
+#define HH_PUT_ALIGN(value) hh_put_var(w, HH_STREAM_NUM, value)
+#define HH_PUT_OLD(value) hh_put_ref(w, value, !failed)
+#define HH_PUT_NEW(value) hh_put_new(w, value, class_bytes, request)
+#define HH_PUT_FIELD(name, coding, ops, flag) \
+    if (HH_FIELD_CARRIED(op, w->flags, ops, flag)) HH_PUT_##coding(f.name);
+    HH_EVENT_FIELDS(HH_PUT_FIELD)
+#undef HH_PUT_FIELD
+#undef HH_PUT_NEW
+#undef HH_PUT_OLD
+#undef HH_PUT_ALIGN
+#undef HH_PUT_NUM
+}
+
 static const hh_rec_event_extra hh_no_extra;
 
 static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
@@ -757,50 +578,27 @@ static void hh_encode_event(hh_writer *w, const hh_rec_event *e) {
         t->stack = e->stack;
         t->block = w->block_no;
     }
+    if (e->op != HH_OP_REALLOC_DONE) w->events++;
+    /* One copy of the table's code per operation, op a constant in each. */
     switch (e->op) {
-        case HH_OP_MALLOC:
-        case HH_OP_VALLOC:
-        case HH_OP_PVALLOC:
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_new(w, e->addr, e->size, e->size);
-            break;
-        case HH_OP_CALLOC: {
-            uint64_t bytes = hh_event_bytes(e);
-            hh_put_var(w, HH_STREAM_NUM, x->count);
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_new(w, e->addr, bytes, bytes);
-            break;
-        }
-        case HH_OP_REALLOC:
-        case HH_OP_REALLOCARRAY: {
-            uint64_t bytes = hh_event_bytes(e);
-            /* a failed realloc leaves the old block; realloc(p, 0) that returns NULL frees it */
-            bool failed = e->addr == 0 && bytes != 0;
-            if (e->op == HH_OP_REALLOCARRAY) hh_put_var(w, HH_STREAM_NUM, x->count);
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_ref(w, x->old, !failed);
-            hh_put_new(w, e->addr, bytes, bytes);
-            break;
-        }
-        case HH_OP_FREE:
-            hh_put_ref(w, e->addr, true);
-            break;
-        case HH_OP_POSIX_MEMALIGN:
-        case HH_OP_MEMALIGN:
-        case HH_OP_ALIGNED_ALLOC:
-            hh_put_var(w, HH_STREAM_NUM, x->align);
-            hh_put_var(w, HH_STREAM_NUM, e->size);
-            hh_put_new(w, e->addr, UINT64_MAX, e->size);
-            break;
+#define HH_ENCODE_OP(op)               \
+    case op:                           \
+        hh_encode_fields(w, op, e, x); \
+        break;
+        HH_ENCODE_OP(HH_OP_MALLOC)
+        HH_ENCODE_OP(HH_OP_CALLOC)
+        HH_ENCODE_OP(HH_OP_REALLOC)
+        HH_ENCODE_OP(HH_OP_REALLOCARRAY)
+        HH_ENCODE_OP(HH_OP_FREE)
+        HH_ENCODE_OP(HH_OP_POSIX_MEMALIGN)
+        HH_ENCODE_OP(HH_OP_MEMALIGN)
+        HH_ENCODE_OP(HH_OP_ALIGNED_ALLOC)
+        HH_ENCODE_OP(HH_OP_VALLOC)
+        HH_ENCODE_OP(HH_OP_PVALLOC)
+        HH_ENCODE_OP(HH_OP_REALLOC_DONE)
+#undef HH_ENCODE_OP
         default:
             break;
-    }
-    if (e->op != HH_OP_REALLOC_DONE) {
-        if (w->flags & HH_PF_TIMING)
-            hh_put_var(w, HH_STREAM_NUM, hh_event_ns(w, x->duration, true));
-        if ((w->flags & HH_PF_SAMPLING) && e->op != HH_OP_FREE)
-            hh_put_var(w, HH_STREAM_NUM, x->weight);
-        w->events++;
     }
 }
 
@@ -894,116 +692,6 @@ void hh_writer_record(void *arg, uint64_t pos, unsigned type, const void *record
         default:
             break;
     }
-}
-
-/* ---- input from another process --------------------------------------------------------
- * The collector's records come from a process it does not trust: every one is checked before
- * the encoder above reads a field of it (the encoder trusts its input: lengths size copies into
- * the fixed streams, the time unit divides). */
-
-#define HH_KNOWN_PF                                                                  \
-    (HH_PF_STACKS | HH_PF_TIMING | HH_PF_SAMPLING | HH_PF_DROP | HH_PF_FREE_STACKS | \
-     HH_PF_FORK_CHILD | HH_PF_VM | HH_PF_ATTACHED)
-
-/* Whether an event time (CLOCK_MONOTONIC ns, or TSC ticks) gives ticks within HH_MAX_EXACT. */
-static bool hh_time_fits(const hh_writer *w, uint64_t raw) {
-    if (w->tsc) { /* ticks of a TSC of at least ~1 GHz: ns are at most ticks */
-        int64_t ticks = (int64_t)(raw - w->tsc_start);
-        return ticks < (int64_t)HH_MAX_EXACT / 4;
-    }
-    uint64_t ns = raw > w->start ? raw - w->start : 0;
-    return ns / w->unit <= HH_MAX_EXACT;
-}
-
-const char *hh_writer_check(const hh_writer *w, unsigned type, const void *record, uint32_t len) {
-    if (type != HH_REC_PROCESS && !w->have_process) return "a record before the PROCESS record";
-    switch (type) {
-        case HH_REC_PROCESS: {
-            const hh_rec_process *p = record;
-            if (len < sizeof *p) return "a PROCESS record shorter than its fields";
-            if (w->have_process) return "a second PROCESS record";
-            if (p->exe_len > HH_MAX_EXE_BYTES) return "a PROCESS record's exe is too long";
-            if (p->cmdline_len > HH_MAX_CMDLINE_BYTES)
-                return "a PROCESS record's cmdline is too long";
-            if (sizeof *p + (uint64_t)p->exe_len + p->cmdline_len > len)
-                return "a PROCESS record's strings run past its end";
-            if (p->clock > 1) return "a PROCESS record names an unknown clock";
-            if (p->flags & ~HH_KNOWN_PF) return "a PROCESS record has unknown flags";
-            if (p->compress > HH_CODEC_ZSTD) return "a PROCESS record names an unknown codec";
-            if (p->sample_bytes > HH_MAX_EXACT) return "a PROCESS record's sampling is too large";
-            return NULL;
-        }
-        case HH_REC_MODULE: {
-            const hh_rec_module *m = record;
-            if (len < sizeof *m) return "a MODULE record shorter than its fields";
-            if (m->build_id_len > HH_MAX_BUILD_ID_BYTES)
-                return "a MODULE record's build id is too long";
-            if (m->path_len > HH_MAX_PATH_BYTES) return "a MODULE record's path is too long";
-            if (sizeof *m + (uint64_t)m->build_id_len + m->path_len > len)
-                return "a MODULE record's bytes run past its end";
-            if (m->base > HH_MAX_EXACT || m->lo > m->hi || m->hi > HH_MAX_EXACT)
-                return "a MODULE record's addresses are outside the format";
-            return NULL;
-        }
-        case HH_REC_NODE: {
-            const hh_rec_node *n = record;
-            if (len < sizeof *n) return "a NODE record shorter than its fields";
-            if (n->id == 0 || n->parent >= n->id) return "a NODE record's parent is not older";
-            if (n->pc > HH_MAX_EXACT) return "a NODE record's pc is outside the format";
-            return NULL;
-        }
-        case HH_REC_EVENT: {
-            const hh_rec_event *e = record;
-            if (len < sizeof *e) return "an EVENT record shorter than its fields";
-            if (e->tid == 0) return "an EVENT record's thread id is 0";
-            if (e->op > HH_OP_REALLOC_DONE) return "an EVENT record has an unknown operation";
-            if (e->flags & ~(HH_EV_SPLIT | HH_EV_EXTRA)) return "an EVENT record has unknown flags";
-            if ((e->flags & HH_EV_EXTRA) && len < sizeof *e + sizeof(hh_rec_event_extra))
-                return "an EVENT record shorter than its extra fields";
-            if (e->addr > HH_MAX_EXACT || hh_event_old_block(e) > HH_MAX_EXACT)
-                return "an EVENT record's address is outside the format";
-            if (!hh_time_fits(w, e->time)) return "an EVENT record's time is outside the format";
-            return NULL;
-        }
-        case HH_REC_EXIT:
-            if (len < sizeof(hh_rec_exit)) return "an EXIT record shorter than its fields";
-            return NULL;
-        case HH_REC_LEAK:
-            if (len < sizeof(hh_rec_leak)) return "a LEAK record shorter than its fields";
-            return NULL;
-        case HH_REC_LEAK_CHECK: {
-            const hh_rec_leak_check *r = record;
-            if (len < sizeof *r) return "a LEAK_CHECK record shorter than its fields";
-            if (r->trigger > HH_TRIGGER_API) return "a LEAK_CHECK record has an unknown trigger";
-            return NULL;
-        }
-        case HH_REC_VM: {
-            const hh_rec_vm *r = record;
-            if (len < sizeof *r) return "a VM record shorter than its fields";
-            if (r->tid == 0) return "a VM record's thread id is 0";
-            if (r->mapped > 1) return "a VM record is neither mapped nor unmapped";
-            if (!hh_time_fits(w, r->time)) return "a VM record's time is outside the format";
-            return NULL;
-        }
-        default:
-            return "a record of an unknown type";
-    }
-}
-
-void hh_writer_record_checked(void *arg, uint64_t pos, unsigned type, const void *record,
-                              uint32_t len) {
-    hh_writer *w = arg;
-    if (w->violation != NULL) return;
-    const char *why = hh_writer_check(w, type, record, len);
-    if (why != NULL) {
-        w->violation = why;
-        return;
-    }
-    hh_writer_record(w, pos, type, record, len);
-}
-
-const char *hh_writer_violation(const hh_writer *w) {
-    return w->violation;
 }
 
 void hh_writer_set_pid(hh_writer *w, uint32_t pid) {

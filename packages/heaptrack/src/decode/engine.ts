@@ -16,6 +16,15 @@ import {
   EVT_SPLIT,
   EVT_STACK,
   EVT_THREAD,
+  FIELD_ALIGN_OPS,
+  FIELD_COUNT_OPS,
+  FIELD_DURATION_FLAG,
+  FIELD_DURATION_OPS,
+  FIELD_OLD_OPS,
+  FIELD_PTR_OPS,
+  FIELD_SIZE_OPS,
+  FIELD_WEIGHT_FLAG,
+  FIELD_WEIGHT_OPS,
   MAX_EXACT,
   MAX_THREAD_INDEX,
   MAX_VARINT_BYTES,
@@ -23,9 +32,10 @@ import {
   OP_FREE,
   OP_REALLOC_DONE,
   ORDINAL_RING,
+  OPS_ALIGNED,
+  OPS_BEGINNING,
+  OPS_ENDING,
   PF_FREE_STACKS,
-  PF_SAMPLING,
-  PF_TIMING,
   RECENT,
   STREAM_COUNT,
   STREAM_NAMES,
@@ -412,83 +422,63 @@ export function decodeBlockEvents(
         stP = rp;
       }
       if (carriesStack) threadStack[thread] = stack;
+      // The fields after the common part, in the order of native/format/fields.h (its
+      // FIELD_*_OPS and _FLAG; test/format.test.ts checks the order against the table).
       let ptr = 0;
       let oldPtr = 0;
       let size = 0;
       let count = 1;
       let align = 0;
-      switch (op) {
-        case 0: // malloc
-        case 8: // valloc
-        case 9: // pvalloc
-          size = varint(b, numP, numEnd);
-          numP = rp;
-          ptr = newBlock(s, varint53(b, adP, adEnd), size, size);
-          adP = rp;
-          break;
-        case 1: {
-          // calloc
-          count = varint(b, numP, numEnd);
-          numP = rp;
-          size = varint(b, numP, numEnd);
-          numP = rp;
-          const bytes = count * size;
-          ptr = newBlock(s, varint53(b, adP, adEnd), bytes, bytes);
-          adP = rp;
-          break;
-        }
-        case 2: // realloc
-        case 3: {
-          // reallocarray
-          if (op === 3) {
-            count = varint(b, numP, numEnd);
-            numP = rp;
-          }
-          size = varint(b, numP, numEnd);
-          numP = rp;
-          const bytes = op === 3 ? count * size : size;
-          oldPtr = resolveRef(s, varint53(b, adP, adEnd));
-          adP = rp;
+      let duration = NaN;
+      let weight = NaN;
+      const bit = 1 << op;
+      if (FIELD_COUNT_OPS & bit) {
+        count = varint(b, numP, numEnd);
+        numP = rp;
+      }
+      if (FIELD_ALIGN_OPS & bit) {
+        align = varint(b, numP, numEnd);
+        numP = rp;
+      }
+      if (FIELD_SIZE_OPS & bit) {
+        size = varint(b, numP, numEnd);
+        numP = rp;
+      }
+      const bytes = count * size;
+      const ends = (OPS_ENDING & bit) !== 0;
+      const begins = (OPS_BEGINNING & bit) !== 0;
+      if (FIELD_OLD_OPS & bit) {
+        oldPtr = resolveRef(s, varint53(b, adP, adEnd));
+        adP = rp;
+        // A block that ends and none begins (free): it ends here, before the fields after it.
+        if (!begins && oldPtr !== 0) endBlock(s, oldPtr);
+      }
+      if (FIELD_PTR_OPS & bit) {
+        const v = varint53(b, adP, adEnd);
+        adP = rp;
+        if (ends) {
           // A failed call (new block 0 for a size > 0) keeps the old block.
-          const v = varint53(b, adP, adEnd);
-          adP = rp;
           const failed =
             bytes !== 0 &&
             (v <= 0x7fffffff ? (v & 1) === 1 : v % 2 === 1) &&
             oldPtr + unzigzag((v - 1) / 2) === 0;
           if (!failed && oldPtr !== 0) endBlock(s, oldPtr);
-          ptr = newBlock(s, v, bytes, bytes);
-          break;
         }
-        case OP_FREE:
-          ptr = resolveRef(s, varint53(b, adP, adEnd));
-          adP = rp;
-          if (ptr !== 0) endBlock(s, ptr);
-          break;
-        case 5: // posix_memalign
-        case 6: // memalign
-        case 7: // aligned_alloc
-          align = varint(b, numP, numEnd);
-          numP = rp;
-          size = varint(b, numP, numEnd);
-          numP = rp;
-          ptr = newBlock(s, varint53(b, adP, adEnd), NO_CLASS_BYTES, size);
-          adP = rp;
-          break;
-        default: // realloc_done
-          break;
+        ptr =
+          OPS_ALIGNED & bit ? newBlock(s, v, NO_CLASS_BYTES, size) : newBlock(s, v, bytes, bytes);
       }
-      let duration = NaN;
-      let weight = NaN;
-      if (op !== OP_REALLOC_DONE) {
-        if (flags & PF_TIMING) {
-          duration = varint(b, numP, numEnd);
-          numP = rp;
-        }
-        if (flags & PF_SAMPLING && op !== OP_FREE) {
-          weight = varint(b, numP, numEnd);
-          numP = rp;
-        }
+      if (FIELD_DURATION_OPS & bit && (flags & FIELD_DURATION_FLAG) === FIELD_DURATION_FLAG) {
+        duration = varint(b, numP, numEnd);
+        numP = rp;
+      }
+      if (FIELD_WEIGHT_OPS & bit && (flags & FIELD_WEIGHT_FLAG) === FIELD_WEIGHT_FLAG) {
+        weight = varint(b, numP, numEnd);
+        numP = rp;
+      }
+      if (ends && !begins) {
+        // free: the event's block is the one it ended
+        ptr = oldPtr;
+        oldPtr = 0;
       }
       oOp[n] = op;
       oSplit[n] = tag & EVT_SPLIT ? 1 : 0;

@@ -28,8 +28,7 @@ import { STREAM_NAMES } from './format.generated.js';
 
 /** What Scanner.result() returns (native/analyze/scan_addon.c). */
 export interface ScannerResult {
-  /** Calls by op code, then TOTALS_SCALARS, then the size histogram's counts and bytes. */
-  readonly totals: Float64Array;
+  readonly totals: ScannerTotals;
   readonly latency: ({ counts: Float64Array; count: number; max: number; sum: number } | null)[];
   readonly series: {
     readonly width: number;
@@ -47,9 +46,47 @@ export interface ScannerResult {
     readonly counts: Float64Array;
     readonly sums: Float64Array;
   }[];
-  /** SITE_FIELDS per site, in first-seen order. */
-  readonly sites: Float64Array;
+  /** The sites, in first-seen order. */
+  readonly sites: SiteColumns;
 }
+
+/** The scalar figures of the replay's totals, by the names native/analyze/scan.h's
+ * HH_SCAN_TOTALS_SCALARS gives them. */
+export interface TotalsScalars {
+  /** realloc_done not counted. */
+  readonly events: number;
+  readonly allocatedBytes: number;
+  readonly liveBytes: number;
+  readonly peakBytes: number;
+  readonly peakTime: number;
+  readonly peakBlocks: number;
+  readonly peakBlocksTime: number;
+  readonly lastTime: number;
+  readonly temporary: number;
+  readonly unknownFrees: number;
+  readonly failedCalls: number;
+  /** Allocations at an address already live (should be 0). */
+  readonly anomalies: number;
+  /** In a log that began with an attach: frees of blocks allocated before it. */
+  readonly freedBeforeAttach: number;
+}
+
+/** ScannerResult.totals: the calls by op code, the scalar figures by name and the size
+ * histogram (SIZE_BUCKETS): allocations and their bytes per bucket. */
+export interface ScannerTotals extends TotalsScalars {
+  readonly calls: Float64Array;
+  readonly sizeCounts: Float64Array;
+  readonly sizeBytes: Float64Array;
+}
+
+/** The sites, a column per figure (scan.h, HH_SITE_COLUMNS): stack, allocations, bytes, live
+ * blocks, live bytes, peak bytes, temporary, and the lowest address of its live blocks
+ * (Infinity when none). */
+export type SiteColumns = Readonly<Record<keyof SiteRow, Float64Array>>;
+
+/** The live blocks, a column per figure (scan.h, HH_LIVE_COLUMNS): address, weight, site index
+ * (in the order of the sites) and op code of the allocating function. */
+export type LiveColumns = Readonly<Record<'address' | 'weight' | 'site' | 'op', Float64Array>>;
 
 /** The addon's scanner (native/analyze/scan_addon.c describes each method). */
 export interface Scanner {
@@ -63,17 +100,27 @@ export interface Scanner {
   error(): string;
   blockEvents(): number;
   events(): number;
-  /** [weight, stack, the start (ns) of its timeline bucket (-1: no timeline)] */
-  liveBlock(ptr: number): [number, number, number] | null;
-  sites(): Float64Array;
-  liveBlocks(): Float64Array;
+  /** A live block's weight and stack, and the start (ns) of its timeline bucket when the
+   * timeline was started. */
+  liveBlock(ptr: number): { weight: number; stack: number; bucketStartNs?: number } | null;
+  sites(): SiteColumns;
+  liveBlocks(): LiveColumns;
   takeSequence(): { ops: Float64Array; events: Float64Array };
-  sequenceFigures(): Float64Array;
+  sequenceFigures(): SequenceFigures;
   result(): ScannerResult;
   /** Before the first event: per site and time bucket, its calls (native/analyze/scan.h). */
   startTimeline(buckets: number): void;
   /** null: not started, or lost for want of memory. */
   timeline(): ScannerTimeline | null;
+}
+
+/** Scanner.sequenceFigures(): the allocation sequence's peaks and extremes. */
+export interface SequenceFigures {
+  readonly peakBytes: number;
+  readonly peakFootprint: number;
+  readonly largestRequest: number;
+  readonly largestAlign: number;
+  readonly threads: number;
 }
 
 /** Scanner.timeline(): TIMELINE_FIELDS per cell (site index, bucket, allocations, bytes
@@ -90,7 +137,12 @@ export const TIMELINE_FIELDS = 8;
 interface HeaplogAddon {
   Scanner: new (points: number, widthNs: number) => Scanner;
   /** The request the backend gets for an event of op code `op`: [bytes, alignment]. */
-  requestOf(op: number, size: number, count: number, align: number): [number, number];
+  requestOf(
+    op: number,
+    size: number,
+    count: number,
+    align: number,
+  ): { size: number; align: number };
   /** The least bytes a block of `size` takes in a TLSF pool. */
   footprintOf(size: number): number;
 }
@@ -100,43 +152,17 @@ const RUN_RECORD = 1;
 const RUN_NO_MEMORY = 3;
 const RUN_LIMIT = 4;
 
-/** The scalars of ScannerResult.totals after the calls, in order. */
-export const TOTALS_SCALARS = [
-  'events',
-  'allocatedBytes',
-  'liveBytes',
-  'peakBytes',
-  'peakTime',
-  'peakBlocks',
-  'peakBlocksTime',
-  'lastTime',
-  'temporary',
-  'unknownFrees',
-  'failedCalls',
-  'anomalies',
-  'freedBeforeAttach',
-] as const;
-export type TotalsScalars = Record<(typeof TOTALS_SCALARS)[number], number>;
 /** Buckets of the size histogram (bucket 0: size 0; bucket k: [2^(k-1), 2^k)). */
 export const SIZE_BUCKETS = 65;
-/** Per site: stack, allocations, bytes, live blocks, live bytes, peak bytes, temporary, and the
- * lowest address of its live blocks (Infinity when none). */
-export const SITE_FIELDS = 8;
-/** Per live block: address, weight, site index, op code. */
-export const LIVE_FIELDS = 4;
-
-/** The scalars of a result's totals, by name. */
-export function totalsOf(totals: Float64Array): TotalsScalars {
-  const out = {} as Record<string, number>;
-  TOTALS_SCALARS.forEach((name, i) => {
-    out[name] = totals[OPS.length + i]!;
-  });
-  return out as TotalsScalars;
+/** The scalar figures of a result's totals. */
+export function totalsOf(totals: ScannerTotals): TotalsScalars {
+  const { calls: _calls, sizeCounts: _counts, sizeBytes: _bytes, ...scalars } = totals;
+  return scalars;
 }
 
 /** Calls per function from a result's totals. */
-export function callsOf(totals: Float64Array): Record<Op, number> {
-  return Object.fromEntries(OPS.map((op, i) => [op, totals[i]!])) as Record<Op, number>;
+export function callsOf(totals: ScannerTotals): Record<Op, number> {
+  return Object.fromEntries(OPS.map((op, i) => [op, totals.calls[i]!])) as Record<Op, number>;
 }
 
 /** A site of Scanner.sites(), by name. */
@@ -151,19 +177,13 @@ export interface SiteRow {
   readonly lowestLiveAddress: number;
 }
 
-export function siteRows(sites: Float64Array): SiteRow[] {
+export function siteRows(sites: SiteColumns): SiteRow[] {
+  const names = Object.keys(sites) as (keyof SiteRow)[];
   const rows: SiteRow[] = [];
-  for (let i = 0; i < sites.length; i += SITE_FIELDS) {
-    rows.push({
-      stack: sites[i]!,
-      allocations: sites[i + 1]!,
-      bytes: sites[i + 2]!,
-      liveBlocks: sites[i + 3]!,
-      liveBytes: sites[i + 4]!,
-      peakBytes: sites[i + 5]!,
-      temporary: sites[i + 6]!,
-      lowestLiveAddress: sites[i + 7]!,
-    });
+  for (let i = 0; i < sites.stack.length; i++) {
+    const row = {} as Record<keyof SiteRow, number>;
+    for (const name of names) row[name] = sites[name][i]!;
+    rows.push(row);
   }
   return rows;
 }

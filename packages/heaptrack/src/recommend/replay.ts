@@ -26,10 +26,9 @@ export interface Request {
 }
 
 /** What the core hands the backend for an allocating event (see core/native/interpose.c):
- * the replay's own rule (native/analyze/scan.c, request_size and request_align). */
+ * the replay's own rule (native/analyze/sequence.c, request_size and request_align). */
 export function requestOf(e: EventRecord): Request {
-  const [size, align] = heaplogAddon().requestOf(OPS.indexOf(e.op), e.size, e.count, e.align);
-  return { size, align };
+  return heaplogAddon().requestOf(OPS.indexOf(e.op), e.size, e.count, e.align);
 }
 
 /** Bytes a used block of this request takes in a TLSF pool at least (head included). */
@@ -126,16 +125,10 @@ export async function replayPass(
       },
     },
   );
-  const [peakBytes, peakFootprint, largestRequest, largestAlign, threads] =
-    scanner.sequenceFigures();
+  const { threads, ...figures } = scanner.sequenceFigures();
   if (facts !== undefined) {
     facts.events = totalsOf(scanner.result().totals).events;
-    facts.threads = threads!;
+    facts.threads = threads;
   }
-  return {
-    peakBytes: peakBytes!,
-    peakFootprint: peakFootprint!,
-    largestRequest: largestRequest!,
-    largestAlign: largestAlign!,
-  };
+  return figures;
 }

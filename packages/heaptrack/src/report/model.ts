@@ -16,6 +16,7 @@ import {
   type ProcessRecord,
   type StackNodeRecord,
 } from '../decode/records.js';
+import type { TotalsScalars } from '../decode/replay.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import {
   leakVerdict,
@@ -121,21 +122,9 @@ export interface ReportModel {
 }
 
 /** What the replay of the events leaves for the model. */
-export interface EventFigures {
+export interface EventFigures extends Omit<TotalsScalars, 'anomalies'> {
   /** Calls by op code (the index in OPS). */
   readonly calls: ArrayLike<number>;
-  readonly events: number;
-  readonly allocatedBytes: number;
-  readonly liveBytes: number;
-  readonly peakBytes: number;
-  readonly peakTime: number;
-  readonly peakBlocks: number;
-  readonly peakBlocksTime: number;
-  readonly lastTime: number;
-  readonly temporary: number;
-  readonly unknownFrees: number;
-  readonly freedBeforeAttach: number;
-  readonly failedCalls: number;
   readonly sizes: SizeHistogram;
   /** By op code; undefined where no duration was recorded. */
   readonly latency: readonly (LatencyHistogram | undefined)[];

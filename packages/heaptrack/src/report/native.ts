@@ -3,7 +3,7 @@
  * the report model's types.
  */
 import { OPS } from '../decode/records.js';
-import { newScanner, siteRows, SIZE_BUCKETS, totalsOf, type Scanner } from '../decode/replay.js';
+import { newScanner, siteRows, totalsOf, type Scanner } from '../decode/replay.js';
 import { LatencyHistogram, SizeHistogram } from './histogram.js';
 import type { EventFigures, ReplayedEvents, SiteStats, ThreadAllocations } from './model.js';
 import type { SeriesPoint } from './series.js';
@@ -21,21 +21,14 @@ export class NativeEvents implements ReplayedEvents {
   }
 
   liveBlock(ptr: number): { weight: number; stack: number; bucketStartNs?: number } | undefined {
-    const found = this.scanner.liveBlock(ptr);
-    if (found === null) return undefined;
-    const [weight, stack, bucketStartNs] = found;
-    return { weight, stack, ...(bucketStartNs >= 0 ? { bucketStartNs } : {}) };
+    return this.scanner.liveBlock(ptr) ?? undefined;
   }
 
   figures(): EventFigures {
     const r = this.scanner.result();
     const t = r.totals;
     const scalars = totalsOf(t);
-    const at = OPS.length + Object.keys(scalars).length;
-    const sizes = SizeHistogram.fromBuckets(
-      t.subarray(at, at + SIZE_BUCKETS),
-      t.subarray(at + SIZE_BUCKETS, at + 2 * SIZE_BUCKETS),
-    );
+    const sizes = SizeHistogram.fromBuckets(t.sizeCounts, t.sizeBytes);
     const series: SeriesPoint[] = [];
     const sr = r.series;
     for (let i = 0; i < sr.present.length; i++) {
@@ -68,7 +61,7 @@ export class NativeEvents implements ReplayedEvents {
     for (const s of rows) liveBlocks += s.liveBlocks;
     return {
       ...scalars,
-      calls: t.subarray(0, OPS.length),
+      calls: t.calls,
       sizes,
       latency: r.latency.map((h) =>
         h === null ? undefined : LatencyHistogram.fromBuckets(h.counts, h),

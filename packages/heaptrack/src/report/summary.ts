@@ -8,7 +8,6 @@
  */
 import {
   callsOf,
-  LIVE_FIELDS,
   newScanner,
   replayLog,
   siteRows,
@@ -144,8 +143,8 @@ export async function summarize(path: string, options: SummaryOptions = {}): Pro
           const block = scanner.liveBlock(r.ptr);
           if (block === null) addTo(leaked, 0, r.size);
           else {
-            addTo(leaked, block[1], block[0]);
-            addTo(leakedLive, block[1], block[0]);
+            addTo(leaked, block.stack, block.weight);
+            addTo(leakedLive, block.stack, block.weight);
           }
           break;
         }
@@ -170,12 +169,12 @@ export async function summarize(path: string, options: SummaryOptions = {}): Pro
   const leaks: LiveBlock[] = [];
   if (options.leakBlocks !== false) {
     const live = scanner.liveBlocks();
-    for (let i = 0; i < live.length; i += LIVE_FIELDS) {
+    for (let i = 0; i < live.address.length; i++) {
       leaks.push({
-        ptr: live[i]!,
-        weight: live[i + 1]!,
-        stack: sites[live[i + 2]!]!.stack,
-        op: OPS[live[i + 3]!]!,
+        ptr: live.address[i]!,
+        weight: live.weight[i]!,
+        stack: sites[live.site[i]!]!.stack,
+        op: OPS[live.op[i]!]!,
       });
     }
   }

@@ -1,5 +1,5 @@
 /**
- * The test oracle of the allocation sequence (native/analyze/scan.c, "allocation sequence"):
+ * The test oracle of the allocation sequence (native/analyze/sequence.c):
  * the events of a log, from the TypeScript decoder's columns, turned one at a time into the
  * TlsfHeap.replay operations recommend hands the TLSF heaps. Tests compare its operations and
  * peaks with the native replay's. Not part of the package.

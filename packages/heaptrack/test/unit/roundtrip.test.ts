@@ -66,8 +66,9 @@ interface Written {
 const dir = mkdtempSync(join(tmpdir(), 'heaphook-roundtrip-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+let trips = 0;
 async function roundTrip(codec: number): Promise<{ written: Written; records: LogRecord[] }> {
-  const log = join(dir, `codec${codec}.log`);
+  const log = join(dir, `codec${codec}.${trips++}.log`);
   const run = spawnSync(join(release, 'hh_test_writer_roundtrip'), [log, String(codec)], {
     encoding: 'utf8',
   });
@@ -92,30 +93,78 @@ const kindOfTag: Record<string, (r: LogRecord) => boolean> = {
   TAG_EVENT: (r) => r.type === 'event',
 };
 
-const COUNTED = new Set(['calloc', 'reallocarray']);
-const MOVED_FROM = new Set(['realloc', 'reallocarray']);
-const ALIGNED = new Set(['posix_memalign', 'memalign', 'aligned_alloc']);
+type FieldName = (typeof format.EVENT_FIELDS)[number]['name'];
+type Written1 = Written['events'][number];
 
-/** What the decoder gives for a written event (records.ts's EventRecord, FORMAT.md). */
-function expectedEvent(e: Written['events'][number], start: number): EventRecord {
+/**
+ * Every field of native/format/fields.h's table: where writer_roundtrip.c prints the value it
+ * handed the writer, where the decoder's EventRecord gives it back, and what the record holds
+ * when the event does not carry it. A field added to the table without a round trip here fails
+ * to type-check (this record is indexed by the table's names) and fails below.
+ */
+const ROUND_TRIP: Record<
+  FieldName,
+  { written: keyof Written1; decoded: keyof EventRecord; absent: number | undefined }
+> = {
+  count: { written: 'count', decoded: 'count', absent: 1 },
+  align: { written: 'align', decoded: 'align', absent: 0 },
+  size: { written: 'size', decoded: 'size', absent: 0 },
+  old: { written: 'old', decoded: 'oldPtr', absent: 0 },
+  ptr: { written: 'addr', decoded: 'ptr', absent: 0 },
+  duration: { written: 'duration', decoded: 'duration', absent: undefined },
+  weight: { written: 'weight', decoded: 'weight', absent: undefined },
+};
+
+/** What the decoder gives for a written event (records.ts's EventRecord, FORMAT.md), from the
+ * table of fields: a field the event carries comes back as written. */
+function expectedEvent(e: Written1, start: number, flags: number): EventRecord {
   const op = OPS[e.op]!;
   const marker = op === 'realloc_done'; // its time and thread only
+  const fields: Record<string, number | undefined> = {};
+  for (const { name, ops, flag } of format.EVENT_FIELDS) {
+    const trip = ROUND_TRIP[name];
+    const carried = ((ops >> e.op) & 1) === 1 && (flags & flag) === flag;
+    fields[trip.decoded] = carried ? (e[trip.written] as number) : trip.absent;
+  }
+  // A free's block is the one it ends (FORMAT.md): the ring record's addr, the decoder's ptr.
+  if (((format.OPS_ENDING >> e.op) & 1) === 1 && ((format.OPS_BEGINNING >> e.op) & 1) === 0) {
+    fields.ptr = e.addr;
+    fields.oldPtr = 0;
+  }
   return {
     type: 'event',
     op,
     time: e.time - start,
     tid: e.tid,
     stack: marker ? 0 : e.stack,
-    ptr: marker ? 0 : e.addr,
-    oldPtr: MOVED_FROM.has(op) ? e.old : 0,
-    size: marker || op === 'free' ? 0 : e.size,
-    count: COUNTED.has(op) ? e.count : 1,
-    align: ALIGNED.has(op) ? e.align : 0,
     split: e.split !== 0,
-    duration: marker ? undefined : e.duration,
-    weight: marker || op === 'free' ? undefined : e.weight,
-  };
+    ...fields,
+  } as unknown as EventRecord;
 }
+
+describe('every field of the table makes the round trip', () => {
+  it('names a written value and a decoded one for each declared field', () => {
+    const declared = format.EVENT_FIELDS.map((f) => f.name as string);
+    expect(Object.keys(ROUND_TRIP).sort()).toEqual([...declared].sort());
+  });
+
+  it('writes and decodes each declared field on some event with a value that is not its default', async () => {
+    const { written: w, records } = await roundTrip(format.CODEC_NONE);
+    const events = records.filter((r): r is EventRecord => r.type === 'event');
+    for (const { name, ops, flag } of format.EVENT_FIELDS) {
+      const trip = ROUND_TRIP[name];
+      expect(
+        (w.process.flags & flag) === flag,
+        `the test's PROCESS lacks the flag of ${name}`,
+      ).toBe(true);
+      const carriers = w.events
+        .map((e, k) => ({ e, k }))
+        .filter(({ e }) => ((ops >> e.op) & 1) === 1 && e[trip.written] !== 0);
+      expect(carriers.length, `no event carries ${name} with a value`).toBeGreaterThan(0);
+    }
+    expect(events).toHaveLength(w.events.length);
+  });
+});
 
 describe('writer → decoder round trip of every record kind (unit)', () => {
   for (const [codec, name] of [
@@ -167,7 +216,7 @@ describe('writer → decoder round trip of every record kind (unit)', () => {
       // one THREAD per thread, numbered from 1 in order of first appearance, before its first event
       const tids = [...new Set(w.events.map((e) => e.tid))];
       expect(of('thread')).toEqual(tids.map((tid, i) => ({ type: 'thread', index: i + 1, tid })));
-      expect(of('event')).toEqual(w.events.map((e) => expectedEvent(e, p.mono_start)));
+      expect(of('event')).toEqual(w.events.map((e) => expectedEvent(e, p.mono_start, p.flags)));
       expect(of('vm')).toEqual(
         w.vm.map((v) => ({
           type: 'vm',
