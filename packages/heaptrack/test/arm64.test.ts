@@ -4,14 +4,11 @@
 // functions, and Debian's arm64 python3 traced. On arm64 the tracer walks stacks with
 // _Unwind_Backtrace (the cached CFI unwinder is x86-64 code): the comparison checks that the
 // default walk and HEAPHOOK_UNWIND=libgcc give every event the same stack.
-import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 
 import {
   AARCH64_PYTHON,
-  aarch64EmulationMissing,
-  arm64BuildMissing,
-  arm64ReleaseDir,
+  arm64Tier,
   isAarch64Elf,
   runAarch64,
   skipOutsideCI,
@@ -29,10 +26,8 @@ import {
   type Expected,
 } from './helpers.js';
 
-const release = arm64ReleaseDir(packageDir);
-const outputs = ['libheaphook_heaptrack.so', 'hh_test_workload'];
-const missing = aarch64EmulationMissing() ?? arm64BuildMissing(packageDir, outputs);
-const [tracer, workload] = outputs.map((name) => join(release, name)) as [string, string];
+const tier = arm64Tier(packageDir, ['libheaphook_heaptrack.so', 'hh_test_workload']);
+const [tracer, workload] = tier.files;
 const TIMEOUT_MS = 300_000;
 
 /** Runs an arm64 program traced standalone, its log in a fresh folder; returns the folder. */
@@ -54,7 +49,7 @@ function tracedAarch64(
   return { dir, stdout: r.stdout };
 }
 
-describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): the tracer', () => {
+describe.skipIf(tier.skip)('arm64 (qemu-aarch64): the tracer', () => {
   it('is built for 64-bit Arm', () => {
     expect(isAarch64Elf(tracer)).toBe(true);
     expect(isAarch64Elf(workload)).toBe(true);
