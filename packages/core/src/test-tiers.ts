@@ -6,10 +6,16 @@
  * is installed), so a test file says `describe.skipIf(tier.skip)` and nothing else about the
  * machine.
  */
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { aarch64EmulationMissing, arm64BuildMissing, arm64ReleaseDir } from './emulation.js';
+import {
+  AARCH64_PYTHON,
+  aarch64EmulationMissing,
+  arm64BuildMissing,
+  arm64ReleaseDir,
+} from './emulation.js';
 import { nativeFile } from './native-files.js';
 import { skipOutsideCI } from './prerequisites.js';
 import { secureProbeUnavailable } from './secure-probe.js';
@@ -61,6 +67,14 @@ export function arm64Tier<const Outputs extends readonly string[]>(
     missing,
     skip: skipOutsideCI(missing),
   };
+}
+
+/**
+ * Whether a test of the arm64 tier that runs Debian's arm64 python3 (AARCH64_PYTHON, unpacked
+ * by tools/install-system-packages.sh) skips here, outside CI only.
+ */
+export function aarch64PythonSkip(): boolean {
+  return skipOutsideCI(!existsSync(AARCH64_PYTHON) && `${AARCH64_PYTHON} is missing`);
 }
 
 /**

@@ -243,6 +243,7 @@ export {
 export { missing, skipOutsideCI, unmet, type PrerequisiteName } from './prerequisites.js';
 
 export {
+  aarch64PythonSkip,
   arm64Tier,
   coreNativeFile,
   corePackageDir,

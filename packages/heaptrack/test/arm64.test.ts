@@ -4,14 +4,13 @@
 // functions, and Debian's arm64 python3 traced. On arm64 the tracer walks stacks with
 // _Unwind_Backtrace (the cached CFI unwinder is x86-64 code): the comparison checks that the
 // default walk and HEAPHOOK_UNWIND=libgcc give every event the same stack.
-import { existsSync } from 'node:fs';
 
 import {
   AARCH64_PYTHON,
+  aarch64PythonSkip,
   arm64Tier,
   isAarch64Elf,
   runAarch64,
-  skipOutsideCI,
 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
@@ -90,7 +89,7 @@ describe.skipIf(tier.skip)('arm64 (qemu-aarch64): the tracer', () => {
     TIMEOUT_MS,
   );
 
-  it.skipIf(skipOutsideCI(!existsSync(AARCH64_PYTHON) && `${AARCH64_PYTHON} is missing`))(
+  it.skipIf(aarch64PythonSkip())(
     "traces Debian's arm64 python3: a whole log, no anomaly",
     async () => {
       const { dir, stdout } = tracedAarch64('arm64-python', AARCH64_PYTHON, [

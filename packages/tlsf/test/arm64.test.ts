@@ -1,18 +1,17 @@
 // The arm64 tier of the TLSF backend (npm run build-arm64, run under qemu-aarch64): the
 // conformance suite with libheaphook_tlsf.so preloaded, and Debian's arm64 python3 (a real
 // program: threads, a forked child, tens of thousands of objects) under it.
-import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import {
   AARCH64_PYTHON,
+  aarch64PythonSkip,
   aarch64ConformanceProblems,
   arm64Tier,
   corePackageDir,
   coreNativeFile,
   isAarch64Elf,
   runAarch64,
-  skipOutsideCI,
 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
@@ -55,7 +54,7 @@ describe.skipIf(tier.skip)('arm64 (qemu-aarch64): libheaphook_tlsf.so', () => {
     TIMEOUT_MS,
   );
 
-  it.skipIf(skipOutsideCI(!existsSync(AARCH64_PYTHON) && `${AARCH64_PYTHON} is missing`))(
+  it.skipIf(aarch64PythonSkip())(
     "runs Debian's arm64 python3 as glibc does (threads, fork, json)",
     () => {
       const plain = runAarch64(AARCH64_PYTHON, ['-c', PYTHON_WORKLOAD]);
