@@ -40,7 +40,7 @@
 // the real one.
 //
 // Besides: every relative link of the docs names a file that exists (and a heading of it), and
-// every `heaphook <command> --option` they show is one the CLI's --help lists.
+// every `heaphook <command> [<subcommand>] --option` they show is one the CLI's --help lists.
 //
 // Measured: 61 s on the shared 2-core machine at a load average of 8 (the root README's tour is
 // the longest chain, ~35 s: its report renders the charts, and `record -p` traces for 3 s).
@@ -454,7 +454,11 @@ describe('what the docs name exists', () => {
       const text = readFileSync(join(repoRoot, file), 'utf8');
       for (const { line, code } of commandLines(text)) {
         for (const m of code.matchAll(/(?:^|[\s(`"'$])heaphook\s+([a-z][\w-]*)(?=\s|$)(.*)/g)) {
-          const [command, rest] = [m[1]!, m[2]!];
+          // A command with subcommands (`heaphook bench compare`): the subcommand's options.
+          const sub = /^\s+([a-z][\w-]*)(?=\s|$)/.exec(m[2]!);
+          const nested = sub !== null && options.has(`${m[1]!} ${sub[1]!}`);
+          const command = nested ? `${m[1]!} ${sub[1]!}` : m[1]!;
+          const rest = nested ? m[2]!.slice(sub[0].length) : m[2]!;
           const known = options.get(command);
           if (known === undefined) {
             unknown.push(`${file}:${line}: heaphook ${command}`);
@@ -536,9 +540,21 @@ async function askCliOptions(): Promise<Map<string, Set<string>>> {
   const commands = [...(await help(['--help'])).matchAll(/^ {2}([a-z][\w-]*)[ [<]/gm)]
     .map((m) => m[1]!)
     .filter((name) => name !== 'help');
-  const helps = await Promise.all(commands.map((command) => help([command, '--help'])));
+  const topHelps = await Promise.all(commands.map((command) => help([command, '--help'])));
+  // The subcommands of a command that has them (`bench compare`), listed after "Commands:".
+  const nested = commands.flatMap((command, k) => {
+    const listed = topHelps[k]!.split(/^Commands:$/m)[1] ?? '';
+    return [...listed.matchAll(/^ {2}([a-z][\w-]*)[ [<]/gm)]
+      .map((m) => m[1]!)
+      .filter((name) => name !== 'help')
+      .map((name) => `${command} ${name}`);
+  });
+  const nestedHelps = await Promise.all(
+    nested.map((command) => help([...command.split(' '), '--help'])),
+  );
+  const helps = [...topHelps, ...nestedHelps];
   const options = new Map<string, Set<string>>();
-  commands.forEach((command, k) => {
+  [...commands, ...nested].forEach((command, k) => {
     const listed = new Set(['-h', '--help']);
     for (const m of helps[k]!.matchAll(/^ {2}(-\w)?(?:, )?(--[\w-]+)?/gm)) {
       if (m[1]) listed.add(m[1]);

@@ -4,17 +4,10 @@
 // neither HEAPHOOK_AIX_EMUL_REPORT nor HEAPHOOK_LOG_FILE is written.
 import { describe, expect, it } from 'vitest';
 
-import {
-  runSecureProbe,
-  secureProbeUnavailable,
-  secureRunProblems,
-  skipOutsideCI,
-} from '@heaphook/core/testing';
+import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '@heaphook/core/testing';
 import { archives, emulation, release, requireBuilt } from './helpers/run.js';
 
-const unavailable = secureProbeUnavailable();
-
-describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
+describe.skipIf(secureExecutionSkip())('secure execution', () => {
   requireBuilt();
   const env = ({ dir }: { dir: string }) => ({
     MALLOCTYPE: `user:${archives.bump}`,

@@ -19,12 +19,14 @@ import {
   mkdirSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
   statSync,
   writeFileSync,
 } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
 
 import { tracerLibraryPath } from '@heaphook/heaptrack';
 
@@ -33,6 +35,13 @@ import { machineInfo, type MachineInfo } from './machine.js';
 import { assertBuilt, defaultOutDirs, launcherPath, nativeProgram, packageDir } from './paths.js';
 import { stat } from './stats.js';
 import type { LauncherReport, Stat } from './types.js';
+
+/** The `heaphook` executable of the installed @heaphook/core (its package.json's bin). */
+function heaphookExecutable(): string {
+  const manifest = createRequire(import.meta.url).resolve('@heaphook/core/package.json');
+  const { bin } = JSON.parse(readFileSync(manifest, 'utf8')) as { bin: { heaphook: string } };
+  return resolve(dirname(manifest), bin.heaphook);
+}
 
 export const THROUGHPUT_SCHEMA = 'heaphook-report-throughput/2';
 
@@ -271,7 +280,7 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
       else kdeReason = 'KDE heaptrack wrote no trace';
     } else kdeReason = 'install heaptrack (Debian package; tools/install-system-packages.sh)';
 
-    const heaphookBin = resolve(packageDir, '..', 'core', 'bin', 'heaphook.js');
+    const heaphookBin = heaphookExecutable();
     const hasReport =
       spawnSync(process.execPath, [heaphookBin, 'report', '--help'], { encoding: 'utf8' })
         .status === 0;

@@ -22,11 +22,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 
-import { nativeFile } from '@heaphook/core';
+import { libraryPath } from '@heaphook/ucm-hooks';
 
-import { nativeProgram, packageDir } from './paths.js';
+import { nativeProgram } from './paths.js';
 import { median, stat } from './stats.js';
 import type { Stat } from './types.js';
 
@@ -136,7 +135,7 @@ export interface UcmHooksSection {
 }
 
 export function ucmLibraryPath(): string {
-  return nativeFile(join(packageDir, '..', 'ucm-hooks'), 'libheaphook_ucm.so');
+  return libraryPath();
 }
 
 /** The columns and what is missing. Paths injectable for tests. */

@@ -8,8 +8,9 @@
  * the package.json of every package there (scoped ones included).
  *
  * A path under build/Release/ names a native build output: it is found by nativeFile, in the
- * package's platform package for the architecture first (what npm installs), then in the
- * package's own build folder. Any other path is taken as it is, relative to the package.
+ * package's own build folder for the architecture first (a from-source build, and this
+ * repository), then in the package's platform package (what npm installs); see native-files.ts
+ * for why. Any other path is taken as it is, relative to the package.
  */
 import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';

@@ -211,6 +211,11 @@ function subcommandOf(program: Command, argv: readonly string[]): string {
   return program.commands.some((c) => c.name() === name) ? `heaphook ${name}` : 'heaphook';
 }
 
+/**
+ * Runs the `heaphook` CLI on `argv` (process.argv's shape: node, the script, then the words) and
+ * resolves to its exit status; every error of every command becomes a line and a status here.
+ * Exported as `runCli` for aliases such as `heaphook-bench` (`heaphook bench`).
+ */
 export async function main(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
   const unavailable = await registerContributedCommands(program);

@@ -78,4 +78,4 @@ export {
   type RunResult,
   type SpawnWithOptions,
 } from './preload.js';
-export type { CommandModule } from './cli.js';
+export { main as runCli, type CommandModule } from './cli.js';

@@ -241,3 +241,13 @@ export {
 } from './sanitizers.js';
 
 export { missing, skipOutsideCI, unmet, type PrerequisiteName } from './prerequisites.js';
+
+export {
+  aarch64PythonSkip,
+  arm64Tier,
+  coreNativeFile,
+  corePackageDir,
+  heaphookBin,
+  secureExecutionSkip,
+  type Arm64Tier,
+} from './test-tiers.js';

@@ -7,23 +7,15 @@ import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-import {
-  aarch64ConformanceProblems,
-  aarch64EmulationMissing,
-  arm64BuildMissing,
-  arm64ReleaseDir,
-  isAarch64Elf,
-  runAarch64,
-  skipOutsideCI,
-} from '../src/testing.js';
+import { aarch64ConformanceProblems, arm64Tier, isAarch64Elf, runAarch64 } from '../src/testing.js';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
-const release = arm64ReleaseDir(packageDir);
 const outputs = ['heaphook_conformance', 'heaphook_conformance_example', 'libheaphook_example.so'];
-const missing = aarch64EmulationMissing() ?? arm64BuildMissing(packageDir, outputs);
+const tier = arm64Tier(packageDir, outputs);
+const release = tier.release;
 const TIMEOUT_MS = 600_000;
 
-describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): the conformance suite', () => {
+describe.skipIf(tier.skip)('arm64 (qemu-aarch64): the conformance suite', () => {
   it('is built for 64-bit Arm', () => {
     for (const output of outputs) expect(isAarch64Elf(join(release, output)), output).toBe(true);
   });

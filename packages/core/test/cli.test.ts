@@ -96,9 +96,10 @@ describe('the heaphook command', () => {
       'recommend',
       'report',
       'check',
+      'bench compare',
     ];
     for (const command of commands) {
-      const help = heaphook(command, '--help');
+      const help = heaphook(...command.split(' '), '--help');
       expect(help.status, `${command} --help`).toBe(0);
       expect(help.stdout, `${command} --help`).not.toMatch(/\(default: (\[\]|\{\})\)/);
     }

@@ -4,17 +4,10 @@
 // a setuid-root probe run as nobody (see src/secure-probe.ts).
 import { describe, expect, it } from 'vitest';
 
-import {
-  runSecureProbe,
-  secureProbeUnavailable,
-  secureRunProblems,
-  skipOutsideCI,
-} from '../src/testing.js';
+import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '../src/testing.js';
 import { backendLibrary, run } from './helpers/native.js';
 
-const unavailable = secureProbeUnavailable();
-
-describe.skipIf(skipOutsideCI(unavailable))('secure execution, the example backend (core)', () => {
+describe.skipIf(secureExecutionSkip())('secure execution, the example backend (core)', () => {
   const env = ({ dir }: { dir: string }) => ({
     HEAPHOOK_LOG_FILE: `${dir}/heaphook.log`,
     HEAPHOOK_LOG_LEVEL: 'debug',

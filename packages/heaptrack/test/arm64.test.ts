@@ -4,17 +4,13 @@
 // functions, and Debian's arm64 python3 traced. On arm64 the tracer walks stacks with
 // _Unwind_Backtrace (the cached CFI unwinder is x86-64 code): the comparison checks that the
 // default walk and HEAPHOOK_UNWIND=libgcc give every event the same stack.
-import { join } from 'node:path';
-import { existsSync } from 'node:fs';
 
 import {
   AARCH64_PYTHON,
-  aarch64EmulationMissing,
-  arm64BuildMissing,
-  arm64ReleaseDir,
+  aarch64PythonSkip,
+  arm64Tier,
   isAarch64Elf,
   runAarch64,
-  skipOutsideCI,
 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
@@ -29,10 +25,8 @@ import {
   type Expected,
 } from './helpers.js';
 
-const release = arm64ReleaseDir(packageDir);
-const outputs = ['libheaphook_heaptrack.so', 'hh_test_workload'];
-const missing = aarch64EmulationMissing() ?? arm64BuildMissing(packageDir, outputs);
-const [tracer, workload] = outputs.map((name) => join(release, name)) as [string, string];
+const tier = arm64Tier(packageDir, ['libheaphook_heaptrack.so', 'hh_test_workload']);
+const [tracer, workload] = tier.files;
 const TIMEOUT_MS = 300_000;
 
 /** Runs an arm64 program traced standalone, its log in a fresh folder; returns the folder. */
@@ -54,7 +48,7 @@ function tracedAarch64(
   return { dir, stdout: r.stdout };
 }
 
-describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): the tracer', () => {
+describe.skipIf(tier.skip)('arm64 (qemu-aarch64): the tracer', () => {
   it('is built for 64-bit Arm', () => {
     expect(isAarch64Elf(tracer)).toBe(true);
     expect(isAarch64Elf(workload)).toBe(true);
@@ -95,7 +89,7 @@ describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): the tracer', () =
     TIMEOUT_MS,
   );
 
-  it.skipIf(skipOutsideCI(!existsSync(AARCH64_PYTHON) && `${AARCH64_PYTHON} is missing`))(
+  it.skipIf(aarch64PythonSkip())(
     "traces Debian's arm64 python3: a whole log, no anomaly",
     async () => {
       const { dir, stdout } = tracedAarch64('arm64-python', AARCH64_PYTHON, [

@@ -1,8 +1,8 @@
 /** The `heaphook record` and `heaphook dump` commands, through the real `heaphook` CLI. */
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { readFileSync, writeFileSync } from 'node:fs';
 
+import { findBackend } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
 
 import { OPS } from '../src/index.js';
@@ -61,9 +61,7 @@ describe('heaphook record / dump', () => {
     expect(summary.stdout).toMatch(/^ {4}leak_site /m);
   });
 
-  it.skipIf(
-    !existsSync(resolve(packageDir, '..', 'core', 'build', 'Release', 'libheaphook_example.so')),
-  )('record -b example traces the example backend', () => {
+  it.skipIf(!findBackend('example').built)('record -b example traces the example backend', () => {
     const dir = scratch('cli-backend');
     const rec = heaphook(['record', '-q', '-o', dir, '-b', 'example', '--', workload, 'counts']);
     expect(rec.status, rec.stderr).toBe(0);

@@ -9,15 +9,16 @@
  * program within its first 100 forks in three runs of three.
  */
 import { spawnSync } from 'node:child_process';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 
+import { libraryPath as tlsfLibraryPath } from '@heaphook/tlsf';
 import { describe, expect, it } from 'vitest';
 
 import { decodeLogColumns, OPS, record, type EndRecord, type ProcessRecord } from '../src/index.js';
-import { logsIn, packageDir, release, scratch, tracer, traced } from './helpers.js';
+import { logsIn, release, scratch, tracer, traced } from './helpers.js';
 
 const stress = join(release, 'hh_test_fork_stress');
-const tlsf = resolve(packageDir, '..', 'tlsf', 'build', 'Release', 'libheaphook_tlsf.so');
+const tlsf = tlsfLibraryPath();
 const MARKER = 900000;
 const CHILD = 700000;
 const CHILD_CALLS = 100;

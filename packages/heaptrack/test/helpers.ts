@@ -33,7 +33,7 @@ export interface Expected {
   peakBytes: number;
 }
 export const forker = join(release, 'hh_test_forker');
-export const heaphookBin = resolve(packageDir, '..', 'core', 'bin', 'heaphook.js');
+export { heaphookBin } from '@heaphook/core/testing';
 
 if (!existsSync(tracer) || !existsSync(workload)) {
   throw new Error(`build the package first: npx nx build heaptrack (missing ${tracer})`);

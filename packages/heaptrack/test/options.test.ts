@@ -1,12 +1,13 @@
 /** The tracer's options: stacks off, depth, timing, sampling, lossy mode, bad values. */
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
 
+import { findBackend } from '@heaphook/core';
+import { libraryPath as tlsfLibraryPath } from '@heaphook/tlsf';
 import { describe, expect, it } from 'vitest';
 
 import { decodeLog, framesOf, record, summarize, Symbolizer } from '../src/index.js';
-import { logsIn, packageDir, python3, scratch, tracer, traced, workload } from './helpers.js';
+import { logsIn, python3, scratch, tracer, traced, workload } from './helpers.js';
 
 async function counts(dir: string, env: Record<string, string>) {
   const run = traced(dir, workload, ['counts'], env);
@@ -197,8 +198,8 @@ describe('tracing that cannot start', () => {
 });
 
 const backends = {
-  example: resolve(packageDir, '..', 'core', 'build', 'Release', 'libheaphook_example.so'),
-  tlsf: resolve(packageDir, '..', 'tlsf', 'build', 'Release', 'libheaphook_tlsf.so'),
+  example: findBackend('example').libraryPath,
+  tlsf: tlsfLibraryPath(),
 };
 
 describe('stacking on another backend', () => {

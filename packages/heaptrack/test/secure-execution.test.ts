@@ -5,17 +5,10 @@
 // let whoever set the environment write files with its privileges.
 import { describe, expect, it } from 'vitest';
 
-import {
-  runSecureProbe,
-  secureProbeUnavailable,
-  secureRunProblems,
-  skipOutsideCI,
-} from '@heaphook/core/testing';
+import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '@heaphook/core/testing';
 import { scratch, tracer, traced, workload } from './helpers.js';
 
-const unavailable = secureProbeUnavailable();
-
-describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
+describe.skipIf(secureExecutionSkip())('secure execution', () => {
   const standalone = ({ dir }: { dir: string }) => ({
     HEAPHOOK_LOG_DIR: dir,
     HEAPHOOK_LOG_FILE: `${dir}/heaphook.log`,

@@ -5,8 +5,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 
+import { libraryPath as tlsfLibraryPath } from '@heaphook/tlsf';
+import { libraryPath as ucmLibraryPath } from '@heaphook/ucm-hooks';
 import { describe, expect, it } from 'vitest';
 
 import {
@@ -21,20 +23,11 @@ import {
   type StackNodeRecord,
   type VmRecord,
 } from '../src/index.js';
-import {
-  heaphookBin,
-  logsIn,
-  packageDir,
-  python3,
-  release,
-  scratch,
-  traced,
-  tracer,
-} from './helpers.js';
+import { heaphookBin, logsIn, python3, release, scratch, traced, tracer } from './helpers.js';
 
 const mapper = join(release, 'hh_test_mapper');
-const ucm = resolve(packageDir, '..', 'ucm-hooks', 'build', 'Release', 'libheaphook_ucm.so');
-const tlsf = resolve(packageDir, '..', 'tlsf', 'build', 'Release', 'libheaphook_tlsf.so');
+const ucm = ucmLibraryPath();
+const tlsf = tlsfLibraryPath();
 const MIB = 1024 * 1024;
 
 interface MapperExpected {

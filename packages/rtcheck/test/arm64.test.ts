@@ -1,32 +1,22 @@
 // The arm64 tier (npm run build-arm64, run under qemu-aarch64): the guard's raw system calls
 // (native/sys.h), its hooks and its report on 64-bit Arm — a C++ section's new/delete, a loop
 // switched to SCHED_FIFO, a blocking call — reported on stderr as in a launch file.
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import {
-  aarch64EmulationMissing,
-  arm64BuildMissing,
-  arm64ReleaseDir,
-  isAarch64Elf,
-  runAarch64,
-  skipOutsideCI,
-} from '@heaphook/core/testing';
+import { arm64Tier, isAarch64Elf, runAarch64 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
-const release = arm64ReleaseDir(packageDir);
-const outputs = ['libheaphook_rtcheck.so', 'rt_control_loop', 'rt_faults', 'rt_blocking'];
-const missing = aarch64EmulationMissing() ?? arm64BuildMissing(packageDir, outputs);
-const [lib, loop, faults, blocking] = outputs.map((name) => join(release, name)) as [
-  string,
-  string,
-  string,
-  string,
-];
+const tier = arm64Tier(packageDir, [
+  'libheaphook_rtcheck.so',
+  'rt_control_loop',
+  'rt_faults',
+  'rt_blocking',
+]);
+const [lib, loop, faults, blocking] = tier.files;
 const TIMEOUT_MS = 120_000;
 
-describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): the guard', () => {
+describe.skipIf(tier.skip)('arm64 (qemu-aarch64): the guard', () => {
   it('is built for 64-bit Arm', () => {
     for (const path of [lib, loop, faults, blocking]) expect(isAarch64Elf(path), path).toBe(true);
   });

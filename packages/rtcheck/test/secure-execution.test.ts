@@ -8,16 +8,10 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import {
-  runSecureProbe,
-  secureProbeUnavailable,
-  secureRunProblems,
-  skipOutsideCI,
-} from '@heaphook/core/testing';
+import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '@heaphook/core/testing';
 
 import { guardLibrary } from './helpers/programs.js';
 
-const unavailable = secureProbeUnavailable();
 // A suppression file that stops the program (a bad line) whenever it is read; outside the
 // probe's folders, which must stay empty.
 const suppressionsDir = mkdtempSync(join(tmpdir(), 'heaphook-rtcheck-supp-'));
@@ -26,7 +20,7 @@ const suppressions = join(suppressionsDir, 'rt.supp');
 writeFileSync(suppressions, 'not a suppression\n', { mode: 0o644 });
 afterAll(() => rmSync(suppressionsDir, { recursive: true, force: true }));
 
-describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
+describe.skipIf(secureExecutionSkip())('secure execution', () => {
   const env = ({ dir }: { dir: string }) => ({
     HEAPHOOK_RT_REPORT: `${dir}/rtcheck.txt`,
     HEAPHOOK_RT_SUPPRESSIONS: suppressions,

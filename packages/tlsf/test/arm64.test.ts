@@ -1,31 +1,28 @@
 // The arm64 tier of the TLSF backend (npm run build-arm64, run under qemu-aarch64): the
 // conformance suite with libheaphook_tlsf.so preloaded, and Debian's arm64 python3 (a real
 // program: threads, a forked child, tens of thousands of objects) under it.
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import {
   AARCH64_PYTHON,
+  aarch64PythonSkip,
   aarch64ConformanceProblems,
-  aarch64EmulationMissing,
-  arm64BuildMissing,
-  arm64ReleaseDir,
+  arm64Tier,
+  corePackageDir,
+  coreNativeFile,
   isAarch64Elf,
   runAarch64,
-  skipOutsideCI,
 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
-const coreDir = fileURLToPath(new URL('../../core', import.meta.url));
-const release = arm64ReleaseDir(packageDir);
-const library = join(release, 'libheaphook_tlsf.so');
-const suite = join(arm64ReleaseDir(coreDir), 'heaphook_conformance');
-const missing =
-  aarch64EmulationMissing() ??
-  arm64BuildMissing(packageDir, ['libheaphook_tlsf.so']) ??
-  arm64BuildMissing(coreDir, ['heaphook_conformance']);
+const tier = arm64Tier(
+  packageDir,
+  ['libheaphook_tlsf.so'],
+  [{ packageDir: corePackageDir, outputs: ['heaphook_conformance'] }],
+);
+const [library] = tier.files;
+const suite = coreNativeFile('heaphook_conformance', 'arm64');
 const TIMEOUT_MS = 600_000;
 
 /** threads allocating, a fork whose child allocates, json of 30,000 objects. */
@@ -44,7 +41,7 @@ _, status = os.waitpid(pid, 0)
 print(work(30000), os.waitstatus_to_exitcode(status))
 `;
 
-describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): libheaphook_tlsf.so', () => {
+describe.skipIf(tier.skip)('arm64 (qemu-aarch64): libheaphook_tlsf.so', () => {
   it('is built for 64-bit Arm', () => {
     expect(isAarch64Elf(library)).toBe(true);
   });
@@ -57,7 +54,7 @@ describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): libheaphook_tlsf.
     TIMEOUT_MS,
   );
 
-  it.skipIf(skipOutsideCI(!existsSync(AARCH64_PYTHON) && `${AARCH64_PYTHON} is missing`))(
+  it.skipIf(aarch64PythonSkip())(
     "runs Debian's arm64 python3 as glibc does (threads, fork, json)",
     () => {
       const plain = runAarch64(AARCH64_PYTHON, ['-c', PYTHON_WORKLOAD]);

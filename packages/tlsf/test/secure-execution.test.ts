@@ -3,17 +3,10 @@
 // HEAPHOOK_LOG_FILE is ignored and nothing is written; the pool variables still apply.
 import { describe, expect, it } from 'vitest';
 
-import {
-  runSecureProbe,
-  secureProbeUnavailable,
-  secureRunProblems,
-  skipOutsideCI,
-} from '@heaphook/core/testing';
+import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '@heaphook/core/testing';
 import { tlsfLibrary } from './helpers/run.js';
 
-const unavailable = secureProbeUnavailable();
-
-describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
+describe.skipIf(secureExecutionSkip())('secure execution', () => {
   const env = ({ dir }: { dir: string }) => ({
     HEAPHOOK_LOG_FILE: `${dir}/heaphook.log`,
     HEAPHOOK_LOG_LEVEL: 'debug',

@@ -2,31 +2,17 @@
 // event suite (test/native/ucm_events.c, every group) in both install modes: preloaded, and
 // dlopen'ed into a running program, where GOT patching rewrites aarch64 relocations
 // (R_AARCH64_JUMP_SLOT, R_AARCH64_GLOB_DAT, R_AARCH64_ABS64).
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import {
-  aarch64EmulationMissing,
-  arm64BuildMissing,
-  arm64ReleaseDir,
-  isAarch64Elf,
-  runAarch64,
-  skipOutsideCI,
-} from '@heaphook/core/testing';
+import { arm64Tier, isAarch64Elf, runAarch64 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 const packageDir = fileURLToPath(new URL('..', import.meta.url));
-const release = arm64ReleaseDir(packageDir);
-const outputs = ['libheaphook_ucm.so', 'ucm_events', 'libucm_test_lib.so'];
-const missing = aarch64EmulationMissing() ?? arm64BuildMissing(packageDir, outputs);
-const [lib, program, dlLib] = outputs.map((name) => join(release, name)) as [
-  string,
-  string,
-  string,
-];
+const tier = arm64Tier(packageDir, ['libheaphook_ucm.so', 'ucm_events', 'libucm_test_lib.so']);
+const [lib, program, dlLib] = tier.files;
 const TIMEOUT_MS = 300_000;
 
-describe.skipIf(skipOutsideCI(missing))('arm64 (qemu-aarch64): memory events', () => {
+describe.skipIf(tier.skip)('arm64 (qemu-aarch64): memory events', () => {
   it('are built for 64-bit Arm', () => {
     for (const path of [lib, program, dlLib]) expect(isAarch64Elf(path), path).toBe(true);
   });

@@ -2,12 +2,13 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
+import { heaphookBin } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 import { includeDir, libraryPath } from '../src/index.js';
 
 const release = fileURLToPath(new URL('../build/Release/', import.meta.url));
-const cli = fileURLToPath(new URL('../../core/bin/heaphook.js', import.meta.url));
+const cli = heaphookBin;
 
 describe('libucm compatibility', () => {
   it('libucm-style code runs against heaphook while a libucm defining the same names is loaded', () => {

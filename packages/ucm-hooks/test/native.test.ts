@@ -6,14 +6,14 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
+import { findBackend } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
 
 const release = fileURLToPath(new URL('../build/Release/', import.meta.url));
-const coreRelease = fileURLToPath(new URL('../../core/build/Release/', import.meta.url));
 const lib = release + 'libheaphook_ucm.so';
 const program = release + 'ucm_events';
 const dlLib = release + 'libucm_test_lib.so';
-const example = coreRelease + 'libheaphook_example.so';
+const example = findBackend('example').libraryPath;
 
 function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};

@@ -5,15 +5,13 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 
+import { findBackend } from '@heaphook/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { libraryPath } from '../src/index.js';
 
-const example = fileURLToPath(
-  new URL('../../core/build/Release/libheaphook_example.so', import.meta.url),
-);
+const example = findBackend('example').libraryPath;
 let work: string;
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'heaphook-ucm-programs-'));

@@ -9,15 +9,13 @@ import { describe, expect, it } from 'vitest';
 import {
   runProgram,
   runSecureProbe,
-  secureProbeUnavailable,
+  secureExecutionSkip,
   secureRunProblems,
-  skipOutsideCI,
 } from '@heaphook/core/testing';
 
 const library = fileURLToPath(new URL('../build/Release/libheaphook_ucm.so', import.meta.url));
-const unavailable = secureProbeUnavailable();
 
-describe.skipIf(skipOutsideCI(unavailable))('secure execution', () => {
+describe.skipIf(secureExecutionSkip())('secure execution', () => {
   const env = ({ dir }: { dir: string }) => ({
     HEAPHOOK_LOG_FILE: `${dir}/heaphook.log`,
     HEAPHOOK_LOG_LEVEL: 'debug',

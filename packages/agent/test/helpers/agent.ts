@@ -9,14 +9,17 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { heaphookBin } from '@heaphook/core/testing';
+import { libraryPath as tlsfLibraryPath } from '@heaphook/tlsf';
+
 const here = dirname(fileURLToPath(import.meta.url));
 export const packageDir = join(here, '..', '..');
 export const repoDir = join(packageDir, '..', '..');
-export const heaphookBin = join(repoDir, 'packages', 'core', 'bin', 'heaphook.js');
+export { heaphookBin };
 export const release = join(packageDir, 'build', 'Release');
 export const hold50 = join(release, 'hh_agent_hold50');
 export const agentLib = join(release, 'libheaphook_agent.so');
-export const tlsfLib = join(repoDir, 'packages', 'tlsf', 'build', 'Release', 'libheaphook_tlsf.so');
+export const tlsfLib = tlsfLibraryPath();
 export const servicePy = join(packageDir, 'test', 'native', 'service.py');
 export const serviceMjs = join(packageDir, 'test', 'native', 'service.mjs');
 

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { runProgram, type ProgramRunResult } from '@heaphook/core/testing';
+import { coreNativeFile, runProgram, type ProgramRunResult } from '@heaphook/core/testing';
 
 import {
   env as aixEnv,
@@ -15,16 +15,7 @@ import {
 
 export const release = releaseDir;
 export const emulation = libraryPath();
-export const conformance = join(
-  releaseDir,
-  '..',
-  '..',
-  '..',
-  'core',
-  'build',
-  'Release',
-  'heaphook_conformance',
-);
+export const conformance = coreNativeFile('heaphook_conformance');
 
 /** Archives built by this package (build/Release). */
 export const archives = {

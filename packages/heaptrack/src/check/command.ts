@@ -95,7 +95,7 @@ export async function checkCommand(target: string, options: CheckOptions): Promi
   process.exitCode = passed ? EXIT_LIMIT_PASSED : damaged ? EXIT_DAMAGED_LOG : 0;
 }
 
-export function registerCheck(program: Command): void {
+export function register(program: Command): void {
   const command = program
     .command('check')
     .description(

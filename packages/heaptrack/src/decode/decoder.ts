@@ -10,7 +10,7 @@
  */
 import { crc32, inflateRawSync } from 'node:zlib';
 
-import { describeFileSystemError } from '@heaphook/core';
+import { describeFileSystemError, HeaphookError } from '@heaphook/core';
 import { Decompress as ZstdStream } from 'fzstd';
 
 import { allocColumns, type EventBatch, type EventColumns } from './columns.js';
@@ -83,15 +83,19 @@ function moreThan(limit: number): string {
  */
 export const EXIT_DAMAGED_LOG = 3;
 
-/** A log that cannot be decoded past `offset`. */
-export class LogFormatError extends Error {
+/**
+ * A log that cannot be decoded past `offset`. A HeaphookError with the status EXIT_DAMAGED_LOG,
+ * so a command that lets it through exits like every other error, in @heaphook/core's main().
+ */
+export class LogFormatError extends HeaphookError {
   constructor(
     readonly path: string,
     readonly offset: number,
     detail: string,
   ) {
-    super(`${path}: ${detail} at byte offset ${offset}; everything before it was decoded`);
-    this.name = 'LogFormatError';
+    super(`${path}: ${detail} at byte offset ${offset}; everything before it was decoded`, {
+      exitStatus: EXIT_DAMAGED_LOG,
+    });
   }
 }
 

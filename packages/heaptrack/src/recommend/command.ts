@@ -39,7 +39,7 @@ export function passText(pass: number, events: number, total: number | undefined
   return `pass ${pass}: ${percentOf(events, total)} % (${count} of ${Math.max(total, events).toLocaleString('en-US')} events)`;
 }
 
-export function registerRecommend(program: Command): void {
+export function register(program: Command): void {
   const command = program
     .command('recommend')
     .description(

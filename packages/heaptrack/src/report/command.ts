@@ -1,4 +1,4 @@
-/** The `heaphook report` command's action (registered in ../commands.ts). */
+/** The `heaphook report` command (listed in ../commands.ts). */
 import type { Command } from 'commander';
 
 import { HeaphookError, jsonText, terminalText } from '@heaphook/core';
@@ -144,7 +144,7 @@ function written(files: readonly string[]): string {
   return `written:\n${files.map((f) => `  ${terminalText(f)}\n`).join('')}`;
 }
 
-export function registerReport(program: Command): void {
+export function register(program: Command): void {
   const command = program
     .command('report')
     .description(

@@ -151,7 +151,7 @@ export async function snapshot(pid: number, options: SnapshotOptions): Promise<S
   return written;
 }
 
-export function registerSnapshot(program: Command): void {
+export function register(program: Command): void {
   program
     .command('snapshot')
     .description(

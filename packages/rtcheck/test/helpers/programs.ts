@@ -4,10 +4,12 @@ import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+import { heaphookBin } from '@heaphook/core/testing';
+
 const packageDir = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const releaseDir = join(packageDir, 'build', 'Release');
 export const guardLibrary = join(releaseDir, 'libheaphook_rtcheck.so');
-const cli = join(packageDir, '..', 'core', 'bin', 'heaphook.js');
+const cli = heaphookBin;
 
 export function program(name: string): string {
   const path = join(releaseDir, name);

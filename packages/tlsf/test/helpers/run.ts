@@ -1,11 +1,9 @@
 // Helpers of the tlsf tests: where the build put the native outputs, and running a program
 // with or without libheaphook_tlsf.so preloaded, in an environment free of heaphook variables.
 import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { runProgram, type ProgramRunResult } from '@heaphook/core/testing';
+import { coreNativeFile, runProgram, type ProgramRunResult } from '@heaphook/core/testing';
 import { expect } from 'vitest';
 
 export const releaseDir = fileURLToPath(new URL('../../build/Release/', import.meta.url));
@@ -21,8 +19,7 @@ export function built(name: string): string {
 
 /** A native test program of @heaphook/core (built by `nx build core`), e.g. heaphook_misuse_test. */
 export function coreBuilt(name: string): string {
-  const core = dirname(createRequire(import.meta.url).resolve('@heaphook/core/package.json'));
-  const path = join(core, 'build', 'Release', name);
+  const path = coreNativeFile(name);
   if (!existsSync(path)) throw new Error(`${path} is missing: build first (npx nx build core)`);
   return path;
 }

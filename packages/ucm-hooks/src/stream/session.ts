@@ -22,7 +22,8 @@ import {
 /** Exit status when the target could not be watched (no connection, install failed). */
 export const EXIT_NOT_WATCHED = 1;
 
-export interface WatchOptions {
+/** What `heaphook watch` asks of a session (not the in-process API's WatchOptions, watch.ts). */
+export interface WatchSessionOptions {
   /** MemoryEvent bits to record. */
   readonly events: number;
   /** The target's ring, in events (a power of two). */
@@ -57,7 +58,7 @@ class Printer implements StreamListener {
   /** Set by summary(): the output may be closed after it, nothing more is written. */
   private closed = false;
 
-  constructor(private readonly options: WatchOptions) {
+  constructor(private readonly options: WatchSessionOptions) {
     for (const [name, bit] of Object.entries(MemoryEvent)) {
       if (options.events & bit) this.counts.set(name as MemoryEventName, 0);
     }
@@ -190,7 +191,7 @@ async function detachAndSettle(server: WatchServer, quietMs: number): Promise<bo
 export async function watchCommand(
   command: string,
   args: readonly string[],
-  options: WatchOptions,
+  options: WatchSessionOptions,
 ): Promise<number> {
   const printer = new Printer(options);
   const server = await WatchServer.listen({
@@ -270,7 +271,7 @@ const startErrors: Readonly<Record<number, string>> = {
  * Ctrl-C, or when the process exits. Refusals of the injector pass through with their exit
  * status.
  */
-export async function watchPid(pid: number, options: WatchOptions): Promise<number> {
+export async function watchPid(pid: number, options: WatchSessionOptions): Promise<number> {
   const printer = new Printer(options);
   const owner = process.getuid?.() === 0 ? uidGidOf(pid) : undefined;
   const server = await WatchServer.listen({

@@ -3,7 +3,7 @@
 import { spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-import { settledValue, threadNames } from '@heaphook/core/testing';
+import { heaphookBin, settledValue, threadNames } from '@heaphook/core/testing';
 
 import { eventName } from '../../src/stream/protocol.js';
 import type { RawRecord } from '../../src/stream/protocol.js';
@@ -143,7 +143,7 @@ export class Collector implements StreamListener {
 }
 
 /** The `heaphook` command of this checkout. */
-export const heaphookBin = fileURLToPath(new URL('../../../core/bin/heaphook.js', import.meta.url));
+export { heaphookBin };
 
 /** The JSON lines of a `watch --json` output, by their type. */
 export function jsonLines(text: string): Array<Record<string, unknown> & { type: string }> {

@@ -1,5 +1,5 @@
 /**
- * CLI subcommands contributed to `heaphook` (see @heaphook/core's cli):
+ * `heaphook watch`, contributed to `heaphook` (listed in package.json, see @heaphook/core's cli):
  *   heaphook watch [-p PID] [--json] [--events LIST] [--duration TIME] [--buffer N] [-o FILE] [-- COMMAND...]
  */
 import { createWriteStream } from 'node:fs';
@@ -8,9 +8,9 @@ import type { Command } from 'commander';
 
 import { HeaphookError } from '@heaphook/core';
 
-import { MemoryEvent } from './constants.js';
-import { ALL_EVENTS, RING_DEFAULT, RING_MAX, RING_MIN } from './stream/protocol.js';
-import { watchCommand, watchPid, type WatchOptions } from './stream/session.js';
+import { MemoryEvent } from '../constants.js';
+import { ALL_EVENTS, RING_DEFAULT, RING_MAX, RING_MIN } from '../stream/protocol.js';
+import { watchCommand, watchPid, type WatchSessionOptions } from '../stream/session.js';
 
 const usage = (message: string): HeaphookError =>
   new HeaphookError(message, { namesCommand: true });
@@ -126,7 +126,7 @@ export function register(program: Command): void {
         throw usage('name a process (-p PID) or a command (-- COMMAND...), one of the two');
       }
       const out = cli.output !== undefined ? createWriteStream(cli.output) : process.stdout;
-      const options: WatchOptions = {
+      const options: WatchSessionOptions = {
         events: parseEvents(cli.events ?? 'all'),
         ringRecords: cli.buffer !== undefined ? parseBuffer(cli.buffer) : RING_DEFAULT,
         json: cli.json === true,

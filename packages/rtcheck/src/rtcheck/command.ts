@@ -1,5 +1,5 @@
 /**
- * CLI subcommand contributed to `heaphook` (see @heaphook/core's cli):
+ * `heaphook rtcheck`, contributed to `heaphook` (listed in package.json, see @heaphook/core's cli):
  *   heaphook rtcheck [--json FILE] [--backend NAME] [--abort] [--suppressions FILE]
  *                    [--mark-only] [--threads REGEX] [--after 2s|SIGUSR2] [-e KEY=VALUE]
  *                    -- COMMAND [args...]
@@ -10,9 +10,9 @@ import type { Command } from 'commander';
 
 import { describeFileSystemError, HeaphookError, parseEnvAssignment } from '@heaphook/core';
 
-import { analysisJson, formatAnalysis } from './format.js';
-import { rtcheck } from './run.js';
-import { readSuppressions } from './suppressions.js';
+import { analysisJson, formatAnalysis } from '../format.js';
+import { rtcheck } from '../run.js';
+import { readSuppressions } from '../suppressions.js';
 
 interface RtcheckCliOptions {
   json?: string;
