@@ -17,8 +17,8 @@ __thread bool t_no_heap __attribute__((tls_model("initial-exec")));
  */
 static void cache_flush(thread_heap *h, size_t max);
 
-/* At its thread's exit: the cache is flushed whole (its blocks coalesce, other heaps' go back
- * to their owners, nothing waits for an adopter: a thread's exit is no real-time path), and
+/* At its thread's exit: the cache is flushed whole (its blocks coalesce, nothing waits for an
+ * adopter: a thread's exit is no real-time path), and
  * the heap is left for the next new thread. */
 void heap_release(void *arg) {
     thread_heap *h = (thread_heap *)arg;
@@ -88,8 +88,8 @@ static inline unsigned cache_class(size_t size) {
 
 _Static_assert(CACHE_DEPTH_MAX < CACHE_FULL, "a full class must stay full");
 
-/* Frees at most max cached blocks, the largest classes first (the most bytes per free): h's
- * own into its TLSF heap, other heaps' blocks to their owners' remote stacks. */
+/* Frees at most max cached blocks (all h's own) into h's TLSF heap, the largest classes first
+ * (the most bytes per free). */
 static void cache_flush(thread_heap *h, size_t max) {
     for (unsigned cls = CACHE_CLASSES - 1; cls >= CACHE_CLASS_MIN && max > 0; cls--) {
         void **p;
@@ -99,13 +99,9 @@ static void cache_flush(thread_heap *h, size_t max) {
             h->cache_bytes -= (size_t)cls << 4;
             max--;
             p[1] = NULL;
-            const unsigned owner = tlsf_block_owner(p);
-            if (owner == h->id) {
-                check_prev(p);
-                tlsf_free(h->tlsf, p);
-            } else {
-                remote_push(heaps[owner], p);
-            }
+            TLSF_ASSERT(tlsf_block_owner(p) == h->id);
+            check_prev(p);
+            tlsf_free(h->tlsf, p);
         }
     }
 }
@@ -124,10 +120,12 @@ static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
     misuse(ptr, "free", TLSF_ERR_DOUBLE_FREE, ptr);
 }
 
-/* Keeps a freed block of footprint < 2 KiB in h's cache when the cache has room. The block may
- * belong to another thread heap (like glibc's tcache, the cache does not care who owns a block:
- * a thread that frees what others allocated reuses those blocks without a round trip); it goes
- * back to its owner when the cache is flushed. */
+/* Keeps a freed block of h's own of footprint < 2 KiB in h's cache when the cache has room.
+ * Only a heap's own blocks are ever cached: another heap's block goes back to its owner's
+ * remote stack at once (dealloc_slow), so a thread never hands out memory that lies among the
+ * blocks another thread's heap is splitting and merging (cache lines written by two threads,
+ * Larson's pattern), and what a consumer frees reaches its producer without waiting in the
+ * consumer's cache. */
 static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
     if (UNLIKELY(head & HEAD_FREE)) double_free(ptr);
     const size_t f = head & HEAD_SIZE_MASK;
@@ -175,15 +173,14 @@ static inline void free_block(tlsf_t *t, release_state *r, void *ptr, size_t hea
     }
 }
 
-/* Makes room in h's cache: the blocks cached last in one class go back, while they are h's
- * own and physically adjacent (at most CACHE_SPILL_MAX), joined with tlsf_join_used (a few
- * stores each) and given to TLSF with one free; a first block of another heap goes to its
- * owner's remote stack alone. So a batch of blocks freed in address order, either way, costs
- * one TLSF free per CACHE_SPILL_MAX blocks, and the worst case is one TLSF free.
- * The class is the first non-empty one at or below h->spill_cursor (CACHE_SPILL_SCAN looked
- * at, at most; wrapping), and the cursor moves on past it: over successive spills every class
- * gives in turn, so blocks of a size the program no longer asks for do not keep the cache's
- * byte budget from the sizes it asks for now. Returns false when it found no block. */
+/* Makes room in h's cache: the blocks cached last in one class go back, while they are
+ * physically adjacent (at most CACHE_SPILL_MAX), joined with tlsf_join_used (a few stores
+ * each) and given to TLSF with one free. So a batch of blocks freed in address order, either way,
+ * costs one TLSF free per CACHE_SPILL_MAX blocks, and the worst case is one TLSF free. The class is
+ * the first non-empty one at or below h->spill_cursor (CACHE_SPILL_SCAN looked at, at most;
+ * wrapping), and the cursor moves on past it: over successive spills every class gives in turn, so
+ * blocks of a size the program no longer asks for do not keep the cache's byte budget from the
+ * sizes it asks for now. Returns false when it found no block. */
 static bool cache_spill(thread_heap *h) {
     unsigned cls = h->spill_cursor;
     for (unsigned looked = 1; h->cache_head[cls] == NULL; looked++) {
@@ -196,15 +193,10 @@ static bool cache_spill(thread_heap *h) {
     h->spill_cursor = cls > CACHE_CLASS_MIN ? cls - 1 : CACHE_CLASSES - 1;
     const size_t f = (size_t)cls << 4; /* a cached block's footprint is its class's */
     char *run = cache_take(h, cls, (void **)h->cache_head[cls]);
-    const unsigned owner = tlsf_block_owner(run);
-    if (owner != h->id) {
-        remote_push(heaps[owner], run);
-        return true;
-    }
     size_t run_bytes = f;
     for (unsigned joined = 1; joined < CACHE_SPILL_MAX; joined++) {
         char *p = h->cache_head[cls];
-        if (p == NULL || tlsf_block_owner(p) != h->id) break;
+        if (p == NULL) break;
         if (p == run + run_bytes) {
             tlsf_join_used(h->tlsf, run, cache_take(h, cls, (void **)p));
         } else if (p + f == run) {
@@ -353,9 +345,8 @@ static void heap_dealloc(thread_heap *h, void *ptr);
 static void heap_dealloc_checked(thread_heap *h, void *ptr);
 
 /* The common case, a push on the cache, is a leaf: a block of footprint < 2 KiB, not aligned,
- * not free (nor clean), not marked as cached, of a valid thread heap (this one's or another's),
- * with room in its class. Everything else (including the double-free checks) goes to
- * heap_dealloc.
+ * not free (nor clean), not marked as cached, of this thread's heap, with room in its class.
+ * Everything else (including the double-free checks) goes to heap_dealloc.
  *
  * The check on every free (see "Checks on every call") is folded into the same tests: one
  * compare puts the pointer, 16-byte aligned, in h's last area at least 2 KiB before its end;
@@ -388,14 +379,14 @@ void tlsf_backend_dealloc(void *ptr) {
             const size_t nhead = head_load(block_at(b, size));
             if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
             const unsigned cls = (unsigned)(size >> 4);
-            if (LIKELY(h->cache_count[cls] < cfg.cache_depth &&
+            if (LIKELY(owner == h->id && h->cache_count[cls] < cfg.cache_depth &&
                        h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
                 cache_push(h, p, cls);
                 return;
             }
-            /* Checked but not cached (its class is full, or it may be cached already: the
-             * cache's own double-free test follows); a size of 0 or 16 (classes 0 and 1, kept
-             * full) is no block. */
+            /* Checked but not cached (another heap's block, its class is full, or it may be
+             * cached already: the cache's own double-free test follows); a size of 0 or 16
+             * (classes 0 and 1, kept full) is no block. */
             if (LIKELY(cls >= CACHE_CLASS_MIN)) {
                 heap_dealloc(h, ptr);
                 return;
@@ -408,8 +399,7 @@ void tlsf_backend_dealloc(void *ptr) {
         const size_t size = head & HEAD_SIZE_MASK;
         const unsigned cls = (unsigned)(size >> 4);
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
-        if (LIKELY(!(head & CACHE_NOT_CACHED) &&
-                   owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
+        if (LIKELY(!(head & CACHE_NOT_CACHED) && owner == h->id &&
                    h->cache_count[cls] < cfg.cache_depth &&
                    h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
             cache_push(h, p, cls);
@@ -437,12 +427,8 @@ static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
             heap_free_own(h, ptr);
             return;
         }
-        /* Another thread heap's block (a valid id): into this thread's cache if it fits. */
-        if (owner != 0 && owner <= atomic_load_explicit(&heap_count, memory_order_relaxed) &&
-            cache_put(h, ptr, head))
-            return;
     }
-    dealloc_slow(ptr);
+    dealloc_slow(ptr); /* another heap's block goes back to its owner at once */
 }
 
 static void dealloc_slow(void *ptr) {
