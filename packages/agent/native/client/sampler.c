@@ -19,8 +19,8 @@
 
 uint64_t hh_agent_sample_bytes = 512u * 1024u;
 
-#define HH_TABLE_SLOTS (1u << HH_TABLE_BITS) /* 2 MiB of addresses: 262,144 live samples at most \
-                                              */
+/* 2 MiB of addresses: 262,144 live samples at most. */
+#define HH_TABLE_SLOTS (1u << HH_TABLE_BITS)
 #define HH_PROBE_LIMIT 32u
 #define HH_EMPTY ((uintptr_t)0)
 #define HH_TOMBSTONE ((uintptr_t)1)

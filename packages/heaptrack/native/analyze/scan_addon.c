@@ -203,7 +203,6 @@ static napi_value typed_copy(napi_env env, napi_typedarray_type type, const void
     return array;
 }
 
-
 /* A new Float64Array of n doubles, written by fill. */
 static napi_value filled_doubles(napi_env env, hh_scan *s, size_t n,
                                  void (*fill)(hh_scan *, double *)) {

@@ -10,7 +10,6 @@
 
 #include "writer_internal.h"
 
-
 static voidpf hh_zalloc(voidpf opaque, uInt items, uInt size) {
     hh_writer *w = opaque;
     size_t n = ((size_t)items * size + 15) & ~(size_t)15;
