@@ -137,6 +137,7 @@ const heaphook_backend adapter_table = {
     adapter_trim,
     nullptr,  // print_stats: the core renders get_stats
     0,        // dealloc_keeps_errno: a C++ backend's dealloc may make any system call
+    0,        // alloc_sets_errno: the core sets ENOMEM when a C++ backend's alloc returns null
 };
 
 }  // namespace
