@@ -7,16 +7,15 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { startAgent, type RunningAgent } from '../src/agent/server.js';
 import {
+  agentForSuite,
   getText,
   heaphookBin,
   metricValue,
   release,
   stopChild,
-  tempDir,
   tlsfLib,
   waitForLine,
   waitUntil,
@@ -40,17 +39,8 @@ function heaphook(args: string[]): { status: number | null; stdout: string; stde
 }
 
 describe('heaphook attach PID --agent SOCKET', () => {
-  const dir = tempDir('attach');
-  const socket = join(dir.path, 'agent.sock');
-  let agent: RunningAgent;
-
-  beforeAll(async () => {
-    agent = await startAgent({ socket, httpHost: '127.0.0.1', httpPort: 0 });
-  });
-  afterAll(async () => {
-    await agent?.close();
-    dir.remove();
-  });
+  const served = agentForSuite('attach');
+  const { socket } = served;
 
   for (const [allocator, env] of [
     ['tlsf', { LD_PRELOAD: tlsfLib }],
@@ -73,7 +63,7 @@ describe('heaphook attach PID --agent SOCKET', () => {
 
         let exact = 0;
         for (let i = 0; i < BATCHES; i++) exact = await request(program, BATCH_BLOCKS);
-        const url = `http://127.0.0.1:${agent.httpPort}/metrics`;
+        const url = `http://127.0.0.1:${served.agent.httpPort}/metrics`;
         const held = BATCHES * BATCH_BLOCKS * BLOCK_BYTES;
         const page = await waitUntil('the samples of the requests', async () => {
           const text = await getText(url);
@@ -99,7 +89,7 @@ describe('heaphook attach PID --agent SOCKET', () => {
         const again = heaphook(['attach', pid, '--agent', socket]);
         expect(again.status).toBe(0);
         expect(again.stdout).toContain('reports to an agent already');
-        expect(agent.registry.all().filter((p) => String(p.pid) === pid)).toHaveLength(1);
+        expect(served.agent.registry.all().filter((p) => String(p.pid) === pid)).toHaveLength(1);
       } finally {
         program.stdin?.end();
         await new Promise((r) => program.once('exit', r));

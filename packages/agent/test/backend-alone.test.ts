@@ -7,17 +7,16 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { startAgent, type RunningAgent } from '../src/agent/server.js';
 import {
+  agentForSuite,
   agentLib,
   exampleLib,
   getText,
   hold50,
   repoDir,
   metricValue,
-  tempDir,
   tlsfLib,
   waitForLine,
   waitUntil,
@@ -26,17 +25,8 @@ import {
 const HELD_BYTES = 50_000_000;
 
 describe('HEAPHOOK_AGENT with only a backend library preloaded', () => {
-  const dir = tempDir('alone');
-  const socket = join(dir.path, 'agent.sock');
-  let agent: RunningAgent;
-
-  beforeAll(async () => {
-    agent = await startAgent({ socket, httpHost: '127.0.0.1', httpPort: 0 });
-  });
-  afterAll(async () => {
-    await agent?.close();
-    dir.remove();
-  });
+  const served = agentForSuite('alone');
+  const { socket, dir } = served;
 
   for (const [backend, preload, how] of [
     ['tlsf', tlsfLib, 'LD_PRELOAD=libheaphook_tlsf.so'],
@@ -58,7 +48,7 @@ describe('HEAPHOOK_AGENT with only a backend library preloaded', () => {
         const held = await waitForLine(program, 'stdout', /"uordblks":(\d+)/);
         const exact = Number(held[1]);
         const pid = String(program.pid);
-        const url = `http://127.0.0.1:${agent.httpPort}/metrics`;
+        const url = `http://127.0.0.1:${served.agent.httpPort}/metrics`;
         // The exact series is the backend's count, sent every second: it reaches the
         // program's own mallinfo2 figure once the STATS after the allocations arrives.
         const page = await waitUntil('the exact live bytes', async () => {
@@ -74,7 +64,7 @@ describe('HEAPHOOK_AGENT with only a backend library preloaded', () => {
         expect(Math.abs((sampled ?? 0) - HELD_BYTES) / HELD_BYTES).toBeLessThan(0.05);
         expect(metricValue(page, 'heaphook_dropped_samples_total', { pid })).toBe(0);
         // One connection: the core left a client that was preloaded to start itself.
-        expect(agent.registry.all().filter((p) => String(p.pid) === pid)).toHaveLength(1);
+        expect(served.agent.registry.all().filter((p) => String(p.pid) === pid)).toHaveLength(1);
       } finally {
         program.stdin?.end();
         await new Promise((r) => program.once('exit', r));
@@ -98,7 +88,7 @@ describe('HEAPHOOK_AGENT with only a backend library preloaded', () => {
     run.stdout.on('data', (d: Buffer) => (out += d.toString()));
     run.stderr.on('data', (d: Buffer) => (out += d.toString()));
     const connected = waitUntil('the suite connected', async () =>
-      agent.registry.all().some((p) => p.pid === run.pid) ? true : undefined,
+      served.agent.registry.all().some((p) => p.pid === run.pid) ? true : undefined,
     );
     await new Promise((r) => run.once('exit', r));
     expect(run.exitCode, out.slice(-2000)).toBe(0);

@@ -7,15 +7,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 
-import { startAgent, type RunningAgent } from '../src/agent/server.js';
 import {
+  agentForSuite,
   getText,
   heaptrackLib,
   metricValue,
   release,
-  tempDir,
   tlsfLib,
   ucmLib,
   waitForLine,
@@ -45,18 +44,12 @@ async function end(program: ChildProcess): Promise<void> {
 }
 
 describe("ucm-hooks' mapped bytes and heaptrack's leak figures in /metrics", () => {
-  const dir = tempDir('extras');
-  const socket = join(dir.path, 'agent.sock');
-  let agent: RunningAgent;
+  const served = agentForSuite('extras');
+  const { socket, dir } = served;
   let url = '';
 
-  beforeAll(async () => {
-    agent = await startAgent({ socket, httpHost: '127.0.0.1', httpPort: 0 });
-    url = `http://127.0.0.1:${agent.httpPort}/metrics`;
-  });
-  afterAll(async () => {
-    await agent?.close();
-    dir.remove();
+  beforeAll(() => {
+    url = `http://127.0.0.1:${served.agent.httpPort}/metrics`;
   });
 
   /** The series of pid once the process has sent STATS with name in it. */

@@ -5,13 +5,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { startAgent, type RunningAgent } from '../src/agent/server.js';
 import {
+  agentForSuite,
   runUnderAgent,
   stopChild,
-  tempDir,
   tlsfLib,
   waitForLine,
   waitUntil,
@@ -32,17 +31,8 @@ os.waitpid(pid, 0)
 `;
 
 describe('fork under the agent', () => {
-  const dir = tempDir('fork');
-  const socket = join(dir.path, 'agent.sock');
-  let agent: RunningAgent;
-
-  beforeAll(async () => {
-    agent = await startAgent({ socket, httpHost: '127.0.0.1', httpPort: 0 });
-  });
-  afterAll(async () => {
-    await agent?.close();
-    dir.remove();
-  });
+  const served = agentForSuite('fork');
+  const { socket } = served;
 
   /* The client preloaded ahead of TLSF (its own malloc family), or loaded by TLSF's core and
    * reached by GOT patching: a fork child reports on its own either way. */
@@ -82,8 +72,8 @@ describe('fork under the agent', () => {
       const child = pidOf('child');
       const parent = pidOf('parent');
       const [p, c] = await waitUntil('both processes with samples', async () => {
-        const pp = agent.registry.find(parent);
-        const cp = agent.registry.find(child);
+        const pp = served.agent.registry.find(parent);
+        const cp = served.agent.registry.find(child);
         return pp !== undefined &&
           cp !== undefined &&
           cp.stats !== undefined &&

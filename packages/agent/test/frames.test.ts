@@ -9,11 +9,12 @@ import { chmodSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 import { FrameError, FrameReader, decodeFrame, MAX_FRAME_BYTES } from '../src/agent/frames.js';
 import { startAgent, type RunningAgent } from '../src/agent/server.js';
 import {
+  agentForSuite,
   agentLib,
   tlsfLib,
   metricValue,
@@ -217,17 +218,8 @@ describe('frame decoder', () => {
 });
 
 describe('a live agent fed garbage', () => {
-  const dir = tempDir('fuzz');
-  let agent: RunningAgent;
-  const socket = join(dir.path, 'agent.sock');
-
-  beforeAll(async () => {
-    agent = await startAgent({ socket, httpHost: '127.0.0.1', httpPort: 0 });
-  });
-  afterAll(async () => {
-    await agent?.close();
-    dir.remove();
-  });
+  const served = agentForSuite('fuzz');
+  const { socket } = served;
 
   it('closes and counts bad connections, and still serves a real process', async () => {
     const next = random(42);
@@ -242,7 +234,7 @@ describe('a live agent fed garbage', () => {
         c.on('close', () => resolve());
       });
     }
-    const url = `http://127.0.0.1:${agent.httpPort}`;
+    const url = `http://127.0.0.1:${served.agent.httpPort}`;
     expect(await getText(`${url}/healthz`)).toBe('ok\n');
     const errors = metricValue(
       await getText(`${url}/metrics`),

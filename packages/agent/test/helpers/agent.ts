@@ -11,6 +11,9 @@ import { fileURLToPath } from 'node:url';
 
 import { heaphookBin } from '@heaphook/core/testing';
 import { libraryPath as tlsfLibraryPath } from '@heaphook/tlsf';
+import { afterAll, beforeAll } from 'vitest';
+
+import { startAgent, type RunningAgent } from '../../src/agent/server.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const packageDir = join(here, '..', '..');
@@ -26,6 +29,36 @@ export const serviceMjs = join(packageDir, 'test', 'native', 'service.mjs');
 export function tempDir(prefix: string): { path: string; remove(): void } {
   const path = mkdtempSync(join(tmpdir(), `heaphook-agent-${prefix}-`));
   return { path, remove: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+/**
+ * An agent in this test process for the enclosing describe: its socket in a new temporary
+ * directory, started before the suite's tests (HTTP on a free loopback port) and closed, the
+ * directory removed, after them. `agent` is valid from the suite's first test on.
+ */
+export function agentForSuite(prefix: string): {
+  readonly dir: { path: string; remove(): void };
+  readonly socket: string;
+  readonly agent: RunningAgent;
+} {
+  const dir = tempDir(prefix);
+  const socket = join(dir.path, 'agent.sock');
+  let agent: RunningAgent | undefined;
+  beforeAll(async () => {
+    agent = await startAgent({ socket, httpHost: '127.0.0.1', httpPort: 0 });
+  });
+  afterAll(async () => {
+    await agent?.close();
+    dir.remove();
+  });
+  return {
+    dir,
+    socket,
+    get agent(): RunningAgent {
+      if (agent === undefined) throw new Error("the suite's agent is not started yet");
+      return agent;
+    },
+  };
 }
 
 /** A loopback port nothing listens on now: bound once to check, then released. */
