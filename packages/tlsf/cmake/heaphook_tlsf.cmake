@@ -15,8 +15,8 @@
 #                           the TLSF 2.x API (include/tlsf/tlsf.h: init_memory_pool,
 #                           add_new_area, tlsf_malloc(size), tlsf_free ...) over heaphook's TLSF,
 #                           for tier4-style allocators (native/tlsf2_compat.c; heaphook's own
-#                           TLSF is compiled into it, native/tlsf2_impl.c, with its colliding
-#                           names renamed)
+#                           TLSF, native/tlsf.c, is compiled into it with its colliding
+#                           names renamed by native/tlsf2_rename.h, force-included)
 # Variables:
 #   HEAPHOOK_TLSF_DIR       set by this module: the @heaphook/tlsf package directory.
 #   TLSF_BACKEND_SOURCES    the backend's files and the TLSF core (native/backend_internal.h has
@@ -61,7 +61,12 @@ endif()
 
 if(NOT TARGET heaphook_tlsf2)
   _heaphook_tlsf_library(heaphook_tlsf2 tlsf2 ${HEAPHOOK_TLSF_DIR}/native/tlsf2_compat.c
-                         ${HEAPHOOK_TLSF_DIR}/native/tlsf2_impl.c)
+                         ${HEAPHOOK_TLSF_DIR}/native/tlsf.c)
+  # tlsf.c's tlsf_malloc, tlsf_free ... take other arguments than TLSF 2.x's functions of the
+  # same names, which tlsf2_compat.c defines: this target's copy of tlsf.c is compiled with
+  # them renamed heaphook_tlsf2_impl_* (target options only: the backend's tlsf.c is untouched).
+  target_compile_options(heaphook_tlsf2 PRIVATE -include
+                                                ${HEAPHOOK_TLSF_DIR}/native/tlsf2_rename.h)
   target_include_directories(heaphook_tlsf2 PUBLIC ${HEAPHOOK_TLSF_DIR}/include
                              PRIVATE ${HEAPHOOK_TLSF_DIR}/native)
   target_link_libraries(heaphook_tlsf2 PUBLIC Threads::Threads)
