@@ -123,6 +123,7 @@ HH_EXPORT int heaphook_attach(void) {
     }
     /* Routing first: from here on a foreign pointer reaching our free goes back. */
     atomic_store(&hh_attached, true);
+    atomic_store(&hh_free_direct, false); /* free's one-test way knows no foreign block */
     for (size_t i = 0; i < HH_FAMILY_COUNT; ++i) {
         if (hh_patches[i] != NULL) continue; /* still routed from an earlier attach */
         int e = heaphook_reloc_patch(hh_family[i].name, hh_family[i].local, NULL, &hh_patches[i]);

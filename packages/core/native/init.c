@@ -29,6 +29,7 @@
 
 heaphook_backend hh_backend;
 _Atomic bool hh_malloc_direct = false;
+_Atomic bool hh_free_direct = false;
 
 /* backend.h: "Default: alloc(size, 1) then memset." */
 static void *hh_default_alloc_zeroed(size_t size) {
@@ -87,6 +88,12 @@ static bool hh_backend_initialise(void) {
     atomic_store_explicit(&hh_malloc_direct, hh_backend.alloc_sets_errno != 0,
                           memory_order_relaxed);
 #endif
+    /* Set, then attached looked at again (both sequentially consistent, as attach's clear is):
+     * an attach racing with this init ends with the flag clear whichever runs first. */
+    if (hh_backend.dealloc_keeps_errno) {
+        atomic_store(&hh_free_direct, true);
+        if (atomic_load(&hh_attached)) atomic_store(&hh_free_direct, false);
+    }
     atomic_store_explicit(&hh_backend_state, HH_STATE_READY, memory_order_release);
     heaphook_log_debug("backend %s ready (heaphook %s; bootstrap arena used %zu of %zu bytes)",
                        hh_backend.name, HEAPHOOK_VERSION, hh_bootstrap_used_bytes(),

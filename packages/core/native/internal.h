@@ -97,6 +97,10 @@ extern _Atomic int hh_backend_state;
  * malloc then calls alloc directly (interpose.c). Set before hh_backend_state turns READY,
  * never cleared. */
 extern _Atomic bool hh_malloc_direct;
+/* True once the backend is ready and its dealloc keeps errno (dealloc_keeps_errno), while this
+ * library is not attached (hh_attached): free then jumps to dealloc after one test. Set before
+ * hh_backend_state turns READY; cleared, for good, before an attach routes foreign frees. */
+extern _Atomic bool hh_free_direct;
 
 /* Makes the backend ready if it is not. Returns true when the caller may use hh_backend, and
  * false when the caller is the thread initialising the backend (a recursive call from
