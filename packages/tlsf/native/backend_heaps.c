@@ -50,7 +50,9 @@ static thread_heap *heap_adopt(void) {
         if (mem) {
             memset(mem, 0, sizeof(thread_heap));
             h = (thread_heap *)mem;
-            for (unsigned cls = 0; cls < CACHE_CLASS_MIN; cls++) h->cache_count[cls] = CACHE_FULL;
+            for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++)
+                h->cache_room[cls] = (uint16_t)cfg.cache_depth;
+            h->cache_left = cfg.cache_bytes;
             h->id = count + 1;
             h->tlsf = tlsf_create(h->control, h->id);
             heaps[h->id] = h;
@@ -86,7 +88,7 @@ static inline unsigned cache_class(size_t size) {
     (HEAD_FREE | HEAD_CLEAN | HEAD_ALIGN_MASK | \
      (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
 
-_Static_assert(CACHE_DEPTH_MAX < CACHE_FULL, "a full class must stay full");
+_Static_assert(CACHE_DEPTH_MAX <= UINT16_MAX, "a class's room is 16 bits");
 
 /* Frees at most max cached blocks (all h's own) into h's TLSF heap, the largest classes first
  * (the most bytes per free). */
@@ -95,8 +97,8 @@ static void cache_flush(thread_heap *h, size_t max) {
         void **p;
         while (max > 0 && (p = (void **)h->cache_head[cls])) {
             h->cache_head[cls] = p[0];
-            h->cache_count[cls]--;
-            h->cache_bytes -= (size_t)cls << 4;
+            h->cache_room[cls]++;
+            h->cache_left += (size_t)cls << 4;
             max--;
             p[1] = NULL;
             TLSF_ASSERT(tlsf_block_owner(p) == h->id);
@@ -112,8 +114,8 @@ static inline void cache_push(thread_heap *h, void **p, unsigned cls) {
     p[0] = h->cache_head[cls];
     p[1] = (void *)cache_key;
     h->cache_head[cls] = p;
-    h->cache_count[cls]++;
-    h->cache_bytes += (size_t)cls << 4;
+    h->cache_room[cls]--;
+    h->cache_left -= (size_t)cls << 4;
 }
 
 static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
@@ -136,8 +138,7 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
         for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
             if (c == p) double_free(ptr);
     }
-    if (h->cache_count[cls] >= cfg.cache_depth || h->cache_bytes + f > cfg.cache_bytes)
-        return false;
+    if (h->cache_room[cls] == 0 || h->cache_left < f) return false;
     cache_push(h, p, cls);
     return true;
 }
@@ -145,8 +146,8 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
 /* Takes p, the head of class cls of h's cache, off it (its marker cleared). */
 static inline void *cache_take(thread_heap *h, unsigned cls, void **p) {
     h->cache_head[cls] = p[0];
-    h->cache_count[cls]--;
-    h->cache_bytes -= (size_t)cls << 4;
+    h->cache_room[cls]++;
+    h->cache_left += (size_t)cls << 4;
     p[1] = NULL;
     return p;
 }
@@ -222,13 +223,10 @@ static inline void heap_free_own(thread_heap *h, void *ptr) {
     free_block(h->tlsf, &h->release, ptr, head);
 }
 
-/* Frees at most max blocks that other threads returned to h. */
-static inline bool heap_drain(thread_heap *h, int max) {
+/* Frees at most max blocks that other threads returned to h (at least one is there). */
+static __attribute__((noinline)) void heap_drain_some(thread_heap *h, int max) {
     void *p = h->pending;
-    if (LIKELY(!p)) {
-        if (LIKELY(!atomic_load_explicit(&h->remote, memory_order_relaxed))) return false;
-        p = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
-    }
+    if (!p) p = atomic_exchange_explicit(&h->remote, NULL, memory_order_acquire);
     for (int i = 0; p && i < max; i++) {
         void *next = *(void **)p;
         /* into the cache when it has room; no spill: a drain of DRAIN_SLOW blocks stays
@@ -238,6 +236,14 @@ static inline bool heap_drain(thread_heap *h, int max) {
         p = next;
     }
     h->pending = p;
+}
+
+/* Frees at most max blocks that other threads returned to h; false when there were none (two
+ * loads, inlined: the common case of every drain's turn). */
+static inline bool heap_drain(thread_heap *h, int max) {
+    if (LIKELY(!h->pending && !atomic_load_explicit(&h->remote, memory_order_relaxed)))
+        return false;
+    heap_drain_some(h, max);
     return true;
 }
 
@@ -280,7 +286,7 @@ static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
     if (UNLIKELY(atomic_load_explicit(&h->trim_wanted, memory_order_relaxed)))
         trim_thread_heap(h, 0);
     if (heap_drain(h, DRAIN_SLOW) && (p = heap_try(h, size, align))) return p;
-    if (h->cache_bytes) {
+    if (h->cache_left != cfg.cache_bytes) {
         cache_flush(h, CACHE_FLUSH_MAX);
         if ((p = heap_try(h, size, align))) return p;
     }
@@ -302,6 +308,7 @@ size_t trim_thread_heap(thread_heap *h, size_t pad) {
  */
 static void *alloc_slow(size_t size, size_t align);
 static void *heap_alloc(thread_heap *h, size_t size, size_t align);
+static void *heap_alloc_drain_turn(thread_heap *h, unsigned cls);
 
 /* The common case, a cache hit, is a leaf: no call, no register saved. */
 void *tlsf_backend_alloc(size_t size, size_t align) {
@@ -309,9 +316,21 @@ void *tlsf_backend_alloc(size_t size, size_t align) {
     if (LIKELY(align == 1 && size <= CACHE_REQUEST_MAX && h != NULL)) {
         const unsigned cls = cache_class(size);
         void **p = (void **)h->cache_head[cls];
-        if (LIKELY(p != NULL && --h->drain_tick != 0)) return cache_take(h, cls, p);
+        if (LIKELY(p != NULL)) {
+            if (LIKELY(--h->drain_tick != 0)) return cache_take(h, cls, p);
+            return heap_alloc_drain_turn(h, cls);
+        }
     }
     return heap_alloc(h, size, align);
+}
+
+/* A cache hit on the drain's turn (every DRAIN_EVERY hits): blocks other threads gave back are
+ * taken first when there are any (two loads when there are none, the common case), then the
+ * class's head (still there: a drain only adds to the cache). */
+static __attribute__((noinline)) void *heap_alloc_drain_turn(thread_heap *h, unsigned cls) {
+    h->drain_tick = DRAIN_EVERY;
+    heap_drain(h, DRAIN_FAST);
+    return cache_take(h, cls, (void **)h->cache_head[cls]);
 }
 
 /* A cache miss, a request the cache does not serve, or the drain's turn (DRAIN_EVERY). */
@@ -351,13 +370,14 @@ static void heap_dealloc_checked(thread_heap *h, void *ptr);
  * The check on every free (see "Checks on every call") is folded into the same tests: one
  * compare puts the pointer, 16-byte aligned, in h's last area at least 2 KiB before its end;
  * the owner id is read with the heads' key taken off (one xor), so that a wrong tag makes it
- * larger than any heap's (the owner test fails); CACHE_NOT_CACHED rejects a free or clean
+ * larger than any heap's (the owner tests fail); CACHE_NOT_CACHED rejects a free or clean
  * head and bounds the size below 2 KiB (so the successor's head lies inside the area), and the
- * classes below the smallest block (0 and 1) are kept full, so a size of 0 or 16 is not cached
+ * classes below the smallest block (0 and 1) have no room, so a size of 0 or 16 is not cached
  * either. Then the successor's head: the same top 12 bits, its tag and owner (one xor and one
- * shift). Whatever fails goes to heap_dealloc_checked, which checks in full (the successor's
- * flags too) and names the misuse; a checked free that the cache cannot take goes to
- * heap_dealloc. */
+ * shift). The owner is compared with h's id first: a block of h's own is in range by
+ * construction, so only another heap's block pays for the range test. Whatever fails goes to
+ * heap_dealloc_checked, which checks in full (the successor's flags too) and names the misuse;
+ * a checked free that the cache cannot take goes to heap_dealloc. */
 void tlsf_backend_dealloc(void *ptr) {
     thread_heap *h = t_heap;
     if (LIKELY(h != NULL)) {
@@ -367,30 +387,33 @@ void tlsf_backend_dealloc(void *ptr) {
 #if TLSF_FREE_CHECK
         if (UNLIKELY(rotr4((uintptr_t)ptr - h->area.from) >= h->area.fast)) goto checked;
         /* The owner id read with the key taken off (tlsf.c): larger than any heap's id (the
-         * owner test below fails) unless the tag matches. */
+         * owner tests below fail) unless the tag matches. */
         const unsigned owner = (unsigned)((head ^ tlsf_head_key) >> HEAD_OWNER_SHIFT);
-        if (LIKELY(!(head & CACHE_NOT_CACHED) &&
-                   owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed))) {
-            /* CACHE_NOT_CACHED passed: the size is below 2 KiB, the successor's head inside
-             * the area. Its tag and owner: the very same top 12 bits as ours (its flags are
-             * left to the full check: they add 2 bits to the 12 a damaged head must match by
-             * chance). */
-            const size_t size = head & (CACHE_CLASSES * 16 - ALIGN_SIZE);
-            const size_t nhead = head_load(block_at(b, size));
-            if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
-            const unsigned cls = (unsigned)(size >> 4);
-            if (LIKELY(owner == h->id && h->cache_count[cls] < cfg.cache_depth &&
-                       h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
+        if (UNLIKELY(head & CACHE_NOT_CACHED)) goto checked;
+        /* CACHE_NOT_CACHED passed: the size is below 2 KiB, the successor's head inside the
+         * area. Its tag and owner: the very same top 12 bits as ours (its flags are left to
+         * the full check: they add 2 bits to the 12 a damaged head must match by chance). */
+        const size_t size = head & (CACHE_CLASSES * 16 - ALIGN_SIZE);
+        const unsigned cls = (unsigned)(size >> 4);
+        if (LIKELY(owner == h->id)) {
+            if (UNLIKELY((head_load(block_at(b, size)) ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
+            if (LIKELY(h->cache_room[cls] != 0 && h->cache_left >= size &&
+                       p[1] != (void *)cache_key)) {
                 cache_push(h, p, cls);
                 return;
             }
-            /* Checked but not cached (another heap's block, its class is full, or it may be
-             * cached already: the cache's own double-free test follows); a size of 0 or 16
-             * (classes 0 and 1, kept full) is no block. */
+            /* Checked but not cached (its class or the cache is full, or it may be cached
+             * already: the cache's own double-free test follows); a size of 0 or 16 (classes 0
+             * and 1, no room) is no block. */
             if (LIKELY(cls >= CACHE_CLASS_MIN)) {
                 heap_dealloc(h, ptr);
                 return;
             }
+        } else if (owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
+                   !((head_load(block_at(b, size)) ^ head) >> HEAD_OWNER_SHIFT) &&
+                   cls >= CACHE_CLASS_MIN) {
+            heap_dealloc(h, ptr); /* another heap's block, checked: to its owner */
+            return;
         }
     checked:
         heap_dealloc_checked(h, ptr);
@@ -399,9 +422,8 @@ void tlsf_backend_dealloc(void *ptr) {
         const size_t size = head & HEAD_SIZE_MASK;
         const unsigned cls = (unsigned)(size >> 4);
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
-        if (LIKELY(!(head & CACHE_NOT_CACHED) && owner == h->id &&
-                   h->cache_count[cls] < cfg.cache_depth &&
-                   h->cache_bytes + size <= cfg.cache_bytes && p[1] != (void *)cache_key)) {
+        if (LIKELY(!(head & CACHE_NOT_CACHED) && owner == h->id && h->cache_room[cls] != 0 &&
+                   h->cache_left >= size && p[1] != (void *)cache_key)) {
             cache_push(h, p, cls);
             return;
         }

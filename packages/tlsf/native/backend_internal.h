@@ -84,10 +84,9 @@
 /* ... and looks at this many classes at most to find blocks to give back. */
 #define CACHE_SPILL_SCAN 16
 /* The first class a block can have (the smallest block is 32 bytes). Classes below it have
- * their count kept at CACHE_FULL, so that the leaf free path never caches a head whose size
- * says 0 or 16 (the check on every free relies on it). */
+ * no room, ever, so that the leaf free path never caches a head whose size says 0 or 16 (the
+ * check on every free relies on it). */
 #define CACHE_CLASS_MIN (BLOCK_SIZE_MIN / 16)
-#define CACHE_FULL 0xffff
 #define CONTROL_BYTES 12288 /* >= tlsf_control_size(), checked at init */
 #define RELEASE_FRACTION 8  /* a heap below 1/8 of its high-water mark gives pages back */
 #define RELEASE_MIN ((size_t)64 << 10)    /* ... when they come to 64 KiB or more at once */
@@ -141,10 +140,14 @@ typedef struct thread_heap {
      * malloc of that footprint. Indexed by footprint / 16 (classes 0 and 1 stay empty: the
      * smallest block is 32 bytes). */
     void *cache_head[CACHE_CLASSES];
-    uint16_t cache_count[CACHE_CLASSES];
+    /* Both bounds kept as what is left, so that the leaf free path tests each with one load and
+     * one compare: the blocks a class may still take (cfg.cache_depth minus those cached; 0
+     * for ever in classes 0 and 1, see CACHE_CLASS_MIN), and the bytes the cache may still
+     * take (cfg.cache_bytes minus the footprints cached). */
+    uint16_t cache_room[CACHE_CLASSES];
     unsigned spill_cursor; /* the class the next spill looks at first */
-    size_t cache_bytes;    /* the footprints of the blocks cached */
-    unsigned drain_tick;   /* cache hits left before the next drain (see DRAIN_EVERY) */
+    size_t cache_left;
+    unsigned drain_tick; /* cache hits left before the next drain (see DRAIN_EVERY) */
     /* Blocks freed by other threads: a lock-free LIFO linked through the blocks' first word.
      * On its own cache line: other threads write it, the owner only reads it when not NULL. */
     _Alignas(64) _Atomic(void *) remote;

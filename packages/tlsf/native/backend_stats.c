@@ -85,11 +85,12 @@ static void collect(tlsf_totals *out) {
         free_blocks += h.free_blocks;
         /* Cached blocks are free for the program, used for TLSF. */
         size_t cached_blocks = 0;
-        for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++)
-            cached_blocks += heaps[id]->cache_count[cls];
         size_t cached_bytes = 0;
-        for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++)
-            cached_bytes += (size_t)heaps[id]->cache_count[cls] * cls * 16;
+        for (unsigned cls = CACHE_CLASS_MIN; cls < CACHE_CLASSES; cls++) {
+            const size_t blocks = cfg.cache_depth - heaps[id]->cache_room[cls];
+            cached_blocks += blocks;
+            cached_bytes += blocks * cls * 16;
+        }
         used -= cached_bytes;
         free += cached_bytes;
         used_blocks -= cached_blocks;
