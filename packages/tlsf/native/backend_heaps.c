@@ -333,7 +333,7 @@ static __attribute__((noinline)) void *heap_alloc_drain_turn(thread_heap *h, uns
     return cache_take(h, cls, (void **)h->cache_head[cls]);
 }
 
-/* A cache miss, a request the cache does not serve, or the drain's turn (DRAIN_EVERY). */
+/* A cache miss, or a request the cache does not serve. */
 static __attribute__((noinline)) void *heap_alloc(thread_heap *h, size_t size, size_t align) {
     if (LIKELY(h != NULL)) {
         h->drain_tick = DRAIN_EVERY;
