@@ -88,6 +88,16 @@ static inline unsigned cache_class(size_t size) {
     (HEAD_FREE | HEAD_CLEAN | HEAD_ALIGN_MASK | \
      (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
 
+/* The head bit of a block the cache leaves to TLSF although it could take it: its physical
+ * predecessor is free. Cached, the block would keep that free block from growing by its size;
+ * given to TLSF, the two merge at once. Only the predecessor is looked at, not the successor:
+ * blocks freed one after the other in address order, as a batch is, then all go to the cache
+ * (each one's predecessor is cached, hence used for TLSF), where a test of the successor sent a
+ * batch freed newest first to TLSF block by block, each merging into the free block after it.
+ * Measured (peak RSS, 5 runs, HEAPHOOK_TLSF_CACHE_BYTES at its default): wl_mixed 8.34 MB ->
+ * 7.83 MB (glibc 6.95 MB), wl_larson --threads 2 7.10 MB -> 6.61 MB (glibc 6.40 MB). */
+#define CACHE_NEXT_TO_FREE HEAD_PREV_FREE
+
 _Static_assert(CACHE_DEPTH_MAX <= UINT16_MAX, "a class's room is 16 bits");
 
 /* Frees at most max cached blocks (all h's own) into h's TLSF heap, the largest classes first
@@ -122,12 +132,13 @@ static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
     misuse(ptr, "free", TLSF_ERR_DOUBLE_FREE, ptr);
 }
 
-/* Keeps a freed block of h's own of footprint < 2 KiB in h's cache when the cache has room.
- * Only a heap's own blocks are ever cached: another heap's block goes back to its owner's
- * remote stack at once (dealloc_slow), so a thread never hands out memory that lies among the
- * blocks another thread's heap is splitting and merging (cache lines written by two threads,
- * Larson's pattern), and what a consumer frees reaches its producer without waiting in the
- * consumer's cache. */
+/* Keeps a freed block of h's own of footprint < 2 KiB in h's cache when the cache has room and
+ * the block's physical predecessor is not free. Only a heap's own blocks are ever cached:
+ * another heap's block goes back to its owner's remote stack at once (dealloc_slow), so a
+ * thread never hands out memory that lies among the blocks another thread's heap is splitting
+ * and merging (cache lines written by two threads, Larson's pattern), and what a consumer frees
+ * reaches its producer without waiting in the consumer's cache. A block whose predecessor is
+ * free goes to TLSF, which merges the two (see CACHE_NEXT_TO_FREE). */
 static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
     if (UNLIKELY(head & HEAD_FREE)) double_free(ptr);
     const size_t f = head & HEAD_SIZE_MASK;
@@ -138,6 +149,7 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
         for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
             if (c == p) double_free(ptr);
     }
+    if (head & CACHE_NEXT_TO_FREE) return false;
     if (h->cache_room[cls] == 0 || h->cache_left < f) return false;
     cache_push(h, p, cls);
     return true;
@@ -217,8 +229,9 @@ static bool cache_spill(thread_heap *h) {
 static inline void heap_free_own(thread_heap *h, void *ptr) {
     const size_t head = head_load(block_from_ptr(ptr));
     if (cache_put(h, ptr, head)) return;
-    if ((head & HEAD_SIZE_MASK) < CACHE_CLASSES * 16 && !(head & HEAD_ALIGN_MASK) &&
-        cache_spill(h) && cache_put(h, ptr, head))
+    if ((head & HEAD_SIZE_MASK) < CACHE_CLASSES * 16 &&
+        !(head & (HEAD_ALIGN_MASK | CACHE_NEXT_TO_FREE)) && cache_spill(h) &&
+        cache_put(h, ptr, head))
         return;
     free_block(h->tlsf, &h->release, ptr, head);
 }
@@ -396,14 +409,16 @@ void tlsf_backend_dealloc(void *ptr) {
         const size_t size = head & (CACHE_CLASSES * 16 - ALIGN_SIZE);
         const unsigned cls = (unsigned)(size >> 4);
         if (LIKELY(owner == h->id)) {
-            if (UNLIKELY((head_load(block_at(b, size)) ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
-            if (LIKELY(h->cache_room[cls] != 0 && h->cache_left >= size &&
-                       p[1] != (void *)cache_key)) {
+            const size_t nhead = head_load(block_at(b, size));
+            if (UNLIKELY((nhead ^ head) >> HEAD_OWNER_SHIFT)) goto checked;
+            if (LIKELY(!(head & CACHE_NEXT_TO_FREE) && h->cache_room[cls] != 0 &&
+                       h->cache_left >= size && p[1] != (void *)cache_key)) {
                 cache_push(h, p, cls);
                 return;
             }
-            /* Checked but not cached (its class or the cache is full, or it may be cached
-             * already: the cache's own double-free test follows); a size of 0 or 16 (classes 0
+            /* Checked but not cached (its class or the cache is full, its predecessor is
+             * free, or it may be cached already: the cache's own double-free test follows);
+             * a size of 0 or 16 (classes 0
              * and 1, no room) is no block. */
             if (LIKELY(cls >= CACHE_CLASS_MIN)) {
                 heap_dealloc(h, ptr);
@@ -422,8 +437,9 @@ void tlsf_backend_dealloc(void *ptr) {
         const size_t size = head & HEAD_SIZE_MASK;
         const unsigned cls = (unsigned)(size >> 4);
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
-        if (LIKELY(!(head & CACHE_NOT_CACHED) && owner == h->id && h->cache_room[cls] != 0 &&
-                   h->cache_left >= size && p[1] != (void *)cache_key)) {
+        if (LIKELY(!(head & (CACHE_NOT_CACHED | CACHE_NEXT_TO_FREE)) && owner == h->id &&
+                   h->cache_room[cls] != 0 && h->cache_left >= size &&
+                   p[1] != (void *)cache_key)) {
             cache_push(h, p, cls);
             return;
         }

@@ -19,6 +19,8 @@
  *   tlsf_probe stale-cache       free blocks (mallinfo2 ordblks) held after sizes no longer
  *                                asked for filled the thread cache, before and after batches
  *                                of another size
+ *   tlsf_probe next-to-free      where the next small malloc lands after a small block
+ *                                freed just after a free block (merged, or cached)
  *   tlsf_probe producer-consumer peak RSS when one thread allocates and another frees
  *   tlsf_probe realloc-moves     how often a buffer grown by 64-byte appends to 1 MiB moves
  *   tlsf_probe backend           prints the active backend's name
@@ -419,6 +421,34 @@ static int scenario_stale_cache(void) {
     return 0;
 }
 
+/* In a new thread (a heap of its own, its cache empty): a large block, a small one just after
+ * it and a guard; the large block is freed (to TLSF: too large for the cache), then the small
+ * one, whose predecessor is now free. Then a malloc of the small one's size: it lands at the
+ * large block's address when the small block went to TLSF and merged with it (the merged
+ * block is the smallest free block that fits), at the small block's when the cache kept it. */
+static void *next_to_free(void *arg) {
+    (void)arg;
+    char *large = malloc(4000), *small = malloc(100), *guard = malloc(100);
+    if (!large || !small || !guard) return (void *)"malloc failed";
+    if (small <= large || small - large > 4096) return (void *)"blocks not adjacent";
+    free(large);
+    free(small);
+    char *again = malloc(100);
+    printf("small_malloc_lands_at %s\n",
+           again == large ? "large" : again == small ? "small" : "elsewhere");
+    free(again);
+    free(guard);
+    return NULL;
+}
+
+static int scenario_next_to_free(void) {
+    pthread_t t;
+    void *failure = NULL;
+    if (pthread_create(&t, NULL, next_to_free, NULL) != 0) return fail("pthread_create");
+    pthread_join(t, &failure);
+    return failure ? fail((const char *)failure) : 0;
+}
+
 /* A burst: 200 MiB in 4 KiB blocks allocated and touched (by this thread; by a worker thread
  * that exits; by one that stays alive and idle, then exits; or by this thread after
  * mallopt(M_TRIM_THRESHOLD, 1 MiB)), all freed in a shuffled order, then malloc_trim(0).
@@ -620,6 +650,7 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "release")) return scenario_release();
     if (!strcmp(s, "batch-release")) return scenario_batch_release();
     if (!strcmp(s, "stale-cache")) return scenario_stale_cache();
+    if (!strcmp(s, "next-to-free")) return scenario_next_to_free();
     if (!strcmp(s, "trim")) return scenario_trim(argc > 2 ? argv[2] : "main");
     if (!strcmp(s, "producer-consumer")) return scenario_producer_consumer();
     if (!strcmp(s, "cache-lines")) return scenario_cache_lines();
