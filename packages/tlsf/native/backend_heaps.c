@@ -438,8 +438,7 @@ void tlsf_backend_dealloc(void *ptr) {
         const unsigned cls = (unsigned)(size >> 4);
         const unsigned owner = (unsigned)((head & HEAD_OWNER_MASK) >> HEAD_OWNER_SHIFT);
         if (LIKELY(!(head & (CACHE_NOT_CACHED | CACHE_NEXT_TO_FREE)) && owner == h->id &&
-                   h->cache_room[cls] != 0 && h->cache_left >= size &&
-                   p[1] != (void *)cache_key)) {
+                   h->cache_room[cls] != 0 && h->cache_left >= size && p[1] != (void *)cache_key)) {
             cache_push(h, p, cls);
             return;
         }

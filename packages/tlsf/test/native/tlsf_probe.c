@@ -434,8 +434,9 @@ static void *next_to_free(void *arg) {
     free(large);
     free(small);
     char *again = malloc(100);
-    printf("small_malloc_lands_at %s\n",
-           again == large ? "large" : again == small ? "small" : "elsewhere");
+    printf("small_malloc_lands_at %s\n", again == large   ? "large"
+                                         : again == small ? "small"
+                                                          : "elsewhere");
     free(again);
     free(guard);
     return NULL;
