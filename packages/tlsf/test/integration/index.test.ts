@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { findBackend, runWith } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
 
-import { env, libraryPath, packageDir } from '../src/index.js';
+import { env, libraryPath, packageDir } from '../../src/index.js';
 
 describe('@heaphook/tlsf', () => {
   it('libraryPath() names the built preload library', () => {

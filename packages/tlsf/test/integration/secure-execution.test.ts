@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '@heaphook/core/testing';
-import { tlsfLibrary } from './helpers/run.js';
+import { tlsfLibrary } from '../helpers/run.js';
 
 describe.skipIf(secureExecutionSkip())('secure execution', () => {
   const env = ({ dir }: { dir: string }) => ({

@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { TlsfHeap, type TlsfErrorCode } from '../src/index.js';
+import { TlsfHeap, type TlsfErrorCode } from '../../src/index.js';
 
 interface Live {
   offset: number;

@@ -2,7 +2,7 @@
 // the argument (before, NaN, fractions and strings reached the addon or the environment).
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { TlsfHeap, env } from '../src/index.js';
+import { TlsfHeap, env } from '../../src/index.js';
 
 type Call = (...args: unknown[]) => unknown;
 

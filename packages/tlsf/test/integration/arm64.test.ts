@@ -15,7 +15,7 @@ import {
 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 const tier = arm64Tier(
   packageDir,
   ['libheaphook_tlsf.so'],

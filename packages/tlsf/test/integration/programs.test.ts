@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { prepareProgramDir, realPrograms } from '@heaphook/core/testing';
 
-import { loggedAdditions, run, type RunResult } from './helpers/run.js';
+import { loggedAdditions, run, type RunResult } from '../helpers/run.js';
 
 let dir = '';
 beforeAll(() => {

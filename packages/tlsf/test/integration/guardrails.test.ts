@@ -5,7 +5,7 @@
 // that its functions are named in a stack.
 import { describe, expect, it } from 'vitest';
 
-import { built, loggedAdditions, run } from './helpers/run.js';
+import { built, loggedAdditions, run } from '../helpers/run.js';
 
 const guard = () => built('tlsf_guard');
 /** A pool of 1 MB that grows by 1 MB, 2 MB, 4 MB ... */

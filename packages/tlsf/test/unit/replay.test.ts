@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { ReplayOp, TlsfHeap } from '../src/index.js';
+import { ReplayOp, TlsfHeap } from '../../src/index.js';
 
 /** A small deterministic generator (xorshift32). */
 function rng(seed: number): () => number {

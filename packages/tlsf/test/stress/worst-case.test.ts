@@ -6,7 +6,7 @@ import { unmet } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 // @ts-expect-error: a plain ESM script without type declarations
-import { measure } from '../scripts/worst-case-instructions.mjs';
+import { measure } from '../../scripts/worst-case-instructions.mjs';
 
 interface EntryFigures {
   calls: number;

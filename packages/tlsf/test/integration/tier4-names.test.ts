@@ -10,9 +10,9 @@ import { fileURLToPath } from 'node:url';
 import { runProgram } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-import { built } from './helpers/run.js';
+import { built } from '../helpers/run.js';
 
-const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 const heaphookBin = join(
   dirname(createRequire(import.meta.url).resolve('@heaphook/core/package.json')),
   'bin',

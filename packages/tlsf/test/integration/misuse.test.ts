@@ -5,7 +5,7 @@
 // test/native/misuse_test.c holds the scenarios.
 import { describe, expect, it } from 'vitest';
 
-import { coreBuilt, run, stoppedRun } from './helpers/run.js';
+import { coreBuilt, run, stoppedRun } from '../helpers/run.js';
 
 const misuse = (args: string[], env: Record<string, string> = {}) =>
   run(coreBuilt('heaphook_misuse_test'), args, { tlsf: true, env });

@@ -4,7 +4,7 @@
 import { unmet } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-import { built, loggedAdditions, run, stoppedRun } from './helpers/run.js';
+import { built, loggedAdditions, run, stoppedRun } from '../helpers/run.js';
 
 const probe = (args: string[], env: Record<string, string> = {}) =>
   run(built('tlsf_probe'), args, { tlsf: true, env });
