@@ -10,7 +10,7 @@ import {
   testMemoryEvents,
   watchMemoryEvents,
   type MemoryEventRecord,
-} from '../src/index.js';
+} from '../../src/index.js';
 
 // WebAssembly memories are mapped by V8 with mmap (no DOM typings here: declare what we use).
 const WasmMemory = (

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { arm64Tier, isAarch64Elf, runAarch64 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 const tier = arm64Tier(packageDir, ['libheaphook_ucm.so', 'ucm_events', 'libucm_test_lib.so']);
 const [lib, program, dlLib] = tier.files;
 const TIMEOUT_MS = 300_000;

@@ -7,10 +7,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { threadNames } from '@heaphook/core/testing';
 
-import { libraryPath, MemoryEvent } from '../src/index.js';
-import { ALL_EVENTS, RING_DEFAULT } from '../src/stream/protocol.js';
-import { WatchServer } from '../src/stream/server.js';
-import { Collector, expectedCounts, Target, watchThreadRemains } from './helpers/watch-target.js';
+import { libraryPath, MemoryEvent } from '../../src/index.js';
+import { ALL_EVENTS, RING_DEFAULT } from '../../src/stream/protocol.js';
+import { WatchServer } from '../../src/stream/server.js';
+import { Collector, expectedCounts, Target, watchThreadRemains } from '../helpers/watch-target.js';
 
 const N = 500;
 

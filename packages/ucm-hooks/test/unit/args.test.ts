@@ -3,7 +3,7 @@
 // mask that is not a number silently watched nothing.
 import { describe, expect, it } from 'vitest';
 
-import { MemoryEvent, env, testMemoryEvents, watchMemoryEvents } from '../src/index.js';
+import { MemoryEvent, env, testMemoryEvents, watchMemoryEvents } from '../../src/index.js';
 
 const cb = () => {};
 type Watch = (...args: unknown[]) => unknown;

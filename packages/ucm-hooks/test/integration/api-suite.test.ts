@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { skipOutsideCI } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-const release = fileURLToPath(new URL('../build/Release/', import.meta.url));
+const release = fileURLToPath(new URL('../../build/Release/', import.meta.url));
 const lib = release + 'libheaphook_ucm.so';
 const suite = release + 'ucm_api_suite';
 const libucmSuite = release + 'ucm_api_suite_libucm';

@@ -13,7 +13,7 @@ import {
   secureRunProblems,
 } from '@heaphook/core/testing';
 
-const library = fileURLToPath(new URL('../build/Release/libheaphook_ucm.so', import.meta.url));
+const library = fileURLToPath(new URL('../../build/Release/libheaphook_ucm.so', import.meta.url));
 
 describe.skipIf(secureExecutionSkip())('secure execution', () => {
   const env = ({ dir }: { dir: string }) => ({

@@ -13,7 +13,7 @@ import {
   jsonLines,
   pythonExecutable,
   release,
-} from './helpers/watch-target.js';
+} from '../helpers/watch-target.js';
 
 let work: string;
 let python: string;

@@ -5,9 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { heaphookBin } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-import { includeDir, libraryPath } from '../src/index.js';
+import { includeDir, libraryPath } from '../../src/index.js';
 
-const release = fileURLToPath(new URL('../build/Release/', import.meta.url));
+const release = fileURLToPath(new URL('../../build/Release/', import.meta.url));
 const cli = heaphookBin;
 
 describe('libucm compatibility', () => {

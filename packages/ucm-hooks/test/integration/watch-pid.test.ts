@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { injectorPath, INJECT_EXIT_CODES } from '@heaphook/core';
 import { settledValue, threadNames } from '@heaphook/core/testing';
 
-import { libraryPath } from '../src/index.js';
+import { libraryPath } from '../../src/index.js';
 import {
   cleanEnv,
   expectedCounts,
@@ -22,7 +22,7 @@ import {
   release,
   Target,
   watchThreadRemains,
-} from './helpers/watch-target.js';
+} from '../helpers/watch-target.js';
 
 let work: string;
 let python: string;

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-const program = fileURLToPath(new URL('../build/Release/ucm_bistro_test', import.meta.url));
+const program = fileURLToPath(new URL('../../build/Release/ucm_bistro_test', import.meta.url));
 
 function run(command: string) {
   if (!existsSync(program)) throw new Error(`${program} is missing: run nx build ucm-hooks`);

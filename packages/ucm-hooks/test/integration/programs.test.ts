@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { findBackend } from '@heaphook/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { libraryPath } from '../src/index.js';
+import { libraryPath } from '../../src/index.js';
 
 const example = findBackend('example').libraryPath;
 let work: string;

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { findBackend } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
 
-const release = fileURLToPath(new URL('../build/Release/', import.meta.url));
+const release = fileURLToPath(new URL('../../build/Release/', import.meta.url));
 const lib = release + 'libheaphook_ucm.so';
 const program = release + 'ucm_events';
 const dlLib = release + 'libucm_test_lib.so';
