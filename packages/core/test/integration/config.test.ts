@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { backendLibrary, built, lines, run } from './helpers/native.js';
+import { backendLibrary, built, lines, run } from '../helpers/native.js';
 
 const EXIT_CONFIG = 78;
 

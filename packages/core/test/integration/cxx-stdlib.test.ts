@@ -9,8 +9,8 @@ import { rmSync } from 'node:fs';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { prepareProgramDir, realPrograms } from '../src/testing.js';
-import { backendLibrary, built, run } from './helpers/native.js';
+import { prepareProgramDir, realPrograms } from '../../src/testing.js';
+import { backendLibrary, built, run } from '../helpers/native.js';
 
 let library: string;
 let workDir: string;

@@ -9,9 +9,9 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { run } from './helpers/native.js';
+import { run } from '../helpers/native.js';
 
-const coreDir = fileURLToPath(new URL('..', import.meta.url));
+const coreDir = fileURLToPath(new URL('../..', import.meta.url));
 const sources = join(coreDir, 'test', 'native', 'reloc');
 let work: string;
 

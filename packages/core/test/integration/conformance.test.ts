@@ -2,7 +2,7 @@
 // glibc (to check the suite itself), and with wrong expectations (to check that it bites).
 import { describe, expect, it } from 'vitest';
 
-import { backendLibrary, built, CONFORMANCE_GROUPS as GROUPS, run } from './helpers/native.js';
+import { backendLibrary, built, CONFORMANCE_GROUPS as GROUPS, run } from '../helpers/native.js';
 
 // The suite's malloc_stats call writes a report on stderr; keep the output short.
 const quiet = { HEAPHOOK_CONFORMANCE_QUIET: '1' };

@@ -7,9 +7,14 @@ import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-import { aarch64ConformanceProblems, arm64Tier, isAarch64Elf, runAarch64 } from '../src/testing.js';
+import {
+  aarch64ConformanceProblems,
+  arm64Tier,
+  isAarch64Elf,
+  runAarch64,
+} from '../../src/testing.js';
 
-const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 const outputs = ['heaphook_conformance', 'heaphook_conformance_example', 'libheaphook_example.so'];
 const tier = arm64Tier(packageDir, outputs);
 const release = tier.release;

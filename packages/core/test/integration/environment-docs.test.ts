@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-const repo = fileURLToPath(new URL('../../..', import.meta.url));
+const repo = fileURLToPath(new URL('../../../..', import.meta.url));
 const packagesDir = join(repo, 'packages');
 const LIBRARY_DIRS = ['native', 'include', 'example'];
 const SOURCE = /\.(c|cc|cpp|h|hpp)$/;

@@ -6,8 +6,8 @@ import { existsSync, rmSync } from 'node:fs';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { prepareProgramDir, realPrograms, skipOutsideCI } from '../src/testing.js';
-import { built, CONFORMANCE_GROUPS, releaseDir, run } from './helpers/native.js';
+import { prepareProgramDir, realPrograms, skipOutsideCI } from '../../src/testing.js';
+import { built, CONFORMANCE_GROUPS, releaseDir, run } from '../helpers/native.js';
 
 const python = realPrograms.find((program) => program.name === 'python3')!;
 const quiet = { HEAPHOOK_CONFORMANCE_QUIET: '1' };

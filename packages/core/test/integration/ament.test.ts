@@ -22,10 +22,10 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { unmet } from '../src/testing.js';
-import { run } from './helpers/native.js';
+import { unmet } from '../../src/testing.js';
+import { run } from '../helpers/native.js';
 
-const amentPackage = fileURLToPath(new URL('../../../ros/heaphook', import.meta.url));
+const amentPackage = fileURLToPath(new URL('../../../../ros/heaphook', import.meta.url));
 
 const missing = unmet('colcon', 'ament-cmake', 'googletest');
 

@@ -11,7 +11,7 @@ import {
   libraryPath,
   listBackends,
   preloadEnv,
-} from '../src/index.js';
+} from '../../src/index.js';
 
 /** A throw-away project with an installed third-party backend package. */
 function makeProject(): { root: string; libPath: string } {

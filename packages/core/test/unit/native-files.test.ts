@@ -17,7 +17,7 @@ import {
   nativeFileMissing,
   platformPackageDir,
   platformPackageName,
-} from '../src/index.js';
+} from '../../src/index.js';
 
 const foreignArch = process.arch === 'arm64' ? 'x64' : 'arm64';
 
@@ -141,7 +141,7 @@ describe('nativeFile', () => {
 });
 
 describe('in this repository (no platform package installed)', () => {
-  const coreDir = fileURLToPath(new URL('..', import.meta.url));
+  const coreDir = fileURLToPath(new URL('../..', import.meta.url));
   it("a workspace package's files come from its build/Release", () => {
     expect(platformPackageDir(coreDir, process.arch)).toBeUndefined();
     expect(nativeFile(coreDir, 'libheaphook_example.so')).toBe(

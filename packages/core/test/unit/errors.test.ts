@@ -3,7 +3,7 @@ import { lstatSync } from 'node:fs';
 
 import { describe, expect, it } from 'vitest';
 
-import { describeFileSystemError, EXIT_USAGE, HeaphookError } from '../src/index.js';
+import { describeFileSystemError, EXIT_USAGE, HeaphookError } from '../../src/index.js';
 
 function fsError(run: () => unknown): unknown {
   try {

@@ -6,8 +6,8 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { prepareProgramDir, realPrograms } from '../src/testing.js';
-import { backendLibrary, run, type RunResult } from './helpers/native.js';
+import { prepareProgramDir, realPrograms } from '../../src/testing.js';
+import { backendLibrary, run, type RunResult } from '../helpers/native.js';
 
 let library: string;
 let workDir: string;

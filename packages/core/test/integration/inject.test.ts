@@ -8,9 +8,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { findProcesses, injectCall, InjectRefusal, injectorPath } from '../src/inject.js';
-import { AARCH64_PYTHON, settledValue, unmet } from '../src/testing.js';
-import { built } from './helpers/native.js';
+import { findProcesses, injectCall, InjectRefusal, injectorPath } from '../../src/inject.js';
+import { AARCH64_PYTHON, settledValue, unmet } from '../../src/testing.js';
+import { built } from '../helpers/native.js';
 
 const TARGET = built('heaphook_inject_target');
 const PROBE = built('libheaphook_inject_probe.so');

@@ -4,7 +4,7 @@
 // in test/native/misuse_test.c.
 import { describe, expect, it } from 'vitest';
 
-import { backendLibrary, built, run } from './helpers/native.js';
+import { backendLibrary, built, run } from '../helpers/native.js';
 
 const misuse = (kind: string) =>
   run(built('heaphook_misuse_test'), [kind], { preload: backendLibrary('example') });

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { listBackends } from '../src/backends.js';
+import { listBackends } from '../../src/backends.js';
 import {
   checkBackend,
   checkMemlock,
@@ -15,9 +15,9 @@ import {
   checkSymbolizer,
   checkSystemPreload,
   type DoctorCheck,
-} from '../src/doctor.js';
+} from '../../src/doctor.js';
 
-const bin = fileURLToPath(new URL('../bin/heaphook.js', import.meta.url));
+const bin = fileURLToPath(new URL('../../bin/heaphook.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'heaphook-doctor-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -8,9 +8,9 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { run } from './helpers/native.js';
+import { run } from '../helpers/native.js';
 
-const coreDir = fileURLToPath(new URL('..', import.meta.url));
+const coreDir = fileURLToPath(new URL('../..', import.meta.url));
 // Compiling the core, a backend and the suite: seconds, longer on a loaded machine.
 const BUILD_TIMEOUT_MS = 600_000;
 const slow = { timeoutMs: BUILD_TIMEOUT_MS - 10_000 };

@@ -6,7 +6,7 @@
 // forked while another thread detaches and attaches (twenty times) can allocate and exit.
 import { describe, expect, it } from 'vitest';
 
-import { backendLibrary, built, run } from './helpers/native.js';
+import { backendLibrary, built, run } from '../helpers/native.js';
 
 describe('heaphook_attach', () => {
   for (const backend of ['example', 'passthrough']) {

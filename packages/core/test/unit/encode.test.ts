@@ -13,7 +13,7 @@ import {
   jsonText,
   terminalText,
   xmlText,
-} from '../src/index.js';
+} from '../../src/index.js';
 
 /** What an Actions runner obeys in a line: `::cmd` after leading blanks, `##[cmd]` anywhere. */
 function runnerCommand(line: string): string | undefined {

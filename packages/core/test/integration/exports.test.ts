@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { backendLibrary, built, run } from './helpers/native.js';
+import { backendLibrary, built, run } from '../helpers/native.js';
 
 const MALLOC_FAMILY = [
   'malloc',

@@ -6,10 +6,15 @@ import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-import { libraryPath } from '../src/index.js';
-import { arm64BuildMissing, arm64ReleaseDir, isAarch64Elf, skipOutsideCI } from '../src/testing.js';
+import { libraryPath } from '../../src/index.js';
+import {
+  arm64BuildMissing,
+  arm64ReleaseDir,
+  isAarch64Elf,
+  skipOutsideCI,
+} from '../../src/testing.js';
 
-const bin = fileURLToPath(new URL('../bin/heaphook.js', import.meta.url));
+const bin = fileURLToPath(new URL('../../bin/heaphook.js', import.meta.url));
 
 function heaphook(...args: string[]): { status: number | null; stdout: string; stderr: string } {
   return heaphookIn(process.cwd(), ...args);
@@ -33,13 +38,15 @@ describe('the heaphook command', () => {
 
   it.skipIf(
     skipOutsideCI(
-      arm64BuildMissing(fileURLToPath(new URL('..', import.meta.url)), ['libheaphook_example.so']),
+      arm64BuildMissing(fileURLToPath(new URL('../..', import.meta.url)), [
+        'libheaphook_example.so',
+      ]),
     ),
   )('path --arch arm64 gives the arm64 library (here: the cross build)', () => {
     const result = heaphook('path', 'example', '--arch', 'arm64');
     expect(result.stderr).toBe('');
     const expected = join(
-      arm64ReleaseDir(fileURLToPath(new URL('..', import.meta.url))),
+      arm64ReleaseDir(fileURLToPath(new URL('../..', import.meta.url))),
       'libheaphook_example.so',
     );
     expect(result.stdout).toBe(`${expected}\n`);

@@ -4,8 +4,8 @@
 // a setuid-root probe run as nobody (see src/secure-probe.ts).
 import { describe, expect, it } from 'vitest';
 
-import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '../src/testing.js';
-import { backendLibrary, run } from './helpers/native.js';
+import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '../../src/testing.js';
+import { backendLibrary, run } from '../helpers/native.js';
 
 describe.skipIf(secureExecutionSkip())('secure execution, the example backend (core)', () => {
   const env = ({ dir }: { dir: string }) => ({
