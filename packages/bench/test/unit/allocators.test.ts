@@ -6,8 +6,8 @@ import {
   filterByName,
   parseCustom,
   parseVariant,
-} from '../src/allocators.js';
-import { selectWorkloads } from '../src/workloads.js';
+} from '../../src/allocators.js';
+import { selectWorkloads } from '../../src/workloads.js';
 
 const noDeb = () => undefined;
 const backends = [

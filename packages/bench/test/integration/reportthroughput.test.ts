@@ -14,7 +14,7 @@ import {
   reportThroughput,
   THROUGHPUT_SCHEMA,
   type ThroughputResults,
-} from '../src/reportthroughput.js';
+} from '../../src/reportthroughput.js';
 
 const out = mkdtempSync(join(tmpdir(), 'bench-throughput-'));
 afterAll(() => rmSync(out, { recursive: true, force: true }));

@@ -11,10 +11,10 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { discoverAllocators } from '../src/allocators.js';
-import { runOne } from '../src/launcher.js';
-import { nativeDir } from '../src/paths.js';
-import { selectWorkloads } from '../src/workloads.js';
+import { discoverAllocators } from '../../src/allocators.js';
+import { runOne } from '../../src/launcher.js';
+import { nativeDir } from '../../src/paths.js';
+import { selectWorkloads } from '../../src/workloads.js';
 
 const scratchRoot = mkdtempSync(join(tmpdir(), 'bench-workloads-'));
 afterAll(() => rmSync(scratchRoot, { recursive: true, force: true }));

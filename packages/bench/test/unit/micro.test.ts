@@ -1,7 +1,7 @@
 import Benchmark from 'benchmark';
 import { describe, expect, it } from 'vitest';
 
-import { ARMS, heapCases, loadMallocHeap, loadTlsfHeap, micro } from '../src/micro.js';
+import { ARMS, heapCases, loadMallocHeap, loadTlsfHeap, micro } from '../../src/micro.js';
 
 describe('micro', () => {
   it('skips the suite with a message when the TLSF addon is not built', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { buildSchedule, warmUpRuns } from '../src/schedule.js';
+import { buildSchedule, warmUpRuns } from '../../src/schedule.js';
 
 const ready = (name: string) => ({ name, status: 'ready' as const });
 const skipped = (name: string) => ({ name, status: 'skipped' as const });

@@ -12,10 +12,10 @@ import { join } from 'node:path';
 import { listBackends } from '@heaphook/core';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { discoverAllocators } from '../src/allocators.js';
-import { runOne } from '../src/launcher.js';
-import { packageDir } from '../src/paths.js';
-import { selectWorkloads } from '../src/workloads.js';
+import { discoverAllocators } from '../../src/allocators.js';
+import { runOne } from '../../src/launcher.js';
+import { packageDir } from '../../src/paths.js';
+import { selectWorkloads } from '../../src/workloads.js';
 
 const scratchRoot = mkdtempSync(join(tmpdir(), 'bench-realtime-'));
 afterAll(() => rmSync(scratchRoot, { recursive: true, force: true }));

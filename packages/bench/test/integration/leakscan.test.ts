@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { formatLeakScan, leakScan, LSAN_COMPILERS } from '../src/leakscan.js';
+import { formatLeakScan, leakScan, LSAN_COMPILERS } from '../../src/leakscan.js';
 
 describe('leakscan', () => {
   it('heaphook and LeakSanitizer find the same leaked blocks', async () => {

@@ -10,10 +10,10 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { compare } from '../src/compare.js';
-import { nativeDir, packageDir } from '../src/paths.js';
-import { validateResults, type Results } from '../src/results.js';
-import type { WorkloadDef } from '../src/workloads.js';
+import { compare } from '../../src/compare.js';
+import { nativeDir, packageDir } from '../../src/paths.js';
+import { validateResults, type Results } from '../../src/results.js';
+import type { WorkloadDef } from '../../src/workloads.js';
 
 const tmp = mkdtempSync(join(tmpdir(), 'bench-test-'));
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));

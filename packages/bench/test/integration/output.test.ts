@@ -22,8 +22,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { skipOutsideCI } from '@heaphook/core/testing';
 
-import { defaultOutDirs, outDir, packageDir, referenceDir } from '../src/paths.js';
-import { validateResults, type Results } from '../src/results.js';
+import { defaultOutDirs, outDir, packageDir, referenceDir } from '../../src/paths.js';
+import { validateResults, type Results } from '../../src/results.js';
 
 /** The `heaphook` CLI of @heaphook/core: the bench is its `bench` command. */
 const heaphookBin = join(

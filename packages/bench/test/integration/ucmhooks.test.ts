@@ -10,9 +10,9 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { nativeProgram, packageDir } from '../src/paths.js';
-import { renderText, ucmHooksTable } from '../src/report.js';
-import { validateResults, type Results } from '../src/results.js';
+import { nativeProgram, packageDir } from '../../src/paths.js';
+import { renderText, ucmHooksTable } from '../../src/report.js';
+import { validateResults, type Results } from '../../src/results.js';
 import {
   parseUcmOutput,
   runUcmHooks,
@@ -21,7 +21,7 @@ import {
   ucmLibraryPath,
   type UcmColumnName,
   type UcmRun,
-} from '../src/ucmhooks.js';
+} from '../../src/ucmhooks.js';
 
 const line = (impl: string, mode: string, ns: number, mapped = 100, hooks = true, base = 100) =>
   JSON.stringify({

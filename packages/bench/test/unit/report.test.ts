@@ -8,11 +8,11 @@ import { fileURLToPath } from 'node:url';
 
 import { describe, expect, it } from 'vitest';
 
-import { formatRatio } from '../src/format.js';
-import { allTables, tracerTable } from '../src/report.js';
-import { validateResults, type Results } from '../src/results.js';
+import { formatRatio } from '../../src/format.js';
+import { allTables, tracerTable } from '../../src/report.js';
+import { validateResults, type Results } from '../../src/results.js';
 
-const results = fileURLToPath(new URL('../results/tracers/latest.json', import.meta.url));
+const results = fileURLToPath(new URL('../../results/tracers/latest.json', import.meta.url));
 const doc: unknown = JSON.parse(readFileSync(results, 'utf8'));
 
 describe('tracer tables', () => {

@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { listBackends } from '@heaphook/core';
 import { describe, expect, it } from 'vitest';
 
-import { discoverAllocators } from '../src/allocators.js';
-import { classifyRun, lastJsonLine, runOne } from '../src/launcher.js';
-import { selectWorkloads } from '../src/workloads.js';
-import type { LauncherReport } from '../src/types.js';
+import { discoverAllocators } from '../../src/allocators.js';
+import { classifyRun, lastJsonLine, runOne } from '../../src/launcher.js';
+import { selectWorkloads } from '../../src/workloads.js';
+import type { LauncherReport } from '../../src/types.js';
 
 const report = (over: Partial<LauncherReport> = {}): LauncherReport => ({
   exit_code: 0,

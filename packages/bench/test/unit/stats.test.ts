@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
-import { bestAllocators, checkChecksums, median, stat, summarize } from '../src/stats.js';
-import { failedRun, fakeRun } from './helpers.js';
+import { bestAllocators, checkChecksums, median, stat, summarize } from '../../src/stats.js';
+import { failedRun, fakeRun } from '../helpers.js';
 
 describe('median and stat', () => {
   it('takes the middle value, or the mean of the two middle ones', () => {
