@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { archivePath, env, libraryPath, MEMBER, packageDir, parseReport } from '../src/index.js';
+import { archivePath, env, libraryPath, MEMBER, packageDir, parseReport } from '../../src/index.js';
 
 describe('@heaphook/aix-plugin', () => {
   it('libraryPath() and archivePath() name built files', () => {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { archives, fields, release, requireBuilt, runEmul, tempDir } from './helpers/run.js';
+import { archives, fields, release, requireBuilt, runEmul, tempDir } from '../helpers/run.js';
 
 const probe = join(release, 'aix_probe');
 const userName = join(release, 'aix_user_name');

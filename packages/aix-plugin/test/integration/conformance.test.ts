@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs';
 
 import { beforeAll, describe, expect, it } from 'vitest';
 
-import { archives, conformance, fields, requireBuilt, runEmul } from './helpers/run.js';
+import { archives, conformance, fields, requireBuilt, runEmul } from '../helpers/run.js';
 
 const QUIET = { HEAPHOOK_CONFORMANCE_QUIET: '1' };
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { prepareProgramDir, realPrograms, runProgram } from '@heaphook/core/testing';
 
-import { requireBuilt, runEmul } from './helpers/run.js';
+import { requireBuilt, runEmul } from '../helpers/run.js';
 
 let dir = '';
 beforeAll(() => {

@@ -5,8 +5,8 @@ import { join } from 'node:path';
 
 import { beforeAll, describe, expect, it } from 'vitest';
 
-import { packageDir } from '../src/index.js';
-import { release, requireBuilt } from './helpers/run.js';
+import { packageDir } from '../../src/index.js';
+import { release, requireBuilt } from '../helpers/run.js';
 
 beforeAll(() => requireBuilt());
 

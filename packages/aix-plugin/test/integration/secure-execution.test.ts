@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '@heaphook/core/testing';
-import { archives, emulation, release, requireBuilt } from './helpers/run.js';
+import { archives, emulation, release, requireBuilt } from '../helpers/run.js';
 
 describe.skipIf(secureExecutionSkip())('secure execution', () => {
   requireBuilt();

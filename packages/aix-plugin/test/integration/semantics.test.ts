@@ -14,7 +14,7 @@ import { join } from 'node:path';
 
 import { beforeAll, describe, expect, it } from 'vitest';
 
-import { archives, fields, release, requireBuilt, runEmul, tempDir } from './helpers/run.js';
+import { archives, fields, release, requireBuilt, runEmul, tempDir } from '../helpers/run.js';
 
 const probe = join(release, 'aix_semantics_probe');
 
