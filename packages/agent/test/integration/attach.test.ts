@@ -19,7 +19,7 @@ import {
   tlsfLib,
   waitForLine,
   waitUntil,
-} from './helpers/agent.js';
+} from '../helpers/agent.js';
 
 const grow = join(release, 'hh_agent_grow');
 const BLOCK_BYTES = 5000;

@@ -20,7 +20,7 @@ import {
   tlsfLib,
   waitForLine,
   waitUntil,
-} from './helpers/agent.js';
+} from '../helpers/agent.js';
 
 const HELD_BYTES = 50_000_000;
 

@@ -19,7 +19,7 @@ import {
   ucmLib,
   waitForLine,
   waitUntil,
-} from './helpers/agent.js';
+} from '../helpers/agent.js';
 
 const extras = join(release, 'hh_agent_extras');
 const MIB = 2 ** 20;

@@ -14,7 +14,7 @@ import {
   tlsfLib,
   waitForLine,
   waitUntil,
-} from './helpers/agent.js';
+} from '../helpers/agent.js';
 
 const SCRIPT = String.raw`
 import os, sys, time

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { FrameError, FrameReader, decodeFrame, MAX_FRAME_BYTES } from '../src/agent/frames.js';
-import { startAgent, type RunningAgent } from '../src/agent/server.js';
+import { FrameError, FrameReader, decodeFrame, MAX_FRAME_BYTES } from '../../src/agent/frames.js';
+import { startAgent, type RunningAgent } from '../../src/agent/server.js';
 import {
   agentForSuite,
   agentLib,
@@ -25,7 +25,7 @@ import {
   tempDir,
   waitForLine,
   waitUntil,
-} from './helpers/agent.js';
+} from '../helpers/agent.js';
 
 function header(type: number, length: number): Buffer {
   const b = Buffer.alloc(length);

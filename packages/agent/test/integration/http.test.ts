@@ -9,8 +9,8 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { startAgent, type RunningAgent } from '../src/agent/server.js';
-import { heaphookBin, tempDir } from './helpers/agent.js';
+import { startAgent, type RunningAgent } from '../../src/agent/server.js';
+import { heaphookBin, tempDir } from '../helpers/agent.js';
 
 function heaphook(args: string[]): { status: number | null; stderr: string } {
   const out = spawnSync(process.execPath, [heaphookBin, ...args], {

@@ -21,7 +21,7 @@ import {
   waitForLine,
   waitUntil,
   type AgentProcess,
-} from './helpers/agent.js';
+} from '../helpers/agent.js';
 
 const HELD_BYTES = 50_000_000;
 const TOLERANCE = 0.05;

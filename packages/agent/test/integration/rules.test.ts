@@ -4,7 +4,7 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
-import { packageDir } from './helpers/agent.js';
+import { packageDir } from '../helpers/agent.js';
 
 const docs = join(packageDir, 'docs');
 

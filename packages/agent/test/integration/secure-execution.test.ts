@@ -14,7 +14,7 @@ import {
   skipOutsideCI,
 } from '@heaphook/core/testing';
 
-import { agentLib, tlsfLib } from './helpers/agent.js';
+import { agentLib, tlsfLib } from '../helpers/agent.js';
 
 const unavailable = secureProbeUnavailable();
 

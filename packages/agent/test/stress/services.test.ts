@@ -26,7 +26,7 @@ import {
   waitForLine,
   waitUntil,
   type AgentProcess,
-} from './helpers/agent.js';
+} from '../helpers/agent.js';
 
 const SERVICE_SECONDS = 60;
 /* 64 KiB rather than the default 512 KiB: enough samples in the minute to make the agent's
