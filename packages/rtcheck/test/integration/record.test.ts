@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { libraryPath } from '@heaphook/core';
 
-import { guardLibrary, heaphook, program } from './helpers/programs.js';
+import { guardLibrary, heaphook, program } from '../helpers/programs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'heaphook-rtcheck-record-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

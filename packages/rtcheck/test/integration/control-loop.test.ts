@@ -3,8 +3,8 @@
 // ways of setting it) or from marks (heaphook/rt.h, RTSan's names), over glibc and TLSF.
 import { describe, expect, it } from 'vitest';
 
-import { rtcheck, type Violation } from '../src/index.js';
-import { program } from './helpers/programs.js';
+import { rtcheck, type Violation } from '../../src/index.js';
+import { program } from '../helpers/programs.js';
 
 const STEPS = 250;
 

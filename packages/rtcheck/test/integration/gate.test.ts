@@ -7,9 +7,9 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { rtcheck } from '../src/index.js';
-import { readSuppressions } from '../src/suppressions.js';
-import { guardLibrary, heaphook, program } from './helpers/programs.js';
+import { rtcheck } from '../../src/index.js';
+import { readSuppressions } from '../../src/suppressions.js';
+import { guardLibrary, heaphook, program } from '../helpers/programs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'heaphook-rtcheck-test-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

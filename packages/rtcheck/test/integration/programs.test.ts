@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { prepareProgramDir, realPrograms, runProgram } from '@heaphook/core/testing';
 
-import { rtcheck } from '../src/index.js';
-import { guardLibrary, program } from './helpers/programs.js';
+import { rtcheck } from '../../src/index.js';
+import { guardLibrary, program } from '../helpers/programs.js';
 
 describe('python3 switched to SCHED_FIFO', () => {
   it('its allocations in the real-time part are caught, none before or after', async () => {

@@ -10,7 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 
 import { runSecureProbe, secureExecutionSkip, secureRunProblems } from '@heaphook/core/testing';
 
-import { guardLibrary } from './helpers/programs.js';
+import { guardLibrary } from '../helpers/programs.js';
 
 // A suppression file that stops the program (a bad line) whenever it is read; outside the
 // probe's folders, which must stay empty.

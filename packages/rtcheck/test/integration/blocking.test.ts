@@ -1,8 +1,8 @@
 // Each family of blocking calls, made once inside a marked section, is caught by name.
 import { describe, expect, it } from 'vitest';
 
-import { rtcheck } from '../src/index.js';
-import { program } from './helpers/programs.js';
+import { rtcheck } from '../../src/index.js';
+import { program } from '../helpers/programs.js';
 
 const families: readonly (readonly [string, readonly string[]])[] = [
   ['mutex', ['pthread_mutex_lock']],

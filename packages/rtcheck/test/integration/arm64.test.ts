@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { arm64Tier, isAarch64Elf, runAarch64 } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-const packageDir = fileURLToPath(new URL('..', import.meta.url));
+const packageDir = fileURLToPath(new URL('../..', import.meta.url));
 const tier = arm64Tier(packageDir, [
   'libheaphook_rtcheck.so',
   'rt_control_loop',
