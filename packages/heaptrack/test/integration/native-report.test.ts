@@ -37,7 +37,7 @@ function comparable(m: ReportModel) {
     stacks: m.stacks.size,
     modules: m.modules.length,
     sites: m.sites.map(({ epoch: _internal, ...site }) => site),
-    threads: undefined, // the oracle does not compute them: test/perfetto.test.ts checks them
+    threads: undefined, // the oracle does not compute them: test/integration/perfetto.test.ts checks them
     sizeHistogram: m.sizeHistogram.rows(),
     latency: [...m.latency].map(([op, h]) => [op, h.percentiles(), h.coarse()]),
   };

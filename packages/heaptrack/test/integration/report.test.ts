@@ -368,7 +368,7 @@ describe('heaphook report on the exact-count workload', () => {
     const html = join(out, 'report.html');
     const text = readFileSync(html, 'utf8');
     // Nothing to fetch: no external script, stylesheet or image; the only URLs are XML
-    // namespaces and the licence line of the inlined d3 (test/html.test.ts watches the network).
+    // namespaces and the licence line of the inlined d3 (test/integration/html.test.ts watches the network).
     expect(text).not.toMatch(/<link|<script[^>]* src=|<img/);
     const urls = text.match(/https?:\/\/[^\s"'`)]+/g) ?? [];
     expect(
