@@ -3,6 +3,9 @@ import { defineProject } from 'vitest/config';
 export default defineProject({
   test: {
     name: 'aix-plugin',
+    // Every tier (CONTRIBUTING.md "Test"): test/unit, test/integration, test/stress and
+    // test/sanitize, where the package has them. One tier: npm run test:unit (test:integration,
+    // test:stress, test:sanitize) in this folder.
     include: ['test/**/*.test.ts'],
     // Native tests run whole programs (python3, node, a compiler): give them room.
     testTimeout: 120_000,

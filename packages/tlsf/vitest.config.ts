@@ -3,10 +3,9 @@ import { defineProject } from 'vitest/config';
 export default defineProject({
   test: {
     name: 'tlsf',
-    // Every tier (README "Tests"): test/unit (native modules on their own), test/sanitize (the
-    // same and stress programs under ASan+UBSan or TSan) and the rest of test/ (integration:
-    // whole programs under the preload libraries). One tier: npm run test:unit | test:sanitize
-    // | test:integration in this folder.
+    // Every tier (CONTRIBUTING.md "Test"): test/unit, test/integration, test/stress and
+    // test/sanitize, where the package has them. One tier: npm run test:unit (test:integration,
+    // test:stress, test:sanitize) in this folder.
     include: ['test/**/*.test.ts'],
     // Native tests run whole programs (python3, node, a compiler): give them room.
     testTimeout: 120_000,

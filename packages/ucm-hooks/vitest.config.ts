@@ -3,8 +3,9 @@ import { defineProject } from 'vitest/config';
 export default defineProject({
   test: {
     name: 'ucm-hooks',
-    // Both tiers (README "Tests"): test/sanitize (the dispatch stress under TSan) and the rest
-    // of test/ (integration). One tier: npm run test:sanitize | test:integration in this folder.
+    // Every tier (CONTRIBUTING.md "Test"): test/unit, test/integration, test/stress and
+    // test/sanitize, where the package has them. One tier: npm run test:unit (test:integration,
+    // test:stress, test:sanitize) in this folder.
     include: ['test/**/*.test.ts'],
     // Native tests run whole programs (dlopen storms, threads): give them room.
     testTimeout: 120_000,

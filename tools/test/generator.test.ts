@@ -71,7 +71,8 @@ describe('npx nx g @heaphook/tools:backend', () => {
       `native/${NAME}_allocator.cpp`,
       'package.json',
       'src/index.ts',
-      `test/${NAME}.test.ts`,
+      `test/integration/${NAME}.test.ts`,
+      `test/unit/${NAME}.test.ts`,
       'tsconfig.build.json',
       'tsconfig.json',
       'vitest.config.ts',
@@ -170,6 +171,18 @@ describe('npx nx g @heaphook/tools:backend', () => {
     };
     expect(report).toMatchObject({ numPassedTests: 7, numFailedTests: 0, numPendingTests: 0 });
     expect(tests.status).toBe(0);
+
+    // One tier at a time, as in the repository's packages: the unit tier is the TypeScript
+    // entry's 2 tests, the integration tier the other 5, and the empty tiers pass.
+    const tier = (name: string) => {
+      const r = run('npm', ['run', `test:${name}`, '--', '--reporter=json'], pkg);
+      expect(r.status, r.stderr).toBe(0);
+      const json = r.stdout.slice(r.stdout.indexOf('{'));
+      return JSON.parse(json.slice(0, json.lastIndexOf('}') + 1)) as { numPassedTests: number };
+    };
+    expect(tier('unit').numPassedTests).toBe(2);
+    expect(tier('integration').numPassedTests).toBe(5);
+    expect(tier('stress').numPassedTests).toBe(0);
   });
 
   it('heaphook list shows it and heaphook run -b <name> runs python3 on it', () => {

@@ -10,7 +10,7 @@
  *      a '/', without ".a", or empty is refused. Other MALLOCTYPE values (unset, default,
  *      buckets, watson ...) select the system allocator, here glibc (__libc_malloc ...).
  *   2. The archive is searched on LIBPATH, then LD_LIBRARY_PATH, then /usr/lib:/lib.
- *   3. The member mem64.o (mem32.o in a 32-bit process) is read from the ar archive (parsed here,
+ *   3. The member mem64.o (mem32.o in a 32-bit process) is read from the ar archive (ar_member.c,
  *      mmap + read-only), written to a memfd and dlopen'ed as /proc/self/fd/N. This all happens
  *      inside the backend's init, so the core serves the allocations of dlopen from its static
  *      bootstrap arena.
@@ -50,6 +50,8 @@
 #include "heaphook/config.h"
 #include "heaphook/core.h"
 #include "heaphook/log.h"
+
+#include "ar_member.h"
 
 #define EMUL_EXIT_STATUS 78
 #define HEADER 16
@@ -158,84 +160,6 @@ static int search_path(const char *list, const char *name, char *found, size_t c
     }
 }
 
-/* ---- Reading the ar archive ---------------------------------------------------------------- */
-
-typedef struct member {
-    const unsigned char *data;
-    size_t size;
-} member;
-
-static size_t parse_decimal(const char *text, size_t len) {
-    size_t value = 0;
-    for (size_t i = 0; i < len && text[i] >= '0' && text[i] <= '9'; i++) {
-        value = value * 10 + (size_t)(text[i] - '0');
-    }
-    return value;
-}
-
-/* Finds the member called want in a System V / GNU (or BSD) ar archive. Fills names (for the
- * refusal message) with the members it saw. Returns 0 when found, -1 when not, -2 when the
- * file is not an ar archive, -3 for an AIX big-format archive. */
-static int find_member(const unsigned char *base, size_t size, const char *want, member *out,
-                       char *names, size_t names_cap) {
-    size_t names_len = 0;
-    names[0] = '\0';
-    if (size >= 8 && memcmp(base, "<bigaf>\n", 8) == 0) return -3;
-    if (size < 8 || memcmp(base, "!<arch>\n", 8) != 0) return -2;
-    const char *long_names = NULL;
-    size_t long_names_size = 0;
-    size_t pos = 8;
-    while (pos + 60 <= size) {
-        const char *h = (const char *)base + pos;
-        if (h[58] != '`' || h[59] != '\n') return -2;
-        size_t data_size = parse_decimal(h + 48, 10);
-        const unsigned char *data = base + pos + 60;
-        if (data_size > size - pos - 60) return -2;
-        char name[256];
-        size_t name_len = 0;
-        if (h[0] == '/' && h[1] == '/' && h[2] == ' ') { /* GNU long-name table */
-            long_names = (const char *)data;
-            long_names_size = data_size;
-        } else if (h[0] == '/' && h[1] >= '0' && h[1] <= '9' && long_names) { /* "/123" */
-            size_t off = parse_decimal(h + 1, 15);
-            while (off + name_len < long_names_size && long_names[off + name_len] != '/' &&
-                   long_names[off + name_len] != '\n' && name_len < sizeof name - 1) {
-                name[name_len] = long_names[off + name_len];
-                name_len++;
-            }
-        } else if (memcmp(h, "#1/", 3) == 0) { /* BSD: the name starts the data */
-            size_t n = parse_decimal(h + 3, 13);
-            if (n > data_size) return -2;
-            name_len = n < sizeof name - 1 ? n : sizeof name - 1;
-            memcpy(name, data, name_len);
-            while (name_len > 0 && name[name_len - 1] == '\0') name_len--;
-            data += n;
-            data_size -= n;
-        } else if (h[0] != '/') { /* "name/" (System V / GNU) or "name   " */
-            while (name_len < 16 && h[name_len] != '/' && h[name_len] != ' ') {
-                name[name_len] = h[name_len];
-                name_len++;
-            }
-        }
-        if (name_len > 0) {
-            name[name_len] = '\0';
-            if (strcmp(name, want) == 0) {
-                out->data = data;
-                out->size = data_size;
-                return 0;
-            }
-            if (names_len + name_len + 3 < names_cap) {
-                if (names_len > 0) names[names_len++] = ' ';
-                memcpy(names + names_len, name, name_len + 1);
-                names_len += name_len;
-            }
-        }
-        pos += 60 + parse_decimal(h + 48, 10);
-        pos += pos & 1;
-    }
-    return -1;
-}
-
 /* ---- Loading the plug-in ------------------------------------------------------------------- */
 
 static const char *const required[] = {
@@ -314,22 +238,22 @@ static void load_plugin(const char *name, const char *source) {
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) refuse("%s: cannot map %s (errno %d)", source, path, errno);
-    member m;
+    ar_member m;
     char names[512];
-    int found = find_member(map, (size_t)st.st_size, MEMBER, &m, names, sizeof names);
-    if (found == -3) {
+    int found = ar_find_member(map, (size_t)st.st_size, MEMBER, &m, names, sizeof names);
+    if (found == AR_BIG_FORMAT) {
         refuse(
             "%s: %s is an AIX big-format archive; the emulation reads the Linux test archive, "
             "e.g. the one `nx run aix-plugin:archive` builds",
             source, path);
     }
-    if (found == -2) {
+    if (found == AR_NOT_AN_ARCHIVE) {
         refuse(
             "%s: %s is not an ar archive; expected one made by ar with member %s, e.g. "
             "`ar rcS %s %s`",
             source, path, MEMBER, name, MEMBER);
     }
-    if (found == -1) {
+    if (found == AR_NO_MEMBER) {
         refuse(
             "%s: archive %s has no member %s (members: %s); a %d-bit process needs %s, e.g. "
             "`ar rcS %s %s`",

@@ -6,7 +6,8 @@
 #
 #   include(${HEAPHOOK_CORE_DIR}/cmake/sanitizers.cmake)   # or ../core/cmake/sanitizers.cmake
 #   heaphook_add_sanitized_program(<name> <asan|tsan> SOURCES <file>...
-#       [INCLUDES <dir>...] [DEFINITIONS <def>...] [OPTIONS <flag>...] [LIBRARIES <lib>...])
+#       [CORE <part>...] [INCLUDES <dir>...] [DEFINITIONS <def>...] [OPTIONS <flag>...]
+#       [LIBRARIES <lib>...])
 #
 #   asan: -fsanitize=address,undefined -fno-sanitize-recover=all (AddressSanitizer with
 #         LeakSanitizer, and UndefinedBehaviorSanitizer; the first report ends the program)
@@ -14,6 +15,11 @@
 #   Both: -O1 -g -fno-omit-frame-pointer, C11 with GNU extensions, _GNU_SOURCE, threads and
 #   libdl linked; the program lands in HEAPHOOK_OUTPUT_DIR. Every source listed is compiled with
 #   the sanitizer (instrumented), so list the module under test, not a prebuilt library of it.
+#   CORE links the core's parts the module needs, instrumented with the same sanitizer: support
+#   (config, log, os, lockrank: what heaphook::support holds) and reloc (the GOT patcher). Each
+#   is one static library per kind and project, heaphook_<part>_<kind> (heaphook::<part>_<kind>),
+#   compiled like the program and built only when a program links it, so a package never lists
+#   the core's sources itself. Needs heaphook.cmake included first (HEAPHOOK_SUPPORT_SOURCES).
 #
 # Variables:
 #   HEAPHOOK_SANITIZERS  ON (default): build the programs when the compiler can link each
@@ -46,8 +52,40 @@ function(_heaphook_sanitizer_usable kind result)
   set(${result} ${HEAPHOOK_SANITIZER_${kind}_USABLE} PARENT_SCOPE)
 endfunction()
 
+# The flags of every instrumented object: the program's and the core parts' it links.
+function(_heaphook_sanitized_flags target kind)
+  target_compile_options(${target} PRIVATE ${_heaphook_sanitize_${kind}} -O1 -g
+                                           -fno-omit-frame-pointer -Wall)
+  target_compile_definitions(${target} PRIVATE _GNU_SOURCE)
+  set_target_properties(${target} PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
+endfunction()
+
+# heaphook_<part>_<kind>: a part of the core (support, reloc) compiled with the sanitizer.
+function(_heaphook_sanitized_core part kind)
+  set(target heaphook_${part}_${kind})
+  if(TARGET ${target})
+    return()
+  endif()
+  string(TOUPPER ${part} upper)
+  if(NOT DEFINED HEAPHOOK_${upper}_SOURCES)
+    message(FATAL_ERROR "heaphook_add_sanitized_program: CORE ${part}: no such part of the core "
+                        "(support, reloc), or heaphook.cmake is not included before sanitizers.cmake")
+  endif()
+  add_library(${target} STATIC EXCLUDE_FROM_ALL ${HEAPHOOK_${upper}_SOURCES})
+  _heaphook_sanitized_flags(${target} ${kind})
+  target_include_directories(${target} PUBLIC ${HEAPHOOK_CORE_DIR}/include
+                             PRIVATE ${HEAPHOOK_CORE_DIR}/native)
+  target_link_libraries(${target} INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+  if(part STREQUAL "reloc")
+    # A debug build's patcher checks its lock's rank (lockrank.c, in support).
+    _heaphook_sanitized_core(support ${kind})
+    target_link_libraries(${target} INTERFACE heaphook_support_${kind})
+  endif()
+  add_library(heaphook::${part}_${kind} ALIAS ${target})
+endfunction()
+
 function(heaphook_add_sanitized_program name kind)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;INCLUDES;DEFINITIONS;OPTIONS;LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;CORE;INCLUDES;DEFINITIONS;OPTIONS;LIBRARIES")
   if(NOT kind MATCHES "^(asan|tsan)$")
     message(FATAL_ERROR "heaphook_add_sanitized_program(${name}): kind is asan or tsan, not ${kind}")
   endif()
@@ -61,14 +99,19 @@ function(heaphook_add_sanitized_program name kind)
   if(NOT DEFINED HEAPHOOK_OUTPUT_DIR)
     set(HEAPHOOK_OUTPUT_DIR ${CMAKE_BINARY_DIR}/Release)
   endif()
-  add_executable(${name} ${arg_SOURCES})
-  target_compile_options(${name} PRIVATE ${_heaphook_sanitize_${kind}} -O1 -g
-                                         -fno-omit-frame-pointer -Wall ${arg_OPTIONS})
-  target_link_options(${name} PRIVATE ${_heaphook_sanitize_${kind}})
-  target_compile_definitions(${name} PRIVATE _GNU_SOURCE ${arg_DEFINITIONS})
-  target_include_directories(${name} PRIVATE ${arg_INCLUDES})
   find_package(Threads REQUIRED)
-  target_link_libraries(${name} PRIVATE ${arg_LIBRARIES} Threads::Threads ${CMAKE_DL_LIBS})
-  set_target_properties(${name} PROPERTIES C_STANDARD 11 C_EXTENSIONS ON
-                                           RUNTIME_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
+  set(core_libraries)
+  foreach(part ${arg_CORE})
+    _heaphook_sanitized_core(${part} ${kind})
+    list(APPEND core_libraries heaphook_${part}_${kind})
+  endforeach()
+  add_executable(${name} ${arg_SOURCES})
+  _heaphook_sanitized_flags(${name} ${kind})
+  target_compile_options(${name} PRIVATE ${arg_OPTIONS})
+  target_link_options(${name} PRIVATE ${_heaphook_sanitize_${kind}})
+  target_compile_definitions(${name} PRIVATE ${arg_DEFINITIONS})
+  target_include_directories(${name} PRIVATE ${arg_INCLUDES})
+  target_link_libraries(${name} PRIVATE ${arg_LIBRARIES} ${core_libraries} Threads::Threads
+                                        ${CMAKE_DL_LIBS})
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
 endfunction()

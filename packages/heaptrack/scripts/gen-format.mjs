@@ -5,7 +5,7 @@
  * C encoder's. Run by `npm run build` before tsc.
  *
  *   node scripts/gen-format.mjs            writes the file (only when its text changes)
- *   node scripts/gen-format.mjs --stdout   prints it instead (test/format.test.ts)
+ *   node scripts/gen-format.mjs --stdout   prints it instead (test/integration/format.test.ts)
  *
  * It reads only the forms heaplog.h's opening comment lists and fails on any other line, so a
  * definition it cannot read stops the build instead of going missing:

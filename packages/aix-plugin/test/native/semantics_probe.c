@@ -1,6 +1,6 @@
 /*
  * semantics_probe.c — the AIX semantics of a plug-in, run under the emulation
- * (test/semantics.test.ts).
+ * (test/integration/semantics.test.ts).
  *
  *   semantics_probe mallopt   mallopt's results (glibc's convention here: 1 accepted, 0 refused):
  *                             M_MXFAST, M_NLBLKS, M_GRAIN, M_KEEP refused; M_MALIGN accepted for

@@ -1,8 +1,8 @@
 /*
  * misuse_test.c — misuse of the heap a backend must name and stop, and correct use it must
- * keep serving. Run under LD_PRELOAD=<a backend> by test/example-misuse.test.ts (the example
- * backend) and by the tlsf package's test/misuse.test.ts; built with -fno-builtin so every
- * call really happens.
+ * keep serving. Run under LD_PRELOAD=<a backend> by test/integration/example-misuse.test.ts (the
+ * example backend) and by the tlsf package's test/integration/misuse.test.ts; built with
+ * -fno-builtin so every call really happens.
  *
  *   heaphook_misuse_test stack | global | interior | double | double-large | double-huge |
  *                        overrun [byte]

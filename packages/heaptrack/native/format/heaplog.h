@@ -3,8 +3,8 @@
  * the collector handshake. Every constant of the format is defined here and nowhere else: the
  * encoder (track/writer.c), the report's pass (analyze/decode.c), the tracer and the collector
  * include this file, and the TypeScript decoder imports src/decode/format.generated.ts, which
- * scripts/gen-format.mjs writes from this file at build time (test/format.test.ts checks both
- * against the C compiler and FORMAT.md).
+ * scripts/gen-format.mjs writes from this file at build time (test/integration/format.test.ts
+ * checks both against the C compiler and FORMAT.md).
  *
  * The generator reads only two forms, so keep every definition in one of them:
  *   #define HH_NAME <value>          an integer expression (literals, earlier HH_ names,

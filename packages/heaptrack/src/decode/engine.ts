@@ -423,7 +423,7 @@ export function decodeBlockEvents(
       }
       if (carriesStack) threadStack[thread] = stack;
       // The fields after the common part, in the order of native/format/fields.h (its
-      // FIELD_*_OPS and _FLAG; test/format.test.ts checks the order against the table).
+      // FIELD_*_OPS and _FLAG; test/integration/format.test.ts checks the order against the table).
       let ptr = 0;
       let oldPtr = 0;
       let size = 0;

@@ -1,7 +1,8 @@
 /*
  * hostile_client.c — a client of heaphook-heaptrack-collector that breaks its protocol, for
- * test/collector-trust.test.ts. SOCKET is the collector's socket name ("@heaphook-..."), or "-"
- * for $HEAPHOOK_COLLECTOR. Every wait has a watchdog that names what it waited for.
+ * test/integration/collector-trust.test.ts. SOCKET is the collector's socket name
+ * ("@heaphook-..."), or "-" for $HEAPHOOK_COLLECTOR. Every wait has a watchdog that names what it
+ * waited for.
  *
  *   hh_test_hostile SOCKET event-first    a 48-byte EVENT record before any PROCESS record
  *   hh_test_hostile SOCKET giant-exe      a PROCESS record that claims a 3 GB exe path

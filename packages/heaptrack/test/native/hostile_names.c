@@ -1,7 +1,7 @@
 /*
- * A program whose symbol names are hostile (test/hostile-text.test.ts): the test renames the
- * hostile_* functions with objcopy --redefine-sym after compiling this file (without debug
- * information, so addr2line reads the names from the symbol table) to names holding GitHub
+ * A program whose symbol names are hostile (test/integration/hostile-text.test.ts): the test
+ * renames the hostile_* functions with objcopy --redefine-sym after compiling this file (without
+ * debug information, so addr2line reads the names from the symbol table) to names holding GitHub
  * workflow commands, terminal escapes and newlines. Each chain below leaks its block, so every
  * name is on a leak site's stack; honest_site's stack is the control: symbolised, it must read
  * honest_site, main and nothing of the other names.

@@ -1,6 +1,7 @@
 /*
- * A function whose DWARF file name holds newlines and a forged frame (test/hostile-text.test.ts
- * compiles this file with -gdwarf-4: addr2line then prints the name with its newlines).
+ * A function whose DWARF file name holds newlines and a forged frame
+ * (test/integration/hostile-text.test.ts compiles this file with -gdwarf-4: addr2line then prints
+ * the name with its newlines).
  */
 #include <stdlib.h>
 

@@ -1,8 +1,9 @@
-/* A mostly idle program for the collector's wake-up tests (test/collector-idle.test.ts).
- * argv: events gap_ms tail_ms. Prints "idle <pid>" once the tracer is up, then `events` times:
- * sleeps gap_ms, allocates one block of 1000 + k bytes (kept) and prints "event <k>" right
- * after the call returned; then sleeps tail_ms and exits 0. Between events it makes no call at
- * all: whatever the collector does meanwhile is its own doing. */
+/* A mostly idle program for the collector's wake-up tests
+ * (test/integration/collector-idle.test.ts). argv: events gap_ms tail_ms. Prints "idle <pid>" once
+ * the tracer is up, then `events` times: sleeps gap_ms, allocates one block of 1000 + k bytes
+ * (kept) and prints "event <k>" right after the call returned; then sleeps tail_ms and exits 0.
+ * Between events it makes no call at all: whatever the collector does meanwhile is its own doing.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>

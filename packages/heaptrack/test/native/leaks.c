@@ -1,6 +1,6 @@
 /*
- * leaks.c — the leak checker's test program (test/leaks.test.ts). Every scenario prints its
- * expected verdicts before the checks run:
+ * leaks.c — the leak checker's test program (test/integration/leaks.test.ts). Every scenario prints
+ * its expected verdicts before the checks run:
  *
  *   expect <pid> <mode> <leaked|reachable> <address> <name>
  *

@@ -7,7 +7,7 @@
  * back the same records after the ring's space was reused.
  *
  * Prints one "ok <case>" line per case; on a failed expectation prints "FAIL <case>: <what>"
- * on stderr and exits with 1 (test/ring.test.ts runs it).
+ * on stderr and exits with 1 (test/unit/ring.test.ts runs it).
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
-/* A running process for `heaphook record -p` / `heaphook snapshot` tests (test/record-pid.test.ts).
- * At start it allocates 500 blocks of 1000 bytes (before any attach), prints "ready <pid>" and
- * waits for signals in sigwaitinfo (main thread). argv: [threads]: that many threads allocate and
- * free all the time (a short pause every 16 blocks), from start to exit.
- *   SIGUSR1  the first time: frees the 500 early blocks; every time: 1000 blocks of 100 + i bytes,
- *            500 of them freed, 500 kept until the next SIGUSR1 frees them; then "work <n>"
+/* A running process for `heaphook record -p` / `heaphook snapshot` tests
+ * (test/integration/record-pid.test.ts). At start it allocates 500 blocks of 1000 bytes (before any
+ * attach), prints "ready <pid>" and waits for signals in sigwaitinfo (main thread). argv:
+ * [threads]: that many threads allocate and free all the time (a short pause every 16 blocks), from
+ * start to exit. SIGUSR1  the first time: frees the 500 early blocks; every time: 1000 blocks of
+ * 100 + i bytes, 500 of them freed, 500 kept until the next SIGUSR1 frees them; then "work <n>"
  *   SIGUSR2  forks a child that makes 100 allocations of 64 bytes, frees them and exits 0
  *            (through exit: its log ends normally); "forked <pid>" once it is gone
  *   SIGTERM  frees what it keeps, prints "bye", exits 0 */

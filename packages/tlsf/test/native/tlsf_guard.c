@@ -1,5 +1,5 @@
 /*
- * tlsf_guard.c — the guardrails' test program (test/guardrails.test.ts), run under
+ * tlsf_guard.c — the guardrails' test program (test/integration/guardrails.test.ts), run under
  * libheaphook_tlsf.so with a small pool:
  *
  *   tlsf_guard grow <bytes>   allocate <bytes> in grow_the_pool() (a function the growth's

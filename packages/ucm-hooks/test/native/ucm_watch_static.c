@@ -1,5 +1,5 @@
-/* ucm_watch_static.c — a statically linked process (test/watch-pid.test.ts): nothing can be
- * dlopen'ed into it, so `heaphook watch -p` must refuse it and leave it untouched. Prints
+/* ucm_watch_static.c — a statically linked process (test/integration/watch-pid.test.ts): nothing
+ * can be dlopen'ed into it, so `heaphook watch -p` must refuse it and leave it untouched. Prints
  * "ready <pid>", then answers each line of stdin with "alive", until end of input. */
 #include <stdio.h>
 #include <unistd.h>
