@@ -12,11 +12,16 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "heaphook/trace_rt.h"
 #include "next.h"
 #include "sys.h"
 #include "track/unwinder.h"
 
 static hh_rt_site hh_sites[HH_RT_MAX_SITES];
+
+/* heaptrack's tracer, when it is in the process: weak, so the guard alone runs unchanged (its
+ * address is then NULL, resolved once at load). */
+extern __typeof__(heaphook_trace_rt_violation) heaphook_trace_rt_violation __attribute__((weak));
 static _Atomic uint64_t hh_dropped;
 /* Set by the first violation under --abort: the rest of the process is on its way out. */
 static _Atomic int hh_aborting;
@@ -103,6 +108,7 @@ static hh_rt_site *hh_site_of(enum hh_rt_call call, uintptr_t site, bool *first)
                 s->excluded = hh_rt_opts.has_thread_filter && !hh_rt_thread_checked(s->thread_name);
                 /* the stack, from here: the frames of this library are skipped */
                 s->frame_count = hh_unwind(s->frames, HH_RT_MAX_FRAMES);
+                hh_rt_trace_first(s);
                 atomic_store_explicit(&s->ready, 1, memory_order_release);
                 *first = true;
                 return s;
@@ -137,4 +143,47 @@ void hh_rt_violation(enum hh_rt_call call, uintptr_t site) {
         for (;;) sched_yield(); /* another thread is stopping the process */
     }
     errno = saved_errno;
+}
+
+/* ---- Handing violations to the tracer --------------------------------------------------- */
+
+static heaphook_rt_violation hh_trace_view(const hh_rt_site *s, uint64_t count) {
+    heaphook_rt_violation v = {
+        .site = (uint32_t)(s - hh_sites) + 1,
+        .tid = (uint32_t)s->tid,
+        .stack = s->traced_stack,
+        .policy = s->policy,
+        .priority = s->priority,
+        .count = count,
+        .call = hh_rt_call_name((enum hh_rt_call)s->call),
+        .thread_name = s->thread_name,
+    };
+    return v;
+}
+
+void hh_rt_trace_first(hh_rt_site *s) {
+    s->traced_stack = 0;
+    if (heaphook_trace_rt_violation == NULL || s->excluded) return;
+    /* on the violating thread, inside its hook: the tracer walks this stack itself */
+    heaphook_rt_violation v = hh_trace_view(s, 1);
+    s->traced_stack = heaphook_trace_rt_violation(&v);
+}
+
+/* The tracer's exit path calls this before its log ends: its destructor may run before ours. */
+HH_EXPORT void heaphook_rt_guard_flush(void) {
+    int saved_active = t_rt.active;
+    t_rt.active = 0; /* the tracer's work is not the program's */
+    hh_rt_trace_counts();
+    t_rt.active = saved_active;
+}
+
+void hh_rt_trace_counts(void) {
+    if (heaphook_trace_rt_violation == NULL) return;
+    for (int i = 0; i < HH_RT_MAX_SITES; i++) {
+        hh_rt_site *s = &hh_sites[i];
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire) || s->excluded) continue;
+        if (s->traced_stack == 0) continue; /* the tracer did not record its first call */
+        heaphook_rt_violation v = hh_trace_view(s, atomic_load(&s->count));
+        (void)heaphook_trace_rt_violation(&v);
+    }
 }
