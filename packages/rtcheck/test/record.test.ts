@@ -80,6 +80,17 @@ describe('with heaptrack', () => {
       ),
     );
 
+    // dump: the site's first record (count 1, its stack), then its count at exit (handed over by
+    // the tracer's exit path and by the guard's, whichever runs while the log is open)
+    const dumped = heaphook(['dump', out])
+      .stdout.split('\n')
+      .filter((l) => l.startsWith('# rt_violation'));
+    expect(dumped.length).toBeGreaterThanOrEqual(2);
+    expect(dumped[0]).toMatch(
+      / call=malloc count=1 tid=\d+ thread="control" policy=1 priority=10 stack=[1-9]/,
+    );
+    expect(dumped.at(-1)).toMatch(new RegExp(` call=malloc count=${steps} `));
+
     const html = join(out, 'html');
     expect(heaphook(['report', '-o', html, '--formats', 'html', out]).status).toBe(0);
     const page = readFileSync(join(html, 'report.html'), 'utf8');
