@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { libraryPath } from '@heaphook/core';
+import { heaphookBin } from '@heaphook/core/testing';
 
 import { guardLibrary, heaphook, program } from './helpers/programs.js';
 
@@ -82,9 +83,13 @@ describe('with heaptrack', () => {
 
     // dump: the site's first record (count 1, its stack), then its count at exit (handed over by
     // the tracer's exit path and by the guard's, whichever runs while the log is open)
-    const dumped = heaphook(['dump', out])
-      .stdout.split('\n')
-      .filter((l) => l.startsWith('# rt_violation'));
+    const dump = spawnSync(process.execPath, [heaphookBin, 'dump', out], {
+      encoding: 'utf8',
+      maxBuffer: 256 * 1024 * 1024, // every event of the run, then the records
+      timeout: 110_000,
+    });
+    expect(dump.status).toBe(0);
+    const dumped = dump.stdout.split('\n').filter((l) => l.startsWith('# rt_violation'));
     expect(dumped.length).toBeGreaterThanOrEqual(2);
     expect(dumped[0]).toMatch(
       / call=malloc count=1 tid=\d+ thread="control" policy=1 priority=10 stack=[1-9]/,
