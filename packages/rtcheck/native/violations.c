@@ -23,6 +23,9 @@ static hh_rt_site hh_sites[HH_RT_MAX_SITES];
  * address is then NULL, resolved once at load). */
 extern __typeof__(heaphook_trace_rt_violation) heaphook_trace_rt_violation __attribute__((weak));
 static _Atomic uint64_t hh_dropped;
+/* The tracer's range when it is in the process (set once at load, read-only after). */
+static uintptr_t hh_tracer_lo, hh_tracer_hi;
+
 /* Set by the first violation under --abort: the rest of the process is on its way out. */
 static _Atomic int hh_aborting;
 
@@ -75,6 +78,19 @@ void hh_rt_violations_init(void) {
         dl_iterate_phdr(hh_range_cb, &q);
     }
     hh_unwind_init(q.lo, q.hi, true);
+    /* Under the tracer (heaptrack first in LD_PRELOAD), its malloc calls ours: its frames are
+     * left out of our stacks too, so the report starts at the program's call, as it does alone. */
+    hh_range_query t = {0, 0, 0};
+    if (heaphook_trace_rt_violation != NULL &&
+        dladdr((void *)heaphook_trace_rt_violation, &info) != 0) {
+        t.base = (uintptr_t)info.dli_fbase;
+        dl_iterate_phdr(hh_range_cb, &t);
+        if (t.hi > t.lo) {
+            hh_unwind_skip_also(t.lo, t.hi);
+            hh_tracer_lo = t.lo;
+            hh_tracer_hi = t.hi;
+        }
+    }
 }
 
 static uint64_t hh_key(enum hh_rt_call call, uintptr_t site, pid_t tid) {
@@ -127,6 +143,12 @@ void hh_rt_violation(enum hh_rt_call call, uintptr_t site) {
     if (!hh_rt_armed()) { /* the warm-up: nothing counts yet */
         errno = saved_errno;
         return;
+    }
+    if (HH_UNLIKELY(site >= hh_tracer_lo && site < hh_tracer_hi)) {
+        /* The tracer's malloc called ours: every call would share its return address. The
+         * site is the program's call, the first frame outside both libraries. */
+        uintptr_t caller;
+        if (hh_unwind(&caller, 1) == 1) site = caller;
     }
     bool first;
     hh_rt_site *s = hh_site_of(call, site, &first);

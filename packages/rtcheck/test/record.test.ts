@@ -107,6 +107,33 @@ describe('with heaptrack', () => {
     );
   });
 
+  it('two functions allocating in the loop are two call sites, each with its own stack', () => {
+    // The tracer's malloc calls the guard's: the site is the program's call, not the tracer's.
+    const out = mkdtempSync(join(dir, 'two-'));
+    const steps = 11;
+    const r = heaphook([
+      'record',
+      '-b',
+      'rtcheck',
+      '-o',
+      out,
+      '--',
+      program('rt_control_loop'),
+      'two-sites',
+      String(steps),
+    ]);
+    expect(r.status).toBe(0);
+    expect(r.stderr).toMatch(
+      new RegExp(`heaphook rtcheck: ${2 * steps} violations at 2 call sites`),
+    );
+    expect(r.stderr).not.toMatch(/libheaphook_heaptrack\.so/);
+    const violations = reportJson(out).realtimeViolations;
+    expect(violations.map((v) => [v.call, v.count, v.frames[0]?.function]).sort()).toEqual([
+      ['malloc', steps, 'control_log'],
+      ['malloc', steps, 'control_step'],
+    ]);
+  });
+
   it('record -b rtcheck of a loop that never enters a real-time context: none in the report', () => {
     const out = mkdtempSync(join(dir, 'none-'));
     const r = heaphook([
