@@ -203,7 +203,7 @@ typedef struct hh_rt_site {
     _Atomic uint64_t count;
     int frame_count;
     uintptr_t frames[HH_RT_MAX_FRAMES];
-    uint32_t traced_stack; /* the tracer's id of its stack (hh_rt_trace_*), 0 = not traced */
+    uint32_t traced_stack; /* the tracer's id of its stack (hh_rt_trace_*), 0 = none */
 } hh_rt_site;
 
 /* The table, for the report. */

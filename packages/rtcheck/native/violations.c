@@ -204,7 +204,6 @@ void hh_rt_trace_counts(void) {
     for (int i = 0; i < HH_RT_MAX_SITES; i++) {
         hh_rt_site *s = &hh_sites[i];
         if (!atomic_load_explicit(&s->ready, memory_order_acquire) || s->excluded) continue;
-        if (s->traced_stack == 0) continue; /* the tracer did not record its first call */
         heaphook_rt_violation v = hh_trace_view(s, atomic_load(&s->count));
         (void)heaphook_trace_rt_violation(&v);
     }

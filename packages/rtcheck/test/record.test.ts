@@ -194,6 +194,27 @@ describe('with heaptrack', () => {
     expect(v).toMatchObject({ call: 'malloc', count: 9, thread: 'control' });
   });
 
+  it('with stacks off (HEAPHOOK_STACKS=0) the counts are still exact, the frames empty', () => {
+    const out = mkdtempSync(join(dir, 'nostacks-'));
+    const r = heaphook([
+      'record',
+      '-b',
+      'rtcheck',
+      '-o',
+      out,
+      '-e',
+      'HEAPHOOK_STACKS=0',
+      '--',
+      program('rt_control_loop'),
+      'fifo',
+      '6',
+    ]);
+    expect(r.status).toBe(0);
+    expect(reportJson(out).realtimeViolations).toEqual([
+      expect.objectContaining({ call: 'malloc', count: 6, thread: 'control', frames: [] }),
+    ]);
+  });
+
   it('a log recorded without the guard has an empty realtimeViolations', () => {
     const out = mkdtempSync(join(dir, 'plain-'));
     const r = heaphook(['record', '-o', out, '--', program('rt_control_loop'), 'fifo', '5']);
