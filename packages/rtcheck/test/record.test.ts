@@ -215,6 +215,45 @@ describe('with heaptrack', () => {
     ]);
   });
 
+  it("a fork child's violations are in the child's log, counted to its _exit", () => {
+    // python3's child switches to SCHED_FIFO, allocates 50 bytearrays and leaves by os._exit,
+    // which runs no destructor: the tracer's _exit hands over the guard's counts first.
+    const python = spawnSync('python3', ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+    }).stdout.trim();
+    const script = [
+      'import os',
+      'pid = os.fork()',
+      'if pid == 0:',
+      '    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))',
+      '    blocks = [bytearray(100000) for i in range(50)]',
+      '    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))',
+      '    print(os.getpid(), flush=True)',
+      '    os._exit(0)',
+      'os.waitpid(pid, 0)',
+      'more = [bytearray(100000) for i in range(50)]',
+    ].join('\n');
+    const out = mkdtempSync(join(dir, 'fork-'));
+    const r = heaphook(['record', '-b', 'rtcheck', '-o', out, '--', python, '-c', script]);
+    expect(r.status).toBe(0);
+    const child = r.stdout.trim();
+    expect(child).toMatch(/^\d+$/);
+    const logs = readdirSync(out).filter((f) => /^heaplog\.\d+\.log$/.test(f));
+    expect(logs).toContain(`heaplog.${child}.log`);
+    for (const log of logs) {
+      const violations = reportJson(join(out, log)).realtimeViolations;
+      if (log !== `heaplog.${child}.log`) {
+        expect(violations, log).toEqual([]);
+        continue;
+      }
+      const mallocs = violations.filter((v) => v.call === 'malloc');
+      const total = mallocs.reduce((n, v) => n + v.count, 0);
+      expect(total).toBeGreaterThanOrEqual(50); // one at least per bytearray, not the parent's
+      expect(total).toBeLessThan(100);
+      expect(mallocs.every((v) => v.policy === 'SCHED_FIFO' && v.frames.length > 0)).toBe(true);
+    }
+  });
+
   it('a log recorded without the guard has an empty realtimeViolations', () => {
     const out = mkdtempSync(join(dir, 'plain-'));
     const r = heaphook(['record', '-o', out, '--', program('rt_control_loop'), 'fifo', '5']);
@@ -243,9 +282,13 @@ interface RealtimeViolationJson {
   frames: { function: string; file: string | null; line: number | null }[];
 }
 
-/** `heaphook report --json` of the log a record wrote in out. */
+/** `heaphook report --json` of the log a record wrote in out (or of that log). */
 function reportJson(out: string): { realtimeViolations: RealtimeViolationJson[] } {
-  const r = heaphook(['report', '--json', out]);
+  const r = spawnSync(process.execPath, [heaphookBin, 'report', '--json', out], {
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024, // a python3 run's report names many stacks
+    timeout: 110_000,
+  });
   expect(r.stderr).toBe('');
   expect(r.status).toBe(0);
   return JSON.parse(r.stdout) as { realtimeViolations: RealtimeViolationJson[] };
