@@ -226,6 +226,29 @@ export function parseFields(text, values) {
   return fields;
 }
 
+/**
+ * Reads the table of an RT_VIOLATION record's fields, HH_RT_VIOLATION_FIELDS in fields.h: one
+ * X(name, coding) each, coding VAR or STR.
+ */
+export function parseRtViolationFields(text) {
+  const joined = text.replace(/\\\n/g, ' ');
+  const table = /#define HH_RT_VIOLATION_FIELDS\(X\)(.*)$/m.exec(joined);
+  if (!table) throw new Error(`${FIELDS}: no #define HH_RT_VIOLATION_FIELDS(X)`);
+  const fields = [];
+  for (const m of table[1].matchAll(/\bX\((\w+),\s*(\w+)\)/g)) {
+    const [, name, coding] = m;
+    if (!['VAR', 'STR'].includes(coding))
+      throw new Error(`${FIELDS}: RT_VIOLATION field ${name} has the unknown coding ${coding}`);
+    fields.push({ name, coding });
+  }
+  const declared = (table[1].match(/\bX\(/g) ?? []).length;
+  if (fields.length === 0 || fields.length !== declared)
+    throw new Error(
+      `${FIELDS}: read ${fields.length} of the ${declared} fields of HH_RT_VIOLATION_FIELDS`,
+    );
+  return fields;
+}
+
 /** The text of format.generated.ts for the header's text and the fields table's. */
 export function generate(text, fieldsText) {
   const { defs, enums, values } = parseHeader(text);
@@ -277,6 +300,12 @@ export function generate(text, fieldsText) {
     out += `export const OPS_ENDING = ${hex(of('OLD'))};\n`;
     out += `/** The operations that begin a block (a new address). */\n`;
     out += `export const OPS_BEGINNING = ${hex(of('NEW'))};\n`;
+    out += `\n// ---- The fields of an RT_VIOLATION record, all in the decl stream (${FIELDS}) ----\n`;
+    out += `\n/** Each field in the order written: var a varint, str a string. */\n`;
+    out += `export const RT_VIOLATION_FIELDS = [\n`;
+    for (const f of parseRtViolationFields(fieldsText))
+      out += `  { name: '${f.name}', coding: '${f.coding.toLowerCase()}' },\n`;
+    out += `] as const;\n`;
   }
   return out;
 }

@@ -203,12 +203,19 @@ typedef struct hh_rt_site {
     _Atomic uint64_t count;
     int frame_count;
     uintptr_t frames[HH_RT_MAX_FRAMES];
+    uint32_t traced_stack; /* the tracer's id of its stack (hh_rt_trace_*), 0 = none */
 } hh_rt_site;
 
 /* The table, for the report. */
 hh_rt_site *hh_rt_sites(void);
 uint64_t hh_rt_sites_dropped(void);
 void hh_rt_violations_init(void);
+
+/* With heaptrack's tracer in the process (heaphook record -b rtcheck): a site's first
+ * violation is handed to it with the thread's stack, and every site's count at exit
+ * (include/heaphook/trace_rt.h). Nothing happens without the tracer. */
+void hh_rt_trace_first(hh_rt_site *s);
+void hh_rt_trace_counts(void);
 
 /* ---- Suppressions (suppress.c) ------------------------------------------------------------- */
 

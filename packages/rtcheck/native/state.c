@@ -415,5 +415,6 @@ __attribute__((constructor(101))) static void hh_rt_load(void) {
 __attribute__((destructor(101))) static void hh_rt_unload(void) {
     t_rt.active = 0; /* the report's own work is not the program's */
     t_rt.off_depth++;
+    hh_rt_trace_counts();
     hh_rt_report_write(NULL);
 }

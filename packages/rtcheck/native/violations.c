@@ -12,12 +12,20 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "heaphook/trace_rt.h"
 #include "next.h"
 #include "sys.h"
 #include "track/unwinder.h"
 
 static hh_rt_site hh_sites[HH_RT_MAX_SITES];
+
+/* heaptrack's tracer, when it is in the process: weak, so the guard alone runs unchanged (its
+ * address is then NULL, resolved once at load). */
+extern __typeof__(heaphook_trace_rt_violation) heaphook_trace_rt_violation __attribute__((weak));
 static _Atomic uint64_t hh_dropped;
+/* The tracer's range when it is in the process (set once at load, read-only after). */
+static uintptr_t hh_tracer_lo, hh_tracer_hi;
+
 /* Set by the first violation under --abort: the rest of the process is on its way out. */
 static _Atomic int hh_aborting;
 
@@ -70,6 +78,19 @@ void hh_rt_violations_init(void) {
         dl_iterate_phdr(hh_range_cb, &q);
     }
     hh_unwind_init(q.lo, q.hi, true);
+    /* Under the tracer (heaptrack first in LD_PRELOAD), its malloc calls ours: its frames are
+     * left out of our stacks too, so the report starts at the program's call, as it does alone. */
+    hh_range_query t = {0, 0, 0};
+    if (heaphook_trace_rt_violation != NULL &&
+        dladdr((void *)heaphook_trace_rt_violation, &info) != 0) {
+        t.base = (uintptr_t)info.dli_fbase;
+        dl_iterate_phdr(hh_range_cb, &t);
+        if (t.hi > t.lo) {
+            hh_unwind_skip_also(t.lo, t.hi);
+            hh_tracer_lo = t.lo;
+            hh_tracer_hi = t.hi;
+        }
+    }
 }
 
 static uint64_t hh_key(enum hh_rt_call call, uintptr_t site, pid_t tid) {
@@ -103,6 +124,7 @@ static hh_rt_site *hh_site_of(enum hh_rt_call call, uintptr_t site, bool *first)
                 s->excluded = hh_rt_opts.has_thread_filter && !hh_rt_thread_checked(s->thread_name);
                 /* the stack, from here: the frames of this library are skipped */
                 s->frame_count = hh_unwind(s->frames, HH_RT_MAX_FRAMES);
+                hh_rt_trace_first(s);
                 atomic_store_explicit(&s->ready, 1, memory_order_release);
                 *first = true;
                 return s;
@@ -122,6 +144,12 @@ void hh_rt_violation(enum hh_rt_call call, uintptr_t site) {
         errno = saved_errno;
         return;
     }
+    if (HH_UNLIKELY(site >= hh_tracer_lo && site < hh_tracer_hi)) {
+        /* The tracer's malloc called ours: every call would share its return address. The
+         * site is the program's call, the first frame outside both libraries. */
+        uintptr_t caller;
+        if (hh_unwind(&caller, 1) == 1) site = caller;
+    }
     bool first;
     hh_rt_site *s = hh_site_of(call, site, &first);
     if (s != NULL) atomic_fetch_add_explicit(&s->count, 1, memory_order_relaxed);
@@ -137,4 +165,46 @@ void hh_rt_violation(enum hh_rt_call call, uintptr_t site) {
         for (;;) sched_yield(); /* another thread is stopping the process */
     }
     errno = saved_errno;
+}
+
+/* ---- Handing violations to the tracer --------------------------------------------------- */
+
+static heaphook_rt_violation hh_trace_view(const hh_rt_site *s, uint64_t count) {
+    heaphook_rt_violation v = {
+        .site = (uint32_t)(s - hh_sites) + 1,
+        .tid = (uint32_t)s->tid,
+        .stack = s->traced_stack,
+        .policy = s->policy,
+        .priority = s->priority,
+        .count = count,
+        .call = hh_rt_call_name((enum hh_rt_call)s->call),
+        .thread_name = s->thread_name,
+    };
+    return v;
+}
+
+void hh_rt_trace_first(hh_rt_site *s) {
+    s->traced_stack = 0;
+    if (heaphook_trace_rt_violation == NULL || s->excluded) return;
+    /* on the violating thread, inside its hook: the tracer walks this stack itself */
+    heaphook_rt_violation v = hh_trace_view(s, 1);
+    s->traced_stack = heaphook_trace_rt_violation(&v);
+}
+
+/* The tracer's exit path calls this before its log ends: its destructor may run before ours. */
+HH_EXPORT void heaphook_rt_guard_flush(void) {
+    int saved_active = t_rt.active;
+    t_rt.active = 0; /* the tracer's work is not the program's */
+    hh_rt_trace_counts();
+    t_rt.active = saved_active;
+}
+
+void hh_rt_trace_counts(void) {
+    if (heaphook_trace_rt_violation == NULL) return;
+    for (int i = 0; i < HH_RT_MAX_SITES; i++) {
+        hh_rt_site *s = &hh_sites[i];
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire) || s->excluded) continue;
+        heaphook_rt_violation v = hh_trace_view(s, atomic_load(&s->count));
+        (void)heaphook_trace_rt_violation(&v);
+    }
 }

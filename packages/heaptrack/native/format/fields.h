@@ -49,6 +49,21 @@
     X(weight, NUM, HH_OPS_CALLS & ~HH_OPS_BIT(FREE), HH_PF_SAMPLING)                               \
     HH_EVENT_FIELDS_EXTRA(X)
 
+/* The fields of an RT_VIOLATION record (FORMAT.md, "RT_VIOLATION"), all in the decl stream, in
+ * the order written: HH_RT_VIOLATION_FIELDS(X) expands X(name, coding) per field, coding VAR (a
+ * varint) or STR (a string: a varint length, then the bytes). The writer (track/writer.c,
+ * hh_encode_rt_violation) and the TypeScript decoder (RT_VIOLATION_FIELDS, generated) walk it. */
+#define HH_RT_VIOLATION_FIELDS(X) \
+    X(time, VAR)                  \
+    X(thread, VAR)                \
+    X(stack, VAR)                 \
+    X(site, VAR)                  \
+    X(call, STR)                  \
+    X(thread_name, STR)           \
+    X(policy, VAR)                \
+    X(priority, VAR)              \
+    X(count, VAR)
+
 /* Every operation that returns a block: all but free and realloc_done. */
 #define HH_OPS_ALLOCATING (HH_OPS_CALLS & ~HH_OPS_BIT(FREE))
 /* Every call of the allocation family: every operation but realloc_done (which is the second
@@ -107,5 +122,17 @@ typedef struct hh_field_values {
 typedef struct hh_field_decoded {
     HH_EVENT_FIELDS(HH_FIELD_DECODED_MEMBER_)
 } hh_field_decoded;
+
+/* The values of an RT_VIOLATION record as the writer encodes them (track/writer.c). */
+typedef struct hh_field_str {
+    const char *bytes;
+    uint32_t len;
+} hh_field_str;
+#define HH_RT_FIELD_TYPE_VAR uint64_t
+#define HH_RT_FIELD_TYPE_STR hh_field_str
+#define HH_RT_FIELD_MEMBER_(name, coding) HH_RT_FIELD_TYPE_##coding name;
+typedef struct hh_rt_violation_values {
+    HH_RT_VIOLATION_FIELDS(HH_RT_FIELD_MEMBER_)
+} hh_rt_violation_values;
 
 #endif

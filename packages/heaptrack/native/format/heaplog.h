@@ -25,8 +25,9 @@
 /* The first 8 bytes of every log. */
 #define HH_LOG_MAGIC "HHEAPLOG"
 /* The version the reference writer writes (byte 8 of the file header). */
-#define HH_FORMAT_VERSION 2
-/* The oldest version a reader still reads (version 2 added VM_MAPPED, VM_UNMAPPED, flag bit 6). */
+#define HH_FORMAT_VERSION 3
+/* The oldest version a reader still reads (version 2 added VM_MAPPED, VM_UNMAPPED, flag bit 6;
+ * version 3 RT_VIOLATION). */
 #define HH_FORMAT_VERSION_MIN 1
 /* Bytes of the file header: the magic, the version, 7 reserved bytes of 0. */
 #define HH_FILE_HEADER_SIZE 16
@@ -92,7 +93,8 @@ enum hh_stream {
 
 /* The first byte of every record. 0x01-0x07 are declarations (LEAK and LEAK_CHECK the results of
  * leak checks), 0x08 and 0x09 memory events; a tag with bit 7 set is an allocation-family event
- * (HH_TAG_EVENT | operation | HH_EVT_* bits). Any other tag is damage. */
+ * (HH_TAG_EVENT | operation | HH_EVT_* bits); 0x0a a real-time violation (version 3). Any other
+ * tag is damage. */
 enum hh_tag {
     HH_TAG_PROCESS = 0x01,     /* first record of every log */
     HH_TAG_MODULE = 0x02,      /* a loaded ELF object */
@@ -104,6 +106,8 @@ enum hh_tag {
     HH_TAG_VM_MAPPED = 0x08,   /* memory the program mapped */
     HH_TAG_VM_UNMAPPED = 0x09, /* memory the program unmapped */
     HH_TAG_EVENT = 0x80,       /* bit 7: an allocation-family event */
+
+    HH_TAG_RT_VIOLATION = 0x0a, /* a real-time thread's forbidden call (rtcheck), decl stream */
 };
 
 /* Event tag bits 0-3: the operation (enum hh_op). */

@@ -617,8 +617,10 @@ HH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[]) 
 /* A process that ends through _exit (os._exit in Python, a forked child, a signal handler)
  * skips the exit path, so the destructor that writes the ring's tail and the END record never
  * runs: the tracer finishes the log here (standalone mode; the collector sees the end by
- * itself). glibc's exit() reaches its _exit internally, not through these symbols. */
+ * itself), after the counts of rtcheck's violations, when its guard is loaded, are in the ring.
+ * glibc's exit() reaches its _exit internally, not through these symbols. */
 static __attribute__((noreturn)) void hh_exit_now(int status) {
+    if (!hh_busy) hh_rt_flush_guard(); /* rtcheck's final counts: its destructor will not run */
     hh_tracer_finish_before_exit();
     if (next_process.exit != NULL) next_process.exit(status);
     for (;;) syscall(SYS_exit_group, status);

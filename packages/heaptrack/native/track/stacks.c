@@ -209,6 +209,19 @@ uint32_t hh_stack_capture(int depth, const hh_regs *regs) {
     return parent;
 }
 
+uint32_t hh_stack_capture_outside(int depth, uintptr_t lo, uintptr_t hi) {
+    uintptr_t pcs[HH_MAX_DEPTH];
+    if (depth > HH_MAX_DEPTH) depth = HH_MAX_DEPTH;
+    int same_outer;
+    int n = hh_unwind_from(NULL, pcs, depth, &same_outer);
+    t_prev_is_last = false; /* the next walk's same_outer is not about t_prev's frames */
+    int inner = 0;
+    while (inner < n && pcs[inner] >= lo && pcs[inner] < hi) inner++;
+    if (n - inner <= 0) return 0;
+    return hh_stack_intern_all(pcs + inner, n - inner,
+                               atomic_load_explicit(&hh_epoch, memory_order_relaxed));
+}
+
 void hh_stacks_fork_prepare(void) {
     hh_lock();
 }

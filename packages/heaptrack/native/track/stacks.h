@@ -21,6 +21,10 @@ int hh_stacks_init(void);
  * there is no frame, or UINT32_MAX when a node could not be sent (ring full in drop mode). */
 uint32_t hh_stack_capture(int depth, const hh_regs *regs);
 
+/* The same from here, the innermost frames that lie in [lo, hi) left out (the library that
+ * called: rtcheck's guard, rt.c). Not for the hooks: it keeps no previous stack. */
+uint32_t hh_stack_capture_outside(int depth, uintptr_t lo, uintptr_t hi);
+
 /* Fork: prepare takes the insertion lock, parent releases it, child releases it and starts a
  * new epoch so that every node is sent again to the child's log. */
 void hh_stacks_fork_prepare(void);

@@ -68,6 +68,7 @@ enum hh_rec_type {
     HH_REC_LEAK = 6,       /* a block a leak check found unreachable (leaks/mark.c) */
     HH_REC_LEAK_CHECK = 7, /* the end of a leak check: its totals */
     HH_REC_VM = 8,         /* memory mapped or unmapped (vm.c) */
+    HH_REC_RT = 9,         /* a real-time violation rtcheck's guard reported (rt.c) */
 };
 
 /* Flags of an event record. */
@@ -187,6 +188,24 @@ typedef struct hh_rec_vm {
     uint64_t addr;
     uint64_t size;
 } hh_rec_vm;
+
+/* A call a real-time thread must not make, as rtcheck's guard reported it (rt.c): written at a
+ * call site's first violation with its stack, and again at exit with the final count. */
+#define HH_RT_NAME_BYTES 32   /* the call's name, NUL-padded (rtcheck's longest: 22) */
+#define HH_RT_THREAD_BYTES 16 /* the thread's name (comm), NUL-padded */
+typedef struct hh_rec_rt {
+    uint64_t hdr;
+    uint64_t time; /* as hh_rec_event.time */
+    uint32_t tid;
+    uint32_t stack; /* interned stack node of the violating call, 0 = none */
+    uint32_t site;  /* the guard's number of the (call, call site, thread): 1, 2, ... */
+    uint32_t policy;
+    uint32_t priority;
+    uint32_t pad;
+    uint64_t count;
+    char call[HH_RT_NAME_BYTES];
+    char thread_name[HH_RT_THREAD_BYTES];
+} hh_rec_rt;
 
 static inline uint32_t hh_rec_len(uint64_t hdr) {
     return (uint32_t)(hdr & 0xffffff);

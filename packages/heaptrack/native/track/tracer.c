@@ -925,7 +925,8 @@ __attribute__((constructor(101))) static void hh_tracer_ctor(void) {
 __attribute__((destructor(101))) static void hh_tracer_dtor(void) {
     if (atomic_load(&hh_state) != HH_STATE_ACTIVE) return;
     hh_busy++;
-    hh_leaks_at_exit(); /* the exit leak check (HEAPHOOK_LEAK_CHECK) */
+    hh_rt_flush_guard(); /* rtcheck's final counts, while the log is open */
+    hh_leaks_at_exit();  /* the exit leak check (HEAPHOOK_LEAK_CHECK) */
     hh_rec_exit *e = hh_tracer_reserve(sizeof *e);
     if (e != NULL) {
         e->time = hh_now();

@@ -96,4 +96,8 @@ void hh_tracer_leaks_fork_child(void);
 /* The ring position after the last record reserved so far. */
 uint64_t hh_tracer_ring_mark(void);
 
+/* Asks rtcheck's guard, when loaded, for its violations' final counts (rt.c): before the log
+ * ends at exit. */
+void hh_rt_flush_guard(void);
+
 #endif /* HH_TRACER_H */

@@ -637,6 +637,38 @@ static void hh_encode_vm(hh_writer *w, const hh_rec_vm *r) {
     hh_put_var(w, HH_STREAM_DECL, r->size);
 }
 
+/* A NUL-padded name of a ring record, as a string of the log. */
+static hh_field_str hh_padded(const char *p, size_t cap) {
+    hh_field_str str = {p, (uint32_t)strnlen(p, cap)};
+    return str;
+}
+
+/* Real-time violations (rt.c): rare, so stored whole in the decl stream, fields as
+ * format/fields.h's HH_RT_VIOLATION_FIELDS lists them. */
+static void hh_encode_rt_violation(hh_writer *w, const hh_rec_rt *r) {
+    hh_room(w, 160);
+    hh_thread_slot *t = hh_thread(w, r->tid);
+    hh_put_u8(w, HH_STREAM_TAG, HH_TAG_RT_VIOLATION);
+    hh_rt_violation_values v = {
+        .time = hh_event_ns(w, r->time, false) / w->unit,
+        .thread = t->index,
+        .stack = r->stack,
+        .site = r->site,
+        .call = hh_padded(r->call, sizeof r->call),
+        .thread_name = hh_padded(r->thread_name, sizeof r->thread_name),
+        .policy = r->policy,
+        .priority = r->priority,
+        .count = r->count,
+    };
+#define HH_PUT_RT_VAR(value) hh_put_var(w, HH_STREAM_DECL, value)
+#define HH_PUT_RT_STR(value) hh_put_bytes(w, HH_STREAM_DECL, (value).bytes, (value).len)
+#define HH_PUT_RT_FIELD(name, coding) HH_PUT_RT_##coding(v.name);
+    HH_RT_VIOLATION_FIELDS(HH_PUT_RT_FIELD)
+#undef HH_PUT_RT_FIELD
+#undef HH_PUT_RT_STR
+#undef HH_PUT_RT_VAR
+}
+
 /* The live table's slot of an address the record names, brought into the cache before
  * hh_put_new / hh_put_ref look it up: in a program that frees blocks out of order the lookup
  * misses nearly every time (the table is bigger than what the ring's stream leaves in cache). */
@@ -688,6 +720,9 @@ void hh_writer_record(void *arg, uint64_t pos, unsigned type, const void *record
             break;
         case HH_REC_VM:
             hh_encode_vm(w, record);
+            break;
+        case HH_REC_RT:
+            hh_encode_rt_violation(w, record);
             break;
         default:
             break;

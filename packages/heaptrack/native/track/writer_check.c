@@ -95,6 +95,15 @@ const char *hh_writer_check(const hh_writer *w, unsigned type, const void *recor
             if (!hh_time_fits(w, r->time)) return "a VM record's time is outside the format";
             return NULL;
         }
+        case HH_REC_RT: {
+            const hh_rec_rt *r = record;
+            if (len < sizeof *r) return "an RT record shorter than its fields";
+            if (r->tid == 0) return "an RT record's thread id is 0";
+            if (r->site == 0) return "an RT record's site is 0";
+            if (r->count > HH_MAX_EXACT) return "an RT record's count is outside the format";
+            if (!hh_time_fits(w, r->time)) return "an RT record's time is outside the format";
+            return NULL;
+        }
         default:
             return "a record of an unknown type";
     }

@@ -39,6 +39,7 @@ import {
   PF_TIMING,
   PF_VM,
   PF_ATTACHED,
+  RT_VIOLATION_FIELDS,
   STREAM_NAMES,
   TAG_END,
   TAG_LEAK,
@@ -46,6 +47,7 @@ import {
   TAG_MODULE,
   TAG_NODE,
   TAG_PROCESS,
+  TAG_RT_VIOLATION,
   TAG_THREAD,
   TAG_VM_MAPPED,
   TAG_VM_UNMAPPED,
@@ -218,6 +220,32 @@ export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
         stack,
         address,
         size,
+      });
+      return;
+    }
+    case TAG_RT_VIOLATION: {
+      // The fields as native/format/fields.h's HH_RT_VIOLATION_FIELDS lists them.
+      const var_: Record<string, number> = {};
+      const str: Record<string, string> = {};
+      for (const field of RT_VIOLATION_FIELDS) {
+        if (field.coding === 'str') str[field.name] = c.string();
+        else var_[field.name] = c.varint();
+      }
+      const thread = var_.thread!;
+      const tid = s.threads.get(thread);
+      if (tid === undefined)
+        throw new RangeError(`real-time violation of undeclared thread index ${thread}`);
+      out.push({
+        type: 'rt_violation',
+        time: var_.time! * s.unit,
+        tid,
+        stack: var_.stack!,
+        site: var_.site!,
+        call: str.call!,
+        threadName: str.thread_name!,
+        policy: var_.policy!,
+        priority: var_.priority!,
+        count: var_.count!,
       });
       return;
     }

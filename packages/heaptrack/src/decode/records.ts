@@ -150,6 +150,32 @@ export interface VmRecord {
   readonly size: number;
 }
 
+/**
+ * A call a real-time thread must not make, as rtcheck's guard reported it (format version 3, tag
+ * RT_VIOLATION; `heaphook record -b rtcheck`). One per (call, call site, thread) at its first
+ * call, with the stack, and again at exit with the final count: the record of a `site` with
+ * the largest count is the one to read.
+ */
+export interface RtViolationRecord {
+  readonly type: 'rt_violation';
+  /** ns since the process started. */
+  readonly time: number;
+  readonly tid: number;
+  /** Stack node of the violating call (0 = none recorded). */
+  readonly stack: number;
+  /** The guard's number of the (call, call site, thread): 1, 2, ... */
+  readonly site: number;
+  /** The call: `malloc`, `operator new`, `pthread_mutex_lock`, ... */
+  readonly call: string;
+  /** The thread's name (comm). */
+  readonly threadName: string;
+  /** The thread's scheduling policy (SCHED_OTHER 0, SCHED_FIFO 1, SCHED_RR 2, SCHED_DEADLINE 6). */
+  readonly policy: number;
+  readonly priority: number;
+  /** Calls so far. */
+  readonly count: number;
+}
+
 export type LogRecord =
   | ProcessRecord
   | ModuleRecord
@@ -159,4 +185,5 @@ export type LogRecord =
   | EndRecord
   | LeakRecord
   | LeakCheckRecord
-  | VmRecord;
+  | VmRecord
+  | RtViolationRecord;

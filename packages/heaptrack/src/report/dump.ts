@@ -65,6 +65,8 @@ function declarationLine(r: LogRecord): string | undefined {
       return `# process pid=${r.pid} ppid=${r.ppid} exe=${r.exe} argv=${JSON.stringify(r.argv)} stacks=${r.stacks} timing=${r.timing} sample_bytes=${r.sampleBytes}${r.vmEvents ? ' vm_events' : ''}${r.forkChild ? ' fork_child' : ''}`;
     case 'module':
       return `# module ${hex(r.start)}-${hex(r.end)} base=${hex(r.base)} build_id=${r.buildId || '-'} ${r.path}`;
+    case 'rt_violation':
+      return `# rt_violation site=${r.site} call=${r.call} count=${r.count} tid=${r.tid} thread=${JSON.stringify(r.threadName)} policy=${r.policy} priority=${r.priority} stack=${r.stack} t=${(r.time / 1e9).toFixed(9)}`;
     case 'end':
       return `# end reason=${r.reason} dropped=${r.dropped} events=${r.events} t=${(r.time / 1e9).toFixed(9)}`;
     default:

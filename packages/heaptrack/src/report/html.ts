@@ -11,7 +11,7 @@ import { formatBytes, formatCount, formatDuration } from './format.js';
 import type { LatencyHistogram } from './histogram.js';
 import type { JsonSite, ReportJson } from './json.js';
 import type { Op } from '../decode/records.js';
-import { abnormalEndLine, leakedLabel } from './text.js';
+import { abnormalEndLine, leakedLabel, realtimeFrame } from './text.js';
 import type { ReportDiff, SiteDiff } from './diff.js';
 import { pageLibraries } from './page/assets.js';
 import { pageDataScript, type PageData } from './page/data.js';
@@ -119,6 +119,21 @@ function mappedSection(j: ReportJson): string {
   return `<h2>Memory mapped by the program</h2>
 <p>The dashed line above: address ranges the program mapped (mmap, mremap, shmat, brk) and had not unmapped (munmap, madvise DONTNEED/FREE, ...) since tracing began, from ucm-hooks' VM events. It includes memory a malloc tracer never sees, such as python's arenas or a backend's pool.</p>
 <table id="mapped-sites"><thead><tr><th class="num">mappings</th><th class="num">bytes mapped</th><th>stack (innermost first)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+/** The calls real-time threads must not make, when rtcheck's guard ran under the tracer. */
+function realtimeSection(j: ReportJson): string {
+  const v = j.realtimeViolations;
+  if (v.length === 0) return '';
+  const calls = v.reduce((n, x) => n + x.count, 0);
+  const rows = v.map((x) => {
+    const frames = x.frames.map(realtimeFrame);
+    const priority = x.policy === 'SCHED_FIFO' || x.policy === 'SCHED_RR' ? ` ${x.priority}` : '';
+    return `<tr><td>${esc(x.call)}</td>${num(x.count)}<td>${esc(`"${x.thread}" (tid ${x.tid})`)}</td><td>${esc(`${x.policy}${priority}`)}</td>${stackCell(frames)}</tr>`;
+  });
+  return `<h2 id="realtime-title">Real-time violations</h2>
+<p>${esc(formatCount(calls))} call${calls === 1 ? '' : 's'} at ${esc(formatCount(v.length))} call site${v.length === 1 ? '' : 's'} that a thread made in a real-time context (a SCHED_FIFO, SCHED_RR or SCHED_DEADLINE policy, or a section marked with heaphook_rt_enter): allocations, mappings, locks, sleeps, I/O. Found by rtcheck's guard under the tracer (heaphook record -b rtcheck); open a stack to see where the call was made.</p>
+<table id="realtime-violations"><thead><tr><th>call</th><th class="num">calls</th><th>thread</th><th>policy</th><th>stack (innermost first)</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 
 function exploreSection(page: PageData, diff: boolean): string {
@@ -289,6 +304,7 @@ ${parts.diff !== undefined ? diffSection(parts.diff) : ''}
 <table id="summary"><tbody>${summaryRows.map(([k, v]) => `<tr><th>${esc(k)}</th><td>${esc(v)}</td></tr>`).join('')}</tbody></table>
 <table id="calls"><thead><tr><th>function</th><th class="num">calls</th></tr></thead><tbody>${calls.join('')}</tbody></table>
 </div>
+${realtimeSection(j)}
 ${staticView(parts.page !== undefined, `<h2>Heap consumption over time</h2>\n<div class="figure">${inline(parts.heapSvg)}</div>`)}
 ${mappedSection(j)}
 <h2>Top allocation sites by peak contribution</h2>

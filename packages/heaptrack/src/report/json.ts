@@ -43,6 +43,21 @@ export type JsonMappedMemory = Omit<MappedMemorySummary, 'series' | 'sites'> & {
   readonly topSites: { mappings: number; bytes: number; site: string; stack: string[] }[];
 };
 
+/** A call a real-time thread must not make (rtcheck's guard, `heaphook record -b rtcheck`),
+ * in the shape of rtcheck's own `violations`: one per (call, call site, thread). */
+export interface JsonRealtimeViolation {
+  readonly call: string;
+  readonly count: number;
+  /** The thread's name (comm). */
+  readonly thread: string;
+  readonly tid: number;
+  /** SCHED_FIFO, SCHED_RR, SCHED_DEADLINE, or SCHED_OTHER for a marked section. */
+  readonly policy: string;
+  readonly priority: number;
+  /** Innermost first: the function that made the call is the first. */
+  readonly frames: { function: string; file: string | null; line: number | null }[];
+}
+
 export interface ReportJson {
   readonly log: string;
   readonly pid: number | null;
@@ -93,6 +108,8 @@ export interface ReportJson {
   readonly endedNormally: boolean;
   /** null when the log has no mapped-memory events (ucm-hooks was not loaded). */
   readonly mappedMemory: JsonMappedMemory | null;
+  /** Real-time violations the log carries (empty without rtcheck's guard, or none found). */
+  readonly realtimeViolations: JsonRealtimeViolation[];
   /** Set when the log is damaged or truncated: the report covers what comes before `offset`. */
   readonly error: { message: string; offset: number } | null;
 }
@@ -133,6 +150,7 @@ export function jsonStacks(model: ReportModel, top = 20): Set<number> {
   }
   for (const s of model.leaks.sites) ids.add(s.stack);
   for (const s of model.mapped?.sites.slice(0, top) ?? []) ids.add(s.stack);
+  for (const v of model.realtimeViolations) ids.add(v.stack);
   return ids;
 }
 
@@ -185,6 +203,19 @@ export function reportJson(model: ReportModel, names: StackNames, ctx: JsonConte
     end: model.end?.reason ?? null,
     endedNormally: model.end?.reason === 'exit' && ctx.error === undefined,
     mappedMemory: mappedJson(model, names, top),
+    realtimeViolations: model.realtimeViolations.map((v) => ({
+      call: v.call,
+      count: v.count,
+      thread: v.thread,
+      tid: v.tid,
+      policy: v.policy,
+      priority: v.priority,
+      frames: names.frames(v.stack).map((f) => ({
+        function: f.function,
+        file: f.file ?? null,
+        line: f.line ?? null,
+      })),
+    })),
     error: ctx.error ?? null,
   };
 }

@@ -26,6 +26,7 @@ import {
   type LeakVerdict,
 } from './leaks.js';
 import type { SeriesPoint } from './series.js';
+import { RealtimeViolations, type RealtimeViolation } from './realtime.js';
 import { MappedMemory, type MappedMemorySummary } from './vmmap.js';
 
 /** The heap series' buckets start 0.1 ms wide (the default time resolution) and widen as needed. */
@@ -110,6 +111,8 @@ export interface ReportModel {
   readonly series: readonly SeriesPoint[];
   /** Memory the program mapped (VM_MAPPED / VM_UNMAPPED), when the log records it. */
   readonly mapped?: MappedMemorySummary;
+  /** Calls a real-time thread must not make, from rtcheck's guard (RT_VIOLATION), most first. */
+  readonly realtimeViolations: readonly RealtimeViolation[];
   readonly sites: readonly SiteStats[];
   /** Allocations by thread, in the order the threads first allocated. */
   readonly threads: readonly ThreadAllocations[];
@@ -160,6 +163,7 @@ export class ReportBuilder {
   private readonly mapped: MappedMemory;
   private pendingLeaks: LeakedBlock[] = [];
   private latestCheck: LeakCheck | undefined;
+  private readonly realtime = new RealtimeViolations();
 
   constructor(
     private readonly events: ReplayedEvents,
@@ -204,6 +208,9 @@ export class ReportBuilder {
       case 'vm':
         this.mapped.add(r);
         if (r.time > this.lastTime) this.lastTime = r.time;
+        break;
+      case 'rt_violation':
+        this.realtime.add(r);
         break;
       default:
         break;
@@ -252,6 +259,7 @@ export class ReportBuilder {
       ...(this.mapped.seen || this.process?.vmEvents === true
         ? { mapped: this.mapped.finish() }
         : {}),
+      realtimeViolations: this.realtime.finish(),
       sites: f.sites,
       threads: f.threads ?? [],
       unknownFrees: f.unknownFrees,

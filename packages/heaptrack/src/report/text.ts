@@ -2,7 +2,7 @@
 import { terminalText } from '@heaphook/core';
 
 import { formatBytes, formatCount, formatDuration } from './format.js';
-import type { ReportJson, JsonSite } from './json.js';
+import type { JsonRealtimeViolation, ReportJson, JsonSite } from './json.js';
 
 /** Frames of a stack shown under its site line. */
 const FRAMES_SHOWN = 8;
@@ -189,8 +189,41 @@ export function reportText(
       );
     }
   }
+  out.push(...realtimeLines(j.realtimeViolations));
   if (j.error !== null) out.push(`error: ${terminalText(j.error.message)}`);
   return `${out.join('\n')}\n`;
+}
+
+/** The real-time violations (rtcheck's guard under `heaphook record`), as rtcheck prints them. */
+export function realtimeLines(violations: readonly JsonRealtimeViolation[]): string[] {
+  if (violations.length === 0) return [];
+  const calls = violations.reduce((n, v) => n + v.count, 0);
+  const out = [
+    `real-time violations: ${formatCount(calls)} calls at ${formatCount(violations.length)} call site${violations.length === 1 ? '' : 's'}`,
+  ];
+  for (const v of violations) {
+    out.push(`  ${realtimeHeadline(v)}`);
+    const frames = v.frames.slice(0, FRAMES_SHOWN).map((f) => `      ${realtimeFrame(f)}`);
+    out.push(...frames);
+    if (v.frames.length > FRAMES_SHOWN)
+      out.push(`      ... ${v.frames.length - FRAMES_SHOWN} more frames`);
+  }
+  return out;
+}
+
+/** `malloc called 250 times in real-time thread "control" (tid 4242), SCHED_FIFO 10`. */
+export function realtimeHeadline(v: JsonRealtimeViolation): string {
+  const times = v.count === 1 ? 'once' : `${formatCount(v.count)} times`;
+  const priority = v.policy === 'SCHED_FIFO' || v.policy === 'SCHED_RR' ? ` ${v.priority}` : '';
+  return terminalText(
+    `${v.call} called ${times} in real-time thread "${v.thread}" (tid ${v.tid}), ${v.policy}${priority}`,
+  );
+}
+
+/** `control_step (control_loop.c:34)`. */
+export function realtimeFrame(f: JsonRealtimeViolation['frames'][number]): string {
+  const place = f.file !== null ? ` (${f.file}${f.line !== null ? `:${f.line}` : ''})` : '';
+  return terminalText(`${f.function}${place}`);
 }
 
 /** A frame without its module part, for reading (terminalText: it may come from a file). */

@@ -22,10 +22,11 @@ const formatMd = readFileSync(join(packageDir, 'FORMAT.md'), 'utf8');
 const formatText = formatMd.replace(/\s+/g, ' ');
 const generatedPath = join(packageDir, 'src/decode/format.generated.ts');
 
-/** The generated constants of heaplog.h (those of native/format/fields.h are FIELD_* and OPS_*). */
+/** The generated constants of heaplog.h (those of native/format/fields.h are FIELD_* and OPS_*
+ * and the two tables of fields). */
 const isFieldsConstant = (key: string) => key.startsWith('FIELD_') || key.startsWith('OPS_');
 const entries: [string, unknown][] = Object.entries(format).filter(
-  ([key]) => !isFieldsConstant(key) && key !== 'EVENT_FIELDS',
+  ([key]) => !isFieldsConstant(key) && key !== 'EVENT_FIELDS' && key !== 'RT_VIOLATION_FIELDS',
 );
 const constants = entries.filter(
   (e): e is [string, number | string] => typeof e[1] === 'number' || typeof e[1] === 'string',
@@ -241,7 +242,7 @@ describe('FORMAT.md states the values of heaplog.h', () => {
   it('gives every record tag its value in a heading', () => {
     const headings = formatMd.split('\n').filter((l) => l.startsWith('### '));
     const tags = constants.filter(([key]) => key.startsWith('TAG_') && key !== 'TAG_EVENT');
-    expect(tags.length).toBe(9);
+    expect(tags.length).toBe(10);
     for (const [key, value] of tags) {
       const name = key.slice('TAG_'.length);
       expect(
@@ -252,6 +253,15 @@ describe('FORMAT.md states the values of heaplog.h', () => {
     expect(headings.some((h) => h.includes(`\`${hex(format.TAG_EVENT)} | op | flags\``))).toBe(
       true,
     );
+  });
+
+  it("gives RT_VIOLATION's fields in the order of fields.h's HH_RT_VIOLATION_FIELDS", () => {
+    const section = formatMd.split('### `0x0a` RT_VIOLATION')[1]!.split('\n### ')[0]!;
+    const names = [...section.matchAll(/^\| (\w+) +\| (varint|string) +\|/gm)].map((m) => [
+      m[1],
+      m[2] === 'string' ? 'str' : 'var',
+    ]);
+    expect(names).toEqual(format.RT_VIOLATION_FIELDS.map((f) => [f.name, f.coding]));
   });
 
   it('gives the event tag bits and the operations', () => {

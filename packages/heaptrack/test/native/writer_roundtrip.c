@@ -229,6 +229,29 @@ int main(int argc, char **argv) {
     }
     printf("],");
 
+    /* RT_VIOLATION: a site's first call (with its stack), then its count at exit; the thread
+     * 7003 is new here, so the record declares it. A name of the whole field (no NUL). */
+    printf("\"rt\":[");
+    for (int k = 0; k < 2; k++) {
+        hh_rec_rt *r = (hh_rec_rt *)buf;
+        *r = (hh_rec_rt){.time = T(12000 + 100 * (uint64_t)k),
+                         .tid = 7003,
+                         .stack = 2,
+                         .site = 5,
+                         .policy = 1,
+                         .priority = 80,
+                         .count = k == 0 ? 1 : 1234567};
+        memcpy(r->call, "pthread_cond_timedwait", sizeof "pthread_cond_timedwait");
+        memcpy(r->thread_name, "control_loop_15", 16);
+        emit(HH_REC_RT, r, sizeof *r);
+        printf(
+            "%s{\"time\":%llu,\"tid\":7003,\"stack\":2,\"site\":5,\"call\":"
+            "\"pthread_cond_timedwait\",\"thread_name\":\"control_loop_15\",\"policy\":1,"
+            "\"priority\":80,\"count\":%llu}",
+            k == 0 ? "" : ",", (unsigned long long)r->time, (unsigned long long)r->count);
+    }
+    printf("],");
+
     hh_rec_leak *l = (hh_rec_leak *)buf;
     *l = (hh_rec_leak){.check = 1, .type = 0, .ptr = a + 0x8000, .size = 5000};
     emit(HH_REC_LEAK, l, sizeof *l);

@@ -48,6 +48,17 @@ interface Written {
     split: number;
   }[];
   vm: { mapped: number; time: number; tid: number; stack: number; addr: number; size: number }[];
+  rt: {
+    time: number;
+    tid: number;
+    stack: number;
+    site: number;
+    call: string;
+    thread_name: string;
+    policy: number;
+    priority: number;
+    count: number;
+  }[];
   leak: { check: number; ptr: number; size: number };
   leak_check: {
     check: number;
@@ -90,6 +101,7 @@ const kindOfTag: Record<string, (r: LogRecord) => boolean> = {
   TAG_LEAK_CHECK: (r) => r.type === 'leak_check',
   TAG_VM_MAPPED: (r) => r.type === 'vm' && r.kind === 'mapped',
   TAG_VM_UNMAPPED: (r) => r.type === 'vm' && r.kind === 'unmapped',
+  TAG_RT_VIOLATION: (r) => r.type === 'rt_violation',
   TAG_EVENT: (r) => r.type === 'event',
 };
 
@@ -214,7 +226,7 @@ describe('writer → decoder round trip of every record kind (unit)', () => {
       ]);
       expect(of('stack')).toEqual(w.nodes.map((n) => ({ type: 'stack', ...n })));
       // one THREAD per thread, numbered from 1 in order of first appearance, before its first event
-      const tids = [...new Set(w.events.map((e) => e.tid))];
+      const tids = [...new Set([...w.events.map((e) => e.tid), ...w.rt.map((r) => r.tid)])];
       expect(of('thread')).toEqual(tids.map((tid, i) => ({ type: 'thread', index: i + 1, tid })));
       expect(of('event')).toEqual(w.events.map((e) => expectedEvent(e, p.mono_start, p.flags)));
       expect(of('vm')).toEqual(
@@ -226,6 +238,20 @@ describe('writer → decoder round trip of every record kind (unit)', () => {
           stack: v.stack,
           address: v.addr,
           size: v.size,
+        })),
+      );
+      expect(of('rt_violation')).toEqual(
+        w.rt.map((r) => ({
+          type: 'rt_violation',
+          time: r.time - p.mono_start,
+          tid: r.tid,
+          stack: r.stack,
+          site: r.site,
+          call: r.call,
+          threadName: r.thread_name,
+          policy: r.policy,
+          priority: r.priority,
+          count: r.count,
         })),
       );
       expect(of('leak')).toEqual([{ type: 'leak', ...w.leak }]);

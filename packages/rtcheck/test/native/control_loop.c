@@ -12,6 +12,7 @@
  *     warmup-sleep   marked: N steps, 400 ms outside the section, N more steps
  *     warmup-signal  marked: N steps, raise(SIGUSR2), N more steps
  *     rtsan  no policy change: each step is inside __rtsan_realtime_enter/exit
+ *     two-sites  as fifo, and each step also allocates from a second function (control_log)
  *     none   no real-time context at all (the report must be empty)
  * The control thread leaves the real-time context before it frees its blocks and prints.
  */
@@ -39,6 +40,7 @@ void __rtsan_realtime_exit(void) __attribute__((weak));
 static const char *mode;
 static long steps;
 static void *blocks[2 * MAX_STEPS];
+static void *log_blocks[MAX_STEPS];
 static atomic_int go = 1; /* by-main: the control thread waits until its policy is set */
 
 /* struct sched_attr (linux/sched/types.h), for syscall(SYS_sched_setattr). */
@@ -69,6 +71,11 @@ __attribute__((noinline)) void control_step(long i) {
     ((char *)blocks[i])[0] = (char)i;
 }
 
+__attribute__((noinline)) void control_log(long i) {
+    log_blocks[i] = malloc(16);
+    ((char *)log_blocks[i])[0] = (char)i;
+}
+
 static void set_policy(int policy, int priority) {
     struct sched_param param = {.sched_priority = priority};
     int rc = pthread_setschedparam(pthread_self(), policy, &param);
@@ -83,7 +90,7 @@ static void *control(void *arg) {
     pthread_setname_np(pthread_self(), "control");
     while (!atomic_load(&go)) {
     }
-    if (is("fifo")) set_policy(SCHED_FIFO, 10);
+    if (is("fifo") || is("two-sites")) set_policy(SCHED_FIFO, 10);
     if (is("setattr")) setattr_policy(SCHED_FIFO, 10);
     if (strcmp(mode, "sched") == 0) {
         struct sched_param param = {.sched_priority = 10};
@@ -108,17 +115,22 @@ static void *control(void *arg) {
             if (__rtsan_realtime_enter) __rtsan_realtime_enter();
             control_step(i);
             if (__rtsan_realtime_exit) __rtsan_realtime_exit();
+        } else if (is("two-sites")) {
+            control_step(i);
+            control_log(i);
         } else {
             control_step(i);
         }
     }
-    if (is("fifo") || is("attr") || is("by-main")) set_policy(SCHED_OTHER, 0);
+    if (is("fifo") || is("two-sites") || is("attr") || is("by-main")) set_policy(SCHED_OTHER, 0);
     if (is("setattr")) setattr_policy(SCHED_OTHER, 0);
     if (strcmp(mode, "sched") == 0) {
         struct sched_param param = {.sched_priority = 0};
         sched_setscheduler(0, SCHED_OTHER, &param);
     }
     for (long i = 0; i < total; i++) free(blocks[i]);
+    if (is("two-sites"))
+        for (long i = 0; i < total; i++) free(log_blocks[i]);
     return NULL;
 }
 
@@ -135,9 +147,11 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc != 3) {
-        fprintf(stderr,
-                "usage: rt_control_loop "
-                "fifo|attr|sched|by-main|setattr|mark|rtsan|warmup-sleep|warmup-signal|none N\n");
+        fprintf(
+            stderr,
+            "usage: rt_control_loop "
+            "fifo|attr|sched|by-main|setattr|mark|rtsan|warmup-sleep|warmup-signal|two-sites|none "
+            "N\n");
         return 2;
     }
     mode = argv[1];
