@@ -17,50 +17,50 @@
  * common path is the flag test and a tail call (no register saved, no frame). */
 static HH_COLD void *hh_malloc_rt(size_t size, uintptr_t site) {
     hh_rt_violation(HH_CALL_MALLOC, site);
-    void *p = hh_next.malloc(size);
+    void *p = hh_next.alloc.malloc(size);
     hh_rt_refresh();
     return p;
 }
 
 static HH_COLD void hh_free_rt(void *ptr, uintptr_t site) {
     if (ptr != NULL) hh_rt_violation(HH_CALL_FREE, site); /* free(NULL) does nothing (RTSan) */
-    hh_next.free(ptr);
+    hh_next.alloc.free(ptr);
     hh_rt_refresh();
 }
 
 static HH_COLD void *hh_calloc_rt(size_t count, size_t size, uintptr_t site) {
     hh_rt_violation(HH_CALL_CALLOC, site);
-    void *p = hh_next.calloc(count, size);
+    void *p = hh_next.alloc.calloc(count, size);
     hh_rt_refresh();
     return p;
 }
 
 static HH_COLD void *hh_realloc_rt(void *ptr, size_t size, uintptr_t site) {
     hh_rt_violation(HH_CALL_REALLOC, site);
-    void *p = hh_next.realloc(ptr, size);
+    void *p = hh_next.alloc.realloc(ptr, size);
     hh_rt_refresh();
     return p;
 }
 
 HH_EXPORT void *malloc(size_t size) {
     if (HH_UNLIKELY(t_rt.active)) return hh_malloc_rt(size, HH_CALLER());
-    return hh_next.malloc(size);
+    return hh_next.alloc.malloc(size);
 }
 
 HH_EXPORT void free(void *ptr) {
     if (HH_UNLIKELY(heaphook_bootstrap_owns(ptr))) return;
     if (HH_UNLIKELY(t_rt.active)) return hh_free_rt(ptr, HH_CALLER());
-    hh_next.free(ptr);
+    hh_next.alloc.free(ptr);
 }
 
 HH_EXPORT void *calloc(size_t count, size_t size) {
     if (HH_UNLIKELY(t_rt.active)) return hh_calloc_rt(count, size, HH_CALLER());
-    return hh_next.calloc(count, size);
+    return hh_next.alloc.calloc(count, size);
 }
 
 /* A bootstrap block (dlsym's) given to realloc moves to the allocator under us. */
 static void *hh_realloc_arena_block(void *ptr, size_t size) {
-    void *moved = hh_next.malloc(size);
+    void *moved = hh_next.alloc.malloc(size);
     if (moved != NULL) {
         size_t old = heaphook_bootstrap_block_size(ptr);
         __builtin_memcpy(moved, ptr, old < size ? old : size);
@@ -71,7 +71,7 @@ static void *hh_realloc_arena_block(void *ptr, size_t size) {
 HH_EXPORT void *realloc(void *ptr, size_t size) {
     if (HH_UNLIKELY(heaphook_bootstrap_owns(ptr))) return hh_realloc_arena_block(ptr, size);
     if (HH_UNLIKELY(t_rt.active)) return hh_realloc_rt(ptr, size, HH_CALLER());
-    return hh_next.realloc(ptr, size);
+    return hh_next.alloc.realloc(ptr, size);
 }
 
 HH_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
@@ -83,36 +83,34 @@ HH_EXPORT void *reallocarray(void *ptr, size_t count, size_t size) {
         }
         return hh_realloc_arena_block(ptr, total);
     }
-    HH_RT_FORWARD(HH_CALL_REALLOCARRAY, void *, hh_next.reallocarray(ptr, count, size));
+    HH_RT_FORWARD(HH_CALL_REALLOCARRAY, void *, hh_next.alloc.reallocarray(ptr, count, size));
 }
 
 HH_EXPORT int posix_memalign(void **out, size_t align, size_t size) {
-    HH_RT_FORWARD(HH_CALL_POSIX_MEMALIGN, int, hh_next.posix_memalign(out, align, size));
+    HH_RT_FORWARD(HH_CALL_POSIX_MEMALIGN, int, hh_next.alloc.posix_memalign(out, align, size));
 }
 
 HH_EXPORT void *memalign(size_t align, size_t size) {
-    HH_RT_FORWARD(HH_CALL_MEMALIGN, void *, hh_next.memalign(align, size));
+    HH_RT_FORWARD(HH_CALL_MEMALIGN, void *, hh_next.alloc.memalign(align, size));
 }
 
 HH_EXPORT void *aligned_alloc(size_t align, size_t size) {
-    HH_RT_FORWARD(HH_CALL_ALIGNED_ALLOC, void *, hh_next.aligned_alloc(align, size));
+    HH_RT_FORWARD(HH_CALL_ALIGNED_ALLOC, void *, hh_next.alloc.aligned_alloc(align, size));
 }
 
 HH_EXPORT void *valloc(size_t size) {
-    HH_RT_FORWARD(HH_CALL_VALLOC, void *, hh_next.valloc(size));
+    HH_RT_FORWARD(HH_CALL_VALLOC, void *, hh_next.alloc.valloc(size));
 }
 
 HH_EXPORT void *pvalloc(size_t size) {
-    HH_RT_FORWARD(HH_CALL_PVALLOC, void *, hh_next.pvalloc(size));
+    HH_RT_FORWARD(HH_CALL_PVALLOC, void *, hh_next.alloc.pvalloc(size));
 }
 
 /* malloc_usable_size is no violation (it neither allocates nor blocks): passed on. */
 HH_EXPORT size_t malloc_usable_size(void *ptr) {
-    static size_t (*next_usable)(void *);
     if (ptr == NULL) return 0;
     if (heaphook_bootstrap_owns(ptr)) return heaphook_bootstrap_block_size(ptr);
-    size_t (*fn)(void *) =
-        (size_t(*)(void *))hh_rt_next_cxx("malloc_usable_size", (void **)&next_usable);
+    size_t (*fn)(void *) = hh_next.alloc.malloc_usable_size; /* NULL when the next has none */
     return fn != NULL ? fn(ptr) : 0;
 }
 

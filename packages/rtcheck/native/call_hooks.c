@@ -261,7 +261,7 @@ HH_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr, void
     void *wrapped = hh_rt_thread_start_arg(start, arg);
     int rc = wrapped != NULL ? hh_next.pthread_create(thread, attr, hh_rt_thread_start, wrapped)
                              : hh_next.pthread_create(thread, attr, start, arg);
-    if (rc != 0 && wrapped != NULL) hh_next.free(wrapped);
+    if (rc != 0 && wrapped != NULL) hh_next.alloc.free(wrapped);
     hh_rt_refresh();
     return rc;
 }

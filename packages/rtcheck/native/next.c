@@ -39,14 +39,14 @@ static bool hh_next_ready(void) {
 }
 
 static void *hh_boot_malloc(size_t size) {
-    return hh_next_ready() ? hh_next.malloc(size) : hh_arena_alloc(size, 1);
+    return hh_next_ready() ? hh_next.alloc.malloc(size) : hh_arena_alloc(size, 1);
 }
 static void hh_boot_free(void *ptr) {
     if (heaphook_bootstrap_owns(ptr) || ptr == NULL) return;
-    if (hh_next_ready()) hh_next.free(ptr);
+    if (hh_next_ready()) hh_next.alloc.free(ptr);
 }
 static void *hh_boot_calloc(size_t n, size_t size) {
-    if (hh_next_ready()) return hh_next.calloc(n, size);
+    if (hh_next_ready()) return hh_next.alloc.calloc(n, size);
     size_t total;
     if (__builtin_mul_overflow(n, size, &total)) {
         errno = ENOMEM;
@@ -55,7 +55,7 @@ static void *hh_boot_calloc(size_t n, size_t size) {
     return hh_arena_alloc(total, 1);
 }
 static void *hh_boot_realloc(void *ptr, size_t size) {
-    if (hh_next_ready()) return hh_next.realloc(ptr, size);
+    if (hh_next_ready()) return hh_next.alloc.realloc(ptr, size);
     void *moved = hh_arena_alloc(size, 1);
     if (moved != NULL && ptr != NULL) {
         size_t old = heaphook_bootstrap_block_size(ptr);
@@ -72,36 +72,47 @@ static void *hh_boot_reallocarray(void *ptr, size_t n, size_t size) {
     return hh_boot_realloc(ptr, total);
 }
 static int hh_boot_posix_memalign(void **out, size_t align, size_t size) {
-    if (hh_next_ready()) return hh_next.posix_memalign(out, align, size);
+    if (hh_next_ready()) return hh_next.alloc.posix_memalign(out, align, size);
     void *p = hh_arena_alloc(size, align);
     if (p == NULL) return ENOMEM;
     *out = p;
     return 0;
 }
 static void *hh_boot_memalign(size_t align, size_t size) {
-    return hh_next_ready() ? hh_next.memalign(align, size) : hh_arena_alloc(size, align);
+    return hh_next_ready() ? hh_next.alloc.memalign(align, size) : hh_arena_alloc(size, align);
 }
 static void *hh_boot_aligned_alloc(size_t align, size_t size) {
-    return hh_next_ready() ? hh_next.aligned_alloc(align, size) : hh_arena_alloc(size, align);
+    return hh_next_ready() ? hh_next.alloc.aligned_alloc(align, size) : hh_arena_alloc(size, align);
 }
 static void *hh_boot_valloc(size_t size) {
-    return hh_next_ready() ? hh_next.valloc(size) : hh_arena_alloc(size, 4096);
+    return hh_next_ready() ? hh_next.alloc.valloc(size) : hh_arena_alloc(size, 4096);
 }
 static void *hh_boot_pvalloc(size_t size) {
-    return hh_next_ready() ? hh_next.pvalloc(size) : hh_arena_alloc((size + 4095) & ~4095ul, 4096);
+    return hh_next_ready() ? hh_next.alloc.pvalloc(size)
+                           : hh_arena_alloc((size + 4095) & ~4095ul, 4096);
+}
+
+static size_t hh_boot_usable_size(void *ptr) {
+    if (heaphook_bootstrap_owns(ptr)) return heaphook_bootstrap_block_size(ptr);
+    if (ptr == NULL || !hh_next_ready() || hh_next.alloc.malloc_usable_size == NULL) return 0;
+    return hh_next.alloc.malloc_usable_size(ptr);
 }
 
 hh_rt_next hh_next = {
-    .malloc = hh_boot_malloc,
-    .free = hh_boot_free,
-    .calloc = hh_boot_calloc,
-    .realloc = hh_boot_realloc,
-    .reallocarray = hh_boot_reallocarray,
-    .posix_memalign = hh_boot_posix_memalign,
-    .memalign = hh_boot_memalign,
-    .aligned_alloc = hh_boot_aligned_alloc,
-    .valloc = hh_boot_valloc,
-    .pvalloc = hh_boot_pvalloc,
+    .alloc =
+        {
+            .malloc = hh_boot_malloc,
+            .free = hh_boot_free,
+            .calloc = hh_boot_calloc,
+            .realloc = hh_boot_realloc,
+            .reallocarray = hh_boot_reallocarray,
+            .posix_memalign = hh_boot_posix_memalign,
+            .memalign = hh_boot_memalign,
+            .aligned_alloc = hh_boot_aligned_alloc,
+            .valloc = hh_boot_valloc,
+            .pvalloc = hh_boot_pvalloc,
+            .malloc_usable_size = hh_boot_usable_size,
+        },
 };
 
 /* Stores one pointer of hh_next: a hook that reads it sees NULL or the function, never half. */
@@ -172,7 +183,8 @@ void hh_rt_next_resolve(void) {
 
     heaphook_next_resolve("rtcheck");
     const heaphook_next_allocator next = heaphook_next;
-    /* Every hook calls its function under it unconditionally, so all ten are required. */
+    /* Every hook of the family calls its function under it unconditionally, so all ten are
+     * required (malloc_usable_size's hook tests it). */
     if (next.malloc == NULL || next.free == NULL || next.calloc == NULL || next.realloc == NULL ||
         next.reallocarray == NULL || next.posix_memalign == NULL || next.memalign == NULL ||
         next.aligned_alloc == NULL || next.valloc == NULL || next.pvalloc == NULL) {
@@ -182,16 +194,7 @@ void hh_rt_next_resolve(void) {
         hh_rt_write_all(2, msg, sizeof msg - 1);
         HEAPHOOK_OS_UNOBSERVED(SYS_exit_group, 127, 0, 0, 0, 0, 0);
     }
-    hh_next.malloc = next.malloc;
-    hh_next.free = next.free;
-    hh_next.calloc = next.calloc;
-    hh_next.realloc = next.realloc;
-    hh_next.reallocarray = next.reallocarray;
-    hh_next.posix_memalign = next.posix_memalign;
-    hh_next.memalign = next.memalign;
-    hh_next.aligned_alloc = next.aligned_alloc;
-    hh_next.valloc = next.valloc;
-    hh_next.pvalloc = next.pvalloc;
+    hh_next.alloc = next;
     atomic_store_explicit(&hh_next_state, 2, memory_order_release);
 
     HH_SET(sched_setattr, "sched_setattr"); /* glibc 2.41+; NULL before */

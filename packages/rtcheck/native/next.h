@@ -20,17 +20,8 @@
 #include "rtcheck.h"
 
 typedef struct hh_rt_next {
-    /* the malloc family (never NULL: bootstrap functions until resolved) */
-    void *(*malloc)(size_t);
-    void (*free)(void *);
-    void *(*calloc)(size_t, size_t);
-    void *(*realloc)(void *, size_t);
-    void *(*reallocarray)(void *, size_t, size_t);
-    int (*posix_memalign)(void **, size_t, size_t);
-    void *(*memalign)(size_t, size_t);
-    void *(*aligned_alloc)(size_t, size_t);
-    void *(*valloc)(size_t);
-    void *(*pvalloc)(size_t);
+    /* the malloc family, the core's table (never NULL: bootstrap functions until resolved) */
+    heaphook_next_allocator alloc;
     /* everything else (resolved with the family; NULL when the process has no such symbol) */
     void *(*mmap)(void *, size_t, int, int, int, off_t);
     int (*munmap)(void *, size_t);

@@ -278,7 +278,7 @@ static pthread_key_t hh_exit_key;
 static bool hh_exit_key_made;
 
 void *hh_rt_thread_start_arg(void *(*start)(void *), void *arg) {
-    hh_start *s = hh_next.malloc(sizeof *s); /* the allocator under us: not a hooked call */
+    hh_start *s = hh_next.alloc.malloc(sizeof *s); /* the allocator under us: not a hooked call */
     if (s != NULL) {
         s->start = start;
         s->arg = arg;
@@ -303,7 +303,7 @@ static void hh_thread_ends(void *unused) {
 
 void *hh_rt_thread_start(void *arg) {
     hh_start s = *(hh_start *)arg;
-    hh_next.free(arg);
+    hh_next.alloc.free(arg);
     t_rt.slot = hh_register(hh_rt_gettid(), (unsigned long)pthread_self(), &t_rt);
     if (hh_exit_key_made) pthread_setspecific(hh_exit_key, (void *)1);
     hh_rt_read_own_policy(); /* inherited, or set by the creator's attributes */
