@@ -89,13 +89,15 @@ static inline unsigned cache_class(size_t size) {
      (HEAD_SIZE_MASK & ~(size_t)(CACHE_CLASSES * 16 - 1)))
 
 /* The head bit of a block the cache leaves to TLSF although it could take it: its physical
- * predecessor is free. Cached, the block would keep that free block from growing by its size;
- * given to TLSF, the two merge at once. Only the predecessor is looked at, not the successor:
- * blocks freed one after the other in address order, as a batch is, then all go to the cache
- * (each one's predecessor is cached, hence used for TLSF), where a test of the successor sent a
- * batch freed newest first to TLSF block by block, each merging into the free block after it.
- * Measured (peak RSS, 5 runs, HEAPHOOK_TLSF_CACHE_BYTES at its default): wl_mixed 8.34 MB ->
- * 7.83 MB (glibc 6.95 MB), wl_larson --threads 2 7.10 MB -> 6.61 MB (glibc 6.40 MB). */
+ * predecessor is free (and its class holds other blocks already; see cache_put). Cached, the
+ * block would keep that free block from growing by its size; given to TLSF, the two merge at
+ * once. Only the predecessor is looked at, not the successor: blocks freed one after the other
+ * in address order, as a batch is, then all go to the cache (each one's predecessor is cached,
+ * hence used for TLSF), where a test of the successor sent a batch freed newest first to TLSF
+ * block by block, each merging into the free block after it. Measured (peak RSS, 5 runs,
+ * HEAPHOOK_TLSF_CACHE_BYTES at its default): wl_mixed 8.34 MB -> 7.52 MB (glibc 6.95 MB),
+ * wl_larson --threads 2 7.10 MB -> 5.81 MB (glibc 6.40 MB), but wl_batch 3.23 MB -> 3.58 MB
+ * (glibc 2.70 MB). */
 #define CACHE_NEXT_TO_FREE HEAD_PREV_FREE
 
 _Static_assert(CACHE_DEPTH_MAX <= UINT16_MAX, "a class's room is 16 bits");
@@ -133,12 +135,13 @@ static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
 }
 
 /* Keeps a freed block of h's own of footprint < 2 KiB in h's cache when the cache has room and
- * the block's physical predecessor is not free. Only a heap's own blocks are ever cached:
- * another heap's block goes back to its owner's remote stack at once (dealloc_slow), so a
- * thread never hands out memory that lies among the blocks another thread's heap is splitting
- * and merging (cache lines written by two threads, Larson's pattern), and what a consumer frees
- * reaches its producer without waiting in the consumer's cache. A block whose predecessor is
- * free goes to TLSF, which merges the two (see CACHE_NEXT_TO_FREE). */
+ * the block's physical predecessor is not free, or is free but the block's class is empty (a
+ * malloc of its size will want it: merged, it would be split off again). Only a heap's own blocks
+ * are ever cached: another heap's block goes back to its owner's remote stack at once
+ * (dealloc_slow), so a thread never hands out memory that lies among the blocks another thread's
+ * heap is splitting and merging (cache lines written by two threads, Larson's pattern), and what a
+ * consumer frees reaches its producer without waiting in the consumer's cache. Another block whose
+ * predecessor is free goes to TLSF, which merges the two (see CACHE_NEXT_TO_FREE). */
 static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
     if (UNLIKELY(head & HEAD_FREE)) double_free(ptr);
     const size_t f = head & HEAD_SIZE_MASK;
@@ -149,7 +152,7 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
         for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
             if (c == p) double_free(ptr);
     }
-    if (head & CACHE_NEXT_TO_FREE) return false;
+    if (UNLIKELY(head & CACHE_NEXT_TO_FREE) && h->cache_head[cls] != NULL) return false;
     if (h->cache_room[cls] == 0 || h->cache_left < f) return false;
     cache_push(h, p, cls);
     return true;

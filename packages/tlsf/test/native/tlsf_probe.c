@@ -19,7 +19,7 @@
  *   tlsf_probe stale-cache       free blocks (mallinfo2 ordblks) held after sizes no longer
  *                                asked for filled the thread cache, before and after batches
  *                                of another size
- *   tlsf_probe next-to-free      where the next small malloc lands after a small block
+ *   tlsf_probe next-to-free      where the next small mallocs land after a small block
  *                                freed just after a free block (merged, or cached)
  *   tlsf_probe producer-consumer peak RSS when one thread allocates and another frees
  *   tlsf_probe realloc-moves     how often a buffer grown by 64-byte appends to 1 MiB moves
@@ -422,22 +422,29 @@ static int scenario_stale_cache(void) {
 }
 
 /* In a new thread (a heap of its own, its cache empty): a large block, a small one just after
- * it and a guard; the large block is freed (to TLSF: too large for the cache), then the small
- * one, whose predecessor is now free. Then a malloc of the small one's size: it lands at the
- * large block's address when the small block went to TLSF and merged with it (the merged
- * block is the smallest free block that fits), at the small block's when the cache kept it. */
+ * it, a guard and another small one; the other small one is freed (cached: the class is no
+ * longer empty), then the large block (to TLSF: too large for the cache), then the first small
+ * one, whose predecessor is now free. Then two mallocs of the small size: the first gets the
+ * cached one and the second lands at the large block's address when the small block went to
+ * TLSF and merged with it; the first gets the small block itself when the cache kept it. */
+static const char *next_to_free_name(const char *p, const char *large, const char *small,
+                                     const char *other) {
+    return p == large ? "large" : p == small ? "small" : p == other ? "other" : "elsewhere";
+}
+
 static void *next_to_free(void *arg) {
     (void)arg;
-    char *large = malloc(4000), *small = malloc(100), *guard = malloc(100);
-    if (!large || !small || !guard) return (void *)"malloc failed";
+    char *large = malloc(4000), *small = malloc(100), *guard = malloc(100), *other = malloc(100);
+    if (!large || !small || !guard || !other) return (void *)"malloc failed";
     if (small <= large || small - large > 4096) return (void *)"blocks not adjacent";
+    free(other);
     free(large);
     free(small);
-    char *again = malloc(100);
-    printf("small_malloc_lands_at %s\n", again == large   ? "large"
-                                         : again == small ? "small"
-                                                          : "elsewhere");
-    free(again);
+    char *first = malloc(100), *second = malloc(100);
+    printf("first_malloc %s second_malloc %s\n", next_to_free_name(first, large, small, other),
+           next_to_free_name(second, large, small, other));
+    free(first);
+    free(second);
     free(guard);
     return NULL;
 }
