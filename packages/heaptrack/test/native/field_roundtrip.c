@@ -13,10 +13,10 @@
  * "<events> events, <fields> fields, <synthetic> synthetic values" and exits 0, or prints each
  * difference and exits 1.
  *
- * With `deep`: the size classes' lists of recent frees, 256 deep since format version 3. On one
+ * With `deep`: the size classes' lists of recent frees, 128 deep since format version 3. On one
  * thread, DEEP_BLOCKS blocks of 24 bytes (one size class), all freed in allocation order, then
  * allocated again at the addresses (i * DEEP_STRIDE) % DEEP_BLOCKS: the first ones are beyond the
- * list's depth (explicit addresses), the others at indices up to 255 of the list, and the list
+ * list's depth (explicit addresses), the others at indices up to 127 of the list, and the list
  * shrinks as they leave it. Three rounds, so the references cross block boundaries too.
  */
 #include <stdint.h>

@@ -19,10 +19,10 @@
  * {"error": errno of the failed write, "written": the events the writer says reached the file,
  * "events": the events handed over}.
  *
- * With deep (the size classes' lists of recent frees, 256 deep since format version 3): a
+ * With deep (the size classes' lists of recent frees, 128 deep since format version 3): a
  * PROCESS, then three rounds on one thread of 300 blocks of 24 bytes (one size class) allocated,
  * all freed in allocation order, and allocated again at (i * 7) % 300 (the first ones beyond the
- * list's depth, the others at indices up to 255), and 300 unrelated large blocks; the
+ * list's depth, the others at indices up to 127), and 300 unrelated large blocks; the
  * class lists persist across rounds. Then the close. Prints {"events": the events handed over}.
  */
 #include <errno.h>

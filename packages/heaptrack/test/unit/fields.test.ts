@@ -36,7 +36,7 @@ describe('a field added through the table makes the round trip (unit)', () => {
   });
 });
 
-describe('the size classes list 256 recent frees (format version 3, unit)', () => {
+describe('the size classes list 128 recent frees (format version 3, unit)', () => {
   it('gives the C decoder back blocks coded from deep in their class list', () => {
     // field_roundtrip.c's deep mode: 300 blocks of one size class allocated, freed in order and
     // allocated again at (i * 7) % 300, three rounds; every field of every event compared.

@@ -321,7 +321,7 @@ describe('a log whose write fails', () => {
   });
 });
 
-describe('the size classes list 256 recent frees (format version 3)', () => {
+describe('the size classes list 128 recent frees (format version 3)', () => {
   it('reads back blocks whose addresses come from deep in their class list', async () => {
     // writer_roundtrip.c's deep mode: per round, 300 blocks of 24 bytes allocated, all freed in
     // order, allocated again at (i * 7) % 300, then 300 unrelated large blocks; three rounds.
