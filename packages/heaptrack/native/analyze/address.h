@@ -39,6 +39,36 @@ static inline void forget_ordinal(hh_scan *s, uint64_t ordinal) {
         old_forget(&s->old_rec, ordinal);
 }
 
+/* ---- The size classes' lists of recent frees (FORMAT.md, "Addresses") ------------------------
+ * Each is a ring of HH_CLASS_DEPTH slots; a log without HH_PF_DEEP_CLASSES (version 2) uses its
+ * first HH_CLASS_DEPTH_V2 entries and keeps the others 0. Pushing and taking an entry out cost
+ * O(1) and O(its index): a free and the allocation that reuses its address touch entry 0. */
+#define CLASS_MASK (HH_CLASS_DEPTH - 1)
+
+static inline unsigned class_depth(const hh_scan *s) {
+    return (s->flags & HH_PF_DEEP_CLASSES) ? HH_CLASS_DEPTH : HH_CLASS_DEPTH_V2;
+}
+
+/* Entry k of class cls's list (0: freed last). */
+static inline uint64_t *class_entry(hh_scan *s, unsigned cls, unsigned k) {
+    return &s->classes[cls * HH_CLASS_DEPTH + ((s->class_head[cls] + k) & CLASS_MASK)];
+}
+
+/* ptr becomes entry 0; the entry pushed past the list's depth drops off. */
+static inline void class_push(hh_scan *s, unsigned cls, uint64_t ptr) {
+    unsigned depth = class_depth(s);
+    s->class_head[cls] = (uint8_t)((s->class_head[cls] - 1) & CLASS_MASK);
+    if (depth < HH_CLASS_DEPTH) *class_entry(s, cls, depth) = 0;
+    *class_entry(s, cls, 0) = ptr;
+}
+
+/* Entry k leaves the list: the entries before it move up one, the last becomes 0. */
+static inline void class_remove(hh_scan *s, unsigned cls, unsigned k) {
+    for (unsigned i = k; i > 0; i--) *class_entry(s, cls, i) = *class_entry(s, cls, i - 1);
+    *class_entry(s, cls, 0) = 0;
+    s->class_head[cls] = (uint8_t)((s->class_head[cls] + 1) & CLASS_MASK);
+}
+
 /* The block at `ptr` ends (its record r, or NO_REC when not known yet): it leaves the live set
  * and joins the free lists. */
 static inline void end_block(hh_scan *s, uint64_t ptr, uint32_t r) {
@@ -56,11 +86,7 @@ static inline void end_block(hh_scan *s, uint64_t ptr, uint32_t r) {
     }
     s->recent[s->recent_head] = ptr;
     s->recent_head = (s->recent_head + 1) & (HH_RECENT - 1);
-    if (cls < HH_CLASSES) {
-        uint64_t *c = &s->classes[cls * HH_CLASS_DEPTH];
-        memmove(c + 1, c, (HH_CLASS_DEPTH - 1) * sizeof *c);
-        c[0] = ptr;
-    }
+    if (cls < HH_CLASSES) class_push(s, cls, ptr);
     /* Allocators hand a freed address out again soon, and the block that gets it looks it up in
      * the index: fetch its entry now, while the events in between are decoded. */
     __builtin_prefetch(&s->blocks.index[store_home(&s->blocks, ptr)]);
@@ -109,18 +135,22 @@ static inline bool new_block(hh_scan *s, uint64_t v, double class_bytes, double 
     unsigned cls = class_of(class_bytes);
     uint64_t ptr;
     /* Where ptr is in its class list when coded from it (entries before it are checked for a
-     * duplicate); HH_CLASS_DEPTH: not coded from it, so search all of it. */
-    unsigned at = HH_CLASS_DEPTH;
+     * duplicate). Not coded from it: in a version 2 log search all of it; a deep-class log's
+     * writer codes every address its class list holds from the list, so it is not there. */
+    const unsigned depth = class_depth(s);
+    unsigned at = depth == HH_CLASS_DEPTH ? 0 : depth;
+    bool from_class = false;
     if (v & 1) {
         int64_t a = (int64_t)s->addr + unzigzag((v - 1) >> 1);
         if (a < 0 || a > MAX_EXACT_INT) FAIL("address out of range");
         ptr = (uint64_t)a;
     } else if ((v & 3) == 0) {
         uint64_t k = v / 4;
-        ptr = cls < HH_CLASSES && k < HH_CLASS_DEPTH ? s->classes[cls * HH_CLASS_DEPTH + k] : 0;
+        ptr = cls < HH_CLASSES && k < depth ? *class_entry(s, cls, (unsigned)k) : 0;
         if (ptr == 0)
             FAIL("reference to unknown free %llu of size class %u", (unsigned long long)k, cls);
         at = (unsigned)k; /* mostly 0: the chunk freed last */
+        from_class = true;
     } else if (v == 2) {
         if (s->bump_addr == 0) FAIL("reference to the block after none");
         double chunk =
@@ -138,13 +168,9 @@ static inline bool new_block(hh_scan *s, uint64_t v, double class_bytes, double 
         if (cls < HH_CLASSES) {
             /* The address leaves its class list: its first entry there (the coded one, unless an
              * earlier entry holds the same address too). */
-            uint64_t *c = &s->classes[cls * HH_CLASS_DEPTH];
             unsigned i = 0;
-            while (i < at && c[i] != ptr) i++;
-            if (i < HH_CLASS_DEPTH) {
-                memmove(c + i, c + i + 1, (HH_CLASS_DEPTH - 1 - i) * sizeof *c);
-                c[HH_CLASS_DEPTH - 1] = 0;
-            }
+            while (i < at && *class_entry(s, cls, i) != ptr) i++;
+            if (i < at || from_class) class_remove(s, cls, i);
         }
         uint64_t ordinal = ++s->ordinal;
         /* The ring slot of the new ordinal held the one HH_ORDINAL_RING before: keep it if live. */

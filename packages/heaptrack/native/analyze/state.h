@@ -110,7 +110,10 @@ struct hh_scan {
     old_ordinals old_rec; /* ordinal -> record for older ones the decoder holds */
     uint64_t recent[HH_RECENT];
     unsigned recent_head;
+    /* Per size class a ring of the addresses freed last (address.h, class_entry): entry k of
+     * class c is classes[c * HH_CLASS_DEPTH + ((class_head[c] + k) & (HH_CLASS_DEPTH - 1))]. */
     uint64_t classes[HH_CLASSES * HH_CLASS_DEPTH];
+    uint8_t class_head[HH_CLASSES];
     uint64_t bump_addr;
     double bump_bytes;
     int64_t prev_ref;

@@ -293,7 +293,9 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     const char *strings = (const char *)(p + 1);
     uint32_t exe_len = p->exe_len, cmd_len = p->cmdline_len;
     hh_room(w, 128 + exe_len + cmd_len);
-    w->flags = p->flags;
+    /* This writer's class lists are HH_CLASS_DEPTH deep (the process never sets the flag:
+     * hh_writer_check refuses it as unknown). */
+    w->flags = p->flags | HH_PF_DEEP_CLASSES;
     w->start = p->mono_start;
     w->tsc = p->clock == 1;
     w->tsc_start = p->tsc_start;
@@ -307,7 +309,7 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     hh_put_var(w, HH_STREAM_DECL, p->ppid);
     hh_put_var(w, HH_STREAM_DECL, p->mono_start);
     hh_put_var(w, HH_STREAM_DECL, p->real_start);
-    hh_put_var(w, HH_STREAM_DECL, p->flags);
+    hh_put_var(w, HH_STREAM_DECL, w->flags);
     hh_put_var(w, HH_STREAM_DECL, p->stack_depth);
     hh_put_var(w, HH_STREAM_DECL, p->sample_bytes);
     hh_put_var(w, HH_STREAM_DECL, w->unit);

@@ -10,6 +10,7 @@ import {
   CHUNK_HEADER,
   CHUNK_MIN,
   CLASS_DEPTH,
+  CLASS_DEPTH_V2,
   CLASS_MAX_BYTES,
   CLASSES,
   EVT_OP_MASK,
@@ -35,6 +36,7 @@ import {
   OPS_ALIGNED,
   OPS_BEGINNING,
   OPS_ENDING,
+  PF_DEEP_CLASSES,
   PF_FREE_STACKS,
   RECENT,
   STREAM_COUNT,
@@ -194,8 +196,13 @@ export class DecodeState {
   /** A ring: entry k (0 = freed last) is recent[(recentHead - 1 - k) & (RECENT - 1)]. */
   readonly recent = new Float64Array(RECENT);
   recentHead = 0;
-  /** Per size class, the CLASS_DEPTH addresses freed last: class c at [c * CLASS_DEPTH ...]. */
+  /**
+   * Per size class, a ring of the addresses freed last: entry k (0 = freed last) of class c is
+   * classes[c * CLASS_DEPTH + ((classHead[c] + k) & (CLASS_DEPTH - 1))]; a log without
+   * PF_DEEP_CLASSES (version 2) uses the first CLASS_DEPTH_V2 entries and keeps the rest 0.
+   */
   readonly classes = new Float64Array(CLASSES * CLASS_DEPTH);
+  readonly classHead = new Uint8Array(CLASSES);
   bumpAddr = 0; // the last new block and its request: the next may follow it directly
   bumpBytes = 0;
   prevRef = 0; // ordinal of the block named by the last reference
@@ -272,11 +279,25 @@ function endBlock(s: DecodeState, ptr: number): void {
   s.recent[s.recentHead] = ptr;
   s.recentHead = (s.recentHead + 1) & (RECENT - 1);
   if (cls < CLASSES) {
-    const c = s.classes;
+    const depth = classDepth(s);
+    const head = (s.classHead[cls]! - 1) & CLASS_MASK;
+    s.classHead[cls] = head;
     const base = cls * CLASS_DEPTH;
-    for (let i = base + CLASS_DEPTH - 1; i > base; i--) c[i] = c[i - 1]!;
-    c[base] = ptr;
+    if (depth < CLASS_DEPTH) s.classes[base + ((head + depth) & CLASS_MASK)] = 0;
+    s.classes[base + head] = ptr;
   }
+}
+
+const CLASS_MASK = CLASS_DEPTH - 1;
+
+/** How many entries each size class's list of recent frees has in this log. */
+function classDepth(s: DecodeState): number {
+  return (s.flags & PF_DEEP_CLASSES) !== 0 ? CLASS_DEPTH : CLASS_DEPTH_V2;
+}
+
+/** Entry k (0 = freed last) of size class cls's list. */
+function classEntry(s: DecodeState, cls: number, k: number): number {
+  return s.classes[cls * CLASS_DEPTH + ((s.classHead[cls]! + k) & CLASS_MASK)]!;
 }
 
 /** A block that begins here, from its `new` reference `v` (see FORMAT.md, "Addresses"). */
@@ -288,7 +309,7 @@ function newBlock(s: DecodeState, v: number, classBytes: number, request: number
     ptr = address(s.addr + unzigzag((v - 1) / 2));
   } else if (low === 0) {
     const k = v / 4;
-    const found = cls < CLASSES && k < CLASS_DEPTH ? s.classes[cls * CLASS_DEPTH + k]! : 0;
+    const found = cls < CLASSES && k < classDepth(s) ? classEntry(s, cls, k) : 0;
     if (found === 0) throw new RangeError(`reference to unknown free ${k} of size class ${cls}`);
     ptr = found;
   } else if (v === 2) {
@@ -303,14 +324,20 @@ function newBlock(s: DecodeState, v: number, classBytes: number, request: number
     ptr = found;
   }
   if (ptr !== 0) {
-    if (cls < CLASSES) {
-      const c = s.classes;
+    // The address leaves its class list. A deep-class log's writer codes every address its
+    // class list holds from the list, so one coded otherwise is not there.
+    const depth = classDepth(s);
+    if (cls < CLASSES && (low === 0 || depth < CLASS_DEPTH)) {
       const base = cls * CLASS_DEPTH;
-      const last = base + CLASS_DEPTH - 1;
-      for (let i = base; i <= last; i++) {
-        if (c[i] === ptr) {
-          for (let j = i; j < last; j++) c[j] = c[j + 1]!;
-          c[last] = 0;
+      const head = s.classHead[cls]!;
+      for (let i = 0; i < depth; i++) {
+        if (s.classes[base + ((head + i) & CLASS_MASK)] === ptr) {
+          for (let j = i; j > 0; j--) {
+            s.classes[base + ((head + j) & CLASS_MASK)] =
+              s.classes[base + ((head + j - 1) & CLASS_MASK)]!;
+          }
+          s.classes[base + head] = 0;
+          s.classHead[cls] = (head + 1) & CLASS_MASK;
           break;
         }
       }

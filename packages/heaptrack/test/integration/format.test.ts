@@ -302,7 +302,7 @@ describe('FORMAT.md states the values of heaplog.h', () => {
 
   it('gives the PROCESS flags, END reasons and LEAK_CHECK triggers their values', () => {
     const flags = constants.filter(([key]) => key.startsWith('PF_'));
-    expect(flags.length).toBe(8);
+    expect(flags.length).toBe(9);
     for (const [, value] of flags)
       expect(row('flags')).toMatch(new RegExp(`(bit |; )${Math.log2(value as number)} `));
     format.END_REASON_NAMES.forEach((_, v) =>

@@ -5,12 +5,19 @@
  * compiled with the synthetic field: encode -> decode -> the same values.
  *
  *   hh_test_field_roundtrip <log path>
+ *   hh_test_field_roundtrip <log path> deep
  *
  * Writes a stored (uncompressed) log of 2,000 events of every operation on two threads, with
  * durations, weights and free stacks, then reads its blocks and runs the decoder over them. For
  * every event, every field the table says it carries must come back as written. Prints
  * "<events> events, <fields> fields, <synthetic> synthetic values" and exits 0, or prints each
  * difference and exits 1.
+ *
+ * With `deep`: the size classes' lists of recent frees, 128 deep since format version 3. On one
+ * thread, DEEP_BLOCKS blocks of 24 bytes (one size class), all freed in allocation order, then
+ * allocated again at the addresses (i * DEEP_STRIDE) % DEEP_BLOCKS: the first ones are beyond the
+ * list's depth (explicit addresses), the others at indices up to 127 of the list, and the list
+ * shrinks as they leave it. Three rounds, so the references cross block boundaries too.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -24,10 +31,15 @@
 #include "writer.h"
 
 #define EVENTS 2000
+#define DEEP_BLOCKS 300
+#define DEEP_STRIDE 7 /* coprime with DEEP_BLOCKS: every block once */
+#define DEEP_ROUNDS 3
+#define TABLE_CAP 3000 /* events the tables hold: the rounds above or the deep ones */
+_Static_assert(DEEP_ROUNDS * 3 * DEEP_BLOCKS <= TABLE_CAP, "the deep rounds fit the event tables");
 #define PROCESS_FLAGS (HH_PF_STACKS | HH_PF_TIMING | HH_PF_SAMPLING | HH_PF_FREE_STACKS)
 
-static hh_field_values g_written[EVENTS + 16];
-static uint8_t g_written_op[EVENTS + 16];
+static hh_field_values g_written[TABLE_CAP];
+static uint8_t g_written_op[TABLE_CAP];
 static size_t g_written_n, g_decoded_n, g_fields, g_synthetic, g_wrong;
 
 /* The writer's source of the synthetic field: a value of every length, from the event. */
@@ -107,7 +119,7 @@ static int decode(const char *path) {
     fclose(f);
     hh_scan *s = hh_scan_new(64, 1e6);
     if (s == NULL) return 1;
-    hh_scan_set_flags(s, PROCESS_FLAGS, 1);
+    hh_scan_set_flags(s, PROCESS_FLAGS | HH_PF_DEEP_CLASSES, 1); /* as the writer writes them */
     hh_scan_set_thread(s, 1, 7001);
     hh_scan_set_thread(s, 2, 7002);
     for (size_t at = HH_FILE_HEADER_SIZE; at + HH_BLOCK_HEADER_SIZE <= n;) {
@@ -138,7 +150,8 @@ static int decode(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) return 64;
+    if (argc != 2 && !(argc == 3 && strcmp(argv[2], "deep") == 0)) return 64;
+    const bool deep = argc == 3;
     hh_writer_prepare(HH_CODEC_NONE);
     g_w = hh_writer_open_file(argv[1], NULL, 0);
     if (g_w == NULL) return perror(argv[1]), 1;
@@ -165,7 +178,17 @@ int main(int argc, char **argv) {
     /* Rounds of every operation: each allocates, reallocs and frees blocks of its own. */
     const uint64_t base = 0x5555000010a0ull;
     uint64_t t = 2000;
-    for (int r = 0; g_written_n + 12 <= EVENTS; r++) {
+    for (int r = 0; deep && r < DEEP_ROUNDS; r++) {
+        const uint64_t a = base + (uint64_t)r * 0x100000;
+        for (uint64_t i = 0; i < DEEP_BLOCKS; i++)
+            event(HH_OP_MALLOC, t += 10, 7001, a + i * 0x20, 24, 0, 0, 0, 0);
+        for (uint64_t i = 0; i < DEEP_BLOCKS; i++)
+            event(HH_OP_FREE, t += 10, 7001, a + i * 0x20, 0, 0, 0, 0, 0);
+        for (uint64_t i = 0; i < DEEP_BLOCKS; i++)
+            event(HH_OP_MALLOC, t += 10, 7001, a + (i * DEEP_STRIDE) % DEEP_BLOCKS * 0x20, 24, 0, 0,
+                  0, 0);
+    }
+    for (int r = 0; !deep && g_written_n + 12 <= EVENTS; r++) {
         uint64_t a = base + (uint64_t)r * 0x10000;
         uint32_t tid = 7001 + (uint32_t)(r & 1);
         uint64_t sz = 1 + ((uint64_t)r * 37) % 5000;

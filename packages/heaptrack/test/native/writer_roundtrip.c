@@ -4,6 +4,7 @@
  *
  *   hh_test_writer_roundtrip <log path> <codec: 0 none | 1 deflate | 2 zstd>
  *   hh_test_writer_roundtrip <log path> <codec> fsize <bytes>
+ *   hh_test_writer_roundtrip <log path> <codec> deep
  *
  * Writes a PROCESS (every flag set, so events carry durations, weights and free stacks), a
  * MODULE, two stack NODEs, an event of every operation (realloc moved and split, so a
@@ -17,6 +18,12 @@
  * and addresses until a write fails and 1,000 more, then the close (reason exit asked). Prints
  * {"error": errno of the failed write, "written": the events the writer says reached the file,
  * "events": the events handed over}.
+ *
+ * With deep (the size classes' lists of recent frees, 128 deep since format version 3): a
+ * PROCESS, then three rounds on one thread of 300 blocks of 24 bytes (one size class) allocated,
+ * all freed in allocation order, and allocated again at (i * 7) % 300 (the first ones beyond the
+ * list's depth, the others at indices up to 127), and 300 unrelated large blocks; the
+ * class lists persist across rounds. Then the close. Prints {"events": the events handed over}.
  */
 #include <errno.h>
 #include <signal.h>
@@ -118,7 +125,50 @@ static int fill(const char *path, int codec, long limit) {
     return 0;
 }
 
+/* deep mode (see the top). */
+static int deep(const char *path, int codec) {
+    g_w = hh_writer_open_file(path, NULL, 0);
+    if (g_w == NULL) return perror(path), 1;
+    uint64_t buf[16];
+    static const char exe[] = "/usr/bin/deep";
+    hh_rec_process *p = (hh_rec_process *)buf;
+    memset(buf, 0, sizeof buf);
+    *p = (hh_rec_process){.pid = 4444,
+                          .ppid = 4443,
+                          .mono_start = MONO_START,
+                          .time_unit = 1,
+                          .compress = (uint32_t)codec,
+                          .exe_len = sizeof exe - 1};
+    memcpy(p + 1, exe, sizeof exe - 1);
+    emit(HH_REC_PROCESS, p, sizeof *p + sizeof exe - 1);
+    uint64_t events = 0;
+    for (uint64_t r = 0; r < 3; r++) {
+        const uint64_t a = 0x5555000010a0ull + r * 0x100000;
+        for (uint64_t k = 0; k < 4 * 300; k++) {
+            uint64_t i = k % 300, phase = k / 300; /* 3: unrelated blocks, padding */
+            memset(buf, 0, sizeof buf);
+            hh_rec_event *e = (hh_rec_event *)buf;
+            e->time = T(events * 10);
+            e->tid = 9001;
+            e->op = phase == 1 ? HH_OP_FREE : HH_OP_MALLOC;
+            e->size = phase == 1 ? 0 : phase == 3 ? 5000 + i : 24;
+            e->addr = phase == 2   ? a + (i * 7) % 300 * 0x20
+                      : phase == 3 ? 0x7000000000ull + (events << 13)
+                                   : a + i * 0x20;
+            emit(HH_REC_EVENT, e, sizeof *e);
+            events++;
+        }
+    }
+    hh_writer_close(g_w, HH_END_EXIT, 0, NULL);
+    printf("{\"events\":%llu}\n", (unsigned long long)events);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[3], "deep") == 0) {
+        hh_writer_prepare(atoi(argv[2]));
+        return deep(argv[1], atoi(argv[2]));
+    }
     if (argc == 5 && strcmp(argv[3], "fsize") == 0) {
         hh_writer_prepare(atoi(argv[2]));
         return fill(argv[1], atoi(argv[2]), atol(argv[4]));

@@ -35,3 +35,18 @@ describe('a field added through the table makes the round trip (unit)', () => {
     expect(format.EVENT_FIELDS.some((f) => (f.name as string) === 'synthetic')).toBe(false);
   });
 });
+
+describe('the size classes list 128 recent frees (format version 3, unit)', () => {
+  it('gives the C decoder back blocks coded from deep in their class list', () => {
+    // field_roundtrip.c's deep mode: 300 blocks of one size class allocated, freed in order and
+    // allocated again at (i * 7) % 300, three rounds; every field of every event compared.
+    const run = spawnSync(
+      join(release, 'hh_test_field_roundtrip'),
+      [join(dir, 'deep.log'), 'deep'],
+      { encoding: 'utf8' },
+    );
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toBe('2700 events, 11700 fields, 2700 synthetic values\n');
+    expect(run.status).toBe(0);
+  });
+});

@@ -346,3 +346,29 @@ describe('a log whose write fails', () => {
     expect(existsSync(log)).toBe(false);
   });
 });
+
+describe('the size classes list 128 recent frees (format version 3)', () => {
+  it('reads back blocks whose addresses come from deep in their class list', async () => {
+    // writer_roundtrip.c's deep mode: per round, 300 blocks of 24 bytes allocated, all freed in
+    // order, allocated again at (i * 7) % 300, then 300 unrelated large blocks; three rounds.
+    const log = join(dir, 'deep.log');
+    const run = spawnSync(join(release, 'hh_test_writer_roundtrip'), [log, '2', 'deep'], {
+      encoding: 'utf8',
+    });
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toBe('{"events":3600}\n');
+    const events: EventRecord[] = [];
+    for await (const r of decodeLog(log)) if (r.type === 'event') events.push(r);
+    expect(events).toHaveLength(3600);
+    for (let r = 0; r < 3; r++) {
+      const round = events.slice(r * 1200, r * 1200 + 900);
+      const a = 0x5555000010a0 + r * 0x100000;
+      const expected = [
+        ...Array.from({ length: 300 }, (_, i) => ['malloc', a + i * 0x20]),
+        ...Array.from({ length: 300 }, (_, i) => ['free', a + i * 0x20]),
+        ...Array.from({ length: 300 }, (_, i) => ['malloc', a + ((i * 7) % 300) * 0x20]),
+      ];
+      expect(round.map((e) => [e.op, e.ptr])).toEqual(expected);
+    }
+  });
+});
