@@ -11,6 +11,10 @@
  *    every figure of the report, the events replayed natively), `heaphook report --json`, and
  *    `heaptrack_print` on the KDE trace.
  * 3. The native report pass's peak RSS on the 1x, 2x, 4x logs.
+ * 4. The churn figures side by side (issue 38): the heaplog's size against KDE's .zst, the CPU
+ *    time (user + sys, children included) of `report --json` against heaptrack_print's, and
+ *    the tracing cost with stacks against KDE heaptrack's: the 4x churn run untraced, under
+ *    heaphook's heaptrack and under KDE heaptrack, interleaved with the timings of step 2.
  * Writes latest.{json,md} into packages/bench/out/report-throughput (ignored by git) or --out.
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -43,7 +47,7 @@ function heaphookExecutable(): string {
   return resolve(dirname(manifest), bin.heaphook);
 }
 
-export const THROUGHPUT_SCHEMA = 'heaphook-report-throughput/2';
+export const THROUGHPUT_SCHEMA = 'heaphook-report-throughput/3';
 
 export interface ThroughputOptions {
   /** Small logs, 1 run: the test's smoke run. */
@@ -65,6 +69,8 @@ export interface ToolResult {
   readonly description: string;
   /** Wall time of the whole process (s), over the runs. */
   readonly wall_s?: Stat;
+  /** CPU time of the process and the children it waited for (user + sys, s), over the runs. */
+  readonly cpu_s?: Stat;
   /** Peak RSS of the process (bytes), over the runs. */
   readonly peak_rss_bytes?: Stat;
   /** Events of the 4x log per second of wall time (median). */
@@ -106,6 +112,33 @@ export interface ThroughputResults {
   /** heaptrack_print wall time / heaphook's (native report pass, and report --json), medians. */
   readonly speedup: { readonly model?: number; readonly report?: number };
   readonly memory: MemoryPoint[];
+  /** The three churn figures of the 4x log, side by side; undefined parts: KDE heaptrack is
+   * not installed. */
+  readonly churn: ChurnFigures;
+}
+
+/** A traced or untraced run of the 4x churn workload: wall and CPU time (s), over the runs. */
+export interface TracingRun {
+  readonly wall_s: Stat;
+  readonly cpu_s: Stat;
+}
+
+export interface ChurnFigures {
+  /** heaplog bytes / KDE .zst bytes (goal: at most 1.0). */
+  readonly log_size_ratio?: number;
+  /** CPU time of `heaphook report --json` / heaptrack_print's, medians (goal: at most 0.5). */
+  readonly report_cpu_ratio?: number;
+  readonly tracing: {
+    readonly untraced: TracingRun;
+    /** heaphook's heaptrack with stacks (the default). */
+    readonly heaphook: TracingRun;
+    readonly kde?: TracingRun;
+    /** heaphook's slowdown over the untraced run (traced / untraced - 1, wall medians) as a
+     * share of KDE heaptrack's (goal: at most 1/3). */
+    readonly share_of_kde?: number;
+    /** The same share on CPU time (the tracer's threads and collector included). */
+    readonly cpu_share_of_kde?: number;
+  };
 }
 
 interface Measured {
@@ -172,7 +205,10 @@ function findOnPath(cmd: string): string | undefined {
 }
 
 /** Records churn --size n with heaphook's heaptrack; returns the log and the reported ops. */
-async function recordHeaphook(dir: string, size: number): Promise<{ log: string; ops: number }> {
+async function recordHeaphook(
+  dir: string,
+  size: number,
+): Promise<{ log: string; ops: number; m: Measured }> {
   mkdirSync(dir, { recursive: true });
   const m = await measure(
     nativeProgram('wl_churn'),
@@ -186,7 +222,7 @@ async function recordHeaphook(dir: string, size: number): Promise<{ log: string;
   const reported = lastJsonLine(m.stdout);
   const ops = Number(reported?.ops);
   if (!Number.isInteger(ops)) throw new Error(`wl_churn printed no ops count: ${m.stdout}`);
-  return { log: join(dir, logs[0]!), ops };
+  return { log: join(dir, logs[0]!), ops, m };
 }
 
 function median(xs: readonly number[]): number {
@@ -196,6 +232,29 @@ function median(xs: readonly number[]): number {
 const fmtS = (s: Stat): string =>
   `${s.median.toFixed(2)} s (${s.min.toFixed(2)}-${s.max.toFixed(2)})`;
 const fmtMiB = (b: number): string => `${(b / 1048576).toFixed(0)} MiB`;
+const fmtX = (x: number | undefined): string => (x === undefined ? 'n/a' : `${x.toFixed(2)}`);
+const cpuOf = (r: LauncherReport): number => (r.utime_us + r.stime_us) / 1e6;
+const fmtRun = (t: TracingRun | undefined): string =>
+  t === undefined ? 'skipped' : `${fmtS(t.wall_s)} wall, ${fmtS(t.cpu_s)} CPU`;
+
+/** The three churn figures as markdown lines. */
+export function formatChurn(r: ThroughputResults): string[] {
+  const c = r.churn;
+  const t = c.tracing;
+  const print = r.tools.find((x) => x.tool === 'heaptrack_print');
+  const rep = r.tools[1];
+  return [
+    `### Churn figures side by side (wl_churn --size ${4 * r.workload.size}, ${fmtM(r.log.events_decoded)} events)`,
+    '',
+    '| figure | heaphook | KDE heaptrack | ratio | goal |',
+    '| --- | --- | --- | --- | --- |',
+    `| log size | ${(r.log.bytes / 1e6).toFixed(2)} MB | ${r.kde_trace ? `${(r.kde_trace.bytes / 1e6).toFixed(2)} MB` : 'n/a'} | ${fmtX(c.log_size_ratio)} | at most 1.0 |`,
+    `| read CPU (user+sys): report --json vs heaptrack_print | ${rep?.cpu_s ? fmtS(rep.cpu_s) : 'n/a'} | ${print?.cpu_s ? fmtS(print.cpu_s) : 'n/a'} | ${fmtX(c.report_cpu_ratio)} | at most 0.5 |`,
+    `| tracing slowdown with stacks (traced / untraced, wall) | ${(t.heaphook.wall_s.median / t.untraced.wall_s.median).toFixed(2)}x | ${t.kde ? `${(t.kde.wall_s.median / t.untraced.wall_s.median).toFixed(2)}x` : 'n/a'} | ${fmtX(t.share_of_kde)} of KDE's (CPU: ${fmtX(t.cpu_share_of_kde)}) | at most 0.33 |`,
+    '',
+    `Churn untraced: ${fmtRun(t.untraced)}; under heaphook: ${fmtRun(t.heaphook)}; under KDE heaptrack: ${fmtRun(t.kde)}.`,
+  ];
+}
 const fmtM = (n: number): string => `${(n / 1e6).toFixed(2)} M`;
 
 export function formatThroughput(r: ThroughputResults): string {
@@ -206,16 +265,16 @@ export function formatThroughput(r: ThroughputResults): string {
       (r.kde_trace ? `, KDE trace ${(r.kde_trace.bytes / 1e6).toFixed(1)} MB.` : '.'),
     `Load average ${r.machine.loadavg_start.toFixed(2)} at the start, ${(r.machine.loadavg_end ?? 0).toFixed(2)} at the end, ${r.machine.logical_cpus} CPUs.`,
     '',
-    '| tool | wall, median (min-max) | events/s | peak RSS, median (max) |',
-    '| --- | --- | --- | --- |',
+    '| tool | wall, median (min-max) | CPU (user+sys), median | events/s | peak RSS, median (max) |',
+    '| --- | --- | --- | --- | --- |',
   ];
   for (const t of r.tools) {
     if (t.status !== 'ok') {
-      lines.push(`| ${t.tool} | ${t.status}: ${t.reason ?? ''} | | |`);
+      lines.push(`| ${t.tool} | ${t.status}: ${t.reason ?? ''} | | | |`);
       continue;
     }
     lines.push(
-      `| ${t.tool} | ${fmtS(t.wall_s!)} | ${fmtM(t.events_per_s!)} | ${fmtMiB(t.peak_rss_bytes!.median)} (${fmtMiB(t.peak_rss_bytes!.max)}) |`,
+      `| ${t.tool} | ${fmtS(t.wall_s!)} | ${fmtS(t.cpu_s!)} | ${fmtM(t.events_per_s!)} | ${fmtMiB(t.peak_rss_bytes!.median)} (${fmtMiB(t.peak_rss_bytes!.max)}) |`,
     );
   }
   lines.push(
@@ -229,6 +288,8 @@ export function formatThroughput(r: ThroughputResults): string {
       (m) =>
         `| ${m.scale}x | ${fmtM(m.events)} | ${(m.log_bytes / 1e6).toFixed(1)} MB | ${fmtMiB(m.peak_rss_bytes)} |`,
     ),
+    '',
+    ...formatChurn(r),
   );
   return lines.join('\n');
 }
@@ -292,6 +353,8 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
       description: string;
       run?: () => Promise<Measured>;
       reason?: string;
+      /** A run of the workload (traced or not), reported in `churn`, not in `tools`. */
+      tracing?: boolean;
     }
     const decodeMs: number[] = [];
     let eventsDecoded = 0;
@@ -331,7 +394,62 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
           : { reason: kdeReason ?? 'no KDE trace' }),
       },
     ];
+    // The tracing cost: the 4x churn run untraced, under heaphook's heaptrack (stacks, the
+    // default) and under KDE heaptrack, each run in a fresh folder that is removed after it.
+    const churnArgs = ['--size', String(4 * size)];
+    let traceRun = 0;
+    const traced = async (what: string, run: (dir: string) => Promise<Measured>) => {
+      const dir = join(work, `trace-${traceRun++}`);
+      mkdirSync(dir);
+      try {
+        const m = await run(dir);
+        ok(m, what);
+        return { ...m, stdout: '' };
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    };
+    const UNTRACED = 'wl_churn untraced';
+    const UNDER_HEAPHOOK = "wl_churn under heaphook's heaptrack (stacks)";
+    const UNDER_KDE = 'wl_churn under KDE heaptrack';
+    tools.push(
+      {
+        name: UNTRACED,
+        tracing: true,
+        description: `wl_churn ${churnArgs.join(' ')} with glibc, no tracer`,
+        run: () =>
+          traced(UNTRACED, (dir) => measure(nativeProgram('wl_churn'), churnArgs, {}, dir)),
+      },
+      {
+        name: UNDER_HEAPHOOK,
+        tracing: true,
+        description: "the same run under heaphook's heaptrack (LD_PRELOAD, call stacks)",
+        run: () =>
+          traced(UNDER_HEAPHOOK, (dir) =>
+            measure(
+              nativeProgram('wl_churn'),
+              churnArgs,
+              { LD_PRELOAD: tracerLibraryPath(), HEAPHOOK_LOG_DIR: dir },
+              dir,
+            ),
+          ),
+      },
+      {
+        name: UNDER_KDE,
+        tracing: true,
+        description: 'the same run under KDE heaptrack (heaptrack -o FILE)',
+        ...(kde
+          ? {
+              run: () =>
+                traced(UNDER_KDE, (dir) =>
+                  measure(kde, ['-o', join(dir, 'trace'), nativeProgram('wl_churn'), ...churnArgs]),
+                ),
+            }
+          : { reason: kdeReason ?? 'no KDE heaptrack' }),
+      },
+    );
     const walls = new Map<string, number[]>();
+    const cpus = new Map<string, number[]>();
     const rss = new Map<string, number[]>();
     for (let rep = 0; rep < runs; rep++) {
       // Rotate the order so that no tool always runs first (or right after another).
@@ -341,28 +459,32 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
         say(`run ${rep + 1}/${runs}: ${t.name}`);
         const m = await t.run();
         (walls.get(t.name) ?? walls.set(t.name, []).get(t.name)!).push(m.report.wall_ns / 1e9);
+        (cpus.get(t.name) ?? cpus.set(t.name, []).get(t.name)!).push(cpuOf(m.report));
         (rss.get(t.name) ?? rss.set(t.name, []).get(t.name)!).push(m.report.maxrss_kb * 1024);
       }
     }
-    const toolResults: ToolResult[] = tools.map((t) => {
-      const w = walls.get(t.name);
-      if (!t.run || !w)
+    const toolResults: ToolResult[] = tools
+      .filter((t) => t.tracing !== true)
+      .map((t) => {
+        const w = walls.get(t.name);
+        if (!t.run || !w)
+          return {
+            tool: t.name,
+            status: 'skipped',
+            reason: t.reason ?? '',
+            description: t.description,
+          };
+        const ws = stat(w);
         return {
           tool: t.name,
-          status: 'skipped',
-          reason: t.reason ?? '',
+          status: 'ok',
           description: t.description,
+          wall_s: ws,
+          cpu_s: stat(cpus.get(t.name)!),
+          peak_rss_bytes: stat(rss.get(t.name)!),
+          events_per_s: eventsDecoded / ws.median,
         };
-      const ws = stat(w);
-      return {
-        tool: t.name,
-        status: 'ok',
-        description: t.description,
-        wall_s: ws,
-        peak_rss_bytes: stat(rss.get(t.name)!),
-        events_per_s: eventsDecoded / ws.median,
-      };
-    });
+      });
 
     // 3. Memory against log length.
     const memory: MemoryPoint[] = [];
@@ -385,6 +507,33 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
     const sumS = wall(tools[0]!.name);
     const repS = wall(tools[1]!.name);
     const ms = stat(decodeMs);
+    const runOf = (name: string): TracingRun | undefined => {
+      const w = walls.get(name);
+      const c = cpus.get(name);
+      return w && c ? { wall_s: stat(w), cpu_s: stat(c) } : undefined;
+    };
+    const untraced = runOf(UNTRACED)!;
+    const underHeaphook = runOf(UNDER_HEAPHOOK)!;
+    const underKde = runOf(UNDER_KDE);
+    const slowdown = (t: TracingRun, of: 'wall_s' | 'cpu_s'): number =>
+      t[of].median / untraced[of].median - 1;
+    const printCpu = runOf('heaptrack_print')?.cpu_s.median;
+    const reportCpu = runOf(tools[1]!.name)?.cpu_s.median;
+    const churn: ChurnFigures = {
+      ...(kdeTrace ? { log_size_ratio: statSync(main.log).size / statSync(kdeTrace).size } : {}),
+      ...(printCpu && reportCpu ? { report_cpu_ratio: reportCpu / printCpu } : {}),
+      tracing: {
+        untraced,
+        heaphook: underHeaphook,
+        ...(underKde
+          ? {
+              kde: underKde,
+              share_of_kde: slowdown(underHeaphook, 'wall_s') / slowdown(underKde, 'wall_s'),
+              cpu_share_of_kde: slowdown(underHeaphook, 'cpu_s') / slowdown(underKde, 'cpu_s'),
+            }
+          : {}),
+      },
+    };
     const results: ThroughputResults = {
       schema: THROUGHPUT_SCHEMA,
       date: new Date().toISOString(),
@@ -411,6 +560,7 @@ export async function reportThroughput(o: ThroughputOptions = {}): Promise<Throu
         ...(printS && repS ? { report: printS / repS } : {}),
       },
       memory,
+      churn,
     };
     if (o.write !== false) {
       const out = o.outDir ?? defaultOutDirs['report-throughput'];

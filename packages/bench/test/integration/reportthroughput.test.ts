@@ -1,7 +1,9 @@
 /**
  * The report-throughput benchmark for real on small logs (--quick): it records the churn
  * workload, decodes what it recorded, and writes its results. No timing is asserted: only that
- * every figure is there and that the decoder found exactly the events the workload made.
+ * every figure is there and that the decoder found exactly the events the workload made, and
+ * that the churn figures (log size, read CPU and tracing cost against KDE heaptrack's) are there
+ * and sane.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,6 +51,25 @@ describe('report-throughput --quick', () => {
     expect(m2!.events - m1!.events).toBe(2 * r.workload.size);
     expect(m4!.events - m1!.events).toBe(6 * r.workload.size);
     for (const m of r.memory) expect(m.peak_rss_bytes).toBeGreaterThan(0);
+
+    // The churn figures side by side: present and sane (no timing asserted).
+    const t = r.churn.tracing;
+    for (const run of [t.untraced, t.heaphook, ...(t.kde ? [t.kde] : [])]) {
+      expect(run.wall_s.n).toBe(r.runs);
+      expect(run.wall_s.median).toBeGreaterThan(0);
+      expect(run.cpu_s.median).toBeGreaterThan(0);
+    }
+    expect(r.tools[1]!.cpu_s!.median).toBeGreaterThan(0);
+    if (r.tools[2]!.status === 'ok') {
+      // KDE heaptrack installed: every ratio is a positive finite number.
+      expect(r.kde_trace!.bytes).toBeGreaterThan(0);
+      for (const x of [r.churn.log_size_ratio, r.churn.report_cpu_ratio, t.share_of_kde]) {
+        expect(Number.isFinite(x)).toBe(true);
+        expect(x).toBeGreaterThan(0);
+      }
+      expect(r.churn.log_size_ratio).toBeCloseTo(r.log.bytes / r.kde_trace!.bytes, 10);
+      expect(formatThroughput(r)).toMatch(/\| log size \| [\d.]+ MB \| [\d.]+ MB \| [\d.]+ \|/);
+    }
 
     const json = JSON.parse(readFileSync(join(out, 'latest.json'), 'utf8')) as ThroughputResults;
     expect(json.log).toEqual(r.log);

@@ -7,8 +7,6 @@ import { join } from 'node:path';
 
 import { EXIT_DAMAGED_LOG } from '../decode/decoder.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
-import { diffReports, diffText } from './diff.js';
-import { diffReportFiles } from './diff-html.js';
 import { parseFormats, REPORT_FORMATS, report, type ReportFormat } from './run.js';
 import { choiceText } from './choice.js';
 import { parseSkipFrames } from './sites.js';
@@ -45,6 +43,11 @@ export async function reportCommand(target: string, options: ReportCommandOption
     const [now] = chosenLogs(target, options) as [string];
     const outputDir = options.outputDir;
     const skipFrames = options.skipFrames ?? [];
+    // Loaded here: a report without --diff needs none of it.
+    const [{ diffReports, diffText }, { diffReportFiles }] = await Promise.all([
+      import('./diff.js'),
+      import('./diff-html.js'),
+    ]);
     const { diff: d, result } =
       outputDir === undefined
         ? { diff: await diffReports(base, now, { symbolize: options.symbols, top, skipFrames }) }

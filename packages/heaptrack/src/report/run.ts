@@ -11,10 +11,7 @@ import { HeaphookError, jsonText } from '@heaphook/core';
 
 import { LogFormatError } from '../decode/decoder.js';
 import { replayLog, type ScannerTimeline } from '../decode/replay.js';
-import { chartGeometry, heapChartSvg, svgToPdf, svgToPng } from './chart.js';
-import { flameGraphSvg } from './flamegraph.js';
 import type { ReportDiff } from './diff.js';
-import { reportHtml } from './html.js';
 import { jsonStacks, reportJson, type ReportJson } from './json.js';
 import {
   ReportBuilder,
@@ -24,10 +21,7 @@ import {
 } from './model.js';
 import type { LeakedBlock } from './leaks.js';
 import { NativeEvents } from './native.js';
-import { FrameTable, pageRun, type PageRun } from './page/data.js';
-import { perfettoTrace } from './perfetto.js';
-import { pprofBytes } from './pprof.js';
-import { speedscopeFile } from './speedscope.js';
+import type { FrameTable, PageRun } from './page/data.js';
 import { startProgress } from './progress.js';
 import { StackNames } from './symbols.js';
 import type { Suppression } from './suppressions.js';
@@ -108,7 +102,11 @@ export interface ReportResult {
 /** Reads the whole log (or its valid part) into the report model. */
 export async function buildReportModel(
   path: string,
-  options: Pick<ReportOptions, 'progress' | 'points'> = {},
+  options: Pick<ReportOptions, 'progress' | 'points'> & {
+    /** Keep the timeline of report.html's time ranges (by site and time bucket): a cost per
+     * event that no other output reads (default false). */
+    readonly timeline?: boolean;
+  } = {},
 ): Promise<{
   model: ReportModel;
   timeline: ScannerTimeline | null;
@@ -118,7 +116,7 @@ export async function buildReportModel(
 }> {
   const points = options.points ?? SERIES_DEFAULT_POINTS;
   const events = new NativeEvents(points, SERIES_INITIAL_WIDTH_NS);
-  events.scanner.startTimeline(Math.min(TIMELINE_BUCKETS, points));
+  if (options.timeline === true) events.scanner.startTimeline(Math.min(TIMELINE_BUCKETS, points));
   const builder = new ReportBuilder(events, { points });
   const progress = startProgress(path, options.progress);
   let error: LogFormatError | undefined;
@@ -141,7 +139,13 @@ export async function buildReportModel(
 }
 
 export async function report(path: string, options: ReportOptions = {}): Promise<ReportResult> {
-  const { model, timeline, leakedBlocks, error } = await buildReportModel(path, options);
+  const withPage =
+    options.outputDir !== undefined &&
+    (options.formats === undefined || options.formats.includes('html'));
+  const { model, timeline, leakedBlocks, error } = await buildReportModel(path, {
+    ...options,
+    timeline: withPage,
+  });
   const top = options.top ?? 20;
   const wanted = jsonStacks(model, top);
   const withFiles = options.outputDir !== undefined;
@@ -164,6 +168,25 @@ export async function report(path: string, options: ReportOptions = {}): Promise
   if (options.outputDir !== undefined) {
     const dir = options.outputDir;
     await mkdir(dir, { recursive: true });
+    // The files' modules load only when there are files to write: `report --json` and the
+    // text report need none of them.
+    const [
+      { chartGeometry, heapChartSvg, svgToPdf, svgToPng },
+      { flameGraphSvg },
+      { reportHtml },
+      { FrameTable, pageRun },
+      { perfettoTrace },
+      { pprofBytes },
+      { speedscopeFile },
+    ] = await Promise.all([
+      import('./chart.js'),
+      import('./flamegraph.js'),
+      import('./html.js'),
+      import('./page/data.js'),
+      import('./perfetto.js'),
+      import('./pprof.js'),
+      import('./speedscope.js'),
+    ]);
     const chartInput = {
       series: model.series,
       peakBytes: model.peakHeapBytes,

@@ -332,7 +332,7 @@ function expectHumanTicks(labels: readonly string[]): void {
 /** Each site's cells add up to its figures: allocations, bytes, bytes less freed = live,
  * temporary, live at the end, live at the peak. */
 async function expectTimelineAddsUp(log: string): Promise<void> {
-  const { model, timeline } = await buildReportModel(log, { progress: false });
+  const { model, timeline } = await buildReportModel(log, { progress: false, timeline: true });
   expect(timeline).not.toBeNull();
   const sums = model.sites.map(() => [0, 0, 0, 0, 0, 0]);
   const c = timeline!.cells;
