@@ -78,4 +78,5 @@ export {
   type RunResult,
   type SpawnWithOptions,
 } from './preload.js';
+export { schedPolicyName } from './sched.js';
 export { main as runCli, type CommandModule } from './cli.js';

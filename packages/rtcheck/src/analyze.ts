@@ -3,9 +3,10 @@
  * frames symbolised with heaptrack's Symbolizer (addr2line over the module map each file
  * carries), suppressions applied.
  */
+import { schedPolicyName } from '@heaphook/core';
 import { Symbolizer, type Frame } from '@heaphook/heaptrack';
 
-import { policyName, type RawReport } from './report-file.js';
+import { type RawReport } from './report-file.js';
 import { suppressedBy, type Suppression } from './suppressions.js';
 
 /** A frame of a violation's stack: heaptrack's symbolised Frame without its return address. */
@@ -82,7 +83,7 @@ export async function analyze(
         thread: raw.thread,
         tid: raw.tid,
         pid: report.pid,
-        policy: policyName(raw.policy),
+        policy: schedPolicyName(raw.policy),
         priority: raw.priority,
         frames: stack,
       };
@@ -100,7 +101,7 @@ export async function analyze(
         thread: t.thread,
         tid: t.tid,
         pid: report.pid,
-        policy: policyName(t.policy),
+        policy: schedPolicyName(t.policy),
         minor: t.minorFaults,
         major: t.majorFaults,
       });

@@ -14,13 +14,8 @@ export {
   type ViolationFrame,
 } from './analyze.js';
 export { analysisJson, formatAnalysis } from './format.js';
-export {
-  parseReport,
-  policyName,
-  type RawReport,
-  type RawThread,
-  type RawViolation,
-} from './report-file.js';
+export { schedPolicyName as policyName } from '@heaphook/core';
+export { parseReport, type RawReport, type RawThread, type RawViolation } from './report-file.js';
 export {
   checkAfter,
   rtcheck,

@@ -114,17 +114,3 @@ export function parseReport(text: string): RawReport {
     complete,
   };
 }
-
-/** Linux's scheduling policies by number (sched.h). */
-const POLICIES: Readonly<Record<number, string>> = {
-  0: 'SCHED_OTHER',
-  1: 'SCHED_FIFO',
-  2: 'SCHED_RR',
-  3: 'SCHED_BATCH',
-  5: 'SCHED_IDLE',
-  6: 'SCHED_DEADLINE',
-};
-
-export function policyName(policy: number): string {
-  return POLICIES[policy] ?? `policy ${policy}`;
-}

@@ -3,6 +3,8 @@
  * guard writes one per (call, call site, thread) at its first call, with the stack, and again at
  * exit with the final count. The report keeps one per site: the largest count, the first stack.
  */
+import { schedPolicyName } from '@heaphook/core';
+
 import type { RtViolationRecord } from '../decode/records.js';
 
 export interface RealtimeViolation {
@@ -20,20 +22,6 @@ export interface RealtimeViolation {
   readonly stack: number;
 }
 
-/** Linux's policy numbers (sched.h), named as rtcheck's own report names them. */
-const POLICIES: Readonly<Record<number, string>> = {
-  0: 'SCHED_OTHER',
-  1: 'SCHED_FIFO',
-  2: 'SCHED_RR',
-  3: 'SCHED_BATCH',
-  5: 'SCHED_IDLE',
-  6: 'SCHED_DEADLINE',
-};
-
-export function policyName(policy: number): string {
-  return POLICIES[policy] ?? `policy ${policy}`;
-}
-
 /** Collects the records of a log, in log order. */
 export class RealtimeViolations {
   private readonly bySite = new Map<number, RealtimeViolation>();
@@ -47,7 +35,7 @@ export class RealtimeViolations {
       count: Math.max(r.count, seen?.count ?? 0),
       tid: r.tid,
       thread: r.threadName,
-      policy: policyName(r.policy),
+      policy: schedPolicyName(r.policy),
       priority: r.priority,
       stack: seen !== undefined && seen.stack !== 0 ? seen.stack : r.stack,
     });
