@@ -18,19 +18,25 @@ import { guardLibrary, heaphook, program } from '../helpers/programs.js';
 const dir = mkdtempSync(join(tmpdir(), 'heaphook-rtcheck-record-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
+/** `heaphook record -b rtcheck -o out -- rt_control_loop MODE STEPS`: the loop traced through
+ * the guard. */
+function recordLoop(out: string, mode: string, steps: number) {
+  return heaphook([
+    'record',
+    '-b',
+    'rtcheck',
+    '-o',
+    out,
+    '--',
+    program('rt_control_loop'),
+    mode,
+    String(steps),
+  ]);
+}
+
 describe('with heaptrack', () => {
   it('record -b rtcheck: the log is written and the violations are reported', () => {
-    const r = heaphook([
-      'record',
-      '-b',
-      'rtcheck',
-      '-o',
-      dir,
-      '--',
-      program('rt_control_loop'),
-      'fifo',
-      '10',
-    ]);
+    const r = recordLoop(dir, 'fifo', 10);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/control loop: 10 steps/);
     expect(r.stderr).toMatch(
@@ -42,17 +48,7 @@ describe('with heaptrack', () => {
   it('record -b rtcheck, then report: the violations are in the log, counts exact', () => {
     const out = mkdtempSync(join(dir, 'loop-'));
     const steps = 37;
-    const r = heaphook([
-      'record',
-      '-b',
-      'rtcheck',
-      '-o',
-      out,
-      '--',
-      program('rt_control_loop'),
-      'fifo',
-      String(steps),
-    ]);
+    const r = recordLoop(out, 'fifo', steps);
     expect(r.status).toBe(0);
     const json = reportJson(out);
     // one call site in the control thread; the SCHED_OTHER worker allocates 20,000 times unseen
@@ -111,17 +107,7 @@ describe('with heaptrack', () => {
     // The tracer's malloc calls the guard's: the site is the program's call, not the tracer's.
     const out = mkdtempSync(join(dir, 'two-'));
     const steps = 11;
-    const r = heaphook([
-      'record',
-      '-b',
-      'rtcheck',
-      '-o',
-      out,
-      '--',
-      program('rt_control_loop'),
-      'two-sites',
-      String(steps),
-    ]);
+    const r = recordLoop(out, 'two-sites', steps);
     expect(r.status).toBe(0);
     expect(r.stderr).toMatch(
       new RegExp(`heaphook rtcheck: ${2 * steps} violations at 2 call sites`),
@@ -136,17 +122,7 @@ describe('with heaptrack', () => {
 
   it('record -b rtcheck of a loop that never enters a real-time context: none in the report', () => {
     const out = mkdtempSync(join(dir, 'none-'));
-    const r = heaphook([
-      'record',
-      '-b',
-      'rtcheck',
-      '-o',
-      out,
-      '--',
-      program('rt_control_loop'),
-      'none',
-      '10',
-    ]);
+    const r = recordLoop(out, 'none', 10);
     expect(r.status).toBe(0);
     expect(reportJson(out).realtimeViolations).toEqual([]);
     expect(heaphook(['report', out]).stdout).not.toMatch(/real-time violations/);
@@ -154,17 +130,7 @@ describe('with heaptrack', () => {
 
   it('a marked section (heaphook_rt_enter) under record: counted the same, policy SCHED_OTHER', () => {
     const out = mkdtempSync(join(dir, 'mark-'));
-    const r = heaphook([
-      'record',
-      '-b',
-      'rtcheck',
-      '-o',
-      out,
-      '--',
-      program('rt_control_loop'),
-      'mark',
-      '12',
-    ]);
+    const r = recordLoop(out, 'mark', 12);
     expect(r.status).toBe(0);
     const [v, ...rest] = reportJson(out).realtimeViolations;
     expect(rest).toEqual([]);
