@@ -95,9 +95,9 @@ static inline unsigned cache_class(size_t size) {
  * in address order, as a batch is, then all go to the cache (each one's predecessor is cached,
  * hence used for TLSF), where a test of the successor sent a batch freed newest first to TLSF
  * block by block, each merging into the free block after it. Measured (peak RSS, 5 runs,
- * HEAPHOOK_TLSF_CACHE_BYTES at its default): wl_mixed 8.34 MB -> 7.52 MB (glibc 6.95 MB),
- * wl_larson --threads 2 7.10 MB -> 5.81 MB (glibc 6.40 MB), but wl_batch 3.23 MB -> 3.58 MB
- * (glibc 2.70 MB). */
+ * HEAPHOOK_TLSF_CACHE_BYTES at its default, medians): wl_mixed 8.35 MB -> 7.59 MB (glibc
+ * 6.71 MB), wl_larson --threads 2 7.0 MB -> 6.5 MB (glibc 6.3 MB), but wl_batch 3.11 MB ->
+ * 3.56 MB (glibc 2.68 MB). */
 #define CACHE_NEXT_TO_FREE HEAD_PREV_FREE
 
 _Static_assert(CACHE_DEPTH_MAX <= UINT16_MAX, "a class's room is 16 bits");
@@ -134,6 +134,12 @@ static __attribute__((noinline, noreturn)) void double_free(void *ptr) {
     misuse(ptr, "free", TLSF_ERR_DOUBLE_FREE, ptr);
 }
 
+/* Whether a block of footprint < 2 KiB that the cache could take goes to TLSF instead, to
+ * merge with its free predecessor (see CACHE_NEXT_TO_FREE): not when its class is empty. */
+static inline bool cache_leaves_to_tlsf(const thread_heap *h, size_t head) {
+    return (head & CACHE_NEXT_TO_FREE) && h->cache_head[(head & HEAD_SIZE_MASK) >> 4] != NULL;
+}
+
 /* Keeps a freed block of h's own of footprint < 2 KiB in h's cache when the cache has room and
  * the block's physical predecessor is not free, or is free but the block's class is empty (a
  * malloc of its size will want it: merged, it would be split off again). Only a heap's own blocks
@@ -152,7 +158,7 @@ static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
         for (void **c = (void **)h->cache_head[cls]; c; c = (void **)c[0])
             if (c == p) double_free(ptr);
     }
-    if (UNLIKELY(head & CACHE_NEXT_TO_FREE) && h->cache_head[cls] != NULL) return false;
+    if (UNLIKELY(cache_leaves_to_tlsf(h, head))) return false;
     if (h->cache_room[cls] == 0 || h->cache_left < f) return false;
     cache_push(h, p, cls);
     return true;
@@ -232,9 +238,8 @@ static bool cache_spill(thread_heap *h) {
 static inline void heap_free_own(thread_heap *h, void *ptr) {
     const size_t head = head_load(block_from_ptr(ptr));
     if (cache_put(h, ptr, head)) return;
-    if ((head & HEAD_SIZE_MASK) < CACHE_CLASSES * 16 &&
-        !(head & (HEAD_ALIGN_MASK | CACHE_NEXT_TO_FREE)) && cache_spill(h) &&
-        cache_put(h, ptr, head))
+    if ((head & HEAD_SIZE_MASK) < CACHE_CLASSES * 16 && !(head & HEAD_ALIGN_MASK) &&
+        !cache_leaves_to_tlsf(h, head) && cache_spill(h) && cache_put(h, ptr, head))
         return;
     free_block(h->tlsf, &h->release, ptr, head);
 }
@@ -420,9 +425,8 @@ void tlsf_backend_dealloc(void *ptr) {
                 return;
             }
             /* Checked but not cached (its class or the cache is full, its predecessor is
-             * free, or it may be cached already: the cache's own double-free test follows);
-             * a size of 0 or 16 (classes 0
-             * and 1, no room) is no block. */
+             * free, or it may be cached already: the cache's own tests follow); a size of 0
+             * or 16 (classes 0 and 1, no room) is no block. */
             if (LIKELY(cls >= CACHE_CLASS_MIN)) {
                 heap_dealloc(h, ptr);
                 return;

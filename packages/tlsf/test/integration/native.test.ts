@@ -343,7 +343,7 @@ describe('behaviour', () => {
   it('a small block freed next to a free block merges with it instead of waiting in the cache', () => {
     // A cached block looks used to TLSF: kept, it would stop the free block before it from
     // growing, and a later request of another size would take fresh memory (peak RSS of the
-    // bench's mixed workload 8.3 MB with such blocks cached, 7.5 MB without; glibc 7.0 MB).
+    // bench's mixed workload 8.4 MB with such blocks cached, 7.6 MB without; glibc 6.7 MB).
     const r = probe(['next-to-free'], {});
     expect(r.status, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toContain('first_malloc other second_malloc large');
