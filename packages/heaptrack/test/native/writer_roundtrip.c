@@ -77,6 +77,26 @@ static void event(uint64_t buf[16], uint8_t op, uint64_t time, uint32_t tid, uin
     g_sep = ",";
 }
 
+/* A PROCESS of the fsize and deep modes: no flags, the exe, then cmdline (cmdline_len bytes,
+ * NUL-separated, may be 0). */
+static void emit_plain_process(uint32_t pid, const char *exe, const char *cmdline,
+                               uint32_t cmdline_len, int codec) {
+    uint64_t buf[16];
+    const uint32_t exe_len = (uint32_t)strlen(exe);
+    hh_rec_process *p = (hh_rec_process *)buf;
+    memset(buf, 0, sizeof buf);
+    *p = (hh_rec_process){.pid = pid,
+                          .ppid = pid - 1,
+                          .mono_start = MONO_START,
+                          .time_unit = 1,
+                          .compress = (uint32_t)codec,
+                          .exe_len = exe_len,
+                          .cmdline_len = cmdline_len};
+    memcpy(p + 1, exe, exe_len);
+    memcpy((char *)(p + 1) + exe_len, cmdline, cmdline_len);
+    emit(HH_REC_PROCESS, p, sizeof *p + exe_len + cmdline_len);
+}
+
 /* fsize mode (see the top). */
 static int fill(const char *path, int codec, long limit) {
     signal(SIGXFSZ, SIG_IGN);
@@ -91,19 +111,7 @@ static int fill(const char *path, int codec, long limit) {
         return 0;
     }
     uint64_t buf[16];
-    static const char exe[] = "/usr/bin/fill";
-    hh_rec_process *p = (hh_rec_process *)buf;
-    memset(buf, 0, sizeof buf);
-    *p = (hh_rec_process){.pid = 4343,
-                          .ppid = 4342,
-                          .mono_start = MONO_START,
-                          .time_unit = 1,
-                          .compress = (uint32_t)codec,
-                          .exe_len = sizeof exe - 1,
-                          .cmdline_len = 5};
-    memcpy(p + 1, exe, sizeof exe - 1);
-    memcpy((char *)(p + 1) + sizeof exe - 1, "fill", 5);
-    emit(HH_REC_PROCESS, p, sizeof *p + sizeof exe - 1 + 5);
+    emit_plain_process(4343, "/usr/bin/fill", "fill", 5, codec);
     uint64_t events = 0, after = 0, x = 88172645463325252ull;
     while (after < 1000 && events < 50000000) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift: sizes and addresses vary */
@@ -130,17 +138,7 @@ static int deep(const char *path, int codec) {
     g_w = hh_writer_open_file(path, NULL, 0);
     if (g_w == NULL) return perror(path), 1;
     uint64_t buf[16];
-    static const char exe[] = "/usr/bin/deep";
-    hh_rec_process *p = (hh_rec_process *)buf;
-    memset(buf, 0, sizeof buf);
-    *p = (hh_rec_process){.pid = 4444,
-                          .ppid = 4443,
-                          .mono_start = MONO_START,
-                          .time_unit = 1,
-                          .compress = (uint32_t)codec,
-                          .exe_len = sizeof exe - 1};
-    memcpy(p + 1, exe, sizeof exe - 1);
-    emit(HH_REC_PROCESS, p, sizeof *p + sizeof exe - 1);
+    emit_plain_process(4444, "/usr/bin/deep", "", 0, codec);
     uint64_t events = 0;
     for (uint64_t r = 0; r < 3; r++) {
         const uint64_t a = 0x5555000010a0ull + r * 0x100000;
