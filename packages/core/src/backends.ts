@@ -106,7 +106,11 @@ const ownPackageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 function readManifest(dir: string): PackageRecord | undefined {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+    const text = readFileSync(join(dir, 'package.json'), 'utf8');
+    // Most packages of a node_modules are not heaphook's: skip parsing theirs (every command
+    // discovers the packages, so this is part of each one's start-up).
+    if (!text.includes('"heaphook"')) return undefined;
+    parsed = JSON.parse(text);
   } catch {
     return undefined;
   }

@@ -109,12 +109,14 @@ function linesOf(path: string): Progress {
   const lines = progressLines(`heaphook: reading ${path}`);
   const hint: { fd?: string } = {};
   return {
-    update: (events) => {
-      const pos = filePosition(target, hint);
-      // The decoder reads ahead of the events it has replayed: at most 99 % while it runs.
-      const part = pos !== undefined ? `${Math.min(99, percentOf(pos, size))} %, ` : '';
-      lines.update(`${part}${events.toLocaleString('en-US')} events`);
-    },
+    // Called for every block: the file's position is read only for the lines written.
+    update: (events) =>
+      lines.update(() => {
+        const pos = filePosition(target, hint);
+        // The decoder reads ahead of the events it has replayed: at most 99 % while it runs.
+        const part = pos !== undefined ? `${Math.min(99, percentOf(pos, size))} %, ` : '';
+        return `${part}${events.toLocaleString('en-US')} events`;
+      }),
     stop: () => undefined,
   };
 }

@@ -159,6 +159,26 @@ describe('progress', () => {
       vi.useRealTimers();
     }
   });
+  it('makes a text given as a function only for the lines it writes', () => {
+    vi.useFakeTimers();
+    try {
+      vi.setSystemTime(0);
+      const written: string[] = [];
+      const stream = {
+        write: (text: string) => written.push(text),
+      } as unknown as NodeJS.WritableStream;
+      const lines = progressLines('heaphook report', stream);
+      let made = 0;
+      const text = (): string => `${++made} made`;
+      for (const now of [0, 1_000, 2_000, 3_000, 4_000, 7_000]) {
+        vi.setSystemTime(now);
+        lines.update(text);
+      }
+      expect(written).toEqual(['heaphook report: 1 made\n', 'heaphook report: 2 made\n']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
 });
 
 describe('suppressions', () => {
