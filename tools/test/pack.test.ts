@@ -219,7 +219,7 @@ describe('npm pack', () => {
         'package/test/native/tlsf_unit.c',
       ]),
     );
-    expect(heaptrack).toEqual(expect.arrayContaining(['package/dist/commands.js']));
+    expect(heaptrack).toEqual(expect.arrayContaining(['package/dist/report/command.js']));
     expect(ucm).toEqual(expect.arrayContaining(['package/dist/index.js']));
     expect(aix).toEqual(expect.arrayContaining(['package/dist/index.js']));
     // No build tree (the binaries are in the platform packages), no binding.gyp (npm would run

@@ -42,6 +42,10 @@ export interface BackendInfo {
   readonly emulates?: string;
 }
 
+/** An entry of `heaphook.commands`: `"dist/x/command.js"` or
+ * `{ "module": "dist/x/command.js", "names": ["x"] }`. */
+export type CommandEntry = string | { readonly module: string; readonly names: readonly string[] };
+
 /** The `heaphook` field of a package.json. */
 export interface HeaphookManifest {
   readonly backends?: Readonly<Record<string, string>>;
@@ -49,8 +53,10 @@ export interface HeaphookManifest {
   readonly aliases?: Readonly<Record<string, string>>;
   /** Backends of `backends` that emulate another system's loading on Linux: { name: what }. */
   readonly emulates?: Readonly<Record<string, string>>;
-  /** Modules (relative paths) exporting `register(program)` to add CLI subcommands. */
-  readonly commands?: readonly string[];
+  /** Modules exporting `register(program)` to add CLI subcommands: a relative path, or the
+   * path with the subcommands the module registers (`heaphook <name>` then loads that module
+   * alone; a bare path is loaded for every subcommand but the core's). */
+  readonly commands?: readonly CommandEntry[];
   /** The build outputs (relative to build/Release) its platform packages ship
    * (tools/scripts/stage-platforms.mjs); nativeFile finds each. */
   readonly nativeFiles?: readonly string[];
@@ -100,7 +106,11 @@ const ownPackageDir = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 function readManifest(dir: string): PackageRecord | undefined {
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+    const text = readFileSync(join(dir, 'package.json'), 'utf8');
+    // Most packages of a node_modules are not heaphook's: skip parsing theirs (every command
+    // discovers the packages, so this is part of each one's start-up).
+    if (!text.includes('"heaphook"')) return undefined;
+    parsed = JSON.parse(text);
   } catch {
     return undefined;
   }

@@ -9,7 +9,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import { Command, CommanderError, Help, type Option } from 'commander';
 
-import { findHeaphookPackages, libraryPath, listBackends } from './backends.js';
+import { findHeaphookPackages, libraryPath, listBackends, type CommandEntry } from './backends.js';
 import { collectList, parseEnvAssignment } from './cli-options.js';
 import { formatChecks, runDoctor } from './doctor.js';
 import { describeFileSystemError, EXIT_USAGE, HeaphookError } from './errors.js';
@@ -178,29 +178,44 @@ export function buildProgram(): Command {
   return program;
 }
 
+/** The module of a `heaphook.commands` entry, and the subcommands it declares (none: a bare
+ * path, which may register any). */
+function commandEntry(entry: CommandEntry): { module: string; names: readonly string[] } {
+  return typeof entry === 'string' ? { module: entry, names: [] } : entry;
+}
+
 /**
- * Adds the subcommands of every installed package that declares `heaphook.commands`.
+ * Adds the subcommands that installed packages declare in `heaphook.commands`: with `wanted`
+ * (the subcommand being run), only the modules that can register it, so running one imports
+ * neither the other packages nor their implementations; without it (help, an unknown name),
+ * every module, in the order `heaphook --help` lists them.
  * Returns one line per module that could not be loaded (usually: its package is not built);
  * they are shown only when the user asks for a command nobody registered, so an unbuilt
  * package does not clutter the output of commands that work.
  */
-export async function registerContributedCommands(program: Command): Promise<string[]> {
+export async function registerContributedCommands(
+  program: Command,
+  wanted?: string,
+): Promise<string[]> {
+  const modules = findHeaphookPackages().flatMap((record) =>
+    (record.heaphook.commands ?? []).map((entry) => ({ record, ...commandEntry(entry) })),
+  );
+  const declared = wanted !== undefined && modules.some((m) => m.names.includes(wanted));
   const unavailable: string[] = [];
-  for (const record of findHeaphookPackages()) {
-    for (const modulePath of record.heaphook.commands ?? []) {
-      const url = pathToFileURL(resolve(record.dir, modulePath)).href;
-      let contributed: Partial<CommandModule>;
-      try {
-        contributed = (await import(url)) as Partial<CommandModule>;
-      } catch (error) {
-        unavailable.push(
-          `the commands of ${record.name} are not available (${(error as Error).message}); ` +
-            `build them with "npx nx build ${record.nxProject}"`,
-        );
-        continue;
-      }
-      contributed.register?.(program);
+  for (const { record, module, names } of modules) {
+    if (declared && names.length > 0 && !names.includes(wanted)) continue;
+    const url = pathToFileURL(resolve(record.dir, module)).href;
+    let contributed: Partial<CommandModule>;
+    try {
+      contributed = (await import(url)) as Partial<CommandModule>;
+    } catch (error) {
+      unavailable.push(
+        `the commands of ${record.name} are not available (${(error as Error).message}); ` +
+          `build them with "npx nx build ${record.nxProject}"`,
+      );
+      continue;
     }
+    contributed.register?.(program);
   }
   return unavailable;
 }
@@ -218,7 +233,10 @@ function subcommandOf(program: Command, argv: readonly string[]): string {
  */
 export async function main(argv: readonly string[]): Promise<number> {
   const program = buildProgram();
-  const unavailable = await registerContributedCommands(program);
+  // The core's own commands need no package's; another name loads the modules declaring it.
+  const name = argv[2];
+  const core = program.commands.some((c) => c.name() === name);
+  const unavailable = core ? [] : await registerContributedCommands(program, name);
   try {
     await program.parseAsync([...argv]);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;

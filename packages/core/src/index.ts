@@ -11,6 +11,7 @@ export {
   libraryPath,
   listBackends,
   type BackendInfo,
+  type CommandEntry,
   type DiscoveryOptions,
   type HeaphookManifest,
   type PackageRecord,

@@ -209,4 +209,35 @@ describe('the heaphook command', () => {
       rmSync(root, { recursive: true, force: true });
     }
   });
+
+  it('a subcommand loads only the module that declares it; help lists every one', () => {
+    const root = mkdtempSync(join(tmpdir(), 'heaphook-lazy-'));
+    try {
+      const pkg = join(root, 'node_modules', '@acme', 'tools');
+      mkdirSync(pkg, { recursive: true });
+      const commands = ['alpha', 'beta'].map((name) => {
+        // Each module says on stderr when it is imported, and its command says it ran.
+        writeFileSync(
+          join(pkg, `${name}.mjs`),
+          `process.stderr.write('${name} imported\\n');\n` +
+            `export function register(program) {\n` +
+            `  program.command('${name}').description('the ${name} command')\n` +
+            `    .action(() => process.stdout.write('${name} ran\\n'));\n}\n`,
+        );
+        return { module: `${name}.mjs`, names: [name] };
+      });
+      writeFileSync(
+        join(pkg, 'package.json'),
+        JSON.stringify({ name: '@acme/tools', heaphook: { commands } }),
+      );
+      const beta = heaphookIn(root, 'beta');
+      expect(beta).toMatchObject({ status: 0, stdout: 'beta ran\n', stderr: 'beta imported\n' });
+      expect(heaphookIn(root, 'path', 'example').stderr).toBe('');
+      const help = heaphookIn(root, '--help');
+      expect(help.stderr).toBe('alpha imported\nbeta imported\n');
+      expect(help.stdout).toMatch(/alpha +the alpha command\n +beta +the beta command\n/);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
 });

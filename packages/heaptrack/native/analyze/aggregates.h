@@ -181,23 +181,30 @@ static inline bool thread_allocated(hh_scan *s, thread_state *t, double weight) 
     return true;
 }
 
-static inline void series_add(hh_scan *s, double time, double value) {
-    uint32_t i = s->series_bucket;
-    if (time != s->series_time) { /* events share times (ticks are coarse): the last bucket */
-        double t = time > 0 ? time : 0;
-        double at = t / s->width;
-        while (at >= s->points) {
-            series_merge(s);
-            at = t / s->width;
-        }
-        i = (uint32_t)at; /* floor: at is >= 0 */
-        s->series_time = time;
-        s->series_bucket = i;
-        if (s->timeline_buckets > 0) {
-            double tb = t / (s->width * s->points / s->timeline_buckets);
-            s->timeline_bucket = tb < s->timeline_buckets ? (uint32_t)tb : s->timeline_buckets - 1;
-        }
+/* The series bucket of a time other than the last one's (merging buckets as needed): the slow
+ * path of series_add, out of line so that the common case stays small enough to inline. */
+static __attribute__((noinline, unused)) uint32_t series_bucket_of(hh_scan *s, double time) {
+    double t = time > 0 ? time : 0;
+    double at = t / s->width;
+    while (at >= s->points) {
+        series_merge(s);
+        at = t / s->width;
     }
+    uint32_t i = (uint32_t)at; /* floor: at is >= 0 */
+    s->series_time = time;
+    s->series_bucket = i;
+    if (s->timeline_buckets > 0) {
+        double tb = t / (s->width * s->points / s->timeline_buckets);
+        s->timeline_bucket = tb < s->timeline_buckets ? (uint32_t)tb : s->timeline_buckets - 1;
+    }
+    return i;
+}
+
+/* Twice an event (its allocation and its free): inlined, without a call's cost. */
+static inline __attribute__((always_inline)) void series_add(hh_scan *s, double time,
+                                                             double value) {
+    /* Events share times (ticks are coarse): mostly the last bucket. */
+    uint32_t i = time == s->series_time ? s->series_bucket : series_bucket_of(s, time);
     if (!s->present[i]) {
         s->present[i] = 1;
         s->smin[i] = s->smax[i] = s->slast[i] = value;

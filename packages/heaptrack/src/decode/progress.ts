@@ -10,20 +10,21 @@ export const PROGRESS_LINE_MS = 5000;
 
 /**
  * Periodic progress lines for a stream that is not a terminal: `prefix: text` after
- * PROGRESS_AFTER_MS, then every PROGRESS_LINE_MS. `percent` is clamped to 0..100.
+ * PROGRESS_AFTER_MS, then every PROGRESS_LINE_MS. `percent` is clamped to 0..100. A text that
+ * costs something to make can come as a function, called only for the lines written.
  */
 export function progressLines(
   prefix: string,
   stream: NodeJS.WritableStream = process.stderr,
-): { update(text: string): void } {
+): { update(text: string | (() => string)): void } {
   const started = Date.now();
   let last = Number.NEGATIVE_INFINITY; // the first line as soon as PROGRESS_AFTER_MS has passed
   return {
-    update(text: string) {
+    update(text) {
       const now = Date.now();
       if (now - started < PROGRESS_AFTER_MS || now - last < PROGRESS_LINE_MS) return;
       last = now;
-      stream.write(`${prefix}: ${text}\n`);
+      stream.write(`${prefix}: ${typeof text === 'string' ? text : text()}\n`);
     },
   };
 }

@@ -1,4 +1,4 @@
-/** The `heaphook report` command (listed in ../commands.ts). */
+/** The `heaphook report` command (listed in package.json's heaphook.commands). */
 import type { Command } from 'commander';
 
 import { HeaphookError, jsonText, terminalText } from '@heaphook/core';

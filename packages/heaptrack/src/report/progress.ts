@@ -5,8 +5,9 @@
  * /proc/self/fdinfo, against the file's size gives the fraction done (never past 100 %).
  */
 import { readdirSync, readFileSync, readlinkSync, realpathSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 
-import cliProgress from 'cli-progress';
+import type CliProgress from 'cli-progress';
 
 import { percentOf, PROGRESS_AFTER_MS, progressLines } from '../decode/progress.js';
 
@@ -62,6 +63,8 @@ export function startProgress(path: string, enabled = process.stderr.isTTY === t
   // The decoder reads 1 MiB at a time: below a few MiB its position says little, so small
   // (well compressed) logs get an event counter instead of a bar.
   const byPosition = size >= 4 * 1024 * 1024;
+  // Loaded here: off a terminal (a script, CI, a pipe) none of its dozen modules is needed.
+  const cliProgress = createRequire(import.meta.url)('cli-progress') as typeof CliProgress;
   const bar = new cliProgress.SingleBar(
     {
       stream: process.stderr,
@@ -109,12 +112,14 @@ function linesOf(path: string): Progress {
   const lines = progressLines(`heaphook: reading ${path}`);
   const hint: { fd?: string } = {};
   return {
-    update: (events) => {
-      const pos = filePosition(target, hint);
-      // The decoder reads ahead of the events it has replayed: at most 99 % while it runs.
-      const part = pos !== undefined ? `${Math.min(99, percentOf(pos, size))} %, ` : '';
-      lines.update(`${part}${events.toLocaleString('en-US')} events`);
-    },
+    // Called for every block: the file's position is read only for the lines written.
+    update: (events) =>
+      lines.update(() => {
+        const pos = filePosition(target, hint);
+        // The decoder reads ahead of the events it has replayed: at most 99 % while it runs.
+        const part = pos !== undefined ? `${Math.min(99, percentOf(pos, size))} %, ` : '';
+        return `${part}${events.toLocaleString('en-US')} events`;
+      }),
     stop: () => undefined,
   };
 }

@@ -132,7 +132,12 @@ describe('progress', () => {
     expect(passText(1, 1234, undefined)).toBe('pass 1: 1,234 events');
   });
 
-  it('off a terminal: nothing for the first 2 s, then a line every 5 s', () => {
+  /** progressLines(prefix) on a fake clock: `at(ms, text)` updates it at that time; the lines
+   * written so far. */
+  function linesOnFakeClock(
+    prefix: string,
+    run: (at: (ms: number, text: string | (() => string)) => void) => void,
+  ): string[] {
     vi.useFakeTimers();
     try {
       vi.setSystemTime(0);
@@ -140,24 +145,38 @@ describe('progress', () => {
       const stream = {
         write: (text: string) => written.push(text),
       } as unknown as NodeJS.WritableStream;
-      const lines = progressLines('heaphook recommend', stream);
-      lines.update('pass 1: 10 events');
-      vi.setSystemTime(1_999);
-      lines.update('pass 1: 20 events');
-      expect(written).toEqual([]);
-      vi.setSystemTime(2_000);
-      lines.update('pass 1: 30 events');
-      vi.setSystemTime(6_000);
-      lines.update('pass 1: 40 events');
-      vi.setSystemTime(7_000);
-      lines.update('pass 2: 50 % (5 of 10 events)');
-      expect(written).toEqual([
-        'heaphook recommend: pass 1: 30 events\n',
-        'heaphook recommend: pass 2: 50 % (5 of 10 events)\n',
-      ]);
+      const lines = progressLines(prefix, stream);
+      run((ms, text) => {
+        vi.setSystemTime(ms);
+        lines.update(text);
+      });
+      return written;
     } finally {
       vi.useRealTimers();
     }
+  }
+
+  it('off a terminal: nothing for the first 2 s, then a line every 5 s', () => {
+    const written = linesOnFakeClock('heaphook recommend', (at) => {
+      at(0, 'pass 1: 10 events');
+      at(1_999, 'pass 1: 20 events');
+      at(2_000, 'pass 1: 30 events');
+      at(6_000, 'pass 1: 40 events');
+      at(7_000, 'pass 2: 50 % (5 of 10 events)');
+    });
+    expect(written).toEqual([
+      'heaphook recommend: pass 1: 30 events\n',
+      'heaphook recommend: pass 2: 50 % (5 of 10 events)\n',
+    ]);
+  });
+
+  it('makes a text given as a function only for the lines it writes', () => {
+    let made = 0;
+    const text = (): string => `${++made} made`;
+    const written = linesOnFakeClock('heaphook report', (at) => {
+      for (const ms of [0, 1_000, 2_000, 3_000, 4_000, 7_000]) at(ms, text);
+    });
+    expect(written).toEqual(['heaphook report: 1 made\n', 'heaphook report: 2 made\n']);
   });
 });
 
