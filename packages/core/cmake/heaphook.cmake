@@ -113,10 +113,12 @@ set(HEAPHOOK_BOOTSTRAP_SOURCES ${HEAPHOOK_CORE_DIR}/native/bootstrap.c)
 set(HEAPHOOK_CORE_SOURCES
     ${HEAPHOOK_CORE_DIR}/native/fork.c
     ${HEAPHOOK_CORE_DIR}/native/init.c
-    ${HEAPHOOK_CORE_DIR}/native/interpose.c
     ${HEAPHOOK_CORE_DIR}/native/attach.c
     ${HEAPHOOK_CORE_DIR}/native/agent_loader.c
     ${HEAPHOOK_CORE_DIR}/native/stats.c)
+# The malloc family itself: its own object library, since a backend with DIRECT entry points
+# compiles it into its library instead (heaphook_add_backend).
+set(HEAPHOOK_INTERPOSE_SOURCES ${HEAPHOOK_CORE_DIR}/native/interpose.c)
 set(HEAPHOOK_CXX_ADAPTER ${HEAPHOOK_CORE_DIR}/native/cxx_adapter.cpp)
 set(HEAPHOOK_VERSION_SCRIPT ${HEAPHOOK_CORE_DIR}/native/exports.map)
 set(HEAPHOOK_CONFORMANCE_SOURCE ${HEAPHOOK_CORE_DIR}/test/native/conformance.c)
@@ -207,18 +209,20 @@ if(NOT TARGET heaphook_core_objects)
     _heaphook_core_object_library(heaphook_reloc_objects ${HEAPHOOK_RELOC_SOURCES})
     _heaphook_core_object_library(heaphook_bootstrap_objects ${HEAPHOOK_BOOTSTRAP_SOURCES})
     _heaphook_core_object_library(heaphook_core_objects ${HEAPHOOK_CORE_SOURCES})
+    _heaphook_core_object_library(heaphook_interpose_objects ${HEAPHOOK_INTERPOSE_SOURCES})
     _heaphook_core_archive(heaphook_reloc reloc heaphook_reloc_objects)
     # A debug build's patcher checks its lock's rank (lockrank.c, in support).
     target_link_libraries(heaphook_reloc INTERFACE heaphook_support)
     _heaphook_core_archive(heaphook_bootstrap bootstrap heaphook_bootstrap_objects)
     _heaphook_core_archive(heaphook_core core heaphook_support_objects heaphook_reloc_objects
-                           heaphook_bootstrap_objects heaphook_core_objects)
+                           heaphook_bootstrap_objects heaphook_core_objects
+                           heaphook_interpose_objects)
     set_target_properties(heaphook_core PROPERTIES ARCHIVE_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
   endif()
 endif()
 
 function(heaphook_add_backend name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API;CXX_STDLIB" "TARGET" "EXPORTS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "C_API;CXX_STDLIB" "TARGET;DIRECT" "EXPORTS")
   set(sources ${ARG_UNPARSED_ARGUMENTS})
   if(NOT sources)
     message(FATAL_ERROR "heaphook_add_backend(${name}): no sources")
@@ -238,6 +242,16 @@ function(heaphook_add_backend name)
   endif()
   target_link_libraries(${target} PRIVATE heaphook_core_objects heaphook_bootstrap_objects
                                            heaphook_support_objects heaphook_reloc_objects)
+  if(ARG_DIRECT)
+    # malloc and free call <DIRECT>_alloc and <DIRECT>_dealloc by name, compiled and optimised
+    # at link time with the backend's sources, so that its fast paths are inlined into them.
+    target_sources(${target} PRIVATE ${HEAPHOOK_INTERPOSE_SOURCES})
+    target_compile_definitions(${target} PRIVATE HEAPHOOK_DIRECT_ALLOC=${ARG_DIRECT}_alloc
+                                                 HEAPHOOK_DIRECT_DEALLOC=${ARG_DIRECT}_dealloc)
+    set_property(TARGET ${target} PROPERTY INTERPROCEDURAL_OPTIMIZATION TRUE)
+  else()
+    target_link_libraries(${target} PRIVATE heaphook_interpose_objects)
+  endif()
   set(flags ${_heaphook_preload_flags})
   set(linker_language C)
   if(ARG_CXX_STDLIB)

@@ -100,8 +100,8 @@ if(NOT COMMAND test_library)
     # The core's objects in the executable: its malloc is the process's (exported, -rdynamic,
     # so the suite's dlsym(RTLD_DEFAULT, "heaphook_active_backend") finds it).
     target_link_libraries(
-      ${test_name} heaphook_core_objects heaphook_bootstrap_objects heaphook_support_objects
-      heaphook_reloc_objects ${gtest} Threads::Threads ${CMAKE_DL_LIBS})
+      ${test_name} heaphook_core_objects heaphook_interpose_objects heaphook_bootstrap_objects
+      heaphook_support_objects heaphook_reloc_objects ${gtest} Threads::Threads ${CMAKE_DL_LIBS})
     set_target_properties(
       ${test_name}
       PROPERTIES ENABLE_EXPORTS ON

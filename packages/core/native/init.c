@@ -85,12 +85,13 @@ static bool hh_backend_initialise(void) {
     }
     atomic_store_explicit(&hh_initialising_thread, 0, memory_order_relaxed);
 #ifndef HEAPHOOK_DEBUG /* a debug build checks every block alloc returns (hh_checked) */
-    atomic_store_explicit(&hh_malloc_direct, hh_backend.alloc_sets_errno != 0,
+    atomic_store_explicit(&hh_malloc_direct,
+                          hh_backend.alloc_sets_errno != 0 && hh_interpose_direct_alloc_matches(),
                           memory_order_relaxed);
 #endif
     /* Set, then attached looked at again (both sequentially consistent, as attach's clear is):
      * an attach racing with this init ends with the flag clear whichever runs first. */
-    if (hh_backend.dealloc_keeps_errno) {
+    if (hh_backend.dealloc_keeps_errno && hh_interpose_direct_dealloc_matches()) {
         atomic_store(&hh_free_direct, true);
         if (atomic_load(&hh_attached)) atomic_store(&hh_free_direct, false);
     }

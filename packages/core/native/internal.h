@@ -102,6 +102,14 @@ extern _Atomic bool hh_malloc_direct;
  * hh_backend_state turns READY; cleared, for good, before an attach routes foreign frees. */
 extern _Atomic bool hh_free_direct;
 
+/* Whether the backend's table (hh_backend, loaded) holds the entry points interpose.c calls by
+ * name on its common paths: always true, unless the library was built with a backend's DIRECT
+ * entry points (heaphook_add_backend's DIRECT; interpose.c) and the table holds others (a
+ * backend that wraps its calls in a mode, such as HEAPHOOK_TLSF_STATS). Only then do
+ * hh_malloc_direct and hh_free_direct stay clear, and every call go through the table. */
+bool hh_interpose_direct_alloc_matches(void);
+bool hh_interpose_direct_dealloc_matches(void);
+
 /* Makes the backend ready if it is not. Returns true when the caller may use hh_backend, and
  * false when the caller is the thread initialising the backend (a recursive call from
  * heaphook_backend_get(), init() or what they call) or when init() answered

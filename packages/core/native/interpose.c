@@ -14,6 +14,14 @@
  * other directly. (Calling the exported malloc from realloc would go through the PLT and could
  * land in another preloaded library's malloc.)
  *
+ * malloc's and free's common paths call the backend through its table (hh_backend), or, in a
+ * library built with the backend's DIRECT entry points (heaphook_add_backend's DIRECT <prefix>:
+ * HEAPHOOK_DIRECT_ALLOC and HEAPHOOK_DIRECT_DEALLOC name <prefix>_alloc and <prefix>_dealloc),
+ * by name: this file is then compiled into the backend's library with link-time optimisation, so
+ * the backend's own fast path is inlined into malloc and free (no indirect jump, the alignment
+ * argument folded). Those paths are taken only while the table holds the very same functions
+ * (hh_interpose_direct_*_matches, asked once by init).
+ *
  * Contents:
  *   1. Internal allocation paths
  *   2. malloc, free, calloc, realloc, reallocarray
@@ -31,6 +39,30 @@
 #include "internal.h"
 
 /* ---- 1. Internal allocation paths --------------------------------------------------------- */
+
+/* The backend's entry points malloc's and free's common paths call (see above), and the
+ * attribute that inlines them there. */
+#if defined(HEAPHOOK_DIRECT_ALLOC) && defined(HEAPHOOK_DIRECT_DEALLOC)
+__attribute__((visibility("hidden"))) void *HEAPHOOK_DIRECT_ALLOC(size_t size, size_t align);
+__attribute__((visibility("hidden"))) void HEAPHOOK_DIRECT_DEALLOC(void *ptr);
+#define HH_COMMON_ALLOC HEAPHOOK_DIRECT_ALLOC
+#define HH_COMMON_DEALLOC HEAPHOOK_DIRECT_DEALLOC
+#define HH_INLINES_BACKEND __attribute__((flatten))
+#elif defined(HEAPHOOK_DIRECT_ALLOC) || defined(HEAPHOOK_DIRECT_DEALLOC)
+#error "HEAPHOOK_DIRECT_ALLOC and HEAPHOOK_DIRECT_DEALLOC go together (heaphook_add_backend)"
+#else
+#define HH_COMMON_ALLOC hh_backend.alloc
+#define HH_COMMON_DEALLOC hh_backend.dealloc
+#define HH_INLINES_BACKEND
+#endif
+
+bool hh_interpose_direct_alloc_matches(void) {
+    return hh_backend.alloc == HH_COMMON_ALLOC;
+}
+
+bool hh_interpose_direct_dealloc_matches(void) {
+    return hh_backend.dealloc == HH_COMMON_DEALLOC;
+}
 
 /* The alignment argument the backend gets for a requested alignment. */
 static inline size_t hh_backend_align(size_t align) {
@@ -53,8 +85,9 @@ static inline void *hh_checked(void *ptr, size_t size, size_t align) {
     return ptr;
 }
 
-/* size > 0 is not required here; align is 1 or a power of two > 16. */
-static void *hh_alloc(size_t size, size_t align) {
+/* size > 0 is not required here; align is 1 or a power of two > 16. Out of line: malloc's
+ * rare path, which its common path (with the backend's inlined) must not carry. */
+static HH_NOINLINE void *hh_alloc(size_t size, size_t align) {
     if (size == 0) size = 1;
     /* No block can be larger than half the address space, nor aligned to more. */
     if (HH_UNLIKELY(size > HH_MAX_REQUEST || align > HH_MAX_REQUEST)) {
@@ -90,7 +123,7 @@ static inline void hh_free(void *ptr) {
     /* The common case in one test (see hh_free_direct). A backend's pointer exists only once
      * the backend is ready, so the relaxed load sees what init stored before READY. */
     if (HH_LIKELY(atomic_load_explicit(&hh_free_direct, memory_order_relaxed))) {
-        hh_backend.dealloc(ptr);
+        HH_COMMON_DEALLOC(ptr);
         return;
     }
     if (HH_UNLIKELY(atomic_load_explicit(&hh_attached, memory_order_relaxed))) {
@@ -148,17 +181,17 @@ static void *hh_realloc(void *ptr, size_t new_size) {
 
 /* ---- 2. malloc, free, calloc, realloc, reallocarray --------------------------------------- */
 
-HH_EXPORT void *malloc(size_t size) {
+HH_EXPORT HH_INLINES_BACKEND void *malloc(size_t size) {
     /* The common case in one load, two compares and a jump (see alloc_sets_errno): size 0 and
      * requests above HH_MAX_REQUEST take hh_alloc's way. The acquire pairs with the release
      * that made the backend READY after hh_malloc_direct was set. */
     if (HH_LIKELY(atomic_load_explicit(&hh_malloc_direct, memory_order_acquire) &&
                   size - 1 < HH_MAX_REQUEST))
-        return hh_backend.alloc(size, 1);
+        return HH_COMMON_ALLOC(size, 1);
     return hh_alloc(size, 1);
 }
 
-HH_EXPORT void free(void *ptr) {
+HH_EXPORT HH_INLINES_BACKEND void free(void *ptr) {
     hh_free(ptr);
 }
 

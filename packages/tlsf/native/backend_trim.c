@@ -37,7 +37,16 @@ bool release_budget(release_state *r) {
     return r->tokens >= RELEASE_MIN;
 }
 
+static void trim_discard(void *addr, size_t bytes, void *user);
+
+/* The first such free after a while (the bucket full: a real phase's end, not a loop that
+ * empties its heap at every round) also gives back every other free block of the heap that may
+ * hold data (tlsf_trim, O(free blocks), which a nearly emptied heap has few of): the blocks freed
+ * while the heap was still above the fraction, which no later free merges with when they lie in
+ * a chunk of their own (a heap emptied in the order it was filled frees its first chunks
+ * whole before it reaches the fraction: 33 of 64 MiB stayed resident in tlsf_probe release). */
 __attribute__((noinline)) void free_release(tlsf_t *t, release_state *r, void *ptr) {
+    const bool phase_end = r->tokens >= RELEASE_BURST;
     uintptr_t lo, hi;
     void *block = tlsf_free_span(t, ptr, heaphook_os_page_size(), &lo, &hi);
     const size_t bytes = hi - lo;
@@ -49,6 +58,11 @@ __attribute__((noinline)) void free_release(tlsf_t *t, release_state *r, void *p
     /* Smaller remains (a few pages around a small block) are not worth a system call: they are
      * forgotten rather than given back with the next neighbour. */
     tlsf_mark_clean(block);
+    if (phase_end) {
+        size_t swept = 0;
+        tlsf_trim(t, heaphook_os_page_size(), 0, false, trim_discard, &swept);
+        r->tokens = swept > r->tokens ? 0 : r->tokens - swept;
+    }
 }
 
 /*

@@ -323,15 +323,32 @@ size_t tlsf_pool_need(size_t size, size_t align) {
     return f + TLSF_POOL_OVERHEAD;
 }
 
+/* The first block of the request's own class, when it is large enough (one load and one
+ * compare more than the rounded search; still O(1)). The rounded search never looks in that
+ * class, so without this a free block of exactly the size asked for (a hole one block wide
+ * among blocks a thread cache keeps, the common case under tlsf_backend's cache) could not
+ * serve the request, and the heap grew instead: wl_batch's last phase (1,600 blocks of 1,040
+ * bytes) touched 1.21 MB more of the heap where glibc touched 0.79 MB. Only classes above
+ * SMALL_BLOCK_SIZE span more than one size. */
+static inline block_t *exact_class_fit(const tlsf_t *t, size_t adjusted, int *fl, int *sl) {
+    if (adjusted < SMALL_BLOCK_SIZE || adjusted >= TLSF_BLOCK_MAX) return NULL;
+    mapping_insert(adjusted, fl, sl);
+    block_t *b = t->blocks[*fl][*sl];
+    return b && block_size(b) >= adjusted ? b : NULL;
+}
+
 void *tlsf_malloc(tlsf_t *t, size_t size) {
     const size_t adjusted = adjust_request_size(size);
     if (!adjusted) return NULL;
     int fl, sl;
-    const size_t rounded = mapping_round(adjusted);
-    if (rounded >= TLSF_BLOCK_MAX) return NULL;
-    mapping_insert(rounded, &fl, &sl);
-    block_t *b = search_suitable_block(t, &fl, &sl);
-    if (!b) return NULL;
+    block_t *b = exact_class_fit(t, adjusted, &fl, &sl);
+    if (!b) {
+        const size_t rounded = mapping_round(adjusted);
+        if (rounded >= TLSF_BLOCK_MAX) return NULL;
+        mapping_insert(rounded, &fl, &sl);
+        b = search_suitable_block(t, &fl, &sl);
+        if (!b) return NULL;
+    }
     const size_t size_b = block_size(b);
     if (size_b >= adjusted + BLOCK_SIZE_MIN) {
         /* Carving from a large block usually leaves a remainder of the same class: it takes

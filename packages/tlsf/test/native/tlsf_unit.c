@@ -408,6 +408,34 @@ static void test_join_used(void) {
     EXPECT(s.free_blocks == 1 && s.used_blocks == 0, "all coalesced");
 }
 
+/* A free block of exactly the size asked for serves the request, although the rounded search
+ * (which guarantees a fit without walking a list) looks only in the classes above its own: a
+ * hole one block wide among used blocks is reused, not left while the heap's remainder is cut. */
+static void test_exact_class_fit(void) {
+    tlsf_t *t = make_heap(1 << 20);
+    const size_t sizes[] = {600, 1032, 1500, 4000, 20000};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        char *before = tlsf_malloc(t, sizes[i]);
+        char *hole = tlsf_malloc(t, sizes[i]);
+        char *after = tlsf_malloc(t, sizes[i]);
+        tlsf_free(t, hole);
+        char *again = tlsf_malloc(t, sizes[i]);
+        EXPECT(again == hole, "size %zu: the hole %p is reused, got %p", sizes[i], (void *)hole,
+               (void *)again);
+        /* A request one step larger than the hole does not fit it: it is served elsewhere. */
+        tlsf_free(t, again);
+        char *larger = tlsf_malloc(t, sizes[i] + 16);
+        EXPECT(larger != hole, "size %zu: a larger request is not put in the hole", sizes[i]);
+        EXPECT(heap_ok(t), "check after size %zu", sizes[i]);
+        tlsf_free(t, larger);
+        tlsf_free(t, before);
+        tlsf_free(t, after);
+    }
+    tlsf_stats s;
+    tlsf_get_stats(t, &s);
+    EXPECT(s.free_blocks == 1 && s.used_blocks == 0, "all coalesced");
+}
+
 int main(void) {
     test_random();
     test_overhead_and_inplace();
@@ -417,6 +445,7 @@ int main(void) {
     test_trim();
     test_growing_realloc();
     test_join_used();
+    test_exact_class_fit();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
