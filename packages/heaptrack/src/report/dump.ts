@@ -1,7 +1,7 @@
 /** `heaphook dump`: one text line per event, beginning with the function's name. */
 import { terminalText } from '@heaphook/core';
 
-import { decodeLogBatches } from '../decode/decoder.js';
+import { decodeLogBatches } from '../decode/events.js';
 import type {
   EventRecord,
   LogRecord,
