@@ -76,38 +76,58 @@ export async function* decodeLogColumns(
   }
 }
 
-/** The record object of event `k` of a batch. */
-export function eventAt(batch: EventBatch, k: number): EventRecord {
+/** An EventRecord whose fields eventInto overwrites (one object for many events). */
+export type MutableEventRecord = { -readonly [field in keyof EventRecord]: EventRecord[field] };
+
+/** Event `k` of a batch written into `e` (no object made: `dump` formats millions). */
+export function eventInto(batch: EventBatch, k: number, e: MutableEventRecord): EventRecord {
   const c = batch.events;
   const code = c.op[k]!;
   const marker = code === OP_REALLOC_DONE;
-  return {
-    type: 'event',
-    op: OPS[code]!,
-    time: c.time[k]!,
-    tid: c.tid[k]!,
-    stack: c.stack[k]!,
-    ptr: c.ptr[k]!,
-    oldPtr: c.old[k]!,
-    size: c.size[k]!,
-    count: c.count[k]!,
-    align: c.align[k]!,
-    split: c.split[k] !== 0,
-    duration: batch.timing && !marker ? c.duration[k]! : undefined,
-    weight: batch.sampling && !marker && code !== OP_FREE ? c.weight[k]! : undefined,
-  };
+  e.type = 'event';
+  e.op = OPS[code]!;
+  e.time = c.time[k]!;
+  e.tid = c.tid[k]!;
+  e.stack = c.stack[k]!;
+  e.ptr = c.ptr[k]!;
+  e.oldPtr = c.old[k]!;
+  e.size = c.size[k]!;
+  e.count = c.count[k]!;
+  e.align = c.align[k]!;
+  e.split = c.split[k] !== 0;
+  e.duration = batch.timing && !marker ? c.duration[k]! : undefined;
+  e.weight = batch.sampling && !marker && code !== OP_FREE ? c.weight[k]! : undefined;
+  return e;
+}
+
+/** The record object of event `k` of a batch. */
+export function eventAt(batch: EventBatch, k: number): EventRecord {
+  return eventInto(batch, k, {} as MutableEventRecord);
+}
+
+/** The records of a batch in log order: each declaration to onRecord, event k to onEvent(k). */
+export function forEachRecord(
+  batch: EventBatch,
+  onRecord: (record: LogRecord) => void,
+  onEvent: (k: number) => void,
+): void {
+  const n = batch.events.length;
+  let r = 0;
+  for (let k = 0; k < n; k++) {
+    while (r < batch.records.length && batch.recordAt[r]! <= k) onRecord(batch.records[r++]!);
+    onEvent(k);
+  }
+  while (r < batch.records.length) onRecord(batch.records[r++]!);
 }
 
 /** All the records of a batch as objects, in log order. */
 export function recordsOf(batch: EventBatch): LogRecord[] {
   const out: LogRecord[] = [];
-  const n = batch.events.length;
-  let r = 0;
-  for (let k = 0; k < n; k++) {
-    while (r < batch.records.length && batch.recordAt[r]! <= k) out.push(batch.records[r++]!);
-    out.push(eventAt(batch, k));
-  }
-  while (r < batch.records.length) out.push(batch.records[r++]!);
+  forEachRecord(
+    batch,
+    (record) => out.push(record),
+    (k) => out.push(eventAt(batch, k)),
+  );
   return out;
 }
 
