@@ -171,14 +171,9 @@ void hh_scan_get_timeline(hh_scan *s, double *out) {
         for (size_t k = 0; k < x->cell_count; k++) {
             time_cell *c = &x->cells[k];
             touch_cell(s, c);
-            out[HH_TIMELINE_site] = (double)i;
-            out[HH_TIMELINE_bucket] = c->bucket;
-            out[HH_TIMELINE_allocations] = c->allocations;
-            out[HH_TIMELINE_bytes] = c->bytes;
-            out[HH_TIMELINE_freedBytes] = c->freed;
-            out[HH_TIMELINE_temporary] = c->temporary;
-            out[HH_TIMELINE_liveAtEnd] = c->live;
-            out[HH_TIMELINE_liveAtPeak] = c->peak;
+#define PUT_COLUMN(name, value) out[HH_TIMELINE_##name] = (value);
+            HH_TIMELINE_COLUMNS(PUT_COLUMN)
+#undef PUT_COLUMN
             out += HH_TIMELINE_FIELDS;
         }
     }

@@ -7,15 +7,17 @@
  * checks and decompresses the blocks, decodes the declarations (PROCESS, THREAD, NODE, ...) and
  * hands each block's payload here (scan_addon.c, src/decode/replay.ts).
  *
- * The TypeScript decoder (src/decode/engine.ts) reads the same events; test/oracle/ replays them
- * as this does, and tests compare the two on real and random logs. Numbers the report shows
+ * It is the only decoder of events: with event columns given (hh_scan_set_event_columns, below)
+ * it hands each event to TypeScript by named columns instead of, or besides, replaying it
+ * (decodeLog, dump: src/decode/events.ts). test/oracle/ replays those columns as this does,
+ * and tests compare the two on real and random logs. Numbers the report shows
  * (bytes, weights, sums) are kept as doubles, as in JavaScript, so both give the same results.
  *
  * Its files, by concern: store.h (the hash table, the live-block store), state.h (struct
  * hh_scan), address.h (address decoding), decode.c (varints, the event fields of
  * format/fields.h, the block loop: hh_scan_run), aggregates.h (the report's figures and the
- * replay of one event), sequence.c (recommend's sequence), results.c (the hh_scan_get_*
- * readers), scan.c (the scanner's life).
+ * replay of one event), sequence.c (recommend's sequence), events.c (the events written out),
+ * results.c (the hh_scan_get_* readers), scan.c (the scanner's life).
  *
  * Memory: bounded by the live blocks, the distinct stacks and the threads, never by events; the
  * live blocks by a limit (hh_scan_set_block_limit): a crafted log of a few KB can declare
@@ -213,16 +215,21 @@ typedef struct hh_scan_timeline_info {
 } hh_scan_timeline_info;
 /* false when the timeline was lost (out of memory). */
 bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out);
-/* A cell's columns, by the names TypeScript gets them under (TIMELINE_COLUMNS in
- * src/decode/replay.ts): its site's index (hh_scan_get_sites' order), its bucket, the
- * allocations in it, their bytes, the bytes freed in it, its temporary allocations, and of the
- * bytes allocated in it those live at the end and at the peak. */
-#define HH_TIMELINE_COLUMNS(X) \
-    X(site)                    \
-    X(bucket)                  \
-    X(allocations)             \
-    X(bytes) X(freedBytes) X(temporary) X(liveAtEnd) X(liveAtPeak)
-#define HH_TIMELINE_COLUMN_(name) HH_TIMELINE_##name,
+/* A cell's columns, X(name, value) by the names TypeScript gets them under (TIMELINE_COLUMNS in
+ * src/decode/replay.ts), each value an expression of the site's index `i` and its cell `c`
+ * (results.c): the site's index (hh_scan_get_sites' order), the bucket, the allocations in it,
+ * their bytes, the bytes freed in it, its temporary allocations, and of the bytes allocated in
+ * it those live at the end and at the peak. */
+#define HH_TIMELINE_COLUMNS(X)     \
+    X(site, (double)i)             \
+    X(bucket, c->bucket)           \
+    X(allocations, c->allocations) \
+    X(bytes, c->bytes)             \
+    X(freedBytes, c->freed)        \
+    X(temporary, c->temporary)     \
+    X(liveAtEnd, c->live)          \
+    X(liveAtPeak, c->peak)
+#define HH_TIMELINE_COLUMN_(name, value) HH_TIMELINE_##name,
 enum hh_timeline_column { HH_TIMELINE_COLUMNS(HH_TIMELINE_COLUMN_) HH_TIMELINE_FIELDS };
 /* HH_TIMELINE_FIELDS doubles per cell (HH_TIMELINE_<column> the index of each), by site then
  * bucket. Brings the peak figures up to date. */

@@ -86,6 +86,12 @@ static double number(napi_env env, napi_value v) {
     return d;
 }
 
+static bool boolean(napi_env env, napi_value v) {
+    bool b = false;
+    napi_get_value_bool(env, v, &b);
+    return b;
+}
+
 static napi_value js_number(napi_env env, double d) {
     napi_value v;
     CHECK(napi_create_double(env, d, &v));
@@ -363,7 +369,9 @@ static void fill_timeline(hh_scan *s, double *out) {
     hh_scan_get_timeline(s, out);
 }
 
-static const char *const timeline_columns[HH_TIMELINE_FIELDS] = {HH_TIMELINE_COLUMNS(COLUMN_NAME_)};
+#define TIMELINE_COLUMN_NAME_(name, value) #name,
+static const char *const timeline_columns[HH_TIMELINE_FIELDS] = {
+    HH_TIMELINE_COLUMNS(TIMELINE_COLUMN_NAME_)};
 
 static napi_value timeline(napi_env env, napi_callback_info info) {
     hh_scan *s = unwrap(env, info, 0, NULL);
@@ -417,9 +425,7 @@ static napi_value start_sequence(napi_env env, napi_callback_info info) {
     napi_value argv[4];
     hh_scan *s = unwrap(env, info, 4, argv);
     if (s == NULL) return NULL;
-    bool tally = false;
-    napi_get_value_bool(env, argv[0], &tally);
-    if (hh_scan_start_sequence(s, tally, number(env, argv[1]), number(env, argv[2]),
+    if (hh_scan_start_sequence(s, boolean(env, argv[0]), number(env, argv[1]), number(env, argv[2]),
                                number(env, argv[3])) != 0) {
         napi_throw_error(env, NULL,
                          "startSequence: call it once, before the first event (or out of memory)");
@@ -459,13 +465,8 @@ static napi_value sequence_figures(napi_env env, napi_callback_info info) {
 static napi_value start_events(napi_env env, napi_callback_info info) {
     napi_value argv[1];
     hh_scan *s = unwrap(env, info, 1, argv);
-    if (s == NULL) return NULL;
-    bool replay = false;
-    napi_get_value_bool(env, argv[0], &replay);
-    if (hh_scan_start_events(s, replay) != 0) {
+    if (s != NULL && hh_scan_start_events(s, boolean(env, argv[0])) != 0)
         napi_throw_error(env, NULL, "startEvents: call it before the first event");
-        return NULL;
-    }
     return NULL;
 }
 

@@ -100,9 +100,29 @@ export function eventInto(batch: EventBatch, k: number, e: MutableEventRecord): 
   return e;
 }
 
+/** A record for eventInto to fill: every field present from the start, in the record's order
+ * (one shape for every event, and the order JSON.stringify writes). */
+export function blankEvent(): MutableEventRecord {
+  return {
+    type: 'event',
+    op: 'malloc',
+    time: 0,
+    tid: 0,
+    stack: 0,
+    ptr: 0,
+    oldPtr: 0,
+    size: 0,
+    count: 0,
+    align: 0,
+    split: false,
+    duration: undefined,
+    weight: undefined,
+  };
+}
+
 /** The record object of event `k` of a batch. */
 export function eventAt(batch: EventBatch, k: number): EventRecord {
-  return eventInto(batch, k, {} as MutableEventRecord);
+  return eventInto(batch, k, blankEvent());
 }
 
 /** The records of a batch in log order: each declaration to onRecord, event k to onEvent(k). */

@@ -1,12 +1,7 @@
 /** `heaphook dump`: one text line per event, beginning with the function's name. */
 import { terminalText } from '@heaphook/core';
 
-import {
-  decodeLogColumns,
-  eventInto,
-  forEachRecord,
-  type MutableEventRecord,
-} from '../decode/events.js';
+import { blankEvent, decodeLogColumns, eventInto, forEachRecord } from '../decode/events.js';
 import { OP_REALLOC_DONE } from '../decode/format.generated.js';
 import type {
   EventRecord,
@@ -104,7 +99,7 @@ export async function dump(path: string, options: DumpOptions = {}): Promise<voi
   const write = options.write ?? ((text: string) => process.stdout.write(text));
   const stacks = new Map<number, StackNodeRecord>();
   const modules: ModuleRecord[] = [];
-  const event = {} as MutableEventRecord;
+  const event = blankEvent();
   let symbolizer: Symbolizer | undefined;
   for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
     const { op, stack } = batch.events;

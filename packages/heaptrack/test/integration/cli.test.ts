@@ -116,17 +116,8 @@ describe('heaphook record / dump', () => {
 
   it('dump of a log damaged inside a block prints every event before the damage, then fails (status 3)', async () => {
     const dir = scratch('cli-damage-inside');
-    const rec = heaphook([
-      'record',
-      '-q',
-      '-o',
-      dir,
-      '-e',
-      'HEAPHOOK_COMPRESS=none',
-      '--',
-      workload,
-      'trade',
-    ]);
+    const plain = 'HEAPHOOK_COMPRESS=none';
+    const rec = heaphook(['record', '-q', '-o', dir, '-e', plain, '--', workload, 'trade']);
     expect(rec.status, rec.stderr).toBe(0);
     const [log] = logsIn(dir);
     const whole = heaphook(['dump', '--no-headers', log!]);
