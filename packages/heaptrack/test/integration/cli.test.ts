@@ -8,14 +8,8 @@ import { skipOutsideCI } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
 import { decodeLogColumns, OPS, recordsOf } from '../../src/index.js';
-import {
-  damagedInsideBlock,
-  heaphookBin,
-  logsIn,
-  packageDir,
-  scratch,
-  workload,
-} from '../helpers.js';
+import { heaphookBin, logsIn, packageDir, scratch, workload } from '../helpers.js';
+import { damagedInsideBlock } from '../damage.js';
 
 function heaphook(args: string[], cwd = packageDir) {
   return spawnSync(process.execPath, [heaphookBin, ...args], {

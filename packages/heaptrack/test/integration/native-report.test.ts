@@ -30,16 +30,8 @@ import {
 } from '../../src/decode/replay.js';
 import { buildReportModel } from '../../src/report/run.js';
 import type { ReportModel } from '../../src/report/model.js';
-import {
-  damagedInsideBlock,
-  logsIn,
-  python3,
-  release,
-  scratch,
-  traced,
-  tracer,
-  workload,
-} from '../helpers.js';
+import { logsIn, python3, release, scratch, traced, tracer, workload } from '../helpers.js';
+import { damagedInsideBlock } from '../damage.js';
 import { oracleReportModel } from '../oracle/report.js';
 import { oracleSequence } from '../oracle/sequence.js';
 
