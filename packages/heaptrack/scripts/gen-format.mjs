@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * Writes src/decode/format.generated.ts from native/format/heaplog.h and native/format/fields.h
- * (the table of event fields), the single source of the heaplog format, so that the TypeScript decoder cannot build against other constants than the
- * C encoder's. Run by `npm run build` before tsc.
+ * (the table of event fields), the single source of the heaplog format, so that the TypeScript
+ * reader cannot build against other constants, nor name the event columns otherwise, than the C. Run by `npm run build` before tsc.
  *
  *   node scripts/gen-format.mjs            writes the file (only when its text changes)
  *   node scripts/gen-format.mjs --stdout   prints it instead (test/integration/format.test.ts)

@@ -7,18 +7,16 @@
  *   // the fast form, a block at a time by typed-array columns (no object per event):
  *   for await (const b of decodeLogColumns(logs[0].path)) total += b.events.length;
  */
+export { LogFormatError, type DecodeOptions } from './decode/decoder.js';
 export {
   decodeLog,
   decodeLogBatches,
   decodeLogColumns,
   eventAt,
-  LogFormatError,
   recordsOf,
   type ColumnDecodeOptions,
-  type DecodeOptions,
-  type EventBatch,
-  type EventColumns,
-} from './decode/decoder.js';
+} from './decode/events.js';
+export type { EventBatch, EventColumns } from './decode/columns.js';
 export { attach, detach, type AttachedLog, type AttachOptions } from './record/attach.js';
 export {
   attachRunning,

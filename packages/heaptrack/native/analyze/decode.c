@@ -261,7 +261,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
         s->la_events = s->block_events;
         s->la_stopped = false;
     }
-    const bool sequence = s->seq.on;
+    const bool sequence = s->seq.on, events = s->events_on;
     while (pos[HH_STREAM_TAG] < end[HH_STREAM_TAG]) {
         lookahead(s, buf, end);
         uint8_t tag = buf[pos[HH_STREAM_TAG]];
@@ -299,6 +299,14 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
         if (carries_stack) s->thread_stack[thread] = stack;
         hh_field_decoded f;
         CHECK_READ(decode_fields(s, op, buf, pos, end, &f));
+        if (__builtin_expect(events, 0)) { /* the events themselves (events.c) */
+            if (!events_put(s, op, tag, thread, stack, &f)) return HH_SCAN_ERROR;
+            if (!s->events_replay) { /* decode only */
+                s->block_events++;
+                s->all_events++;
+                continue;
+            }
+        }
         const uint64_t ptr = f.ptr, old_ptr = f.old;
         const double size = f.size, count = f.count, align = f.align;
         const double duration = f.duration, weight = f.weight;

@@ -171,14 +171,10 @@ void hh_scan_get_timeline(hh_scan *s, double *out) {
         for (size_t k = 0; k < x->cell_count; k++) {
             time_cell *c = &x->cells[k];
             touch_cell(s, c);
-            *out++ = (double)i;
-            *out++ = c->bucket;
-            *out++ = c->allocations;
-            *out++ = c->bytes;
-            *out++ = c->freed;
-            *out++ = c->temporary;
-            *out++ = c->live;
-            *out++ = c->peak;
+#define PUT_COLUMN(name, value) out[HH_TIMELINE_##name] = (value);
+            HH_TIMELINE_COLUMNS(PUT_COLUMN)
+#undef PUT_COLUMN
+            out += HH_TIMELINE_FIELDS;
         }
     }
 }

@@ -7,15 +7,17 @@
  * checks and decompresses the blocks, decodes the declarations (PROCESS, THREAD, NODE, ...) and
  * hands each block's payload here (scan_addon.c, src/decode/replay.ts).
  *
- * The TypeScript decoder (src/decode/engine.ts) reads the same events; test/oracle/ replays them
- * as this does, and tests compare the two on real and random logs. Numbers the report shows
+ * It is the only decoder of events: with event columns given (hh_scan_set_event_columns, below)
+ * it hands each event to TypeScript by named columns instead of, or besides, replaying it
+ * (decodeLog, dump: src/decode/events.ts). test/oracle/ replays those columns as this does,
+ * and tests compare the two on real and random logs. Numbers the report shows
  * (bytes, weights, sums) are kept as doubles, as in JavaScript, so both give the same results.
  *
  * Its files, by concern: store.h (the hash table, the live-block store), state.h (struct
  * hh_scan), address.h (address decoding), decode.c (varints, the event fields of
  * format/fields.h, the block loop: hh_scan_run), aggregates.h (the report's figures and the
- * replay of one event), sequence.c (recommend's sequence), results.c (the hh_scan_get_*
- * readers), scan.c (the scanner's life).
+ * replay of one event), sequence.c (recommend's sequence), events.c (the events written out),
+ * results.c (the hh_scan_get_* readers), scan.c (the scanner's life).
  *
  * Memory: bounded by the live blocks, the distinct stacks and the threads, never by events; the
  * live blocks by a limit (hh_scan_set_block_limit): a crafted log of a few KB can declare
@@ -28,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/fields.h"  /* the fields of an event (HH_EVENT_FIELDS) */
 #include "format/heaplog.h" /* the streams (enum hh_stream) and operations (enum hh_op) */
 
 typedef struct hh_scan hh_scan;
@@ -77,6 +80,36 @@ const char *hh_scan_error(const hh_scan *s);
 /* Events replayed in the current block (realloc_done included), and in the whole log. */
 uint64_t hh_scan_block_events(const hh_scan *s);
 uint64_t hh_scan_events(const hh_scan *s);
+
+/*
+ * The events themselves (decodeLog and dump, src/decode/events.ts): once columns are given,
+ * hh_scan_run also writes every event of the block into them, event k of the block (k:
+ * hh_scan_block_events before it) at index k of each column: the common part
+ * (HH_EVENT_COMMON_COLUMNS: operation, realloc's split bit, time in ns, tid, stack) and then
+ * every field of format/fields.h's HH_EVENT_FIELDS, under the table's names, as decode_fields
+ * gives them (a field the event does not carry: count 1, duration and weight NaN, else 0). A
+ * field added to the table is a column here with no change to this file or to the addon.
+ * Without the replay (hh_scan_start_events(s, false), before the first event) the events are
+ * only decoded: the report's figures stay empty, and the pass costs the decoder alone.
+ */
+#define HH_EVENT_COMMON_COLUMNS(X) \
+    X(op, uint8_t)                 \
+    X(split, uint8_t)              \
+    X(time, double)                \
+    X(tid, double)                 \
+    X(stack, double)
+#define HH_EVENT_COMMON_MEMBER_(name, type) type *name;
+#define HH_EVENT_FIELD_MEMBER_(name, coding, ops, flag) double *name;
+typedef struct hh_event_columns {
+    size_t capacity; /* entries of every column; an event past it is damage (HH_SCAN_ERROR) */
+    HH_EVENT_COMMON_COLUMNS(HH_EVENT_COMMON_MEMBER_)
+    HH_EVENT_FIELDS(HH_EVENT_FIELD_MEMBER_)
+} hh_event_columns;
+/* Before the first event; `replay` false: decode only. Returns 0, or -1 after the first event. */
+int hh_scan_start_events(hh_scan *s, bool replay);
+/* Where the next events go (copied; the arrays must outlive their use). Each block's events
+ * start at index 0 again. */
+void hh_scan_set_event_columns(hh_scan *s, const hh_event_columns *columns);
 
 /* The live block at `ptr` (for LEAK records): 1 with its weight, stack and the start (ns) of the
  * timeline bucket it was allocated in (-1 without a timeline: a time, as buckets merge later),
@@ -182,10 +215,24 @@ typedef struct hh_scan_timeline_info {
 } hh_scan_timeline_info;
 /* false when the timeline was lost (out of memory). */
 bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out);
-/* HH_TIMELINE_FIELDS doubles per cell, by site (hh_scan_get_sites' order) then bucket: site
- * index, bucket, allocations, bytes allocated, bytes freed, temporary allocations, bytes
- * allocated then and live at the end, and at the peak. Brings the peak figures up to date. */
-#define HH_TIMELINE_FIELDS 8
+/* A cell's columns, X(name, value) by the names TypeScript gets them under (TIMELINE_COLUMNS in
+ * src/decode/replay.ts), each value an expression of the site's index `i` and its cell `c`
+ * (results.c): the site's index (hh_scan_get_sites' order), the bucket, the allocations in it,
+ * their bytes, the bytes freed in it, its temporary allocations, and of the bytes allocated in
+ * it those live at the end and at the peak. */
+#define HH_TIMELINE_COLUMNS(X)     \
+    X(site, (double)i)             \
+    X(bucket, c->bucket)           \
+    X(allocations, c->allocations) \
+    X(bytes, c->bytes)             \
+    X(freedBytes, c->freed)        \
+    X(temporary, c->temporary)     \
+    X(liveAtEnd, c->live)          \
+    X(liveAtPeak, c->peak)
+#define HH_TIMELINE_COLUMN_(name, value) HH_TIMELINE_##name,
+enum hh_timeline_column { HH_TIMELINE_COLUMNS(HH_TIMELINE_COLUMN_) HH_TIMELINE_FIELDS };
+/* HH_TIMELINE_FIELDS doubles per cell (HH_TIMELINE_<column> the index of each), by site then
+ * bucket. Brings the peak figures up to date. */
 void hh_scan_get_timeline(hh_scan *s, double *out);
 
 /*
@@ -204,10 +251,18 @@ int hh_scan_start_sequence(hh_scan *s, bool tally, double code_alloc, double cod
 size_t hh_scan_sequence(const hh_scan *s, const double **ops, const double **events);
 void hh_scan_clear_sequence(hh_scan *s);
 
+/* The sequence's figures, X(member, name) by the names TypeScript gets them under
+ * (SEQUENCE_FIGURES in src/decode/replay.ts): the peak of the live requests' bytes and of their
+ * TLSF footprints, the largest request and alignment, and the threads that had an event. */
+#define HH_SCAN_SEQUENCE_FIGURES(X)    \
+    X(peak_bytes, peakBytes)           \
+    X(peak_footprint, peakFootprint)   \
+    X(largest_request, largestRequest) \
+    X(largest_align, largestAlign)     \
+    X(threads, threads)
+#define HH_SCAN_SEQUENCE_FIGURE_MEMBER_(member, name) double member;
 typedef struct hh_scan_sequence_figures {
-    double peak_bytes, peak_footprint; /* of the live requests, and of their TLSF footprints */
-    double largest_request, largest_align;
-    double threads; /* threads that had an event */
+    HH_SCAN_SEQUENCE_FIGURES(HH_SCAN_SEQUENCE_FIGURE_MEMBER_)
 } hh_scan_sequence_figures;
 void hh_scan_get_sequence_figures(const hh_scan *s, hh_scan_sequence_figures *out);
 

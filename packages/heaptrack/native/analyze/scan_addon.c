@@ -16,12 +16,18 @@
  *   sites() -> { stack, allocations, ... }: a Float64Array per column (HH_SITE_COLUMNS)
  *   liveBlocks() -> { address, weight, site, op }: a Float64Array per column (HH_LIVE_COLUMNS)
  *   takeSequence() -> { ops, events } (Float64Arrays; the sequence is cleared)
- *   sequenceFigures() -> { peakBytes, peakFootprint, largestRequest, largestAlign, threads }
+ *   sequenceFigures() -> { peakBytes, ... (HH_SCAN_SEQUENCE_FIGURES) }
  *   result() -> { totals: { calls, events, ... (HH_SCAN_TOTALS_SCALARS), sizeCounts, sizeBytes },
  *                 latency, series, threads, sites }   (ScannerResult in src/decode/replay.ts)
  *   startTimeline(buckets)   (before the first event)
- *   timeline() -> { buckets, width, cells: Float64Array (HH_TIMELINE_FIELDS per cell) } | null
- *                 (null: not started, or lost for want of memory)
+ *   timeline() -> { buckets, width, cells: { site, bucket, ... }: a Float64Array per column
+ *                 (HH_TIMELINE_COLUMNS) } | null (null: not started, or lost for want of memory)
+ *   startEvents(replay)      (before the first event: run() also writes the events out; replay
+ *                             false: decodes them only)
+ *   eventColumns(capacity) -> { length: 0, op, split, time, tid, stack (HH_EVENT_COMMON_COLUMNS),
+ *                 count, align, size, old, ptr, ... (format/fields.h's HH_EVENT_FIELDS) }: new
+ *                 typed arrays (Uint8Array for op and split) that run() writes each block's
+ *                 events into from index 0, until the next call
  *
  * and two functions of the allocation sequence's rules:
  *   requestOf(op, size, count, align) -> { size, align }; footprintOf(size) -> bytes
@@ -40,14 +46,23 @@
         }                                                                   \
     } while (0)
 
+/* What a Scanner object wraps: the scanner, and the event columns it writes into (held, so
+ * that their memory lives while the scanner may write it). */
+typedef struct wrapped {
+    hh_scan *s;
+    napi_ref columns; /* NULL: none given */
+} wrapped;
+
 static void finalize(napi_env env, void *data, void *hint) {
-    (void)env;
     (void)hint;
-    hh_scan_free(data);
+    wrapped *w = data;
+    if (w->columns != NULL) napi_delete_reference(env, w->columns);
+    hh_scan_free(w->s);
+    free(w);
 }
 
-/* The scanner behind `this`, and up to `max` arguments (missing ones undefined). */
-static hh_scan *unwrap(napi_env env, napi_callback_info info, size_t max, napi_value *argv) {
+/* The object behind `this`, and up to `max` arguments (missing ones undefined). */
+static wrapped *unwrap_object(napi_env env, napi_callback_info info, size_t max, napi_value *argv) {
     napi_value self;
     size_t argc = max;
     void *data = NULL;
@@ -59,10 +74,22 @@ static hh_scan *unwrap(napi_env env, napi_callback_info info, size_t max, napi_v
     return data;
 }
 
+/* The scanner behind `this`, and up to `max` arguments (missing ones undefined). */
+static hh_scan *unwrap(napi_env env, napi_callback_info info, size_t max, napi_value *argv) {
+    wrapped *w = unwrap_object(env, info, max, argv);
+    return w == NULL ? NULL : w->s;
+}
+
 static double number(napi_env env, napi_value v) {
     double d = 0;
     napi_get_value_double(env, v, &d);
     return d;
+}
+
+static bool boolean(napi_env env, napi_value v) {
+    bool b = false;
+    napi_get_value_bool(env, v, &b);
+    return b;
 }
 
 static napi_value js_number(napi_env env, double d) {
@@ -85,9 +112,11 @@ static napi_value construct(napi_env env, napi_callback_info info) {
                                "Scanner: points must be an even number >= 2 (or out of memory)");
         return NULL;
     }
-    if (napi_wrap(env, self, s, finalize, NULL, NULL) != napi_ok) {
+    wrapped *w = calloc(1, sizeof *w);
+    if (w == NULL || (w->s = s, napi_wrap(env, self, w, finalize, NULL, NULL) != napi_ok)) {
+        free(w);
         hh_scan_free(s);
-        napi_throw_error(env, NULL, "heaplog addon: napi_wrap failed");
+        napi_throw_error(env, NULL, "heaplog addon: napi_wrap failed (or out of memory)");
         return NULL;
     }
     return self;
@@ -200,17 +229,6 @@ static napi_value typed_copy(napi_env env, napi_typedarray_type type, const void
     CHECK(napi_create_arraybuffer(env, n * size, &data, &ab));
     if (n > 0) memcpy(data, src, n * size);
     CHECK(napi_create_typedarray(env, type, n, ab, 0, &array));
-    return array;
-}
-
-/* A new Float64Array of n doubles, written by fill. */
-static napi_value filled_doubles(napi_env env, hh_scan *s, size_t n,
-                                 void (*fill)(hh_scan *, double *)) {
-    void *data;
-    napi_value ab, array;
-    CHECK(napi_create_arraybuffer(env, n * sizeof(double), &data, &ab));
-    fill(s, data);
-    CHECK(napi_create_typedarray(env, napi_float64_array, n, ab, 0, &array));
     return array;
 }
 
@@ -351,6 +369,10 @@ static void fill_timeline(hh_scan *s, double *out) {
     hh_scan_get_timeline(s, out);
 }
 
+#define TIMELINE_COLUMN_NAME_(name, value) #name,
+static const char *const timeline_columns[HH_TIMELINE_FIELDS] = {
+    HH_TIMELINE_COLUMNS(TIMELINE_COLUMN_NAME_)};
+
 static napi_value timeline(napi_env env, napi_callback_info info) {
     hh_scan *s = unwrap(env, info, 0, NULL);
     if (s == NULL) return NULL;
@@ -364,7 +386,7 @@ static napi_value timeline(napi_env env, napi_callback_info info) {
     if (!set(env, out, "buckets", js_number(env, t.buckets)) ||
         !set(env, out, "width", js_number(env, t.width)) ||
         !set(env, out, "cells",
-             filled_doubles(env, s, t.cells * HH_TIMELINE_FIELDS, fill_timeline)))
+             named_columns(env, s, t.cells, HH_TIMELINE_FIELDS, timeline_columns, fill_timeline)))
         return NULL;
     return out;
 }
@@ -403,9 +425,7 @@ static napi_value start_sequence(napi_env env, napi_callback_info info) {
     napi_value argv[4];
     hh_scan *s = unwrap(env, info, 4, argv);
     if (s == NULL) return NULL;
-    bool tally = false;
-    napi_get_value_bool(env, argv[0], &tally);
-    if (hh_scan_start_sequence(s, tally, number(env, argv[1]), number(env, argv[2]),
+    if (hh_scan_start_sequence(s, boolean(env, argv[0]), number(env, argv[1]), number(env, argv[2]),
                                number(env, argv[3])) != 0) {
         napi_throw_error(env, NULL,
                          "startSequence: call it once, before the first event (or out of memory)");
@@ -435,12 +455,71 @@ static napi_value sequence_figures(napi_env env, napi_callback_info info) {
     hh_scan_get_sequence_figures(s, &f);
     napi_value out;
     CHECK(napi_create_object(env, &out));
-    if (!set(env, out, "peakBytes", js_number(env, f.peak_bytes)) ||
-        !set(env, out, "peakFootprint", js_number(env, f.peak_footprint)) ||
-        !set(env, out, "largestRequest", js_number(env, f.largest_request)) ||
-        !set(env, out, "largestAlign", js_number(env, f.largest_align)) ||
-        !set(env, out, "threads", js_number(env, f.threads)))
+#define SET_FIGURE(member, name) \
+    if (!set(env, out, #name, js_number(env, f.member))) return NULL;
+    HH_SCAN_SEQUENCE_FIGURES(SET_FIGURE)
+#undef SET_FIGURE
+    return out;
+}
+
+static napi_value start_events(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    hh_scan *s = unwrap(env, info, 1, argv);
+    if (s != NULL && hh_scan_start_events(s, boolean(env, argv[0])) != 0)
+        napi_throw_error(env, NULL, "startEvents: call it before the first event");
+    return NULL;
+}
+
+/* A new column of n elements of `size` bytes under `name` in `object`: its memory, or NULL (an
+ * exception pending). */
+static void *new_column(napi_env env, napi_value object, const char *name,
+                        napi_typedarray_type type, size_t n, size_t size) {
+    void *data;
+    napi_value ab, column;
+    if (napi_create_arraybuffer(env, n * size, &data, &ab) != napi_ok ||
+        napi_create_typedarray(env, type, n, ab, 0, &column) != napi_ok ||
+        napi_set_named_property(env, object, name, column) != napi_ok) {
+        napi_throw_error(env, NULL, "heaplog addon: cannot make an event column");
         return NULL;
+    }
+    return data;
+}
+
+#define COLUMN_TYPE_uint8_t napi_uint8_array
+#define COLUMN_TYPE_double napi_float64_array
+
+/* eventColumns(capacity): new columns the scanner writes the next events into (scan.h,
+ * hh_event_columns), each under its name, and `length` 0 (the caller's count of them). */
+static napi_value event_columns(napi_env env, napi_callback_info info) {
+    napi_value argv[1];
+    wrapped *w = unwrap_object(env, info, 1, argv);
+    if (w == NULL) return NULL;
+    double n = number(env, argv[0]);
+    if (!(n >= 1 && n <= HH_MAX_BLOCK_PAYLOAD)) {
+        napi_throw_range_error(env, NULL, "eventColumns(capacity): 1 to a block's bytes");
+        return NULL;
+    }
+    hh_event_columns c = {.capacity = (size_t)n};
+    napi_value out;
+    CHECK(napi_create_object(env, &out));
+    if (!set(env, out, "length", js_number(env, 0))) return NULL;
+#define MAKE_COMMON(name, type)                                                                 \
+    if ((c.name = new_column(env, out, #name, COLUMN_TYPE_##type, c.capacity, sizeof(type))) == \
+        NULL)                                                                                   \
+        return NULL;
+    HH_EVENT_COMMON_COLUMNS(MAKE_COMMON)
+#undef MAKE_COMMON
+#define MAKE_FIELD(name, coding, ops, flag)                                                       \
+    if ((c.name = new_column(env, out, #name, napi_float64_array, c.capacity, sizeof(double))) == \
+        NULL)                                                                                     \
+        return NULL;
+    HH_EVENT_FIELDS(MAKE_FIELD)
+#undef MAKE_FIELD
+    napi_ref held;
+    CHECK(napi_create_reference(env, out, 1, &held));
+    if (w->columns != NULL) napi_delete_reference(env, w->columns);
+    w->columns = held;
+    hh_scan_set_event_columns(w->s, &c);
     return out;
 }
 
@@ -490,6 +569,8 @@ static napi_value init(napi_env env, napi_value exports) {
         {"startSequence", NULL, start_sequence, NULL, NULL, NULL, napi_default, NULL},
         {"takeSequence", NULL, take_sequence, NULL, NULL, NULL, napi_default, NULL},
         {"sequenceFigures", NULL, sequence_figures, NULL, NULL, NULL, napi_default, NULL},
+        {"startEvents", NULL, start_events, NULL, NULL, NULL, napi_default, NULL},
+        {"eventColumns", NULL, event_columns, NULL, NULL, NULL, napi_default, NULL},
     };
     napi_value cls;
     CHECK(napi_define_class(env, "Scanner", NAPI_AUTO_LENGTH, construct, NULL,

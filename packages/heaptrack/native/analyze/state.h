@@ -157,6 +157,10 @@ struct hh_scan {
     uint64_t la_ordinal[LOOKAHEAD]; /* event i's free, by ordinal (0: none), at i % LOOKAHEAD */
 
     sequence seq;
+    /* The events written out (events.c; off unless hh_scan_start_events), and whether they
+     * are replayed too. */
+    bool events_on, events_replay;
+    hh_event_columns event_columns;
 
     uint64_t block_events, all_events;
     double anomalies; /* allocations at an address the report held live already */
@@ -182,5 +186,10 @@ __attribute__((visibility("hidden"), noinline)) bool seq_event(hh_scan *s, int o
                                                                double size, double count,
                                                                double align, bool split,
                                                                double event);
+
+/* Writes the event just decoded into the event columns (events.c); false when they are full. */
+__attribute__((visibility("hidden"), noinline)) bool events_put(hh_scan *s, int op, uint8_t tag,
+                                                                uint64_t thread, double stack,
+                                                                const hh_field_decoded *f);
 
 #endif

@@ -196,7 +196,7 @@ enum hh_leak_trigger {
 #define HH_CHUNK_HEADER 8
 #define HH_CHUNK_ALIGN 16 /* glibc's chunk alignment */
 #define HH_CHUNK_MIN 32   /* glibc's smallest chunk */
-/* Not the format: the decoders (analyze/address.h, src/decode/engine.ts) keep the live blocks of
+/* Not the format: the decoder (analyze/address.h) keeps the live blocks of
  * the last HH_ORDINAL_RING ordinals in a direct-mapped ring (frees name recent blocks mostly),
  * older live ones in a table (a power of two). */
 #define HH_ORDINAL_RING (1 << 16)

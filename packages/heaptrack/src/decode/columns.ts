@@ -1,31 +1,41 @@
 /**
- * The events of one log block stored by columns: one typed array per field, event k at index k
- * of each. decodeLogColumns yields it (the replay's test oracle reads it); the object records
- * (EventRecord) are built from it only when asked for.
+ * The events of one log block stored by columns, one typed array per field, event k at index k
+ * of each, as the C decoder writes them (native/analyze/scan.h, hh_event_columns): the common
+ * part of every event (EVENT_COMMON_COLUMNS) and then every field of the table of event fields
+ * (native/format/fields.h, EVENT_FIELDS of format.generated.ts) under the table's name. A field
+ * added to the table is a column here with no change to this file. decodeLogColumns yields them;
+ * the record objects (EventRecord) are built from them only when asked for (events.ts).
  */
+import type { EVENT_FIELDS } from './format.generated.js';
 import type { LogRecord } from './records.js';
 
-export interface EventColumns {
+/** The columns every event has, before the table's fields (scan.h, HH_EVENT_COMMON_COLUMNS). */
+export const EVENT_COMMON_COLUMNS = ['op', 'split', 'time', 'tid', 'stack'] as const;
+
+/** A field of the table of event fields (native/format/fields.h), by its name there. */
+export type EventFieldName = (typeof EVENT_FIELDS)[number]['name'];
+
+export type EventColumns = {
   /** Number of events (entries in use in every column). */
   length: number;
   /** Operation code: the index of the function in OPS (10 = realloc_done). */
-  op: Uint8Array;
+  readonly op: Uint8Array;
   /** 1 when realloc moved the block (EventRecord.split). */
-  split: Uint8Array;
+  readonly split: Uint8Array;
   /** ns since the process started. */
-  time: Float64Array;
-  tid: Float64Array;
-  stack: Float64Array;
-  ptr: Float64Array;
-  oldPtr: Float64Array;
-  size: Float64Array;
-  count: Float64Array;
-  align: Float64Array;
-  /** Valid when the log records durations (EventBatch.timing). */
-  duration: Float64Array;
-  /** Valid when the log is sampled (EventBatch.sampling); NaN for frees and realloc_done. */
-  weight: Float64Array;
-}
+  readonly time: Float64Array;
+  readonly tid: Float64Array;
+  /** Stack node of the innermost frame; 0 when none was recorded. */
+  readonly stack: Float64Array;
+} & {
+  /**
+   * Each field of the table (count, align, size, old, ptr, duration, weight, ...), as the C
+   * decoder gives it: a field the event does not carry is count 1, duration and weight NaN,
+   * else 0; a free's block is its `ptr` (its `old` 0). duration is valid when the log records
+   * durations (EventBatch.timing), weight when it is sampled (EventBatch.sampling).
+   */
+  readonly [field in EventFieldName]: Float64Array;
+};
 
 /** One block of a log: its events by columns and its other records, in place. */
 export interface EventBatch {
@@ -40,22 +50,4 @@ export interface EventBatch {
   readonly sampling: boolean;
   /** File offset of the block. */
   readonly offset: number;
-}
-
-export function allocColumns(capacity: number): EventColumns {
-  return {
-    length: 0,
-    op: new Uint8Array(capacity),
-    split: new Uint8Array(capacity),
-    time: new Float64Array(capacity),
-    tid: new Float64Array(capacity),
-    stack: new Float64Array(capacity),
-    ptr: new Float64Array(capacity),
-    oldPtr: new Float64Array(capacity),
-    size: new Float64Array(capacity),
-    count: new Float64Array(capacity),
-    align: new Float64Array(capacity),
-    duration: new Float64Array(capacity),
-    weight: new Float64Array(capacity),
-  };
 }

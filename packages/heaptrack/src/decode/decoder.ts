@@ -1,70 +1,36 @@
 /**
- * The streaming heaplog decoder. Reads the file block by block (each block is
- * length + CRC-32 + records), so memory stays bounded by one block whatever the log's size.
- * Damage is reported as a LogFormatError naming the byte offset; every record before it has
- * been yielded already.
- *
- * Two views of the same decoding: decodeLogColumns yields each block's events by columns
- * (typed arrays, no object per event: the fast path, src/decode/engine.ts); decodeLogBatches
- * and decodeLog build the record objects (LogRecord) from it.
+ * The streaming heaplog reader. Reads the file block by block (each block is
+ * length + CRC-32 + records), checks and decompresses each, so memory stays bounded by one
+ * block whatever the log's size. Damage is reported as a LogFormatError naming the byte offset;
+ * every block before it has been handed on already. The records in the blocks are decoded by
+ * replay.ts and events.ts: the events in C (native/analyze/), the declarations in TypeScript
+ * (declarations.ts).
  */
 import { crc32, inflateRawSync } from 'node:zlib';
 
 import { describeFileSystemError, HeaphookError } from '@heaphook/core';
 import { Decompress as ZstdStream } from 'fzstd';
 
-import { allocColumns, type EventBatch, type EventColumns } from './columns.js';
-import { Cursor, decodeBlockEvents, DecodeState, splitStreams, type Streams } from './engine.js';
+import { decodeRecord, DeclarationState } from './declarations.js';
 import {
   BLOCK_DEFLATED,
   BLOCK_HEADER_SIZE,
   BLOCK_LENGTH,
   BLOCK_ZSTD,
-  END_REASON_NAMES,
   FILE_HEADER_SIZE,
   FORMAT_VERSION,
   FORMAT_VERSION_MIN,
-  LEAK_TRIGGER_NAMES,
   LOG_MAGIC,
   MAX_BLOCK_PAYLOAD,
   MAX_BLOCK_STORED,
-  MAX_THREAD_INDEX,
-  OP_FREE,
-  OP_REALLOC_DONE,
-  PF_DROP,
-  PF_FORK_CHILD,
-  PF_FREE_STACKS,
-  PF_SAMPLING,
-  PF_STACKS,
-  PF_TIMING,
-  PF_VM,
-  PF_ATTACHED,
-  RT_VIOLATION_FIELDS,
   STREAM_NAMES,
-  TAG_END,
-  TAG_LEAK,
-  TAG_LEAK_CHECK,
-  TAG_MODULE,
-  TAG_NODE,
   TAG_PROCESS,
-  TAG_RT_VIOLATION,
-  TAG_THREAD,
-  TAG_VM_MAPPED,
-  TAG_VM_UNMAPPED,
 } from './format.generated.js';
+import { logInputError, openLogFile } from './input.js';
+import type { LogRecord, ProcessRecord } from './records.js';
+import { Cursor, splitStreams, type Streams } from './streams.js';
 import { ZstdStreamGuard } from './zstdguard.js';
 import { zstdProgram, ZstdPipe } from './zstdpipe.js';
-import { logInputError, openLogFile } from './input.js';
-import {
-  OPS,
-  type EndRecord,
-  type EventRecord,
-  type LogRecord,
-  type ModuleRecord,
-  type ProcessRecord,
-} from './records.js';
-
-export type { EventBatch, EventColumns } from './columns.js';
 
 /** Logs smaller than this go through fzstd (DecodeOptions.zstd 'auto'): in a fresh process
  * fzstd took 5 ms on a 641-byte log where starting the zstd program took 13 ms, but 22 ms on a
@@ -101,185 +67,6 @@ export class LogFormatError extends HeaphookError {
   }
 }
 
-type State = DecodeState;
-
-/** Decodes one record that is not an event (a declaration) from the streams. */
-export function decodeRecord(cs: Streams, s: State, out: LogRecord[]): void {
-  const tag = cs.tag.u8();
-  const c = cs.decl;
-  switch (tag) {
-    case TAG_PROCESS: {
-      const pid = c.varint();
-      const ppid = c.varint();
-      const monotonicStartNs = c.varint();
-      const realtime = c.varint();
-      const flags = c.varint();
-      const stackDepth = c.varint();
-      const sampleBytes = c.varint();
-      const timeUnit = c.varint();
-      const tracerVersion = c.string();
-      const exe = c.string();
-      const cmdline = c.string();
-      s.flags = flags;
-      s.unit = timeUnit > 0 ? timeUnit : 1;
-      const process: ProcessRecord = {
-        type: 'process',
-        pid,
-        ppid,
-        monotonicStartNs,
-        startTimeMs: Math.round(realtime / 1e6),
-        stacks: (flags & PF_STACKS) !== 0,
-        timing: (flags & PF_TIMING) !== 0,
-        sampling: (flags & PF_SAMPLING) !== 0,
-        dropWhenFull: (flags & PF_DROP) !== 0,
-        freeStacks: (flags & PF_FREE_STACKS) !== 0,
-        forkChild: (flags & PF_FORK_CHILD) !== 0,
-        vmEvents: (flags & PF_VM) !== 0,
-        attached: (flags & PF_ATTACHED) !== 0,
-        stackDepth,
-        sampleBytes,
-        timeUnitNs: s.unit,
-        tracerVersion,
-        exe,
-        argv: cmdline.split('\0').filter((a, i, all) => i < all.length - 1 || a !== ''),
-      };
-      out.push(process);
-      return;
-    }
-    case TAG_MODULE: {
-      const base = c.varint();
-      const lo = c.varint();
-      const hi = c.varint();
-      const buildId = c.bytes().toString('hex');
-      const path = c.string();
-      const module: ModuleRecord = {
-        type: 'module',
-        base,
-        start: base + lo,
-        end: base + hi,
-        buildId,
-        path,
-      };
-      out.push(module);
-      return;
-    }
-    case TAG_THREAD: {
-      const index = c.varint();
-      if (index > MAX_THREAD_INDEX) {
-        throw new RangeError(`thread index ${index} out of range (at most ${MAX_THREAD_INDEX})`);
-      }
-      const tid = c.varint();
-      s.threads.set(index, tid);
-      out.push({ type: 'thread', index, tid });
-      return;
-    }
-    case TAG_NODE: {
-      const id = s.node + 1 + c.svarint();
-      const parent = id - c.varint();
-      s.pc += c.svarint();
-      s.node = id;
-      out.push({ type: 'stack', id, parent, pc: s.pc });
-      return;
-    }
-    case TAG_END: {
-      const reasonCode = c.varint();
-      const dropped = c.varint();
-      const time = c.varint() * s.unit;
-      const events = c.varint();
-      out.push({
-        type: 'end',
-        reason: END_REASON_NAMES[reasonCode] ?? 'unknown',
-        dropped,
-        time,
-        events,
-      });
-      return;
-    }
-    case TAG_LEAK: {
-      const check = c.varint();
-      const ptr = c.varint();
-      const size = c.varint();
-      out.push({ type: 'leak', check, ptr, size });
-      return;
-    }
-    case TAG_VM_MAPPED:
-    case TAG_VM_UNMAPPED: {
-      const time = c.varint() * s.unit;
-      const thread = c.varint();
-      const stack = c.varint();
-      const address = c.varint();
-      const size = c.varint();
-      const tid = s.threads.get(thread);
-      if (tid === undefined)
-        throw new RangeError(`memory event of undeclared thread index ${thread}`);
-      out.push({
-        type: 'vm',
-        kind: tag === TAG_VM_MAPPED ? 'mapped' : 'unmapped',
-        time,
-        tid,
-        stack,
-        address,
-        size,
-      });
-      return;
-    }
-    case TAG_RT_VIOLATION: {
-      // The fields as native/format/fields.h's HH_RT_VIOLATION_FIELDS lists them.
-      const var_: Record<string, number> = {};
-      const str: Record<string, string> = {};
-      for (const field of RT_VIOLATION_FIELDS) {
-        if (field.coding === 'str') str[field.name] = c.string();
-        else var_[field.name] = c.varint();
-      }
-      const thread = var_.thread!;
-      const tid = s.threads.get(thread);
-      if (tid === undefined)
-        throw new RangeError(`real-time violation of undeclared thread index ${thread}`);
-      out.push({
-        type: 'rt_violation',
-        time: var_.time! * s.unit,
-        tid,
-        stack: var_.stack!,
-        site: var_.site!,
-        call: str.call!,
-        threadName: str.thread_name!,
-        policy: var_.policy!,
-        priority: var_.priority!,
-        count: var_.count!,
-      });
-      return;
-    }
-    case TAG_LEAK_CHECK: {
-      const check = c.varint();
-      const time = c.varint();
-      const triggerCode = c.varint();
-      const liveBlocks = c.varint();
-      const leakedBlocks = c.varint();
-      const leakedBytes = c.varint();
-      const reachableBlocks = c.varint();
-      const reachableBytes = c.varint();
-      const durationNs = c.varint();
-      const trigger = LEAK_TRIGGER_NAMES[triggerCode];
-      if (trigger === undefined) throw new RangeError(`unknown leak check trigger ${triggerCode}`);
-      out.push({
-        type: 'leak_check',
-        check,
-        time,
-        trigger,
-        liveBlocks,
-        leakedBlocks,
-        leakedBytes,
-        reachableBlocks,
-        reachableBytes,
-        durationNs,
-      });
-      return;
-    }
-    default:
-      throw new RangeError(`unknown record tag 0x${tag.toString(16).padStart(2, '0')}`);
-  }
-}
-
 export interface DecodeOptions {
   /** Bytes read from the file at a time (default 1 MiB). */
   readonly chunkSize?: number;
@@ -290,14 +77,6 @@ export interface DecodeOptions {
    * PATH; 'js': always fzstd.
    */
   readonly zstd?: 'auto' | 'program' | 'js';
-}
-
-export interface ColumnDecodeOptions extends DecodeOptions {
-  /**
-   * Reuse one set of columns for every block (default false): each batch is valid only until
-   * the next one is requested. Saves allocating ~100 bytes per event of every block.
-   */
-  readonly reuseColumns?: boolean;
 }
 
 /** A block payload's six streams; a payload that does not split is damage at the block. */
@@ -359,8 +138,8 @@ export interface LogPayload {
 
 /**
  * The blocks of a heaplog, one payload at a time, after the file header has been checked: the
- * part of decoding every reader shares (decodeLogColumns decodes the records in TypeScript,
- * the report's native pass in C). Memory is bounded by the look-ahead plus one chunk. At the
+ * part of decoding every reader shares (replay.ts's LogWalk then decodes the records: the
+ * events in C, the declarations here). Memory is bounded by the look-ahead plus one chunk. At the
  * first damaged block (truncated, CRC mismatch, undecompressable) it throws a LogFormatError
  * naming the block's offset, after yielding every block before it.
  */
@@ -638,116 +417,25 @@ export async function* readLogPayloads(
 }
 
 /**
- * Decodes a heaplog block by block, each block's events by columns (EventBatch): the fast
- * path, with no object per event. Memory use is bounded by the largest block plus one chunk,
- * plus the address state (live blocks). On damage, the batch of the valid part of the damaged
- * block is yielded, then a LogFormatError is thrown.
+ * The PROCESS record a log opens with (FORMAT.md: the first record of every log), or undefined
+ * when it has none (damaged, empty). Reads the first block alone and decodes no event, so
+ * `heaphook record` describes its logs without the log reader's addon (the arm64 package has
+ * none).
  */
-export async function* decodeLogColumns(
-  path: string,
-  options: ColumnDecodeOptions = {},
-): AsyncGenerator<EventBatch> {
-  const state = new DecodeState();
-  let shared: EventColumns | undefined;
-  for await (const { offset: blockOffset, payload } of readLogPayloads(path, options)) {
-    state.startBlock();
-    const streams = blockStreams(path, blockOffset, payload);
-    const capacity = streams.tag.end - streams.tag.pos;
-    let events: EventColumns;
-    if (options.reuseColumns === true) {
-      if (shared === undefined || shared.op.length < capacity) shared = allocColumns(capacity);
-      events = shared;
-      events.length = 0;
-    } else {
-      events = allocColumns(capacity);
-    }
-    const records: LogRecord[] = [];
-    const recordAt: number[] = [];
-    const batch: EventBatch = {
-      events,
-      records,
-      recordAt,
-      timing: (state.flags & PF_TIMING) !== 0,
-      sampling: (state.flags & PF_SAMPLING) !== 0,
-      offset: blockOffset,
-    };
-    try {
-      decodeBlockEvents(state, streams, events, (eventsBefore) => {
-        decodeRecord(streams, state, records);
-        recordAt.push(eventsBefore);
-      });
-      expectStreamsConsumed(streams);
-    } catch (error) {
-      const index = events.length + records.length;
-      if (index > 0) yield withFlags(batch, state);
-      throw undecodableRecord(path, blockOffset, index, error as Error);
-    }
-    yield withFlags(batch, state);
-  }
-}
-
-/** The batch with the log's flags as they are after the block (its PROCESS record may set them). */
-function withFlags(batch: EventBatch, s: State): EventBatch {
-  const timing = (s.flags & PF_TIMING) !== 0;
-  const sampling = (s.flags & PF_SAMPLING) !== 0;
-  return batch.timing === timing && batch.sampling === sampling
-    ? batch
-    : { ...batch, timing, sampling };
-}
-
-/** The record object of event `k` of a batch. */
-export function eventAt(batch: EventBatch, k: number): EventRecord {
-  const c = batch.events;
-  const code = c.op[k]!;
-  const op = OPS[code]!;
-  const marker = code === OP_REALLOC_DONE;
-  return {
-    type: 'event',
-    op,
-    time: c.time[k]!,
-    tid: c.tid[k]!,
-    stack: c.stack[k]!,
-    ptr: c.ptr[k]!,
-    oldPtr: c.oldPtr[k]!,
-    size: c.size[k]!,
-    count: c.count[k]!,
-    align: c.align[k]!,
-    split: c.split[k] !== 0,
-    duration: batch.timing && !marker ? c.duration[k]! : undefined,
-    weight: batch.sampling && !marker && code !== OP_FREE ? c.weight[k]! : undefined,
-  };
-}
-
-/** All the records of a batch as objects, in log order. */
-export function recordsOf(batch: EventBatch): LogRecord[] {
-  const out: LogRecord[] = [];
-  const n = batch.events.length;
-  let r = 0;
-  for (let k = 0; k < n; k++) {
-    while (r < batch.records.length && batch.recordAt[r]! <= k) out.push(batch.records[r++]!);
-    out.push(eventAt(batch, k));
-  }
-  while (r < batch.records.length) out.push(batch.records[r++]!);
-  return out;
-}
-
-/**
- * Decodes a heaplog block by block: yields the records of each block as an array. Memory use
- * is bounded by the largest block plus one chunk. (decodeLogColumns is the faster form.)
- */
-export async function* decodeLogBatches(
+export async function readProcessRecord(
   path: string,
   options: DecodeOptions = {},
-): AsyncGenerator<LogRecord[]> {
-  for await (const batch of decodeLogColumns(path, { ...options, reuseColumns: true })) {
-    yield recordsOf(batch);
+): Promise<ProcessRecord | undefined> {
+  try {
+    for await (const { offset, payload } of readLogPayloads(path, options)) {
+      const streams = blockStreams(path, offset, payload);
+      if (streams.tag.pos >= streams.tag.end || payload[streams.tag.pos] !== TAG_PROCESS) break;
+      const out: LogRecord[] = [];
+      decodeRecord(streams, new DeclarationState(), out);
+      return out[0] as ProcessRecord;
+    }
+  } catch {
+    // a damaged log: no process record to read
   }
-}
-
-/** Decodes a heaplog record by record (see decodeLogBatches). */
-export async function* decodeLog(
-  path: string,
-  options: DecodeOptions = {},
-): AsyncGenerator<LogRecord> {
-  for await (const batch of decodeLogBatches(path, options)) yield* batch;
+  return undefined;
 }

@@ -1,21 +1,23 @@
 /**
- * The one replay of a log (heaplog_addon.node, native/analyze/scan.h): the blocks are read,
- * checked and decompressed here (readLogPayloads) and the declarations decoded here
- * (decodeRecord), while the events of each block are decoded and replayed in C into the heap's
- * states, with no JavaScript per event. The report and the summary (src/report)
- * and recommend (src/recommend) read its results; test/oracle/ holds the TypeScript replay the
- * tests compare it with.
+ * The one decoder of events and the one replay of a log (heaplog_addon.node,
+ * native/analyze/scan.h): the blocks are read, checked and decompressed here (readLogPayloads)
+ * and the declarations decoded here (decodeRecord), while the events of each block are decoded
+ * in C and replayed there into the heap's states, with no JavaScript per event, or written
+ * into named columns (events.ts: decodeLog, dump). The report and the summary (src/report)
+ * and recommend (src/recommend) read the replay's results, every one by name; test/oracle/
+ * holds the TypeScript replay the tests compare it with.
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 import { HeaphookError, nativeFile } from '@heaphook/core';
 
+import type { EventColumns } from './columns.js';
+import { decodeRecord, DeclarationState } from './declarations.js';
 import {
   blockStreams,
-  decodeRecord,
   expectStreamsConsumed,
   LogFormatError,
   readLogPayloads,
@@ -23,8 +25,8 @@ import {
   type DecodeOptions,
 } from './decoder.js';
 import { OPS, type LogRecord, type Op } from './records.js';
-import { DecodeState } from './engine.js';
 import { STREAM_NAMES } from './format.generated.js';
+import type { Streams } from './streams.js';
 
 /** What Scanner.result() returns (native/analyze/scan_addon.c). */
 export interface ScannerResult {
@@ -110,29 +112,75 @@ export interface Scanner {
   result(): ScannerResult;
   /** Before the first event: per site and time bucket, its calls (native/analyze/scan.h). */
   startTimeline(buckets: number): void;
-  /** null: not started, or lost for want of memory. */
-  timeline(): ScannerTimeline | null;
+  /** null: not started, or lost for want of memory (timelineOf gives it as the report reads it). */
+  timeline(): { buckets: number; width: number; cells: TimelineColumns } | null;
+  /** Before the first event: run() also writes the events into the columns of eventColumns();
+   * replay false: it only decodes them. */
+  startEvents(replay: boolean): void;
+  /** New columns of `capacity` entries that run() writes each block's events into, from index
+   * 0 (the block's events so far: blockEvents()), until the next call. */
+  eventColumns(capacity: number): EventColumns;
 }
 
-/** Scanner.sequenceFigures(): the allocation sequence's peaks and extremes. */
-export interface SequenceFigures {
-  readonly peakBytes: number;
-  readonly peakFootprint: number;
-  readonly largestRequest: number;
-  readonly largestAlign: number;
-  readonly threads: number;
-}
+/** The allocation sequence's figures, by the names native/analyze/scan.h's
+ * HH_SCAN_SEQUENCE_FIGURES gives them: the peak of the live requests' bytes and of their TLSF
+ * footprints, the largest request and alignment, and the threads that had an event. */
+export const SEQUENCE_FIGURES = [
+  'peakBytes',
+  'peakFootprint',
+  'largestRequest',
+  'largestAlign',
+  'threads',
+] as const;
+/** Scanner.sequenceFigures(). */
+export type SequenceFigures = Readonly<Record<(typeof SEQUENCE_FIGURES)[number], number>>;
 
-/** Scanner.timeline(): TIMELINE_FIELDS per cell (site index, bucket, allocations, bytes
- * allocated, bytes freed, temporary allocations, and of the bytes allocated then those live at
- * the end and at the peak), by site in the order of sites() then by bucket. */
+/** A timeline cell's columns, by the names native/analyze/scan.h's HH_TIMELINE_COLUMNS gives
+ * them: its site's index (in the order of sites()), its bucket, the allocations in it, their
+ * bytes, the bytes freed in it, its temporary allocations, and of the bytes allocated in it
+ * those live at the end and at the peak. In this order, they are the fields of a cell of
+ * ScannerTimeline.cells (and of report.html's timeline). */
+export const TIMELINE_COLUMNS = [
+  'site',
+  'bucket',
+  'allocations',
+  'bytes',
+  'freedBytes',
+  'temporary',
+  'liveAtEnd',
+  'liveAtPeak',
+] as const;
+/** Scanner.timeline()'s cells: a column per field, by name. */
+export type TimelineColumns = Readonly<Record<(typeof TIMELINE_COLUMNS)[number], Float64Array>>;
+/** The fields of a cell of ScannerTimeline.cells. */
+export const TIMELINE_FIELDS = TIMELINE_COLUMNS.length;
+
+/** The timeline as the report reads it (timelineOf): TIMELINE_FIELDS per cell, the columns of
+ * TIMELINE_COLUMNS in its order, by site in the order of sites() then by bucket. */
 export interface ScannerTimeline {
   readonly buckets: number;
   /** ns per bucket. */
   readonly width: number;
   readonly cells: Float64Array;
 }
-export const TIMELINE_FIELDS = 8;
+
+/** The scanner's timeline, its named columns laid out a cell after another in the order of
+ * TIMELINE_COLUMNS; null when it has none. */
+export function timelineOf(scanner: Scanner): ScannerTimeline | null {
+  const t = scanner.timeline();
+  if (t === null) return null;
+  const n = t.cells.site.length;
+  const cells = new Float64Array(n * TIMELINE_FIELDS);
+  TIMELINE_COLUMNS.forEach((name, f) => {
+    const column = t.cells[name];
+    if (column?.length !== n)
+      throw new Error(
+        `heaplog_addon.node has no timeline column ${name}: rebuild it with "npx nx build heaptrack"`,
+      );
+    for (let i = 0; i < n; i++) cells[i * TIMELINE_FIELDS + f] = column[i]!;
+  });
+  return { buckets: t.buckets, width: t.width, cells };
+}
 
 interface HeaplogAddon {
   Scanner: new (points: number, widthNs: number) => Scanner;
@@ -247,29 +295,49 @@ export interface ReplayOptions extends DecodeOptions {
 }
 
 /**
- * One pass over a log: each block's events go to the scanner, every other record (in log
- * order, between the events) to `onRecord`. Damage is a LogFormatError as decodeLogColumns
- * reports it, thrown after everything before it has been replayed; so is more live blocks
- * than the scanner's limit.
+ * A scanner's walk over the blocks of one log: the events of each block decoded (and replayed,
+ * or written into columns) by the scanner in C, every other record decoded here, in log order
+ * between the events, and its declarations handed back to the scanner.
  */
-export async function replayLog(
-  path: string,
-  scanner: Scanner,
-  onRecord: (record: LogRecord) => void,
-  options: ReplayOptions = {},
-): Promise<void> {
-  const state = new DecodeState();
-  const pos = new Float64Array(2 * STREAM_NAMES.length);
-  const out: LogRecord[] = [];
-  for await (const { offset, payload } of readLogPayloads(path, options)) {
+export class LogWalk {
+  private readonly state = new DeclarationState();
+  private readonly pos = new Float64Array(2 * STREAM_NAMES.length);
+
+  constructor(
+    private readonly path: string,
+    readonly scanner: Scanner,
+  ) {}
+
+  /** The log's PROCESS flags so far (0 before its PROCESS record). */
+  get flags(): number {
+    return this.state.flags;
+  }
+
+  /** A block's streams (a payload that does not split is a LogFormatError). */
+  streams(offset: number, payload: Buffer): Streams {
+    return blockStreams(this.path, offset, payload);
+  }
+
+  /**
+   * Decodes a block: its events through the scanner, every other record to `onRecord` with
+   * the number of the block's events before it. Damage, and more live blocks than the
+   * scanner's limit, are a LogFormatError thrown after everything before them went through.
+   */
+  block(
+    offset: number,
+    payload: Buffer,
+    streams: Streams,
+    onRecord: (record: LogRecord, eventsBefore: number) => void,
+  ): void {
+    const { path, scanner, state, pos } = this;
     state.startBlock();
     scanner.startBlock();
-    const streams = blockStreams(path, offset, payload);
     const cursors = STREAM_NAMES.map((name) => streams[name]);
     cursors.forEach((c, i) => {
       pos[i] = c.pos;
       pos[STREAM_NAMES.length + i] = c.end;
     });
+    const out: LogRecord[] = [];
     let records = 0;
     try {
       for (;;) {
@@ -296,7 +364,7 @@ export async function replayLog(
         cursors.forEach((c, i) => {
           pos[i] = c.pos;
         });
-        onRecord(record);
+        onRecord(record, scanner.blockEvents());
       }
       cursors.forEach((c, i) => {
         c.pos = pos[i]!;
@@ -306,6 +374,24 @@ export async function replayLog(
       if (!(error instanceof RangeError)) throw error;
       throw undecodableRecord(path, offset, scanner.blockEvents() + records, error);
     }
+  }
+}
+
+/**
+ * One pass over a log: each block's events go to the scanner, every other record (in log
+ * order, between the events) to `onRecord`. Damage is a LogFormatError as decodeLogColumns
+ * reports it, thrown after everything before it has been replayed; so is more live blocks
+ * than the scanner's limit.
+ */
+export async function replayLog(
+  path: string,
+  scanner: Scanner,
+  onRecord: (record: LogRecord) => void,
+  options: ReplayOptions = {},
+): Promise<void> {
+  const walk = new LogWalk(path, scanner);
+  for await (const { offset, payload } of readLogPayloads(path, options)) {
+    walk.block(offset, payload, walk.streams(offset, payload), onRecord);
     if (options.onBlock?.(scanner.events()) === false) return;
   }
 }

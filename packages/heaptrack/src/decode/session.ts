@@ -27,9 +27,8 @@ import { basename, dirname, join, resolve } from 'node:path';
 
 import { describeFileSystemError, HeaphookError, jsonText } from '@heaphook/core';
 
-import { decodeLog } from './decoder.js';
+import { readProcessRecord } from './decoder.js';
 import { readSmallFile } from './input.js';
-import type { ProcessRecord } from './records.js';
 
 export const SESSION_FILE_PATTERN = /^heaphook-session\.(\d+)\.json$/;
 const LOG_FILE_PATTERN = /^heaplog\.\d+(\.\d+)?\.log$/;
@@ -72,18 +71,6 @@ export interface Session {
   /** The program's log (a file of `logs`), when one was written. */
   readonly program?: string;
   readonly logs: readonly SessionLog[];
-}
-
-/** The PROCESS record a log opens with, or undefined when it has none (damaged, empty). */
-export async function readProcessRecord(path: string): Promise<ProcessRecord | undefined> {
-  try {
-    for await (const record of decodeLog(path)) {
-      if (record.type === 'process') return record;
-    }
-  } catch {
-    // a damaged log: no process record to read
-  }
-  return undefined;
 }
 
 /**

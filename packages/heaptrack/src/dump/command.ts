@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 
 import { jsonText, terminalText } from '@heaphook/core';
 
-import { decodeLog } from '../decode/decoder.js';
+import { decodeLog } from '../decode/events.js';
 import { chosenLogs, LOG_OR_FOLDER, withLogChoice } from '../decode/log-choice.js';
 import type { StackNodeRecord } from '../decode/records.js';
 import { dump } from '../report/dump.js';

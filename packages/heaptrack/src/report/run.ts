@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { HeaphookError, jsonText } from '@heaphook/core';
 
 import { LogFormatError } from '../decode/decoder.js';
-import { replayLog, type ScannerTimeline } from '../decode/replay.js';
+import { replayLog, timelineOf, type ScannerTimeline } from '../decode/replay.js';
 import type { ReportDiff } from './diff.js';
 import { jsonStacks, reportJson, type ReportJson } from './json.js';
 import {
@@ -132,7 +132,7 @@ export async function buildReportModel(
   }
   return {
     model: builder.finish(),
-    timeline: events.scanner.timeline(),
+    timeline: timelineOf(events.scanner),
     leakedBlocks: builder.leakedBlocks(),
     ...(error !== undefined ? { error } : {}),
   };

@@ -1,13 +1,15 @@
 /** The `heaphook record` and `heaphook dump` commands, through the real `heaphook` CLI. */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 import { findBackend } from '@heaphook/core';
 import { skipOutsideCI } from '@heaphook/core/testing';
 import { describe, expect, it } from 'vitest';
 
-import { OPS } from '../../src/index.js';
+import { decodeLogColumns, OPS, recordsOf } from '../../src/index.js';
 import { heaphookBin, logsIn, packageDir, scratch, workload } from '../helpers.js';
+import { damagedInsideBlock } from '../damage.js';
 
 function heaphook(args: string[], cwd = packageDir) {
   return spawnSync(process.execPath, [heaphookBin, ...args], {
@@ -104,5 +106,38 @@ describe('heaphook record / dump', () => {
     expect(dump.status).toBe(3);
     expect(dump.stderr).toMatch(/heaphook: .*log truncated.* at byte offset \d+/);
     expect(dump.stdout.split('\n').length).toBeGreaterThan(100); // what came before still printed
+  });
+
+  it('dump of a log damaged inside a block prints every event before the damage, then fails (status 3)', async () => {
+    const dir = scratch('cli-damage-inside');
+    const plain = 'HEAPHOOK_COMPRESS=none';
+    const rec = heaphook(['record', '-q', '-o', dir, '-e', plain, '--', workload, 'trade']);
+    expect(rec.status, rec.stderr).toBe(0);
+    const [log] = logsIn(dir);
+    const whole = heaphook(['dump', '--no-headers', log!]);
+    expect(whole.status, whole.stderr).toBe(0);
+    const { bytes, offset } = damagedInsideBlock(log!);
+    const damaged = join(dir, 'damaged.log');
+    writeFileSync(damaged, bytes);
+    const dump = heaphook(['dump', '--no-headers', damaged]);
+    expect(dump.status).toBe(3);
+    expect(dump.stderr).toMatch(
+      new RegExp(
+        `undecodable record #\\d+ .* in the block at byte offset ${offset}; everything before it was decoded`,
+      ),
+    );
+    // the lines of the blocks before the damaged one as the whole log's dump has them, then
+    // those of the damaged block's valid part
+    let linesBefore = 0;
+    for await (const batch of decodeLogColumns(log!)) {
+      if (batch.offset >= offset) break;
+      for (const r of recordsOf(batch))
+        if (r.type === 'vm' || (r.type === 'event' && r.op !== 'realloc_done')) linesBefore++;
+    }
+    const lines = dump.stdout.split('\n');
+    const wholeLines = whole.stdout.split('\n');
+    expect(lines.slice(0, linesBefore)).toEqual(wholeLines.slice(0, linesBefore));
+    expect(lines.length - 1 - linesBefore).toBeGreaterThan(1000);
+    expect(lines.length).toBeLessThan(wholeLines.length);
   });
 });

@@ -6,8 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 
-import { NumberTable } from '../../src/decode/table.js';
-import { decodeLog, decodeLogColumns, eventAt } from '../../src/decode/decoder.js';
+import { decodeLog, decodeLogColumns, eventAt } from '../../src/decode/events.js';
+import { NumberTable } from '../oracle/table.js';
 import { summarize } from '../../src/report/summary.js';
 import type { EventRecord } from '../../src/decode/records.js';
 import { logsIn, scratch, traced, workload } from '../helpers.js';

@@ -11,7 +11,9 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
+import { EVENT_COMMON_COLUMNS } from '../../src/decode/columns.js';
 import * as format from '../../src/decode/format.generated.js';
+import { newScanner } from '../../src/decode/replay.js';
 import { OPS } from '../../src/decode/records.js';
 import { packageDir } from '../helpers.js';
 
@@ -186,12 +188,26 @@ describe('fields.h is the one table of the fields of events', () => {
     }
   });
 
-  it("the TypeScript decoder reads the fields in the table's order", () => {
-    const engine = readFileSync(join(packageDir, 'src/decode/engine.ts'), 'utf8');
-    const read = [...engine.matchAll(/if \(FIELD_(\w+)_OPS & bit/g)].map((m) =>
-      m[1]!.toLowerCase(),
+  it('the one decoder of events hands every field of the table over under its name', () => {
+    // native/analyze/'s columns, made by the addon from HH_EVENT_COMMON_COLUMNS and the table
+    const columns = newScanner(2, 1).eventColumns(4);
+    const { length, ...named } = columns;
+    expect(length).toBe(0);
+    expect(Object.keys(named)).toEqual([
+      ...EVENT_COMMON_COLUMNS,
+      ...format.EVENT_FIELDS.map((f) => f.name),
+    ]);
+    for (const name of EVENT_COMMON_COLUMNS.slice(0, 2))
+      expect(named[name]).toBeInstanceOf(Uint8Array);
+    for (const f of format.EVENT_FIELDS) expect(named[f.name]).toBeInstanceOf(Float64Array);
+    // and no TypeScript decodes events: the decoder's folder has no reader of the addr stream
+    const sources = readdirSync(join(packageDir, 'src/decode')).filter(
+      (f) => f.endsWith('.ts') && f !== 'format.generated.ts',
     );
-    expect(read).toEqual(format.EVENT_FIELDS.map((f) => f.name));
+    for (const file of sources)
+      expect(readFileSync(join(packageDir, 'src/decode', file), 'utf8'), file).not.toMatch(
+        /\.addr\b|FIELD_\w+_OPS/,
+      );
   });
 
   it("FORMAT.md's table of operations gives each its fields from the table", () => {

@@ -1,6 +1,6 @@
 /**
  * The one replay (heaplog_addon.node, native/analyze) against its test oracle (test/oracle, the
- * same replay in TypeScript over the TypeScript decoder), figure for figure: the same report
+ * same replay in TypeScript over the decoder's columns), figure for figure: the same report
  * model and the same allocation sequence (recommend's TLSF operations) from logs of every kind
  * (exact counts, edge cases, threads trading blocks with moved reallocs, sampling, durations,
  * leak checks, python3, a forking pipeline) and, on a damaged log, the same error and the same
@@ -20,6 +20,10 @@ import {
   heaplogAddon,
   newScanner,
   replayLog,
+  SEQUENCE_FIGURES,
+  TIMELINE_COLUMNS,
+  TIMELINE_FIELDS,
+  timelineOf,
   type LiveColumns,
   type ScannerTotals,
   type SiteColumns,
@@ -27,6 +31,7 @@ import {
 import { buildReportModel } from '../../src/report/run.js';
 import type { ReportModel } from '../../src/report/model.js';
 import { logsIn, python3, release, scratch, traced, tracer, workload } from '../helpers.js';
+import { damagedInsideBlock } from '../damage.js';
 import { oracleReportModel } from '../oracle/report.js';
 import { oracleSequence } from '../oracle/sequence.js';
 
@@ -134,6 +139,7 @@ describe('the one replay', () => {
       op: true,
     };
     const scanner = newScanner(64, 1e6);
+    scanner.startTimeline(8);
     await replayLog(tracedLog('counts', ['counts']), scanner, () => {});
     const r = scanner.result();
     expect(Object.keys(r.totals).sort()).toEqual(Object.keys(totals).sort());
@@ -147,14 +153,19 @@ describe('the one replay', () => {
     expect(r.totals.events).toBe(
       [...r.totals.calls].reduce((a, b) => a + b, 0) - r.totals.calls[OPS.indexOf('realloc_done')]!,
     );
-    const figures = scanner.sequenceFigures();
-    expect(Object.keys(figures).sort()).toEqual([
-      'largestAlign',
-      'largestRequest',
-      'peakBytes',
-      'peakFootprint',
-      'threads',
-    ]);
+    // the sequence's figures and the timeline's columns as SEQUENCE_FIGURES and
+    // TIMELINE_COLUMNS declare them (scan.h: HH_SCAN_SEQUENCE_FIGURES, HH_TIMELINE_COLUMNS)
+    expect(Object.keys(scanner.sequenceFigures()).sort()).toEqual([...SEQUENCE_FIGURES].sort());
+    const timeline = scanner.timeline();
+    expect(Object.keys(timeline!.cells).sort()).toEqual([...TIMELINE_COLUMNS].sort());
+    const cells = timeline!.cells.site.length;
+    expect(cells).toBeGreaterThan(0);
+    // laid out for the report cell after cell, each column at its declared place
+    const laidOut = timelineOf(scanner)!.cells;
+    expect(laidOut.length).toBe(cells * TIMELINE_FIELDS);
+    TIMELINE_COLUMNS.forEach((name, f) =>
+      expect(laidOut.filter((_, i) => i % TIMELINE_FIELDS === f)).toEqual(timeline!.cells[name]),
+    );
   });
 
   it('… on the edge cases (failed calls, every function, aligned blocks), stored uncompressed', async () => {
@@ -219,39 +230,7 @@ describe('the one replay', () => {
 
   it('stops at the same damaged record with the same error, having replayed the same part', async () => {
     const log = tracedLog('damaged', ['counts'], { HEAPHOOK_COMPRESS: 'none' });
-    const bytes = readFileSync(log);
-    // The first block with events: damage a byte in the middle of its addr stream and give it a
-    // valid CRC again, so that the record decoder (not the block check) meets the damage.
-    let at = 16;
-    let damagedAt = -1;
-    while (at + 8 <= bytes.length) {
-      const length = bytes.readUInt32LE(at) & 0x3fffffff;
-      const payload = bytes.subarray(at + 8, at + 8 + length);
-      if (length > 4096) {
-        let p = 1; // varint 6
-        const lengths: number[] = [];
-        for (let i = 0; i < 6; i++) {
-          let v = 0;
-          let shift = 0;
-          for (;;) {
-            const x = payload[p++]!;
-            v += (x & 0x7f) * 2 ** shift;
-            shift += 7;
-            if (x < 0x80) break;
-          }
-          lengths.push(v);
-        }
-        const addrStart = p + lengths[0]! + lengths[1]! + lengths[2]! + lengths[3]!;
-        const target = addrStart + Math.floor(lengths[4]! / 2);
-        payload[target] = 0xff; // a varint that runs on into the next bytes: a wrong reference
-        payload[target + 1] = 0xff;
-        bytes.writeUInt32LE(crc32(payload), at + 4);
-        damagedAt = at;
-        break;
-      }
-      at += 8 + length;
-    }
-    expect(damagedAt).toBeGreaterThan(0);
+    const { bytes, offset: damagedAt } = damagedInsideBlock(log);
     const damaged = join(scratch('native-damaged-copy'), 'heaplog.1.log');
     writeFileSync(damaged, bytes);
     const { js, native } = await bothEngines(damaged);

@@ -1,10 +1,11 @@
 /**
  * The test oracle of the one replay (native/analyze/scan.c): the same replay of a log's events
- * written plainly in TypeScript over the TypeScript decoder's columns (decodeLogColumns), one
+ * written plainly in TypeScript over the decoder's columns (decodeLogColumns), one
  * event at a time. Tests compare its report model and allocation sequence with the native
  * replay's on real and random logs. Not part of the package: nothing in src/ calls it.
  */
-import { decodeLogColumns, LogFormatError } from '../../src/decode/decoder.js';
+import { LogFormatError } from '../../src/decode/decoder.js';
+import { decodeLogColumns } from '../../src/decode/events.js';
 import {
   OP_CALLOC,
   OP_FREE,
@@ -154,7 +155,7 @@ export class OracleEvents implements ReplayedEvents {
     const tid = c.tid[k]!;
     const stack = c.stack[k]!;
     const ptr = c.ptr[k]!;
-    const oldPtr = c.oldPtr[k]!;
+    const oldPtr = c.old[k]!;
     const size = c.size[k]!;
     this.calls[code]!++;
     if (time > this.lastTime) this.lastTime = time;
@@ -301,7 +302,7 @@ export function oracleModelOf(records: readonly LogRecord[], points = SERIES_DEF
       tid: one(r, (e) => e.tid),
       stack: one(r, (e) => e.stack),
       ptr: one(r, (e) => e.ptr),
-      oldPtr: one(r, (e) => e.oldPtr),
+      old: one(r, (e) => e.oldPtr),
       size: one(r, (e) => e.size),
       count: one(r, (e) => e.count),
       align: one(r, (e) => e.align),

@@ -1,14 +1,14 @@
 /**
  * The test oracle of the allocation sequence (native/analyze/sequence.c):
- * the events of a log, from the TypeScript decoder's columns, turned one at a time into the
+ * the events of a log, from the decoder's columns (decodeLogColumns), turned one at a time into the
  * TlsfHeap.replay operations recommend hands the TLSF heaps. Tests compare its operations and
  * peaks with the native replay's. Not part of the package.
  */
 import { ReplayOp } from '@heaphook/tlsf';
 
 import type { EventColumns } from '../../src/decode/columns.js';
-import { NumberTable } from '../../src/decode/table.js';
-import { decodeLogColumns } from '../../src/decode/decoder.js';
+import { decodeLogColumns } from '../../src/decode/events.js';
+import { NumberTable } from './table.js';
 import { OPS } from '../../src/decode/records.js';
 
 /** Page size assumed for valloc/pvalloc (the log does not record it; x86-64 Linux). */
@@ -221,7 +221,7 @@ export class OpEncoder implements PeakFigures {
 
   /** Encodes events [0, c.length) of a block; `threads` collects their threads. */
   encode(c: EventColumns, threads?: Set<number>): void {
-    const { op: ops, ptr, oldPtr, size, count, align, tid, split } = c;
+    const { op: ops, ptr, old: oldPtr, size, count, align, tid, split } = c;
     let lastTid = -1;
     for (let i = 0; i < c.length; i++) {
       const op = ops[i]!;

@@ -1,7 +1,7 @@
 /**
  * An open-addressing hash table from non-zero integer keys (addresses, ordinals: any integer
  * a double holds exactly) to non-negative numbers, stored in one typed array: no object per
- * entry, so the decoder's and the replay's state costs 16 bytes per slot and no GC work. Key
+ * entry, so the oracle's state costs 16 bytes per slot and no GC work. Key
  * and value sit side by side (one cache line per probe). Linear probing with backward-shift
  * deletion; key 0 marks an empty slot.
  */
