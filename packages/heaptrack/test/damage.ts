@@ -28,8 +28,11 @@ export function damagedInsideBlock(log: string): { bytes: Buffer; offset: number
       }
       const addrStart = p + lengths[0]! + lengths[1]! + lengths[2]! + lengths[3]!;
       const target = addrStart + Math.floor(lengths[4]! / 2);
-      payload[target] = 0xff; // a varint that runs on into the next bytes: a wrong reference
-      payload[target + 1] = 0xff;
+      // Eleven bytes with the continuation bit: whichever varint of the stream reaches them
+      // runs past the longest a varint may be, so the decoder stops there whatever the log's
+      // addresses were (two such bytes made a wrong reference that a log recorded at other
+      // addresses could decode past).
+      payload.fill(0xff, target, target + 11);
       bytes.writeUInt32LE(crc32(payload), at + 4);
       return { bytes, offset: at };
     }
