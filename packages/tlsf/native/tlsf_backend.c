@@ -6,7 +6,7 @@
  * is one TLSF heap, the shared heap (owner id 0), guarded by one mutex.
  *
  * Threads. Each thread gets a thread heap (owner ids 1..255): a TLSF heap of its own whose
- * memory is chunks borrowed from the shared heap (256 KiB, then doubling with the heap's size up
+ * memory is chunks borrowed from the shared heap (256 KiB, then a quarter of the heap's size up
  * to 64 MiB; a smaller chunk when the pool has no large one left). A thread allocates and frees
  * its own blocks with no lock and no atomic read-modify-write. A block freed by another thread
  * is pushed on its owner's remote-free stack (one CAS); the owner takes the whole stack with
