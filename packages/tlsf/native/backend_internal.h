@@ -92,7 +92,13 @@
 #define RELEASE_MIN ((size_t)64 << 10)    /* ... when they come to 64 KiB or more at once */
 #define RELEASE_BURST ((size_t)256 << 20) /* ... up to 256 MiB at once (a phase's end) */
 #define RELEASE_RATE ((size_t)32 << 20)   /* ... then 32 MiB per second (see free_release) */
-#define AREA_MIN ((size_t)4096)           /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
+/* Free blocks a phase's end looks at, the largest first, to give back those freed before it: a
+ * bound on that free's work (tlsf_stress's largest free: 2,156 instructions with 16, 3,671 with
+ * 32, 660 without the sweep). A heap's chunks are 256 KiB, then a quarter of its size each, so
+ * its 16 largest hold about 90 % of a heap over 15 MiB: tlsf_probe release left 3.7 of 64 MiB
+ * resident (1.8 with 32; 12.8 with 8, which met other free blocks first). */
+#define RELEASE_SWEEP_VISITS 16
+#define AREA_MIN ((size_t)4096) /* smallest INITIAL/ADDITIONAL_MEMPOOL_SIZE accepted */
 
 #define AREAS_STATIC 64 /* areas listed in .bss; more move the list to a mapping */
 

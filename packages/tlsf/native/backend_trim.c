@@ -40,11 +40,12 @@ bool release_budget(release_state *r) {
 static void trim_discard(void *addr, size_t bytes, void *user);
 
 /* The first such free after a while (the bucket full: a real phase's end, not a loop that
- * empties its heap at every round) also gives back every other free block of the heap that may
- * hold data (tlsf_trim, O(free blocks), which a nearly emptied heap has few of): the blocks freed
- * while the heap was still above the fraction, which no later free merges with when they lie in
- * a chunk of their own (a heap emptied in the order it was filled frees its first chunks
- * whole before it reaches the fraction: 33 of 64 MiB stayed resident in tlsf_probe release). */
+ * empties its heap at every round) also gives back the other free blocks of the heap that may
+ * hold data, the largest first, RELEASE_SWEEP_VISITS free blocks looked at at most (so the free
+ * stays O(1)): the blocks freed while the heap was still above the fraction, which no later free
+ * merges with when they lie in a chunk of their own (a heap emptied in the order it was filled
+ * frees its first chunks whole before it reaches the fraction: 33 of 64 MiB stayed resident in
+ * tlsf_probe release). */
 __attribute__((noinline)) void free_release(tlsf_t *t, release_state *r, void *ptr) {
     const bool phase_end = r->tokens >= RELEASE_BURST;
     uintptr_t lo, hi;
@@ -60,7 +61,7 @@ __attribute__((noinline)) void free_release(tlsf_t *t, release_state *r, void *p
     tlsf_mark_clean(block);
     if (phase_end) {
         size_t swept = 0;
-        tlsf_trim(t, heaphook_os_page_size(), 0, false, trim_discard, &swept);
+        tlsf_trim_largest(t, heaphook_os_page_size(), RELEASE_SWEEP_VISITS, trim_discard, &swept);
         r->tokens = swept > r->tokens ? 0 : r->tokens - swept;
     }
 }

@@ -448,6 +448,20 @@ void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t
     return block_to_ptr(b);
 }
 
+/* Hands discard the pages of free block b lying wholly between its links and its boundary tag
+ * (as in tlsf_free_span) and marks it clean; returns their bytes. */
+static size_t block_discard_pages(block_t *b, size_t page, tlsf_discarder discard, void *user) {
+    const uintptr_t first = ((uintptr_t)b + sizeof(block_t) + page - 1) & ~(uintptr_t)(page - 1);
+    const uintptr_t last = ((uintptr_t)b + block_size(b)) & ~(uintptr_t)(page - 1);
+    size_t given = 0;
+    if (last > first) {
+        discard((void *)first, last - first, user);
+        given = last - first;
+    }
+    head_store(b, head_load(b) | HEAD_CLEAN);
+    return given;
+}
+
 size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discarder discard,
                  void *user) {
     size_t given = 0;
@@ -460,16 +474,25 @@ size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discar
                     keep = block_size(b) < keep ? keep - block_size(b) : 0;
                     continue;
                 }
-                /* The pages lying wholly between the links and the boundary tag, as in
-                 * tlsf_free_span. */
-                const uintptr_t first =
-                    ((uintptr_t)b + sizeof(block_t) + page - 1) & ~(uintptr_t)(page - 1);
-                const uintptr_t last = ((uintptr_t)b + block_size(b)) & ~(uintptr_t)(page - 1);
-                if (last > first) {
-                    discard((void *)first, last - first, user);
-                    given += last - first;
-                }
-                head_store(b, head_load(b) | HEAD_CLEAN);
+                given += block_discard_pages(b, page, discard, user);
+            }
+        }
+    }
+    return given;
+}
+
+size_t tlsf_trim_largest(tlsf_t *t, size_t page, unsigned visits, tlsf_discarder discard,
+                         void *user) {
+    size_t given = 0;
+    for (uint64_t fl_map = t->fl_bitmap; fl_map && visits;
+         fl_map &= ~((uint64_t)1 << tlsf_fls(fl_map))) {
+        const int fl = tlsf_fls(fl_map);
+        for (uint32_t sl_map = t->sl_bitmap[fl]; sl_map && visits;
+             sl_map &= ~((uint32_t)1 << tlsf_fls(sl_map))) {
+            for (block_t *b = t->blocks[fl][tlsf_fls(sl_map)]; b && visits; b = b->next_free) {
+                visits--;
+                if (!(head_load(b) & HEAD_CLEAN))
+                    given += block_discard_pages(b, page, discard, user);
             }
         }
     }

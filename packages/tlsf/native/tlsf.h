@@ -107,7 +107,6 @@ void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t
 void tlsf_mark_clean(void *free_ptr);
 /* Whether the block at ptr is the only block of its pool (for a free block: the pool is empty). */
 int tlsf_block_is_whole_pool(const void *ptr);
-/* Footprint of the used blocks (heads included): O(1). */
 /* Gives back to the system the pages of every free block that is not clean, or of every free
  * block with clean_too (a caller that marks blocks clean without giving all their pages back,
  * as the backend's free_release does with small remains, needs it to reach those):
@@ -119,6 +118,11 @@ int tlsf_block_is_whole_pool(const void *ptr);
 typedef void (*tlsf_discarder)(void *addr, size_t bytes, void *user);
 size_t tlsf_trim(tlsf_t *t, size_t page, size_t keep, int clean_too, tlsf_discarder discard,
                  void *user);
+/* tlsf_trim of the unclean blocks met in the largest size classes first, looking at no more than
+ * `visits` free blocks (clean ones included): O(visits), for a free that may give memory back. */
+size_t tlsf_trim_largest(tlsf_t *t, size_t page, unsigned visits, tlsf_discarder discard,
+                         void *user);
+/* Footprint of the used blocks (heads included): O(1). */
 size_t tlsf_used_bytes(const tlsf_t *t);
 
 /* Grows (into a free successor) or shrinks ptr's block in place. Returns ptr on success, NULL

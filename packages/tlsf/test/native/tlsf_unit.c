@@ -349,6 +349,34 @@ static void test_trim(void) {
     EXPECT(heap_ok(t), "final check");
 }
 
+/* tlsf_trim_largest: the unclean free blocks of the largest classes first, no more than the
+ * visits given (a free that nearly empties a heap calls it: its work must stay bounded). */
+static void test_trim_largest(void) {
+    const size_t page = 4096;
+    tlsf_t *t = make_heap(0);
+    /* Three pools, wholly free and unclean: 1, 2 and 3 MiB. */
+    char *pools[3];
+    for (int i = 0; i < 3; i++) {
+        pools[i] = map((size_t)(i + 1) << 20);
+        EXPECT(tlsf_add_pool(t, pools[i], (size_t)(i + 1) << 20) == 0, "pool %d", i);
+    }
+    trim_record r = {0};
+    const size_t given = tlsf_trim_largest(t, page, 2, record_discard, &r);
+    EXPECT(r.count == 2, "two blocks looked at, two given back: %d", r.count);
+    for (int k = 0; k < r.count && k < 64; k++)
+        EXPECT(!(r.lo[k] >= (uintptr_t)pools[0] && r.lo[k] < (uintptr_t)pools[0] + (1u << 20)),
+               "from the 2 and 3 MiB pools, not the 1 MiB one");
+    EXPECT(given >= (5u << 20) - 8 * page, "nearly all of them: %zu", given);
+    /* The clean blocks count as visits: with two, the 1 MiB pool is not reached. */
+    trim_record again = {0};
+    EXPECT(tlsf_trim_largest(t, page, 2, record_discard, &again) == 0 && again.count == 0,
+           "clean blocks are looked at, not given back twice: %d", again.count);
+    EXPECT(tlsf_trim_largest(t, page, 3, record_discard, &again) >= (1u << 20) - 8 * page &&
+               again.count == 1,
+           "a third visit reaches the smallest: %d", again.count);
+    EXPECT(heap_ok(t), "check after trims");
+}
+
 /* tlsf_growing_realloc: the backend's realloc policy, as the addon's replay runs it. */
 static void test_growing_realloc(void) {
     void *control = map(tlsf_control_size());
@@ -443,6 +471,7 @@ int main(void) {
     test_growth();
     test_clean_spans();
     test_trim();
+    test_trim_largest();
     test_growing_realloc();
     test_join_used();
     test_exact_class_fit();
