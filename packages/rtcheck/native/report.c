@@ -97,7 +97,7 @@ void hh_rt_report_open(void) {
         hh_open_machine();
         if (hh_report_fd < 0) {
             heaphook_config_fail("HEAPHOOK_RT_REPORT", path, "a file that can be created",
-                                 "HEAPHOOK_RT_REPORT=/tmp/rtcheck.%p.txt");
+                                 "/tmp/rtcheck.%p.txt");
         }
         return;
     }
