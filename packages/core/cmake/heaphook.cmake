@@ -51,12 +51,19 @@
 #       libraries that define the malloc family themselves and forward to the allocator after
 #       them (heaptrack, agent, rtcheck). ELF only. Link heaphook::support with it (its
 #       assertions log through log.h).
-#   heaphook_add_test_program(<name> <sources>... [INCLUDES <dir>...] [OPTIONS <flag>...])
+#   heaphook_add_test_program(<name> <sources>... [DEBUG] [CORE <part>...] [INCLUDES <dir>...]
+#                             [OPTIONS <flag>...])
 #       Executable <name> in HEAPHOOK_OUTPUT_DIR, built like a user program: -O2 -g
 #       -fno-builtin (otherwise gcc deletes malloc/free pairs and folds the calls under test)
 #       -Wall -Wextra, _GNU_SOURCE, C11 with extensions, the core's include directory (after
 #       INCLUDES), threads and dl. OPTIONS come after the defaults (-O1, -fomit-frame-pointer,
 #       -fno-inline-functions ... win). Every package's test programs are built with it.
+#       CORE links the core's parts the program calls (support, reloc, bootstrap: the targets
+#       below), rather than compiling their sources into it. DEBUG compiles the program with
+#       HEAPHOOK_DEBUG=1 and links the parts' debug build, heaphook::<part>_debug (the same
+#       sources with HEAPHOOK_DEBUG=1 whatever the project's HEAPHOOK_DEBUG, built once per
+#       project and only when a program links it): a release build's unit test still runs the
+#       debug assertions and the lock-rank checks (heaphook/lockrank.h).
 #
 # Variables:
 #   HEAPHOOK_OUTPUT_DIR  where libraries and programs go. Default: CMAKE_LIBRARY_OUTPUT_DIRECTORY
@@ -164,17 +171,59 @@ set(HEAPHOOK_PRELOAD_FLAGS ${_heaphook_preload_flags})
 set(HEAPHOOK_PRELOAD_DEFINITIONS ${_heaphook_preload_definitions})
 set(HEAPHOOK_INTERPOSER_FLAGS ${HEAPHOOK_PRELOAD_FLAGS} -fno-builtin -fno-stack-protector)
 
-# heaphook_add_test_program(<name> <sources>... [INCLUDES <dir>...] [OPTIONS <flag>...])
+# heaphook_add_test_program(<name> <sources>... [DEBUG] [CORE <part>...] [INCLUDES <dir>...]
+#                           [OPTIONS <flag>...])
 function(heaphook_add_test_program name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "INCLUDES;OPTIONS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "DEBUG" "" "CORE;INCLUDES;OPTIONS")
   add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
   # OPTIONS come last, so -O1 or -fomit-frame-pointer there win over the defaults.
   target_compile_options(${name} PRIVATE -O2 -g -fno-builtin -Wall -Wextra ${ARG_OPTIONS})
-  target_compile_definitions(${name} PRIVATE _GNU_SOURCE)
+  target_compile_definitions(${name} PRIVATE _GNU_SOURCE $<$<BOOL:${ARG_DEBUG}>:HEAPHOOK_DEBUG=1>)
   target_include_directories(${name} PRIVATE ${ARG_INCLUDES} ${HEAPHOOK_CORE_DIR}/include)
-  target_link_libraries(${name} PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  set(parts)
+  foreach(part ${ARG_CORE})
+    if(ARG_DEBUG)
+      _heaphook_core_part_variant(${part} debug OPTIONS ${_heaphook_preload_flags} -Og -g3
+                                  DEFINITIONS HEAPHOOK_DEBUG=1)
+      list(APPEND parts heaphook::${part}_debug)
+    else()
+      list(APPEND parts heaphook::${part})
+    endif()
+  endforeach()
+  target_link_libraries(${name} PRIVATE ${parts} Threads::Threads ${CMAKE_DL_LIBS})
   set_target_properties(${name} PROPERTIES C_STANDARD 11 C_EXTENSIONS ON
                                            RUNTIME_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
+endfunction()
+
+# heaphook_<part>_<variant> (heaphook::<part>_<variant>): a part of the core (support, reloc,
+# bootstrap) compiled again with its own OPTIONS and DEFINITIONS (a debug build, a sanitizer),
+# once per project and only when a program links it. reloc and bootstrap bring support's
+# variant with them (their assertions log, the patcher's lock has a rank).
+function(_heaphook_core_part_variant part variant)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "OPTIONS;DEFINITIONS")
+  set(target heaphook_${part}_${variant})
+  if(TARGET ${target})
+    return()
+  endif()
+  string(TOUPPER ${part} upper)
+  if(NOT part MATCHES "^(support|reloc|bootstrap)$" OR NOT DEFINED HEAPHOOK_${upper}_SOURCES)
+    message(FATAL_ERROR "heaphook: CORE ${part}: the core's parts are support, reloc and "
+                        "bootstrap (include heaphook.cmake first)")
+  endif()
+  add_library(${target} STATIC EXCLUDE_FROM_ALL ${HEAPHOOK_${upper}_SOURCES})
+  target_compile_options(${target} PRIVATE ${arg_OPTIONS})
+  target_compile_definitions(${target} PRIVATE _GNU_SOURCE ${arg_DEFINITIONS})
+  target_include_directories(${target} PUBLIC ${HEAPHOOK_CORE_DIR}/include
+                             PRIVATE ${HEAPHOOK_CORE_DIR}/native)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON C_STANDARD 11
+                                             C_EXTENSIONS ON)
+  target_link_libraries(${target} INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
+  if(NOT part STREQUAL "support")
+    _heaphook_core_part_variant(support ${variant} OPTIONS ${arg_OPTIONS}
+                                DEFINITIONS ${arg_DEFINITIONS})
+    target_link_libraries(${target} INTERFACE heaphook_support_${variant})
+  endif()
+  add_library(heaphook::${part}_${variant} ALIAS ${target})
 endfunction()
 
 # The core, compiled once per project and only when a target uses it (EXCLUDE_FROM_ALL): object

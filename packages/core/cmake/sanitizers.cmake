@@ -5,7 +5,7 @@
 # itself): each program links the modules it tests directly.
 #
 #   include(${HEAPHOOK_CORE_DIR}/cmake/sanitizers.cmake)   # or ../core/cmake/sanitizers.cmake
-#   heaphook_add_sanitized_program(<name> <asan|tsan> SOURCES <file>...
+#   heaphook_add_sanitized_program(<name> <asan|tsan> SOURCES <file>... [DEBUG]
 #       [CORE <part>...] [INCLUDES <dir>...] [DEFINITIONS <def>...] [OPTIONS <flag>...]
 #       [LIBRARIES <lib>...])
 #
@@ -16,10 +16,12 @@
 #   libdl linked; the program lands in HEAPHOOK_OUTPUT_DIR. Every source listed is compiled with
 #   the sanitizer (instrumented), so list the module under test, not a prebuilt library of it.
 #   CORE links the core's parts the module needs, instrumented with the same sanitizer: support
-#   (config, log, os, lockrank: what heaphook::support holds) and reloc (the GOT patcher). Each
-#   is one static library per kind and project, heaphook_<part>_<kind> (heaphook::<part>_<kind>),
-#   compiled like the program and built only when a program links it, so a package never lists
-#   the core's sources itself. Needs heaphook.cmake included first (HEAPHOOK_SUPPORT_SOURCES).
+#   (config, log, os, lockrank: what heaphook::support holds), reloc (the GOT patcher) and
+#   bootstrap. Each is one static library per kind and project, heaphook_<part>_<kind>
+#   (heaphook::<part>_<kind>), compiled like the program and built only when a program links
+#   it, so a package never lists the core's sources itself. DEBUG compiles the program and its
+#   parts (heaphook_<part>_<kind>_debug) with HEAPHOOK_DEBUG=1: the debug assertions and the
+#   lock-rank checks run under the sanitizer too. Needs heaphook.cmake included first.
 #
 # Variables:
 #   HEAPHOOK_SANITIZERS  ON (default): build the programs when the compiler can link each
@@ -60,32 +62,21 @@ function(_heaphook_sanitized_flags target kind)
   set_target_properties(${target} PROPERTIES C_STANDARD 11 C_EXTENSIONS ON)
 endfunction()
 
-# heaphook_<part>_<kind>: a part of the core (support, reloc) compiled with the sanitizer.
-function(_heaphook_sanitized_core part kind)
-  set(target heaphook_${part}_${kind})
-  if(TARGET ${target})
-    return()
+# heaphook_<part>_<kind>[_debug]: a part of the core compiled with the sanitizer (and, for
+# DEBUG, with HEAPHOOK_DEBUG=1), heaphook.cmake's _heaphook_core_part_variant.
+function(_heaphook_sanitized_core part kind debug)
+  set(variant ${kind})
+  set(definitions)
+  if(debug)
+    set(variant ${kind}_debug)
+    set(definitions HEAPHOOK_DEBUG=1)
   endif()
-  string(TOUPPER ${part} upper)
-  if(NOT DEFINED HEAPHOOK_${upper}_SOURCES)
-    message(FATAL_ERROR "heaphook_add_sanitized_program: CORE ${part}: no such part of the core "
-                        "(support, reloc), or heaphook.cmake is not included before sanitizers.cmake")
-  endif()
-  add_library(${target} STATIC EXCLUDE_FROM_ALL ${HEAPHOOK_${upper}_SOURCES})
-  _heaphook_sanitized_flags(${target} ${kind})
-  target_include_directories(${target} PUBLIC ${HEAPHOOK_CORE_DIR}/include
-                             PRIVATE ${HEAPHOOK_CORE_DIR}/native)
-  target_link_libraries(${target} INTERFACE Threads::Threads ${CMAKE_DL_LIBS})
-  if(part STREQUAL "reloc")
-    # A debug build's patcher checks its lock's rank (lockrank.c, in support).
-    _heaphook_sanitized_core(support ${kind})
-    target_link_libraries(${target} INTERFACE heaphook_support_${kind})
-  endif()
-  add_library(heaphook::${part}_${kind} ALIAS ${target})
+  _heaphook_core_part_variant(${part} ${variant} OPTIONS ${_heaphook_sanitize_${kind}} -O1 -g
+                              -fno-omit-frame-pointer -Wall DEFINITIONS ${definitions})
 endfunction()
 
 function(heaphook_add_sanitized_program name kind)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "" "SOURCES;CORE;INCLUDES;DEFINITIONS;OPTIONS;LIBRARIES")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "DEBUG" "" "SOURCES;CORE;INCLUDES;DEFINITIONS;OPTIONS;LIBRARIES")
   if(NOT kind MATCHES "^(asan|tsan)$")
     message(FATAL_ERROR "heaphook_add_sanitized_program(${name}): kind is asan or tsan, not ${kind}")
   endif()
@@ -101,9 +92,14 @@ function(heaphook_add_sanitized_program name kind)
   endif()
   find_package(Threads REQUIRED)
   set(core_libraries)
+  set(variant ${kind})
+  if(arg_DEBUG)
+    set(variant ${kind}_debug)
+    list(APPEND arg_DEFINITIONS HEAPHOOK_DEBUG=1)
+  endif()
   foreach(part ${arg_CORE})
-    _heaphook_sanitized_core(${part} ${kind})
-    list(APPEND core_libraries heaphook_${part}_${kind})
+    _heaphook_sanitized_core(${part} ${kind} "${arg_DEBUG}")
+    list(APPEND core_libraries heaphook_${part}_${variant})
   endforeach()
   add_executable(${name} ${arg_SOURCES})
   _heaphook_sanitized_flags(${name} ${kind})

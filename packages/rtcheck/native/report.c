@@ -97,15 +97,17 @@ void hh_rt_report_open(void) {
         hh_open_machine();
         if (hh_report_fd < 0) {
             heaphook_config_fail("HEAPHOOK_RT_REPORT", path, "a file that can be created",
-                                 "HEAPHOOK_RT_REPORT=/tmp/rtcheck.%p.txt");
+                                 "/tmp/rtcheck.%p.txt");
         }
         return;
     }
     hh_report_fd = heaphook_report_fd();
 }
 
-void hh_rt_report_reopen_in_child(void) {
-    atomic_store(&hh_report_lock, 0);
+/* Fork (fork.c): a report another thread was writing is not the child's: the lock and the
+ * buffer start empty. */
+void hh_rt_report_postfork_child(void) {
+    hh_rt_unlock(&hh_report_lock);
     hh_used = 0;
     if (!hh_report_machine) return;
     /* the parent keeps its file; a child writes one of its own only when %p tells them apart */
@@ -218,7 +220,7 @@ static void hh_out_site_text(const hh_rt_site *s) {
 }
 
 void hh_rt_report_write(const hh_rt_site *only) {
-    while (atomic_exchange(&hh_report_lock, 1) != 0) sched_yield();
+    hh_rt_lock(&hh_report_lock);
     hh_used = 0;
     hh_rt_site *sites = hh_rt_sites();
     static hh_rt_thread_summary threads[HH_REPORT_MAX_THREADS];
@@ -274,5 +276,5 @@ void hh_rt_report_write(const hh_rt_site *only) {
         }
     }
     hh_flush();
-    atomic_store(&hh_report_lock, 0);
+    hh_rt_unlock(&hh_report_lock);
 }

@@ -11,6 +11,7 @@
  *   violations.c  the fixed table of violations: one stack per call site, the rest counted
  *   suppress.c    RTSan's suppression file, read at start-up (for --abort)
  *   report.c      the report written at exit (or at the first violation with --abort)
+ *   fork.c        the fork module: the library's only pthread_atfork and its lock order
  *
  * The one thing every hook reads is t_rt.active (a thread-local int, initial-exec): zero
  * outside a real-time context, so a hook costs one predictable branch there.
@@ -18,6 +19,7 @@
 #ifndef HH_RTCHECK_H
 #define HH_RTCHECK_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -31,6 +33,15 @@
 #define HH_COLD __attribute__((cold, noinline))
 /* The address a hook returns to: the call site a violation is counted under. */
 #define HH_CALLER() ((uintptr_t)__builtin_return_address(0))
+
+/* The library's locks are spin locks (an _Atomic int, 0 free): held for a few system calls at
+ * most, and never by a hook's common path. None is held across fork (fork.c). */
+static inline void hh_rt_lock(_Atomic int *lock) {
+    while (atomic_exchange_explicit(lock, 1, memory_order_acquire) != 0) sched_yield();
+}
+static inline void hh_rt_unlock(_Atomic int *lock) {
+    atomic_store_explicit(lock, 0, memory_order_release);
+}
 
 /* ---- The calls a real-time context must not make ----------------------------------------- */
 
@@ -137,6 +148,16 @@ typedef struct hh_rt_thread_summary {
 /* Fills out[0..max) and returns the count (open context intervals are closed at the moment). */
 int hh_rt_thread_summaries(hh_rt_thread_summary *out, int max);
 
+/* Fork (fork.c): in the child only the forking thread is registered; its fault counts start
+ * over. */
+void hh_rt_registry_postfork_child(void);
+
+/* ---- Fork (fork.c) ------------------------------------------------------------------------- */
+
+/* Registers the library's pthread_atfork handlers (once; from the library constructor, before
+ * the program's constructors and main). */
+void hh_rt_fork_register(void);
+
 /* Global options (state.c, read at load). */
 typedef struct hh_rt_options {
     bool abort_on_first;    /* HEAPHOOK_RT_GUARD=abort */
@@ -232,7 +253,8 @@ bool hh_rt_pattern_match(const char *pattern, const char *s);
 void hh_rt_report_open(void);
 /* Writes the whole report (at exit) or the one site (with --abort). */
 void hh_rt_report_write(const hh_rt_site *only);
-void hh_rt_report_reopen_in_child(void);
+/* Fork (fork.c): the child's report is its own (a file of its own when the path holds %p). */
+void hh_rt_report_postfork_child(void);
 
 /* ---- Next (next.c) -------------------------------------------------------------------------- */
 

@@ -49,13 +49,6 @@ typedef struct hh_rt_registered {
 
 static hh_rt_registered hh_threads[HH_RT_MAX_THREADS];
 
-static void hh_lock(_Atomic int *lock) {
-    while (atomic_exchange_explicit(lock, 1, memory_order_acquire) != 0) sched_yield();
-}
-static void hh_unlock(_Atomic int *lock) {
-    atomic_store_explicit(lock, 0, memory_order_release);
-}
-
 pid_t hh_rt_gettid(void) {
     return (pid_t)HEAPHOOK_OS_UNOBSERVED(SYS_gettid, 0, 0, 0, 0, 0, 0);
 }
@@ -149,16 +142,16 @@ static int hh_register(pid_t tid, unsigned long handle, hh_rt_thread *state) {
             if (atomic_load(&r->tid) != 0) continue;
             if (pass == 0 && r->handle != 0) continue;
             if (r->ever_in_context) continue;
-            hh_lock(&r->lock);
+            hh_rt_lock(&r->lock);
             if (atomic_load(&r->tid) == 0 && !r->ever_in_context) {
                 atomic_store(&r->tid, tid);
                 r->last_tid = tid;
                 r->handle = handle;
                 r->state = state;
-                hh_unlock(&r->lock);
+                hh_rt_unlock(&r->lock);
                 return i;
             }
-            hh_unlock(&r->lock);
+            hh_rt_unlock(&r->lock);
         }
     }
     return -1; /* full: the thread is checked, but others cannot change its policy for us */
@@ -200,9 +193,9 @@ static void hh_apply(hh_rt_thread *t, hh_rt_registered *r, pid_t tid) {
 
 static void hh_apply_own(void) {
     hh_rt_registered *r = t_rt.slot >= 0 ? &hh_threads[t_rt.slot] : NULL;
-    if (r != NULL) hh_lock(&r->lock);
+    if (r != NULL) hh_rt_lock(&r->lock);
     hh_apply(&t_rt, r, 0);
-    if (r != NULL) hh_unlock(&r->lock);
+    if (r != NULL) hh_rt_unlock(&r->lock);
 }
 
 void hh_rt_refresh(void) {
@@ -241,13 +234,13 @@ void hh_rt_policy_changed(pid_t tid, int policy, int priority, bool priority_onl
     for (int i = 0; i < HH_RT_MAX_THREADS; i++) {
         hh_rt_registered *r = &hh_threads[i];
         if (atomic_load(&r->tid) != tid) continue;
-        hh_lock(&r->lock);
+        hh_rt_lock(&r->lock);
         if (atomic_load(&r->tid) == tid && r->state != NULL) {
             if (!priority_only) r->state->policy = policy;
             r->state->priority = priority;
             hh_apply(r->state, r, tid);
         }
-        hh_unlock(&r->lock);
+        hh_rt_unlock(&r->lock);
         return;
     }
 }
@@ -293,11 +286,11 @@ static void hh_thread_ends(void *unused) {
     hh_rt_registered *r = &hh_threads[t_rt.slot];
     t_rt.mark_depth = 0;
     t_rt.policy = SCHED_OTHER;
-    hh_lock(&r->lock);
+    hh_rt_lock(&r->lock);
     hh_apply(&t_rt, r, 0);
     r->state = NULL;
     atomic_store(&r->tid, 0);
-    hh_unlock(&r->lock);
+    hh_rt_unlock(&r->lock);
     t_rt.slot = -1;
 }
 
@@ -314,7 +307,7 @@ int hh_rt_thread_summaries(hh_rt_thread_summary *out, int max) {
     int n = 0;
     for (int i = 0; i < HH_RT_MAX_THREADS && n < max; i++) {
         hh_rt_registered *r = &hh_threads[i];
-        hh_lock(&r->lock);
+        hh_rt_lock(&r->lock);
         if (r->ever_in_context) {
             hh_rt_thread_summary *s = &out[n++];
             pid_t tid = atomic_load(&r->tid);
@@ -333,7 +326,7 @@ int hh_rt_thread_summaries(hh_rt_thread_summary *out, int max) {
                 s->majflt += majflt - r->open_majflt;
             }
         }
-        hh_unlock(&r->lock);
+        hh_rt_unlock(&r->lock);
     }
     return n;
 }
@@ -374,9 +367,12 @@ HH_EXPORT void __rtsan_enable(void) {
 }
 HH_EXPORT void __rtsan_ensure_initialized(void) {}
 
-/* ---- Load, fork, exit --------------------------------------------------------------------- */
+/* ---- Fork, load, exit --------------------------------------------------------------------- */
 
-static void hh_fork_child(void) {
+/* Fork (fork.c): the child is the forking thread alone. Nothing was locked for the fork: every
+ * other thread's slot is wiped, whatever state it was left in, and the lock of the forking
+ * thread's own is re-initialised. */
+void hh_rt_registry_postfork_child(void) {
     /* only the forking thread lives on: the others' slots are free again */
     for (int i = 0; i < HH_RT_MAX_THREADS; i++) {
         if (i == t_rt.slot) continue;
@@ -396,8 +392,6 @@ static void hh_fork_child(void) {
         r->minflt = r->majflt = 0;
         if (r->open) hh_faults_of(0, &r->open_minflt, &r->open_majflt);
     }
-    hh_rt_violations_init();
-    hh_rt_report_reopen_in_child();
 }
 
 __attribute__((constructor(101))) static void hh_rt_load(void) {
@@ -407,7 +401,7 @@ __attribute__((constructor(101))) static void hh_rt_load(void) {
     hh_rt_suppressions_load();
     hh_rt_report_open();
     hh_exit_key_made = pthread_key_create(&hh_exit_key, hh_thread_ends) == 0;
-    pthread_atfork(NULL, NULL, hh_fork_child);
+    hh_rt_fork_register();
     t_rt.slot = hh_register(hh_rt_gettid(), (unsigned long)pthread_self(), &t_rt);
     hh_rt_read_own_policy();
 }

@@ -89,8 +89,7 @@ void hh_rt_suppressions_load(void) {
     long fd =
         HEAPHOOK_OS_UNOBSERVED(SYS_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC, 0, 0, 0);
     if (fd < 0) {
-        heaphook_config_fail("HEAPHOOK_RT_SUPPRESSIONS", path, "a readable file",
-                             "HEAPHOOK_RT_SUPPRESSIONS=rtcheck.supp");
+        heaphook_config_fail("HEAPHOOK_RT_SUPPRESSIONS", path, "a readable file", "rtcheck.supp");
     }
     size_t used = 0;
     for (;;) {

@@ -3,7 +3,7 @@
  * ahead of any backend (`heaphook run --agent PATH -b tlsf ...` puts it there): hooks.c wraps
  * the malloc family and forwards to the next allocator (RTLD_NEXT); sampler.c decides which
  * allocations are sampled and remembers the sampled addresses; link.c owns the connection to
- * the agent and the thread that keeps it up.
+ * the agent and the thread that keeps it up; fork.c is the fork module (its lock order).
  *
  * The program never waits for the agent: frames are sent with MSG_DONTWAIT and a frame that
  * cannot be sent now is dropped and counted.
@@ -30,7 +30,9 @@ bool hh_agent_parse_address(const char *value);
 /* The sampled-address table, the first connection and the keeper thread; then the hooks
  * report (hh_agent_enabled). NULL, or why it could not. Once per process. */
 const char *hh_agent_link_start(uint64_t sample_bytes);
-void hh_agent_link_fork_child(void);    /* the child gets a connection of its own */
+void hh_agent_link_fork_child(void); /* the child gets a connection of its own */
+/* fork.c: the library's only pthread_atfork (once; before the first GOT patch). */
+void hh_agent_fork_register(void);
 void hh_agent_link_ensure_thread(void); /* (re)starts the keeper thread when it is missing */
 /* Ends the keeper thread and waits for it (setid.c: around a change of credentials), and
  * starts it again. */

@@ -285,10 +285,6 @@ void hh_agent_link_fork_child(void) {
     g_owner = getpid();
 }
 
-static void hh_atfork_child(void) {
-    hh_agent_link_fork_child();
-}
-
 bool hh_agent_parse_address(const char *value) {
     static const char prefix[] = "unix:";
     if (value == NULL || strncmp(value, prefix, sizeof prefix - 1) != 0) return false;
@@ -305,7 +301,6 @@ const char *hh_agent_link_start(uint64_t sample_bytes) {
     hh_agent_sample_bytes = sample_bytes;
     if (hh_agent_sampler_init() != 0) return "no memory for the sampled-address table";
     g_owner = getpid();
-    pthread_atfork(NULL, NULL, hh_atfork_child);
     hh_agent_enabled = true;
     /* Connected before main when the agent is up, so start-up's samples are not lost; the
      * keeper thread retries when it is not. */

@@ -47,6 +47,7 @@ static bool hh_client_interposes(void) {
 
 /* Starts reporting to the agent at value (already checked) with hooks reached either way. */
 static const char *hh_start(uint64_t sample_bytes) {
+    hh_agent_fork_register(); /* before attach.c's first patch */
     bool interposes = hh_client_interposes();
     if (!interposes) {
         const char *error = hh_agent_attach_resolve();

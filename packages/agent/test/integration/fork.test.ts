@@ -1,6 +1,7 @@
 /**
  * A process that forks: the child reports on a connection of its own (its pid, its heap), and
- * the parent's profile goes on without the child's allocations.
+ * the parent's profile goes on without the child's allocations; also when the parent's threads
+ * are sampling, sending on the parent's link, at every fork (native/client/fork.c).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
@@ -9,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 
 import {
   agentForSuite,
+  release,
   runUnderAgent,
   stopChild,
   tlsfLib,
@@ -36,19 +38,15 @@ describe('fork under the agent', () => {
 
   /* The client preloaded ahead of TLSF (its own malloc family), or loaded by TLSF's core and
    * reached by GOT patching: a fork child reports on its own either way. */
-  const launches: [string, () => ChildProcess][] = [
+  const launchesOf = (command: string, args: string[]): [string, () => ChildProcess][] => [
     [
       'heaphook run --agent',
-      () =>
-        runUnderAgent(socket, 'tlsf', { HEAPHOOK_AGENT_SAMPLE_BYTES: '16KiB' }, 'python3', [
-          '-c',
-          SCRIPT,
-        ]),
+      () => runUnderAgent(socket, 'tlsf', { HEAPHOOK_AGENT_SAMPLE_BYTES: '16KiB' }, command, args),
     ],
     [
       'TLSF alone in LD_PRELOAD',
       () =>
-        spawn('python3', ['-c', SCRIPT], {
+        spawn(command, args, {
           env: {
             ...process.env,
             LD_PRELOAD: tlsfLib,
@@ -59,7 +57,7 @@ describe('fork under the agent', () => {
         }),
     ],
   ];
-  it.each(launches)(
+  it.each(launchesOf('python3', ['-c', SCRIPT]))(
     'gives the child a profile of its own (%s)',
     async (_how, launch) => {
       const program = launch();
@@ -86,6 +84,41 @@ describe('fork under the agent', () => {
       // The child's 32 MB of bytes objects are its own; the parent holds its 8 MB, not the child's.
       expect(c.liveSampledBytes).toBeGreaterThan(20e6);
       expect(p.liveSampledBytes).toBeLessThan(20e6);
+      program.stdin?.end();
+      await stopChild(program);
+    },
+    60_000,
+  );
+
+  /* test/native/fork_storm.c: four children forked while four threads allocate and free without pause. */
+  const STORM_CHILDREN = 4;
+  const STORM_CHILD_BYTES = 2000 * 4096;
+  it.each(launchesOf(join(release, 'hh_agent_fork_storm'), []))(
+    "gives every child a link of its own while the parent's threads sample (%s)",
+    async (_how, launch) => {
+      const program = launch();
+      // The parent's line comes once every child is forked, the children's as they finish.
+      const printed = (
+        await waitForLine(
+          program,
+          'stdout',
+          new RegExp(`^(?=[\\s\\S]*parent \\d+\\n)(?:[\\s\\S]*?child \\d+\\n){${STORM_CHILDREN}}`),
+        )
+      ).input;
+      const parent = Number(/parent (\d+)/.exec(printed)![1]);
+      const children = [...printed.matchAll(/child (\d+)/g)].map((m) => Number(m[1]));
+      expect(new Set(children).size).toBe(STORM_CHILDREN);
+      const profiles = await waitUntil('every child with its heap', async () => {
+        const found = children.map((pid) => served.agent.registry.find(pid));
+        return found.every((c) => c !== undefined && c.liveSampledBytes > STORM_CHILD_BYTES / 2)
+          ? found
+          : undefined;
+      });
+      for (const [i, c] of profiles.entries()) expect(c!.pid).toBe(children[i]);
+      // The parent frees all it allocates: its profile holds none of the children's blocks.
+      const p = served.agent.registry.find(parent);
+      expect(p).toBeDefined();
+      expect(p!.liveSampledBytes).toBeLessThan(STORM_CHILD_BYTES / 2);
       program.stdin?.end();
       await stopChild(program);
     },

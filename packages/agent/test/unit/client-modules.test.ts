@@ -1,0 +1,34 @@
+// The client's native modules on their own, through test/native/client_unit.c (sampler.c,
+// link.c, extras.c and fork.c without the hooks), the program playing the agent: sampling by
+// bytes at the rate 1 - exp(-size / mean) and the table of sampled addresses (sampler.c); the
+// agent's address, each frame's layout, and a reused descriptor never written to (link.c); a
+// fork child's own connection beside the parent's (fork.c).
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+
+import { afterAll, describe, expect, it } from 'vitest';
+
+import { release, tempDir } from '../helpers/agent.js';
+
+const CHECKS = 27;
+
+const dir = tempDir('client-unit');
+afterAll(() => dir.remove());
+
+describe("the client's modules", () => {
+  it(`pass their ${CHECKS} checks, each one named`, () => {
+    const r = spawnSync(join(release, 'hh_agent_client_unit'), [join(dir.path, 'agent.sock')], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    const lines = r.stdout.trim().split('\n');
+    expect(
+      lines.filter((line) => line.startsWith('not ok')),
+      r.stdout,
+    ).toEqual([]);
+    expect(lines.filter((line) => line.startsWith('ok - '))).toHaveLength(CHECKS);
+    expect(lines.at(-1)).toBe(`${CHECKS} checks, 0 failed`);
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+  });
+});
