@@ -232,6 +232,8 @@ export {
 
 export { settledValue, threadNames } from './test-process-state.js';
 
+export { allChecksPassed, unitChecks, type UnitChecks } from './unit-checks.js';
+
 export {
   runSanitized,
   sanitizedProgramMissing,

@@ -8,6 +8,8 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
+import { allChecksPassed, unitChecks } from '@heaphook/core/testing';
+
 import { release, tempDir } from '../helpers/agent.js';
 
 const CHECKS = 27;
@@ -21,13 +23,10 @@ describe("the client's modules", () => {
       encoding: 'utf8',
       timeout: 60_000,
     });
-    const lines = r.stdout.trim().split('\n');
-    expect(
-      lines.filter((line) => line.startsWith('not ok')),
-      r.stdout,
-    ).toEqual([]);
-    expect(lines.filter((line) => line.startsWith('ok - '))).toHaveLength(CHECKS);
-    expect(lines.at(-1)).toBe(`${CHECKS} checks, 0 failed`);
+    const checks = unitChecks(r.stdout);
+    expect(checks.failed, r.stdout).toEqual([]);
+    expect(checks.passed).toBe(CHECKS);
+    expect(checks.summary).toBe(allChecksPassed(CHECKS));
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
   });

@@ -8,6 +8,8 @@ import { join } from 'node:path';
 
 import { describe, expect, it } from 'vitest';
 
+import { allChecksPassed, unitChecks } from '@heaphook/core/testing';
+
 import { release, requireBuilt } from '../helpers/run.js';
 
 const CHECKS = 19;
@@ -16,13 +18,10 @@ describe('ar_find_member', () => {
   it(`passes its ${CHECKS} checks, each one named`, () => {
     requireBuilt();
     const r = spawnSync(join(release, 'aix_ar_member_unit'), { encoding: 'utf8' });
-    const lines = r.stdout.trim().split('\n');
-    expect(
-      lines.filter((line) => line.startsWith('not ok')),
-      r.stdout,
-    ).toEqual([]);
-    expect(lines.filter((line) => line.startsWith('ok - '))).toHaveLength(CHECKS);
-    expect(lines.at(-1)).toBe(`${CHECKS} checks, 0 failed`);
+    const checks = unitChecks(r.stdout);
+    expect(checks.failed, r.stdout).toEqual([]);
+    expect(checks.passed).toBe(CHECKS);
+    expect(checks.summary).toBe(allChecksPassed(CHECKS));
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
   });

@@ -11,6 +11,8 @@ import { join } from 'node:path';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
+import { allChecksPassed, unitChecks } from '@heaphook/core/testing';
+
 import { program } from '../helpers/programs.js';
 
 const CHECKS = 36;
@@ -31,13 +33,10 @@ function runUnit(env: Record<string, string> = {}) {
 describe("the guard's modules", () => {
   it(`pass their ${CHECKS} checks, each one named`, () => {
     const r = runUnit();
-    const lines = r.stdout.trim().split('\n');
-    expect(
-      lines.filter((line) => line.startsWith('not ok')),
-      r.stdout,
-    ).toEqual([]);
-    expect(lines.filter((line) => line.startsWith('ok - '))).toHaveLength(CHECKS);
-    expect(lines.at(-1)).toBe(`${CHECKS} checks, 0 failed`);
+    const checks = unitChecks(r.stdout);
+    expect(checks.failed, r.stdout).toEqual([]);
+    expect(checks.passed).toBe(CHECKS);
+    expect(checks.summary).toBe(allChecksPassed(CHECKS));
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
   });
