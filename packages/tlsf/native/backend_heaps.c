@@ -25,6 +25,7 @@ void heap_release(void *arg) {
     if (atomic_load_explicit(&h->trim_wanted, memory_order_relaxed))
         trim_thread_heap(h, 0); /* flushes the cache too */
     cache_flush(h, SIZE_MAX);
+    remote_batch_flush(h);
     t_heap = NULL;
     t_no_heap = true; /* what this thread still allocates while exiting goes to the shared heap */
     atomic_store_explicit(&h->state, HEAP_FREE, memory_order_release);
@@ -68,12 +69,46 @@ static thread_heap *heap_adopt(void) {
     return h;
 }
 
-static void remote_push(thread_heap *h, void *ptr) {
+/* Pushes the chain first .. last (linked through their first words) on h's remote stack. */
+static void remote_push_chain(thread_heap *h, void *first, void *last) {
     void *head = atomic_load_explicit(&h->remote, memory_order_relaxed);
     do {
-        *(void **)ptr = head;
-    } while (!atomic_compare_exchange_weak_explicit(&h->remote, &head, ptr, memory_order_release,
+        *(void **)last = head;
+    } while (!atomic_compare_exchange_weak_explicit(&h->remote, &head, first, memory_order_release,
                                                     memory_order_relaxed));
+}
+
+static void remote_push(thread_heap *h, void *ptr) {
+    remote_push_chain(h, ptr, ptr);
+}
+
+/* Pushes what h's thread holds back for another heap (see REMOTE_BATCH_MAX), if anything. */
+void remote_batch_flush(thread_heap *h) {
+    if (!h->batch_to) return;
+    remote_push_chain(h->batch_to, h->batch_head, h->batch_tail);
+    h->batch_to = NULL;
+    h->batch_count = 0;
+    h->batch_bytes = 0;
+}
+
+/* Frees ptr, a block of heap o (not h), from h's thread: held back with the blocks freed into o
+ * last, and pushed with them when they come to REMOTE_BATCH_MAX or REMOTE_BATCH_BYTES. A block
+ * of another heap than the batch's pushes the batch first: one batch at a time, so what is held
+ * back stays bounded whatever the number of heaps. */
+static __attribute__((noinline)) void remote_batch_add(thread_heap *h, thread_heap *o, void *ptr,
+                                                       size_t bytes) {
+    if (h->batch_to != o) {
+        remote_batch_flush(h);
+        h->batch_to = o;
+        h->batch_tail = ptr;
+        *(void **)ptr = NULL;
+    } else {
+        *(void **)ptr = h->batch_head;
+    }
+    h->batch_head = ptr;
+    h->batch_bytes += bytes;
+    if (++h->batch_count == REMOTE_BATCH_MAX || h->batch_bytes >= REMOTE_BATCH_BYTES)
+        remote_batch_flush(h);
 }
 
 /* The largest request the cache serves, and its class (footprint / 16) for size 1..that. */
@@ -143,11 +178,12 @@ static inline bool cache_leaves_to_tlsf(const thread_heap *h, size_t head) {
 /* Keeps a freed block of h's own of footprint < 2 KiB in h's cache when the cache has room and
  * the block's physical predecessor is not free, or is free but the block's class is empty (a
  * malloc of its size will want it: merged, it would be split off again). Only a heap's own blocks
- * are ever cached: another heap's block goes back to its owner's remote stack at once
- * (dealloc_slow), so a thread never hands out memory that lies among the blocks another thread's
- * heap is splitting and merging (cache lines written by two threads, Larson's pattern), and what a
- * consumer frees reaches its producer without waiting in the consumer's cache. Another block whose
- * predecessor is free goes to TLSF, which merges the two (see CACHE_NEXT_TO_FREE). */
+ * are ever cached: another heap's block goes back to its owner's remote stack with the few
+ * freed into that heap last (remote_batch_add), so a thread never hands out memory that lies among
+ * the blocks another thread's heap is splitting and merging (cache lines written by two threads,
+ * Larson's pattern), and what a consumer frees reaches its producer without waiting in the
+ * consumer's cache. Another block whose predecessor is free goes to TLSF, which merges the two (see
+ * CACHE_NEXT_TO_FREE). */
 static inline bool cache_put(thread_heap *h, void *ptr, size_t head) {
     if (UNLIKELY(head & HEAD_FREE)) double_free(ptr);
     const size_t f = head & HEAD_SIZE_MASK;
@@ -324,6 +360,7 @@ static void *heap_alloc_slow(thread_heap *h, size_t size, size_t align) {
  * drained and its cache flushed first, so those blocks coalesce and are given back too. */
 size_t trim_thread_heap(thread_heap *h, size_t pad) {
     atomic_store_explicit(&h->trim_wanted, false, memory_order_relaxed);
+    remote_batch_flush(h);  /* the blocks of other heaps, so that they trim them too */
     heap_drain(h, INT_MAX); /* every block other threads gave back so far */
     cache_flush(h, SIZE_MAX);
     return trim_heap(h->tlsf, pad);
@@ -364,6 +401,7 @@ static __attribute__((noinline)) void *heap_alloc(thread_heap *h, size_t size, s
     if (LIKELY(h != NULL)) {
         h->drain_tick = DRAIN_EVERY;
         heap_drain(h, DRAIN_FAST);
+        remote_batch_flush(h);
         void **p = NULL;
         if (align == 1 && size <= CACHE_REQUEST_MAX) {
             const unsigned cls = cache_class(size);
@@ -436,10 +474,10 @@ void tlsf_backend_dealloc(void *ptr) {
                 heap_dealloc(h, ptr);
                 return;
             }
-        } else if (owner - 1 < atomic_load_explicit(&heap_count, memory_order_relaxed) &&
+        } else if (owner - 1 < atomic_load_explicit(&heap_count, memory_order_acquire) &&
                    !((head_load(block_at(b, size)) ^ head) >> HEAD_OWNER_SHIFT) &&
                    cls >= CACHE_CLASS_MIN) {
-            heap_dealloc(h, ptr); /* another heap's block, checked: to its owner */
+            remote_batch_add(h, heaps[owner], ptr, size); /* another heap's, checked: to it */
             return;
         }
     checked:
@@ -467,7 +505,12 @@ static __attribute__((noinline, unused)) void heap_dealloc_checked(thread_heap *
 }
 
 static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
-    if (UNLIKELY(h == NULL)) check_pointer(ptr, "free");
+    if (UNLIKELY(h == NULL)) {
+        check_pointer(ptr, "free");
+        /* A thread that frees before it allocates (a consumer) takes its heap now: what it frees
+         * of other heaps then goes back in batches, and its checks use the leaf path's. */
+        if (cfg.thread_heaps && !t_no_heap) h = heap_adopt();
+    }
     if (LIKELY(h != NULL)) {
         const size_t head = head_load(block_from_ptr(ptr));
         const unsigned owner =
@@ -476,8 +519,13 @@ static __attribute__((noinline)) void heap_dealloc(thread_heap *h, void *ptr) {
             heap_free_own(h, ptr);
             return;
         }
+        /* another heap's block goes back to its owner with the next few (see REMOTE_BATCH_MAX) */
+        if (owner != 0 && owner <= atomic_load_explicit(&heap_count, memory_order_acquire)) {
+            remote_batch_add(h, heaps[owner], ptr, head & HEAD_SIZE_MASK);
+            return;
+        }
     }
-    dealloc_slow(ptr); /* another heap's block goes back to its owner at once */
+    dealloc_slow(ptr);
 }
 
 static void dealloc_slow(void *ptr) {

@@ -70,6 +70,13 @@
 #define DRAIN_FAST 16
 #define DRAIN_EVERY 8
 #define DRAIN_SLOW 64
+/* Blocks a thread frees into another thread's heap are pushed on its remote stack together, at
+ * most REMOTE_BATCH_MAX of them or REMOTE_BATCH_BYTES (whichever comes first), with one CAS:
+ * a consumer's CAS per free and the producer's exchange fought over one cache line. What a
+ * thread holds back for another heap is thus below REMOTE_BATCH_BYTES plus one block, until its
+ * next free to another heap, its next cache miss, malloc_trim or its exit. */
+#define REMOTE_BATCH_MAX 32
+#define REMOTE_BATCH_BYTES ((size_t)64 << 10)
 #define CACHE_CLASSES 128        /* footprints 32 .. 2032 bytes, one class per 16 bytes */
 #define CACHE_DEPTH_DEFAULT 4096 /* blocks per class: the byte budget below is the real bound */
 #define CACHE_DEPTH_MAX 65000
@@ -154,6 +161,12 @@ typedef struct thread_heap {
     unsigned spill_cursor; /* the class the next spill looks at first */
     size_t cache_left;
     unsigned drain_tick; /* cache hits left before the next drain (see DRAIN_EVERY) */
+    /* Blocks this heap's thread freed into another heap, `batch_to`, not yet pushed on its
+     * remote stack (see REMOTE_BATCH_MAX): linked through their first word, newest first. */
+    struct thread_heap *batch_to;
+    void *batch_head, *batch_tail;
+    unsigned batch_count;
+    size_t batch_bytes;
     /* Blocks freed by other threads: a lock-free LIFO linked through the blocks' first word.
      * On its own cache line: other threads write it, the owner only reads it when not NULL. */
     _Alignas(64) _Atomic(void *) remote;
@@ -225,6 +238,7 @@ __attribute__((noinline, noreturn, cold)) void misuse(const void *ptr, const cha
 __attribute__((noinline)) void check_slow(const void *ptr, const char *call, area_cache *a);
 /* backend_heaps.c */
 void heap_release(void *arg);
+void remote_batch_flush(thread_heap *h);
 size_t trim_thread_heap(thread_heap *h, size_t pad);
 void *tlsf_backend_alloc(size_t size, size_t align);
 void tlsf_backend_dealloc(void *ptr);

@@ -8,8 +8,10 @@
  * Threads. Each thread gets a thread heap (owner ids 1..255): a TLSF heap of its own whose
  * memory is chunks borrowed from the shared heap (256 KiB, then a quarter of the heap's size up
  * to 64 MiB; a smaller chunk when the pool has no large one left). A thread allocates and frees
- * its own blocks with no lock and no atomic read-modify-write. A block freed by another thread
- * is pushed on its owner's remote-free stack (one CAS); the owner takes the whole stack with
+ * its own blocks with no lock and no atomic read-modify-write. Blocks freed by another thread
+ * are pushed on their owner's remote-free stack a few at a time (one CAS for up to
+ * REMOTE_BATCH_MAX blocks or REMOTE_BATCH_BYTES; what a thread holds back is pushed at its next
+ * cache miss, malloc_trim and exit too); the owner takes the whole stack with
  * one exchange and frees at most DRAIN_FAST of those blocks per malloc that misses its cache or
  * is the DRAIN_EVERY-th hit (DRAIN_SLOW more before it borrows a new chunk), so no operation
  * runs an unbounded loop. Requests of LARGE_REQUEST
@@ -27,7 +29,8 @@
  *   malloc: DRAIN_FAST + DRAIN_SLOW frees, CACHE_FLUSH_MAX frees of cached blocks, one chunk
  *           borrowed under the mutex, a TLSF search after each step; when the pool itself must
  *           grow, log2(request / ADDITIONAL) mappings.
- *   free:   one TLSF free, or one CAS push (retried only while other threads push).
+ *   free:   one TLSF free, or one CAS push of at most REMOTE_BATCH_MAX blocks (retried only
+ *           while other threads push).
  * A thread heap is released when its thread exits and adopted by the next new thread, with
  * its chunks; chunks are not returned to the shared heap.
  *

@@ -363,6 +363,19 @@ describe('behaviour', () => {
     }
   });
 
+  it("a thread that frees another thread's blocks holds back less than one batch of them, and none once it exits", () => {
+    // Frees of another heap's blocks are pushed to it REMOTE_BATCH_MAX (32) at a time: a
+    // consumer that stops after 100 frees has pushed 96 and holds 4 until it exits.
+    for (const env of [{}, { HEAPHOOK_TLSF_CACHE: '0' }] as Record<string, string>[]) {
+      const r = probe(['held-back'], env);
+      expect(r.status, r.stderr).toBe(0);
+      const m = /while_waiting (\d+) after_exit (\d+)/.exec(r.stdout);
+      expect(m, r.stdout).not.toBeNull();
+      expect(Number(m?.[1]), JSON.stringify(env)).toBeGreaterThanOrEqual(100 - 32);
+      expect(Number(m?.[2]), JSON.stringify(env)).toBe(100);
+    }
+  });
+
   it('threads working at once never get small blocks on one cache line (no false sharing)', () => {
     // Hoard's cache-thrash and cache-scratch patterns with four threads (the false_sharing
     // workload of the bench): each thread's blocks come from its own heap's chunks, and a

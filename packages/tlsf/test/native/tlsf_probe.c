@@ -22,6 +22,8 @@
  *   tlsf_probe next-to-free      where the next small mallocs land after a small block
  *                                freed just after a free block (merged, or cached)
  *   tlsf_probe producer-consumer peak RSS when one thread allocates and another frees
+ *   tlsf_probe held-back         of 100 blocks another thread freed, how many the allocating
+ *                                thread gets back while that thread waits, and after it exits
  *   tlsf_probe realloc-moves     how often a buffer grown by 64-byte appends to 1 MiB moves
  *   tlsf_probe backend           prints the active backend's name
  */
@@ -259,6 +261,59 @@ static int scenario_producer_consumer(void) {
     struct rusage u;
     getrusage(RUSAGE_SELF, &u);
     printf("peak_rss_kb %ld\n", u.ru_maxrss);
+    return 0;
+}
+
+/* held-back: the main thread allocates HB_BLOCKS blocks, another thread frees them all and
+ * waits; the main thread then allocates as many of that size and counts those it gets back. */
+#define HB_BLOCKS 100
+#define HB_SIZE 1000
+static void *hb_blocks[HB_BLOCKS];
+static pthread_mutex_t hb_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hb_cond = PTHREAD_COND_INITIALIZER;
+static int hb_freed, hb_leave;
+
+static void *hb_free_all(void *arg) {
+    (void)arg;
+    for (int i = 0; i < HB_BLOCKS; i++) free(hb_blocks[i]);
+    pthread_mutex_lock(&hb_lock);
+    hb_freed = 1;
+    pthread_cond_broadcast(&hb_cond);
+    while (!hb_leave) pthread_cond_wait(&hb_cond, &hb_lock);
+    pthread_mutex_unlock(&hb_lock);
+    return NULL;
+}
+
+/* Allocates HB_BLOCKS blocks of HB_SIZE (kept) and counts those that are blocks freed earlier. */
+static int hb_count_back(void **kept) {
+    int back = 0;
+    for (int i = 0; i < HB_BLOCKS; i++) {
+        kept[i] = malloc(HB_SIZE);
+        for (int j = 0; j < HB_BLOCKS; j++) back += kept[i] == hb_blocks[j];
+    }
+    return back;
+}
+
+static int scenario_held_back(void) {
+    static void *round1[HB_BLOCKS], *round2[HB_BLOCKS];
+    for (int i = 0; i < HB_BLOCKS; i++) hb_blocks[i] = malloc(HB_SIZE);
+    pthread_t t;
+    pthread_create(&t, NULL, hb_free_all, NULL);
+    pthread_mutex_lock(&hb_lock);
+    while (!hb_freed) pthread_cond_wait(&hb_cond, &hb_lock);
+    pthread_mutex_unlock(&hb_lock);
+    const int waiting = hb_count_back(round1);
+    pthread_mutex_lock(&hb_lock);
+    hb_leave = 1;
+    pthread_cond_broadcast(&hb_cond);
+    pthread_mutex_unlock(&hb_lock);
+    pthread_join(t, NULL);
+    const int exited = waiting + hb_count_back(round2);
+    printf("while_waiting %d after_exit %d\n", waiting, exited);
+    for (int i = 0; i < HB_BLOCKS; i++) {
+        free(round1[i]);
+        free(round2[i]);
+    }
     return 0;
 }
 
@@ -661,6 +716,7 @@ int main(int argc, char **argv) {
     if (!strcmp(s, "next-to-free")) return scenario_next_to_free();
     if (!strcmp(s, "trim")) return scenario_trim(argc > 2 ? argv[2] : "main");
     if (!strcmp(s, "producer-consumer")) return scenario_producer_consumer();
+    if (!strcmp(s, "held-back")) return scenario_held_back();
     if (!strcmp(s, "cache-lines")) return scenario_cache_lines();
     if (!strcmp(s, "realloc-moves")) return scenario_realloc_moves();
     if (!strcmp(s, "many-threads")) return scenario_many_threads(argc > 2 ? atoi(argv[2]) : 300);
