@@ -43,9 +43,10 @@
 #       malloc themselves (heaptrack, ucm-hooks) or adapt a backend to another ABI (aix-plugin):
 #       link them rather than compiling the core's files. support: the environment readers
 #       (heaphook/config.h), the malloc-safe logger (log.h), the seam for OS memory calls
-#       (os.h) and the debug build's lock-rank checks (lockrank.h), portable (the AIX plug-in
-#       builds it on AIX); reloc: the GOT patcher (reloc.h), ELF only. Static libraries of position-independent objects compiled with the preload
-#       flags; the core's include directory comes with them.
+#       (os.h), the fork modules' one registration (fork.h) and the debug build's lock-rank
+#       checks (lockrank.h), portable (the AIX plug-in builds it on AIX); reloc: the GOT
+#       patcher (reloc.h), ELF only. Static libraries of position-independent objects compiled
+#       with the preload flags; the core's include directory comes with them.
 #   heaphook::bootstrap (target)
 #       The core's bootstrap arena and the next-allocator lookup (heaphook/bootstrap.h), for
 #       libraries that define the malloc family themselves and forward to the allocator after
@@ -113,7 +114,8 @@ endif()
 # What heaphook::support holds, and the interposition every backend adds to it.
 set(HEAPHOOK_SUPPORT_SOURCES
     ${HEAPHOOK_CORE_DIR}/native/config.c ${HEAPHOOK_CORE_DIR}/native/log.c
-    ${HEAPHOOK_CORE_DIR}/native/os.c ${HEAPHOOK_CORE_DIR}/native/lockrank.c)
+    ${HEAPHOOK_CORE_DIR}/native/os.c ${HEAPHOOK_CORE_DIR}/native/lockrank.c
+    ${HEAPHOOK_CORE_DIR}/native/fork_once.c)
 set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc_object.c
                            ${HEAPHOOK_CORE_DIR}/native/reloc_patch.c)
 set(HEAPHOOK_BOOTSTRAP_SOURCES ${HEAPHOOK_CORE_DIR}/native/bootstrap.c)
