@@ -43,16 +43,17 @@
 #       malloc themselves (heaptrack, ucm-hooks) or adapt a backend to another ABI (aix-plugin):
 #       link them rather than compiling the core's files. support: the environment readers
 #       (heaphook/config.h), the malloc-safe logger (log.h), the seam for OS memory calls
-#       (os.h) and the debug build's lock-rank checks (lockrank.h), portable (the AIX plug-in
-#       builds it on AIX); reloc: the GOT patcher (reloc.h), ELF only. Static libraries of position-independent objects compiled with the preload
-#       flags; the core's include directory comes with them.
+#       (os.h), the fork modules' one registration (fork.h) and the debug build's lock-rank
+#       checks (lockrank.h), portable (the AIX plug-in builds it on AIX); reloc: the GOT
+#       patcher (reloc.h), ELF only. Static libraries of position-independent objects compiled
+#       with the preload flags; the core's include directory comes with them.
 #   heaphook::bootstrap (target)
 #       The core's bootstrap arena and the next-allocator lookup (heaphook/bootstrap.h), for
 #       libraries that define the malloc family themselves and forward to the allocator after
 #       them (heaptrack, agent, rtcheck). ELF only. Link heaphook::support with it (its
 #       assertions log through log.h).
-#   heaphook_add_test_program(<name> <sources>... [DEBUG] [CORE <part>...] [INCLUDES <dir>...]
-#                             [OPTIONS <flag>...])
+#   heaphook_add_test_program(<name> <sources>... [DEBUG] [STATIC] [CORE <part>...]
+#                             [INCLUDES <dir>...] [OPTIONS <flag>...])
 #       Executable <name> in HEAPHOOK_OUTPUT_DIR, built like a user program: -O2 -g
 #       -fno-builtin (otherwise gcc deletes malloc/free pairs and folds the calls under test)
 #       -Wall -Wextra, _GNU_SOURCE, C11 with extensions, the core's include directory (after
@@ -63,7 +64,11 @@
 #       HEAPHOOK_DEBUG=1 and links the parts' debug build, heaphook::<part>_debug (the same
 #       sources with HEAPHOOK_DEBUG=1 whatever the project's HEAPHOOK_DEBUG, built once per
 #       project and only when a program links it): a release build's unit test still runs the
-#       debug assertions and the lock-rank checks (heaphook/lockrank.h).
+#       debug assertions and the lock-rank checks (heaphook/lockrank.h). STATIC links the
+#       program -static (a process no preload library can enter, as ucm-hooks' watch -p must
+#       refuse): the C library's static archive must be installed (libc6-dev has it), which
+#       the caller checks first (check_c_source_compiles with -static), and CORE parts cannot
+#       go with it (they call dlsym and dl_iterate_phdr on a dynamic process).
 #
 # Variables:
 #   HEAPHOOK_OUTPUT_DIR  where libraries and programs go. Default: CMAKE_LIBRARY_OUTPUT_DIRECTORY
@@ -113,7 +118,8 @@ endif()
 # What heaphook::support holds, and the interposition every backend adds to it.
 set(HEAPHOOK_SUPPORT_SOURCES
     ${HEAPHOOK_CORE_DIR}/native/config.c ${HEAPHOOK_CORE_DIR}/native/log.c
-    ${HEAPHOOK_CORE_DIR}/native/os.c ${HEAPHOOK_CORE_DIR}/native/lockrank.c)
+    ${HEAPHOOK_CORE_DIR}/native/os.c ${HEAPHOOK_CORE_DIR}/native/lockrank.c
+    ${HEAPHOOK_CORE_DIR}/native/fork_once.c)
 set(HEAPHOOK_RELOC_SOURCES ${HEAPHOOK_CORE_DIR}/native/reloc_object.c
                            ${HEAPHOOK_CORE_DIR}/native/reloc_patch.c)
 set(HEAPHOOK_BOOTSTRAP_SOURCES ${HEAPHOOK_CORE_DIR}/native/bootstrap.c)
@@ -171,11 +177,18 @@ set(HEAPHOOK_PRELOAD_FLAGS ${_heaphook_preload_flags})
 set(HEAPHOOK_PRELOAD_DEFINITIONS ${_heaphook_preload_definitions})
 set(HEAPHOOK_INTERPOSER_FLAGS ${HEAPHOOK_PRELOAD_FLAGS} -fno-builtin -fno-stack-protector)
 
-# heaphook_add_test_program(<name> <sources>... [DEBUG] [CORE <part>...] [INCLUDES <dir>...]
-#                           [OPTIONS <flag>...])
+# heaphook_add_test_program(<name> <sources>... [DEBUG] [STATIC] [CORE <part>...]
+#                           [INCLUDES <dir>...] [OPTIONS <flag>...])
 function(heaphook_add_test_program name)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "DEBUG" "" "CORE;INCLUDES;OPTIONS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "DEBUG;STATIC" "" "CORE;INCLUDES;OPTIONS")
+  if(ARG_STATIC AND ARG_CORE)
+    message(FATAL_ERROR "heaphook_add_test_program(${name}): STATIC and CORE do not go "
+                        "together (the core's parts need a dynamic process)")
+  endif()
   add_executable(${name} ${ARG_UNPARSED_ARGUMENTS})
+  if(ARG_STATIC)
+    target_link_options(${name} PRIVATE -static)
+  endif()
   # OPTIONS come last, so -O1 or -fomit-frame-pointer there win over the defaults.
   target_compile_options(${name} PRIVATE -O2 -g -fno-builtin -Wall -Wextra ${ARG_OPTIONS})
   target_compile_definitions(${name} PRIVATE _GNU_SOURCE $<$<BOOL:${ARG_DEBUG}>:HEAPHOOK_DEBUG=1>)

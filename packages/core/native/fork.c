@@ -32,10 +32,10 @@
  *
  * The handlers are registered by the library constructor, which runs before the program's
  * constructors and main, so every fork the program makes is covered; the patcher registers
- * none of its own (heaphook_reloc_fork_by_caller).
+ * none of its own (heaphook_reloc_fork_by_caller). Every library's fork module registers
+ * through heaphook_fork_register_once (heaphook/fork.h, in heaphook::support), as this one does.
  */
-#include <pthread.h>
-
+#include "heaphook/fork.h"
 #include "heaphook/log.h"
 #include "heaphook/reloc.h"
 #include "internal.h"
@@ -78,9 +78,8 @@ static void hh_fork_child(void) {
 }
 
 void hh_fork_register(void) {
-    static atomic_flag registered = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&registered)) return;
+    static heaphook_fork_once once = HEAPHOOK_FORK_ONCE_INIT;
     heaphook_reloc_fork_by_caller();
-    int error = pthread_atfork(hh_fork_prepare, hh_fork_parent, hh_fork_child);
+    int error = heaphook_fork_register_once(&once, hh_fork_prepare, hh_fork_parent, hh_fork_child);
     if (error != 0) heaphook_fatal("pthread_atfork failed (error %d)", error);
 }

@@ -37,9 +37,7 @@
  * libraries' handlers run around ours: glibc runs child handlers in the order of registration.
  * The GOT patcher is not linked: the guard interposes by symbol order only.
  */
-#include <pthread.h>
-#include <stdatomic.h>
-
+#include "heaphook/fork.h"
 #include "heaphook/log.h"
 #include "rtcheck.h"
 #include "track/unwinder.h"
@@ -52,8 +50,7 @@ static void hh_rt_fork_child(void) {
 }
 
 void hh_rt_fork_register(void) {
-    static atomic_flag registered = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&registered)) return;
-    int error = pthread_atfork(NULL, NULL, hh_rt_fork_child);
+    static heaphook_fork_once once = HEAPHOOK_FORK_ONCE_INIT;
+    int error = heaphook_fork_register_once(&once, NULL, NULL, hh_rt_fork_child);
     if (error != 0) heaphook_fatal("rtcheck: pthread_atfork failed (error %d)", error);
 }

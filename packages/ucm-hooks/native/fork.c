@@ -31,9 +31,7 @@
  * handlers in the reverse order of registration, so a library initialised after this one
  * prepares before ours (heaptrack preloaded after ucm-hooks: see its fork.c).
  */
-#include <pthread.h>
-#include <stdatomic.h>
-
+#include "heaphook/fork.h"
 #include "heaphook/log.h"
 #include "heaphook/reloc.h"
 #include "ucm_internal.h"
@@ -60,9 +58,9 @@ static void ucm_fork_child(void) {
 }
 
 void ucm_fork_register(void) {
-    static atomic_flag registered = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&registered)) return;
+    static heaphook_fork_once once = HEAPHOOK_FORK_ONCE_INIT;
     heaphook_reloc_fork_by_caller();
-    int error = pthread_atfork(ucm_fork_prepare, ucm_fork_parent, ucm_fork_child);
+    int error =
+        heaphook_fork_register_once(&once, ucm_fork_prepare, ucm_fork_parent, ucm_fork_child);
     if (error != 0) heaphook_fatal("ucm-hooks: pthread_atfork failed (error %d)", error);
 }

@@ -29,10 +29,8 @@
  * initialised after this one prepares before ours; glibc then takes its own locks (stdio list,
  * malloc arenas) and forks.
  */
-#include <pthread.h>
-#include <stdatomic.h>
-
 #include "client.h"
+#include "heaphook/fork.h"
 #include "heaphook/log.h"
 #include "heaphook/reloc.h"
 
@@ -50,9 +48,9 @@ static void hh_agent_fork_child(void) {
 }
 
 void hh_agent_fork_register(void) {
-    static atomic_flag registered = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&registered)) return;
+    static heaphook_fork_once once = HEAPHOOK_FORK_ONCE_INIT;
     heaphook_reloc_fork_by_caller();
-    int error = pthread_atfork(hh_agent_fork_prepare, hh_agent_fork_parent, hh_agent_fork_child);
+    int error = heaphook_fork_register_once(&once, hh_agent_fork_prepare, hh_agent_fork_parent,
+                                            hh_agent_fork_child);
     if (error != 0) heaphook_log_error("agent: pthread_atfork failed (error %d)", error);
 }

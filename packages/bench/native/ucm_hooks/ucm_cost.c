@@ -23,7 +23,7 @@
  * base_ns_per_call: the raw system calls; ns_per_call: the hooked calls; cost_ns_per_call: the
  * median per-iteration difference. Exit 2 when a count does not match.
  */
-#define _GNU_SOURCE
+/* _GNU_SOURCE comes from the build (heaphook_add_test_program), as for the workloads. */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>

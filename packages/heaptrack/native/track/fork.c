@@ -46,10 +46,8 @@
  */
 #include "fork.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
-
 #include "attach.h"
+#include "heaphook/fork.h"
 #include "heaphook/log.h"
 #include "heaphook/reloc.h"
 #include "leaks/leaks.h"
@@ -90,9 +88,8 @@ static void hh_fork_child(void) {
 }
 
 void hh_fork_register(void) {
-    static atomic_flag registered = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&registered)) return;
+    static heaphook_fork_once once = HEAPHOOK_FORK_ONCE_INIT;
     heaphook_reloc_fork_by_caller();
-    int error = pthread_atfork(hh_fork_prepare, hh_fork_parent, hh_fork_child);
+    int error = heaphook_fork_register_once(&once, hh_fork_prepare, hh_fork_parent, hh_fork_child);
     if (error != 0) heaphook_log_error("heaptrack: pthread_atfork failed (error %d)", error);
 }

@@ -150,8 +150,10 @@ export const TIMELINE_COLUMNS = [
   'liveAtEnd',
   'liveAtPeak',
 ] as const;
+/** A column's name. */
+export type TimelineColumn = (typeof TIMELINE_COLUMNS)[number];
 /** Scanner.timeline()'s cells: a column per field, by name. */
-export type TimelineColumns = Readonly<Record<(typeof TIMELINE_COLUMNS)[number], Float64Array>>;
+export type TimelineColumns = Readonly<Record<TimelineColumn, Float64Array>>;
 /** The fields of a cell of ScannerTimeline.cells. */
 export const TIMELINE_FIELDS = TIMELINE_COLUMNS.length;
 

@@ -16,7 +16,7 @@ import { dirname, join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { TIMELINE_FIELDS } from '../../src/decode/replay.js';
+import { TIMELINE_COLUMNS, TIMELINE_FIELDS, type TimelineColumn } from '../../src/decode/replay.js';
 import type { ReportJson } from '../../src/report/json.js';
 import {
   pageDataScript,
@@ -539,26 +539,27 @@ describe('report.html on python3 in two phases', () => {
     const [b0, b1] = (await p.$eval('#range', (e) => (e as HTMLElement).dataset.range))!
       .split('-')
       .map(Number) as [number, number];
-    const inRangeOf = (value: (cell: number) => number): number => {
+    const at = (i: number, column: TimelineColumn): number =>
+      tl.cells[i + TIMELINE_COLUMNS.indexOf(column)]!;
+    const inRangeOf = (column: TimelineColumn): number => {
       const bySite = new Map<number, number>();
       for (let i = 0; i < tl.cells.length; i += tl.fields) {
-        const b = tl.cells[i + 1]!;
-        if (b >= b0 && b <= b1)
-          bySite.set(tl.cells[i]!, (bySite.get(tl.cells[i]!) ?? 0) + value(i));
+        const b = at(i, 'bucket');
+        const site = at(i, 'site');
+        if (b >= b0 && b <= b1) bySite.set(site, (bySite.get(site) ?? 0) + at(i, column));
       }
       return [...bySite.values()].reduce((n, v) => n + Math.max(v, 0), 0);
     };
-    const c = tl.cells;
-    for (const [mode, value] of [
-      ['bytes', (i: number) => c[i + 3]!],
-      ['allocations', (i: number) => c[i + 2]!],
-      ['temporary', (i: number) => c[i + 5]!],
-      ['net', (i: number) => c[i + 6]!],
-      ['peak', (i: number) => c[i + 7]!],
-      ...(run.leakSource === 'never-freed' ? [['leaked', (i: number) => c[i + 6]!] as const] : []),
+    for (const [mode, column] of [
+      ['bytes', 'bytes'],
+      ['allocations', 'allocations'],
+      ['temporary', 'temporary'],
+      ['net', 'liveAtEnd'],
+      ['peak', 'liveAtPeak'],
+      ...(run.leakSource === 'never-freed' ? [['leaked', 'liveAtEnd'] as const] : []),
     ] as const) {
       await p.select('#mode', mode);
-      expect(await flameTotal(p), mode).toBe(inRangeOf(value));
+      expect(await flameTotal(p), mode).toBe(inRangeOf(column));
     }
     await p.select('#mode', 'bytes');
     // back to the whole run

@@ -8,7 +8,7 @@
  */
 import { displayText, jsonText } from '@heaphook/core';
 
-import { TIMELINE_FIELDS, type ScannerTimeline } from '../../decode/replay.js';
+import { TIMELINE_COLUMNS, TIMELINE_FIELDS, type ScannerTimeline } from '../../decode/replay.js';
 import type { LeakedBlock } from '../leaks.js';
 import type { ReportModel } from '../model.js';
 import type { SeriesPoint } from '../series.js';
@@ -46,15 +46,16 @@ export interface PageRun {
     readonly temporary: number[];
     readonly live: number[];
   };
-  /** Per site and bucket, `fields` numbers a cell (site, bucket, allocations, bytes, bytes
-   * freed, temporary allocations, and of the bytes allocated then those live at the end and at
-   * the peak), or null; `width` ns per bucket. */
+  /** Per site and bucket, `fields` numbers a cell, the columns of TIMELINE_COLUMNS in its
+   * order (site, bucket, allocations, bytes, bytes freed, temporary allocations, and of the
+   * bytes allocated then those live at the end and at the peak), or null; `width` ns per
+   * bucket. The page reads them by those names (page/script.ts). */
   readonly timeline: {
     readonly width: number;
     readonly fields: number;
     readonly cells: number[];
-    /** With a leak check: its leaked blocks by site and bucket, 3 numbers each (site, bucket,
-     * bytes). */
+    /** With a leak check: its leaked blocks by site and bucket, the columns of LEAKED_COLUMNS
+     * in its order. */
     readonly leaked: number[];
     /** null: the cells' first number is a site. Otherwise sites were folded into their callers
      * (pageTimeline) and it is a row: rows[row] is the trie node the cell counts for. */
@@ -83,6 +84,29 @@ export function displayedFrames(
   return functions.slice(siteIndex);
 }
 
+/** A leaked-block cell's columns (PageRun.timeline.leaked): the site, the bucket its blocks
+ * were allocated in, their bytes. */
+export const LEAKED_COLUMNS = ['site', 'bucket', 'bytes'] as const;
+
+/** Where a timeline cell's site (or row) and bucket are, in the cells and the leaked cells:
+ * regrouping keeps these two and adds up every other column. */
+interface CellKey {
+  readonly fields: number;
+  readonly site: number;
+  readonly bucket: number;
+}
+const TIMELINE_KEY: CellKey = {
+  fields: TIMELINE_FIELDS,
+  site: TIMELINE_COLUMNS.indexOf('site'),
+  bucket: TIMELINE_COLUMNS.indexOf('bucket'),
+};
+const LEAKED_BYTES = LEAKED_COLUMNS.indexOf('bytes');
+const LEAKED_KEY: CellKey = {
+  fields: LEAKED_COLUMNS.length,
+  site: LEAKED_COLUMNS.indexOf('site'),
+  bucket: LEAKED_COLUMNS.indexOf('bucket'),
+};
+
 /** At most this many timeline cells go into a page (~26 bytes of JSON each), so a 10 M-event
  * log's page stays small: past it, adjacent time buckets merge (down to MIN_PAGE_BUCKETS over
  * the run), then the cells of sites deep in the stacks count for their callers at a depth. */
@@ -91,24 +115,28 @@ export const MAX_PAGE_TIMELINE_CELLS = 10_000;
 export const MIN_PAGE_BUCKETS = 32;
 
 /** The cells with buckets merged `2^shift` at a time and each site's cells counted for its
- * row (every field but the first two adds up). */
+ * row (every column but the site and the bucket adds up). */
 function regroup(
   from: ArrayLike<number>,
-  k: number,
+  key: CellKey,
   shift: number,
   rowOf: (site: number) => number,
 ): number[] {
+  const { fields, site, bucket } = key;
   const at = new Map<string, number[]>();
-  for (let i = 0; i < from.length; i += k) {
-    const row = rowOf(from[i]!);
-    const bucket = Math.floor(from[i + 1]! / 2 ** shift);
-    const key = `${row}:${bucket}`;
-    const cell = at.get(key);
+  for (let i = 0; i < from.length; i += fields) {
+    const row = rowOf(from[i + site]!);
+    const merged = Math.floor(from[i + bucket]! / 2 ** shift);
+    const id = `${row}:${merged}`;
+    const cell = at.get(id);
     if (cell === undefined) {
-      const fresh = [row, bucket];
-      for (let f = 2; f < k; f++) fresh.push(from[i + f]!);
-      at.set(key, fresh);
-    } else for (let f = 2; f < k; f++) cell[f] = cell[f]! + from[i + f]!;
+      const fresh = Array.from({ length: fields }, (_, f) => from[i + f]!);
+      fresh[site] = row;
+      fresh[bucket] = merged;
+      at.set(id, fresh);
+    } else
+      for (let f = 0; f < fields; f++)
+        if (f !== site && f !== bucket) cell[f] = cell[f]! + from[i + f]!;
   }
   return [...at.values()].flat();
 }
@@ -120,10 +148,11 @@ function cellCount(
   lastBucket: number,
   rowOf: (site: number) => number,
 ): number {
+  const { fields, site, bucket } = TIMELINE_KEY;
   const buckets = Math.floor(lastBucket / 2 ** shift) + 1;
   const seen = new Set<number>();
-  for (let i = 0; i < cells.length; i += TIMELINE_FIELDS)
-    seen.add(rowOf(cells[i]!) * buckets + Math.floor(cells[i + 1]! / 2 ** shift));
+  for (let i = 0; i < cells.length; i += fields)
+    seen.add(rowOf(cells[i + site]!) * buckets + Math.floor(cells[i + bucket]! / 2 ** shift));
   return seen.size;
 }
 
@@ -152,7 +181,7 @@ export function pageTimeline(
   const cells = timeline.cells;
   let lastBucket = 0;
   for (let i = 0; i < cells.length; i += TIMELINE_FIELDS)
-    lastBucket = Math.max(lastBucket, cells[i + 1]!);
+    lastBucket = Math.max(lastBucket, cells[i + TIMELINE_KEY.bucket]!);
   const bySite = (site: number): number => site;
   const minBuckets = stacks === undefined ? 1 : MIN_PAGE_BUCKETS;
   let shift = 0;
@@ -208,10 +237,8 @@ export function pageTimeline(
     width: timeline.width * 2 ** shift,
     fields: TIMELINE_FIELDS,
     cells:
-      shift === 0 && rows === null
-        ? Array.from(cells)
-        : regroup(cells, TIMELINE_FIELDS, shift, rowOf),
-    leaked: shift === 0 && rows === null ? [...leaked] : regroup(leaked, 3, shift, rowOf),
+      shift === 0 && rows === null ? Array.from(cells) : regroup(cells, TIMELINE_KEY, shift, rowOf),
+    leaked: shift === 0 && rows === null ? [...leaked] : regroup(leaked, LEAKED_KEY, shift, rowOf),
     rows,
   };
 }
@@ -295,15 +322,20 @@ export function pageRun(
   }
   const leaked: number[] = [];
   if (timeline !== null && model.leaks.source === 'leak-check') {
-    const cells = new Map<string, [number, number, number]>();
+    const cells = new Map<string, number[]>();
     for (const b of replayed.leakedBlocks) {
       if (b.bucketStartNs === undefined) continue;
       const site = siteOfStack.get(b.stack)!;
       const bucket = Math.floor(b.bucketStartNs / timeline.width);
       const key = `${site}:${bucket}`;
       const cell = cells.get(key);
-      if (cell === undefined) cells.set(key, [site, bucket, b.bytes]);
-      else cell[2] += b.bytes;
+      const figures = { site, bucket, bytes: b.bytes };
+      if (cell === undefined)
+        cells.set(
+          key,
+          LEAKED_COLUMNS.map((column) => figures[column]),
+        );
+      else cell[LEAKED_BYTES] = cell[LEAKED_BYTES]! + b.bytes;
     }
     for (const cell of cells.values()) leaked.push(...cell);
   }

@@ -11,8 +11,35 @@
  *
  * It is plain ES2020 in a string (the page loads no module): no template literals inside.
  * The page exposes its state on window.heaphookPage for tests and the curious.
+ *
+ * A timeline cell's numbers are read by name, never by position: CELL gives each column of
+ * TIMELINE_COLUMNS (decode/replay.ts, checked against C's HH_TIMELINE_COLUMNS) its offset in a
+ * cell, and LEAKED each column of a leaked-block cell (LEAKED_COLUMNS, page/data.ts), both
+ * written into the script from those lists; RANGE_COLUMN, typed against them, is the column
+ * each mode sums over a brushed range. Adding or moving a column moves the offsets with it.
  */
+import { TIMELINE_COLUMNS, type TimelineColumn } from '../../decode/replay.js';
 import { AXIS_SOURCE } from '../axis.js';
+import { LEAKED_COLUMNS } from './data.js';
+
+/** The flame graph's modes (MODES in the script). */
+type PageMode = 'bytes' | 'allocations' | 'peak' | 'leaked' | 'temporary' | 'net';
+
+/** The timeline column a mode sums over a brushed range: net, and leaked without a leak check
+ * (never freed), are the bytes still live at the end. */
+const RANGE_COLUMN: Readonly<Record<PageMode, TimelineColumn>> = {
+  bytes: 'bytes',
+  allocations: 'allocations',
+  peak: 'liveAtPeak',
+  leaked: 'liveAtEnd',
+  temporary: 'temporary',
+  net: 'liveAtEnd',
+};
+
+/** Each name of `columns` with its offset in a cell, as the text of a script object. */
+function offsetsOf(columns: readonly string[]): string {
+  return JSON.stringify(Object.fromEntries(columns.map((name, offset) => [name, offset])));
+}
 
 export const PAGE_SCRIPT = String.raw`
 (function () {
@@ -31,6 +58,12 @@ export const PAGE_SCRIPT = String.raw`
     temporary: { label: 'temporary allocations', unit: 'count' },
     net: { label: 'never freed (live at the end)', unit: 'bytes' }
   };
+
+  // a cell's columns by name (their offsets; the script's header comment says why)
+  var CELL = ${offsetsOf(TIMELINE_COLUMNS)};
+  var LEAKED = ${offsetsOf(LEAKED_COLUMNS)};
+  var LEAKED_FIELDS = ${LEAKED_COLUMNS.length};
+  var RANGE_COLUMN = ${JSON.stringify(RANGE_COLUMN)};
 
   var ROWS_SHOWN = 50;
   var state = { mode: 'bytes', range: null, selected: null, search: '' };
@@ -85,15 +118,18 @@ export const PAGE_SCRIPT = String.raw`
       if (mode === 'leaked' && run.leakSource === 'leak-check') {
         // the check's leaked blocks by the bucket they were allocated in
         var l = run.timeline.leaked;
-        for (var j = 0; j < l.length; j += 3) if (l[j + 1] >= b0 && l[j + 1] <= b1) v[l[j]] += l[j + 2];
+        for (var j = 0; j < l.length; j += LEAKED_FIELDS) {
+          var lb = l[j + LEAKED.bucket];
+          if (lb >= b0 && lb <= b1) v[l[j + LEAKED.site]] += l[j + LEAKED.bytes];
+        }
         return v;
       }
+      // the site's (or, with rows, the row's) index is the cell's site column
+      var figure = CELL[RANGE_COLUMN[mode]];
       for (var i = 0; i < c.length; i += k) {
-        var b = c[i + 1];
+        var b = c[i + CELL.bucket];
         if (b < b0 || b > b1) continue;
-        v[c[i]] += mode === 'allocations' ? c[i + 2] : mode === 'bytes' ? c[i + 3] :
-          mode === 'temporary' ? c[i + 5] : mode === 'peak' ? c[i + 7] :
-          c[i + 6]; // net, and leaked = never freed without a leak check
+        v[c[i + CELL.site]] += c[i + figure];
       }
       return v;
     }
