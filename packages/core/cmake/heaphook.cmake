@@ -208,6 +208,42 @@ function(heaphook_add_test_program name)
                                            RUNTIME_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
 endfunction()
 
+# heaphook_add_addon(<target> <sources>... [CXX] [INCLUDES <dir>...])
+# A Node-API addon of a package, built by cmake-js (call it only when CMAKE_JS_INC is set):
+# <target>.node in HEAPHOOK_OUTPUT_DIR, Node-API version 8, C11 with GNU extensions, -O2 -g
+# -Wall -Wextra, linked with what cmake-js gives. CXX: the addon is written against
+# node-addon-api (C++17, exceptions off), whose headers are found through node from the
+# package's folder, where npm installed it. The caller adds its own libraries, options and
+# properties with target_* calls after it (a later -O3 wins over the -O2).
+function(heaphook_add_addon target)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "CXX" "" "INCLUDES")
+  if(NOT CMAKE_JS_INC)
+    message(FATAL_ERROR "heaphook_add_addon(${target}): not a cmake-js build (no CMAKE_JS_INC)")
+  endif()
+  add_library(${target} SHARED ${ARG_UNPARSED_ARGUMENTS} ${CMAKE_JS_SRC})
+  set_target_properties(${target} PROPERTIES PREFIX "" SUFFIX ".node" C_STANDARD 11
+                        C_EXTENSIONS ON LIBRARY_OUTPUT_DIRECTORY ${HEAPHOOK_OUTPUT_DIR})
+  target_include_directories(${target} PRIVATE ${ARG_INCLUDES} ${CMAKE_JS_INC})
+  target_compile_definitions(${target} PRIVATE NAPI_VERSION=8 _GNU_SOURCE)
+  target_compile_options(${target} PRIVATE -O2 -g -Wall -Wextra)
+  target_link_libraries(${target} PRIVATE ${CMAKE_JS_LIB})
+  if(ARG_CXX)
+    execute_process(
+      COMMAND node -p "require('node-addon-api').include"
+      WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}
+      OUTPUT_VARIABLE addon_api_dir
+      OUTPUT_STRIP_TRAILING_WHITESPACE)
+    string(REPLACE "\"" "" addon_api_dir "${addon_api_dir}")
+    if(NOT EXISTS "${addon_api_dir}/napi.h")
+      message(FATAL_ERROR "heaphook_add_addon(${target}): node-addon-api's napi.h not found "
+                          "from ${CMAKE_CURRENT_SOURCE_DIR}: run npm ci at the repository's root")
+    endif()
+    set_target_properties(${target} PROPERTIES CXX_STANDARD 17)
+    target_include_directories(${target} PRIVATE ${addon_api_dir})
+    target_compile_definitions(${target} PRIVATE NAPI_DISABLE_CPP_EXCEPTIONS)
+  endif()
+endfunction()
+
 # heaphook_<part>_<variant> (heaphook::<part>_<variant>): a part of the core (support, reloc,
 # bootstrap) compiled again with its own OPTIONS and DEFINITIONS (a debug build, a sanitizer),
 # once per project and only when a program links it. reloc and bootstrap bring support's
