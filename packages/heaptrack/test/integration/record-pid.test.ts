@@ -225,8 +225,10 @@ function scratchFolderOf(pid: number): string | undefined {
 
 /** `heaphook record -p pid -o dir [extra]`, once it has said it is attached. */
 /** Resolves when a heaphook-inject for pid runs (polled: it lives for a few milliseconds). */
-async function injectorStarted(pid: number): Promise<void> {
-  for (;;) {
+/** Until an injector for pid is seen running, or passed() says its moment has gone by (an
+ * injector can start and end between two looks at /proc on a loaded machine). */
+async function injectorStarted(pid: number, passed: () => boolean = () => false): Promise<void> {
+  while (!passed()) {
     for (const entry of readdirSync('/proc')) {
       if (!/^\d+$/.test(entry)) continue;
       try {
@@ -492,7 +494,12 @@ describe('heaphook record -p', () => {
         `a SIGKILL ${ms} ms from ${from} of record -p (${kills.join(', ')}):\n${recorder.err()}\n${target.err()}\n${threadStates(target.pid)}`;
       if (from === 'attached')
         await withinOrExplain(recorder.waitFor('attached to process', 'err'), 60_000, explain);
-      else await withinOrExplain(injectorStarted(target.pid), 60_000, explain);
+      else
+        await withinOrExplain(
+          injectorStarted(target.pid, () => recorder.err().includes('attached to process')),
+          60_000,
+          explain,
+        );
       await new Promise((r) => setTimeout(r, ms));
       // Its process group (the CLI and the injector); the CLI itself too, in case it has not
       // made its group yet (setsid right after the fork).
