@@ -21,7 +21,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 
 import { settledValue, threadNames, unmet } from '@heaphook/core/testing';
 
-import { heaphookBin, logsIn, python3, release, scratch } from '../helpers.js';
+import {
+  heaphookBin,
+  logsIn,
+  processStates,
+  python3,
+  release,
+  scratch,
+  withinOrExplain,
+} from '../helpers.js';
 
 const RUNNING = join(release, 'hh_test_running');
 
@@ -113,34 +121,14 @@ async function recordFor(pid: number, dir: string, duration: string): Promise<vo
   expect(code, recorder.err()).toBe(0);
 }
 
-/** What each thread of pid and every heaphook process is doing (for a failure's message). */
+/** What each thread of pid is doing, and every heaphook process (for a failure's message). */
 function threadStates(pid: number): string {
-  return spawnSync(
+  const tools = spawnSync(
     'sh',
-    [
-      '-c',
-      `for t in /proc/${pid}/task/*; do echo "$t $(cat $t/comm) wchan=$(cat $t/wchan) syscall=$(cut -d' ' -f1 $t/syscall) $(grep State $t/status)"; done; ` +
-        `ps -eo pid,ppid,stat,wchan:24,args | grep -E 'heaphook|collector' | grep -v grep`,
-    ],
+    ['-c', `ps -eo pid,ppid,stat,wchan:24,args | grep -E 'heaphook|collector' | grep -v grep`],
     { encoding: 'utf8' },
   ).stdout;
-}
-
-/** The promise's value, or a failure with explain()'s text when it takes longer than ms. */
-async function withinOrExplain<T>(
-  promise: Promise<T>,
-  ms: number,
-  explain: () => string,
-): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(explain())), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return `${processStates(pid)}${tools}`;
 }
 
 /** The reports of the `count` logs in dir: each ended by a detach, with mallocs, and every free

@@ -22,7 +22,16 @@ import { spawn, spawnSync } from 'node:child_process';
 import { decodeLog, LogFormatError, record, summarize, type LogRecord } from '../../src/index.js';
 import { skipOutsideCI } from '@heaphook/core/testing';
 
-import { forker, heaphookBin, logsIn, scratch, traced, workload } from '../helpers.js';
+import {
+  forker,
+  heaphookBin,
+  logsIn,
+  processStates,
+  scratch,
+  traced,
+  withinOrExplain,
+  workload,
+} from '../helpers.js';
 
 async function decodeAll(path: string): Promise<{ records: LogRecord[]; error?: unknown }> {
   const records: LogRecord[] = [];
@@ -134,20 +143,19 @@ describe('a target that ends through _exit, standalone', () => {
 });
 
 /**
- * The promise's value, or a failure naming what was awaited when it takes longer than ms: every
- * wait of these tests is on a condition with such a watchdog, never a bare sleep (the suite
- * runs on loaded 2-core machines).
+ * The promise's value, or a failure naming what was awaited when it takes longer than ms, with
+ * states() (what the processes were doing) when given: every wait of these tests is on a
+ * condition with such a watchdog, never a bare sleep (the suite runs on loaded 2-core machines).
  */
-async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`waited ${ms / 1000} s for ${what}`)), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+function within<T>(
+  promise: Promise<T>,
+  ms: number,
+  what: string,
+  states?: () => string,
+): Promise<T> {
+  return withinOrExplain(promise, ms, () =>
+    [`waited ${ms / 1000} s for ${what}`, ...(states !== undefined ? [states()] : [])].join('\n'),
+  );
 }
 
 /** The real CLI, run to its end (60 s watchdog): its status and output. */
@@ -296,6 +304,10 @@ function recordOutliver(dir: string, shellPrefix = '', shellSuffix = '') {
     { stdio: ['ignore', 'pipe', 'pipe'], detached: true },
   );
   let hasExited = false;
+  // what the run said so far and where each of its processes stands (the group: the collector
+  // and the command stay in it after heaphook record has exited)
+  const states = (): string =>
+    `stdout:\n${run.stdout}\nstderr:\n${run.stderr}\n${processStates(cli.pid!, 'group')}`;
   const run = {
     cli,
     marker,
@@ -304,16 +316,19 @@ function recordOutliver(dir: string, shellPrefix = '', shellSuffix = '') {
     get hasExited() {
       return hasExited;
     },
+    // 100 s from the start: under the test's own 120 s, so that a hang says where it stood
     exited: within(
       new Promise<number | null>((resolve) => cli.on('exit', resolve)),
-      120_000,
+      100_000,
       'heaphook record to exit',
+      states,
     ),
     // every holder of the pipes gone: the CLI, the collector, the shell and the program
     closed: within(
       new Promise<void>((resolve) => cli.stdout.on('end', resolve)),
-      120_000,
+      100_000,
       'the program and its tools to close their output',
+      states,
     ),
     /** The first match of pattern in what the stream gives; fails once the stream ends without,
      * or after 60 s. */
@@ -332,6 +347,7 @@ function recordOutliver(dir: string, shellPrefix = '', shellSuffix = '') {
         }),
         60_000,
         `${pattern} in ${stream}`,
+        states,
       ),
     /** SIGINT to the whole group, as a terminal's Ctrl-C. */
     ctrlC: () => process.kill(-cli.pid!, 'SIGINT'),

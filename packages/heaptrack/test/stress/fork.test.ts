@@ -21,7 +21,15 @@ import {
   type EndRecord,
   type ProcessRecord,
 } from '../../src/index.js';
-import { logsIn, release, scratch, tracer, traced } from '../helpers.js';
+import {
+  logsIn,
+  processStates,
+  release,
+  scratch,
+  tracer,
+  traced,
+  withinOrExplain,
+} from '../helpers.js';
 
 const stress = join(release, 'hh_test_fork_stress');
 const tlsf = tlsfLibraryPath();
@@ -108,11 +116,16 @@ describe('fork while four threads allocate from new stacks (fork module)', () =>
 
   it('under heaphook record (collector): exact markers in every process', async () => {
     const dir = scratch('fork-stress-record');
-    const result = await record(stress, ['50', '4'], {
-      outputDir: dir,
-      env: { HEAPHOOK_BUFFER_SIZE: '64KiB' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    // 100 s (it takes 2 s), under the test's own 120 s: a hang says where each process stood
+    const result = await withinOrExplain(
+      record(stress, ['50', '4'], {
+        outputDir: dir,
+        env: { HEAPHOOK_BUFFER_SIZE: '64KiB' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+      100_000,
+      () => `heaphook record of ${stress} 50 4 has not ended:\n${processStates(process.pid)}`,
+    );
     expect(result.status, result.stderr).toBe(0);
     const out = JSON.parse(result.stdout) as { forks: number; children_ok: number };
     expect(out.children_ok).toBe(50);
