@@ -228,6 +228,10 @@ void *hh_tracer_reserve(uint32_t len) {
     return record;
 }
 
+void hh_tracer_count_dropped(void) {
+    atomic_fetch_add_explicit(&g_ring.hdr->dropped, 1, memory_order_relaxed);
+}
+
 static void hh_count_record(void *arg, uint64_t pos, unsigned type, const void *record,
                             uint32_t len) {
     (void)pos, (void)type, (void)record, (void)len;

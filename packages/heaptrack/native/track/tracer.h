@@ -50,6 +50,8 @@ static inline bool hh_tracer_active(void) {
 /* Ring access for record producers: reserve (NULL = dropped) and publish. */
 void *hh_tracer_reserve(uint32_t len);
 void hh_tracer_commit(void *record, unsigned type);
+/* A record given up without reserving it: counted with the ring's drops (the END record's). */
+void hh_tracer_count_dropped(void);
 
 /* Standalone mode: write what the ring holds now (before exec). */
 void hh_tracer_flush_now(void);

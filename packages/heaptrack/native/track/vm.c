@@ -18,6 +18,7 @@
  * handler is the program's, except what the tracer's own allocations make its next allocator
  * map: those come with hh_busy set outside a hook (hh_in_hook clear) and are left out.
  */
+#include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
@@ -78,29 +79,78 @@ bool hh_vm_configure(bool attaching) {
     return g_set_handler != NULL;
 }
 
+/* ---- One record --------------------------------------------------------------------------- */
+
+/* One VM record: the time it happened, this thread, the call stack from regs. */
+static void hh_vm_write(bool mapped, uintptr_t addr, size_t size, uint64_t time,
+                        const hh_regs *regs) {
+    uint32_t stack = hh_cfg.stacks ? hh_stack_capture(hh_cfg.depth, regs) : 0;
+    hh_rec_vm *r = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *r);
+    if (r == NULL) return;
+    r->time = time;
+    r->tid = hh_tid();
+    r->stack = stack;
+    r->mapped = mapped;
+    r->pad = 0;
+    r->addr = addr;
+    r->size = size;
+    hh_tracer_commit(r, HH_REC_VM);
+}
+
+/* ---- Events inside a hook that holds a record (vm.h) -------------------------------------- */
+
+/* A free unmaps once at most, a realloc maps and unmaps (or remaps) once each, and a trim after
+ * either shrinks the heap once: four is room for what one call can raise. One more is counted
+ * as dropped (the END record's count), never waited for. */
+#define HH_VM_HELD_MAX 4
+
+typedef struct {
+    uintptr_t addr;
+    size_t size;
+    uint64_t time;
+    bool mapped;
+} hh_vm_held;
+
+HH_TLS bool hh_vm_holding_record;
+HH_TLS int hh_vm_held_count;
+static HH_TLS hh_vm_held t_held[HH_VM_HELD_MAX];
+
+static void hh_vm_hold(bool mapped, uintptr_t addr, size_t size) {
+    if (hh_vm_held_count == HH_VM_HELD_MAX) {
+        hh_tracer_count_dropped();
+        return;
+    }
+    t_held[hh_vm_held_count++] = (hh_vm_held){addr, size, hh_now(), mapped};
+}
+
+void hh_vm_record_held(void) {
+    assert(!hh_vm_holding_record);
+    hh_regs regs;
+    HH_CAPTURE_REGS(regs);
+    for (int k = 0; k < hh_vm_held_count; k++)
+        hh_vm_write(t_held[k].mapped, t_held[k].addr, t_held[k].size, t_held[k].time, &regs);
+    hh_vm_held_count = 0;
+}
+
 /* ---- The handler -------------------------------------------------------------------------- */
 
 static void hh_vm_event(heaphook_ucm_event_type_t type, heaphook_ucm_event_t *event, void *arg) {
     (void)arg;
     if (hh_busy && !hh_in_hook) return; /* the tracer's own work */
     if (event->vm_mapped.size == 0 || !hh_tracer_active()) return;
+    /* vm_unmapped has the same layout */
+    const bool mapped = type == HEAPHOOK_UCM_EVENT_VM_MAPPED;
+    const uintptr_t addr = (uintptr_t)event->vm_mapped.address;
+    if (hh_vm_holding_record) { /* recorded by the hook once its own record is out (vm.h) */
+        hh_vm_hold(mapped, addr, event->vm_mapped.size);
+        return;
+    }
     int saved_errno = errno;
     int saved_busy = hh_busy;
     hh_busy = 1; /* the stack walk may allocate: not the program's */
     hh_regs regs;
     HH_CAPTURE_REGS(regs);
-    uint32_t stack = hh_cfg.stacks ? hh_stack_capture(hh_cfg.depth, &regs) : 0;
-    hh_rec_vm *r = stack == UINT32_MAX ? NULL : hh_tracer_reserve(sizeof *r);
-    if (r != NULL) {
-        r->time = hh_now();
-        r->tid = hh_tid();
-        r->stack = stack;
-        r->mapped = type == HEAPHOOK_UCM_EVENT_VM_MAPPED;
-        r->pad = 0;
-        r->addr = (uintptr_t)event->vm_mapped.address; /* vm_unmapped has the same layout */
-        r->size = event->vm_mapped.size;
-        hh_tracer_commit(r, HH_REC_VM);
-    }
+    hh_vm_write(mapped, addr, event->vm_mapped.size, hh_now(), &regs);
     hh_busy = saved_busy;
     errno = saved_errno;
 }

@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 
+#include "trace.h"
+
 /* HEAPHOOK_TRACE_VM (auto, yes, no) and whether ucm-hooks is in the process: true when VM
  * events are to be recorded. Stops the program when yes is asked for without ucm-hooks, unless
  * attaching (attach()'s process is not ours to stop: one warning, no events). */
@@ -16,5 +18,21 @@ void hh_vm_start(void);
 
 /* Unregisters it (before a detach): once it returns the handler records nothing more. */
 void hh_vm_stop(void);
+
+/*
+ * Holding a record. free and realloc reserve their event's record before they call the next
+ * allocator (so that the log has the free before any malloc that gets the block again) and
+ * publish it after. Until then the collector cannot read past that record; a VM event raised
+ * inside the call (glibc's free unmapping a large block, realloc moving one with mremap) must
+ * therefore neither wait for room in the ring nor for the stack trie's lock, whose holder may
+ * be waiting for that very room: a deadlock seen under load with a 64 KiB ring. The hooks set
+ * hh_vm_holding_record around the call; the handler then only notes the event (time, address,
+ * size), and hh_vm_record_held records what was noted, with the hook's call stack, once the
+ * hook has published its own record and cleared the flag.
+ */
+extern HH_TLS bool hh_vm_holding_record;
+extern HH_TLS int hh_vm_held_count;
+
+void hh_vm_record_held(void);
 
 #endif /* HH_VM_H */

@@ -4,6 +4,7 @@
  * while leak checks run: no fork may deadlock, and every process traces exactly its own calls.
  *
  *   hh_test_fork_stress FORKS THREADS [check]
+ *   hh_test_fork_stress CALLS THREADS unmap
  *
  * THREADS threads (4 or more for the tests) malloc and free at the bottom of a recursion whose
  * path through two call sites per level changes with every call. The main thread, before fork
@@ -13,7 +14,14 @@
  * while the forks go on.
  *
  * Prints one line, {"forks":F,"children_ok":C}: C children exited with status 0.
+ *
+ * `unmap`: no fork; the main thread makes CALLS marker calls, free(malloc(MARKER + f)), each
+ * a block glibc maps and its free unmaps (M_MMAP_THRESHOLD fixed at 128 KiB), while the threads
+ * fill the ring: the unmap is a VM event raised inside free, which holds its own record
+ * (native/track/vm.h). Prints
+ * {"unmaps":CALLS}.
  */
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -87,13 +95,22 @@ int main(int argc, char **argv) {
     int forks = argc > 1 ? atoi(argv[1]) : 50;
     int threads = argc > 2 ? atoi(argv[2]) : 4;
     int check = argc > 3 && strcmp(argv[3], "check") == 0;
+    int unmap = argc > 3 && strcmp(argv[3], "unmap") == 0;
     if (threads > 32) threads = 32;
     pthread_t ids[33];
     for (int i = 0; i < threads; i++)
         pthread_create(&ids[i], NULL, churn, (void *)(uintptr_t)(i + 1));
     if (check) pthread_create(&ids[threads], NULL, check_signals, NULL);
     int ok = 0;
-    for (int f = 0; f < forks; f++) {
+    /* a fixed threshold: glibc would otherwise raise it to the size of the first block freed,
+     * and serve the next ones from the heap */
+    if (unmap) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    for (int f = 0; unmap && f < forks; f++) {
+        char *p = malloc(MARKER + (size_t)f);
+        if (p != NULL) p[0] = 1;
+        free(p);
+    }
+    for (int f = 0; !unmap && f < forks; f++) {
         free(malloc(MARKER + (size_t)f));
         pid_t pid = fork();
         if (pid == 0) {
@@ -108,6 +125,9 @@ int main(int argc, char **argv) {
     }
     atomic_store(&stop, 1);
     for (int i = 0; i < threads + check; i++) pthread_join(ids[i], NULL);
-    printf("{\"forks\":%d,\"children_ok\":%d}\n", forks, ok);
+    if (unmap)
+        printf("{\"unmaps\":%d}\n", forks);
+    else
+        printf("{\"forks\":%d,\"children_ok\":%d}\n", forks, ok);
     return 0;
 }

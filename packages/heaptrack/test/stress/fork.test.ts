@@ -12,6 +12,7 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 
 import { libraryPath as tlsfLibraryPath } from '@heaphook/tlsf';
+import { libraryPath as ucmLibraryPath } from '@heaphook/ucm-hooks';
 import { describe, expect, it } from 'vitest';
 
 import {
@@ -33,6 +34,7 @@ import {
 
 const stress = join(release, 'hh_test_fork_stress');
 const tlsf = tlsfLibraryPath();
+const ucm = ucmLibraryPath();
 const MARKER = 900000;
 const CHILD = 700000;
 const CHILD_CALLS = 100;
@@ -155,5 +157,70 @@ describe('fork while four threads allocate from new stacks (fork module)', () =>
     expect(run.signal, `killed by ${run.signal} (SIGTERM: hung until the timeout)`).toBeNull();
     expect(run.status, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toEqual({ forks: 100, children_ok: 100 });
+  });
+});
+
+/** The VM records of a log whose size is a marker block's (MARKER bytes to 1 MiB: not a thread's
+ * stack or an arena). */
+async function markerMappings(path: string): Promise<{ mapped: number; unmapped: number[] }> {
+  const out = { mapped: 0, unmapped: [] as number[] };
+  for await (const batch of decodeLogColumns(path, { reuseColumns: true })) {
+    for (const r of batch.records) {
+      if (r.type !== 'vm' || r.size < MARKER || r.size >= 1 << 20) continue;
+      if (r.kind === 'mapped') out.mapped++;
+      else out.unmapped.push(r.stack);
+    }
+  }
+  return out;
+}
+
+// A free holds its record (reserved before the real free, published after) while glibc
+// unmaps the block: the unmap's VM record must not wait for room in the ring, nor for the stack
+// trie's lock, whose holder may wait for that room. Before native/track/vm.h's held events, this
+// program hung (a 64 KiB ring, 20,000 unmapping frees: four runs of four) with one thread in
+// free -> munmap -> the VM handler waiting for the trie lock, and the lock's holder waiting for
+// room behind the free's unpublished record.
+describe('frees that unmap while four threads fill a small ring (VM events inside free)', () => {
+  const calls = 20000;
+  const expectEveryUnmap = async (log: string) => {
+    const vm = await markerMappings(log);
+    expect(vm.mapped).toBe(calls);
+    expect(vm.unmapped).toHaveLength(calls);
+    // recorded after the free, with the free's call stack
+    expect(vm.unmapped.filter((stack) => stack === 0)).toEqual([]);
+  };
+
+  it('standalone: no deadlock, every unmap recorded', async () => {
+    const dir = scratch('unmap-stress');
+    const run = traced(
+      dir,
+      stress,
+      [String(calls), '4', 'unmap'],
+      { HEAPHOOK_BUFFER_SIZE: '64KiB' },
+      [ucm, tracer],
+    );
+    expect(run.signal, `killed by ${run.signal} (SIGTERM: hung until the timeout)`).toBeNull();
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stdout).toBe(`{"unmaps":${calls}}\n`);
+    const logs = logsIn(dir);
+    expect(logs).toHaveLength(1);
+    await expectEveryUnmap(logs[0]!);
+  });
+
+  it('under heaphook record (collector): no deadlock, every unmap recorded', async () => {
+    const dir = scratch('unmap-stress-record');
+    const result = await withinOrExplain(
+      record(stress, [String(calls), '4', 'unmap'], {
+        outputDir: dir,
+        env: { HEAPHOOK_BUFFER_SIZE: '64KiB' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }),
+      100_000,
+      () =>
+        `heaphook record of ${stress} ${calls} 4 unmap has not ended:\n${processStates(process.pid)}`,
+    );
+    expect(result.status, result.stderr).toBe(0);
+    expect(result.logs).toHaveLength(1);
+    await expectEveryUnmap(result.logs[0]!.path);
   });
 });
