@@ -172,6 +172,7 @@ static inline thread_series *thread_series_of(hh_scan *s, thread_state *t) {
 
 /* After add_block: thread t allocated `weight` bytes in the heap series' current bucket. */
 static inline bool thread_allocated(hh_scan *s, thread_state *t, double weight) {
+    if (s->series_off) return true;
     thread_series *ts = thread_series_of(s, t);
     if (ts == NULL) return false;
     ts->allocations++;
@@ -203,6 +204,7 @@ static __attribute__((noinline, unused)) uint32_t series_bucket_of(hh_scan *s, d
 /* Twice an event (its allocation and its free): inlined, without a call's cost. */
 static inline __attribute__((always_inline)) void series_add(hh_scan *s, double time,
                                                              double value) {
+    if (s->series_off) return;
     /* Events share times (ticks are coarse): mostly the last bucket. */
     uint32_t i = time == s->series_time ? s->series_bucket : series_bucket_of(s, time);
     if (!s->present[i]) {

@@ -154,6 +154,12 @@ int hh_scan_start_timeline(hh_scan *s, uint32_t buckets) {
     return 0;
 }
 
+int hh_scan_skip_series(hh_scan *s) {
+    if (s->timeline_buckets > 0 || s->all_events > 0) return -1;
+    s->series_off = true;
+    return 0;
+}
+
 bool hh_scan_timeline(const hh_scan *s, hh_scan_timeline_info *out) {
     size_t cells = 0;
     for (size_t i = 0; i < s->site_count; i++) cells += s->sites[i].cell_count;

@@ -20,6 +20,8 @@
  *   result() -> { totals: { calls, events, ... (HH_SCAN_TOTALS_SCALARS), sizeCounts, sizeBytes },
  *                 latency, series, threads, sites }   (ScannerResult in src/decode/replay.ts)
  *   startTimeline(buckets)   (before the first event)
+ *   skipSeries()             (before the first event, without a timeline: no heap or
+ *                            thread series; result() gives them empty)
  *   timeline() -> { buckets, width, cells: { site, bucket, ... }: a Float64Array per column
  *                 (HH_TIMELINE_COLUMNS) } | null (null: not started, or lost for want of memory)
  *   startEvents(replay)      (before the first event: run() also writes the events out; replay
@@ -365,6 +367,16 @@ static napi_value start_timeline(napi_env env, napi_callback_info info) {
     return NULL;
 }
 
+static napi_value skip_series(napi_env env, napi_callback_info info) {
+    hh_scan *s = unwrap(env, info, 0, NULL);
+    if (s == NULL) return NULL;
+    if (hh_scan_skip_series(s) != 0) {
+        napi_throw_error(env, NULL, "skipSeries(): before the first event and without a timeline");
+        return NULL;
+    }
+    return NULL;
+}
+
 static void fill_timeline(hh_scan *s, double *out) {
     hh_scan_get_timeline(s, out);
 }
@@ -562,6 +574,7 @@ static napi_value init(napi_env env, napi_value exports) {
         {"result", NULL, result, NULL, NULL, NULL, napi_default, NULL},
         {"sites", NULL, sites, NULL, NULL, NULL, napi_default, NULL},
         {"startTimeline", NULL, start_timeline, NULL, NULL, NULL, napi_default, NULL},
+        {"skipSeries", NULL, skip_series, NULL, NULL, NULL, napi_default, NULL},
         {"timeline", NULL, timeline, NULL, NULL, NULL, napi_default, NULL},
         {"liveBlocks", NULL, live_blocks, NULL, NULL, NULL, napi_default, NULL},
         {"setBlockLimit", NULL, set_block_limit, NULL, NULL, NULL, napi_default, NULL},

@@ -140,6 +140,7 @@ struct hh_scan {
     double *smin, *smax, *slast;
     double series_time;     /* the time series_add saw last (NaN: none) ... */
     uint32_t series_bucket; /* ... and its bucket */
+    bool series_off;        /* hh_scan_skip_series: no heap series, no thread series */
     /* Timeline (hh_scan_start_timeline): buckets of width * points / timeline_buckets, merged
      * in pairs with the series' */
     uint32_t timeline_buckets; /* 0: off */

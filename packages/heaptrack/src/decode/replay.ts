@@ -112,6 +112,9 @@ export interface Scanner {
   result(): ScannerResult;
   /** Before the first event: per site and time bucket, its calls (native/analyze/scan.h). */
   startTimeline(buckets: number): void;
+  /** Before the first event, without a timeline: no heap series and no thread series (result()
+   * gives them empty), for a report that shows neither. */
+  skipSeries(): void;
   /** null: not started, or lost for want of memory (timelineOf gives it as the report reads it). */
   timeline(): { buckets: number; width: number; cells: TimelineColumns } | null;
   /** Before the first event: run() also writes the events into the columns of eventColumns();

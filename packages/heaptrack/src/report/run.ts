@@ -106,6 +106,9 @@ export async function buildReportModel(
     /** Keep the timeline of report.html's time ranges (by site and time bucket): a cost per
      * event that no other output reads (default false). */
     readonly timeline?: boolean;
+    /** Keep the heap series and the threads' series (default true): only the files (-o) show
+     * them, and they cost ~20 instructions an event. */
+    readonly series?: boolean;
   } = {},
 ): Promise<{
   model: ReportModel;
@@ -117,6 +120,7 @@ export async function buildReportModel(
   const points = options.points ?? SERIES_DEFAULT_POINTS;
   const events = new NativeEvents(points, SERIES_INITIAL_WIDTH_NS);
   if (options.timeline === true) events.scanner.startTimeline(Math.min(TIMELINE_BUCKETS, points));
+  else if (options.series === false) events.scanner.skipSeries();
   const builder = new ReportBuilder(events, { points });
   const progress = startProgress(path, options.progress);
   let error: LogFormatError | undefined;
@@ -145,6 +149,7 @@ export async function report(path: string, options: ReportOptions = {}): Promise
   const { model, timeline, leakedBlocks, error } = await buildReportModel(path, {
     ...options,
     timeline: withPage,
+    series: options.outputDir !== undefined,
   });
   const top = options.top ?? 20;
   const wanted = jsonStacks(model, top);
