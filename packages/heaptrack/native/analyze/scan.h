@@ -197,6 +197,12 @@ size_t hh_scan_live_count(const hh_scan *s);
 void hh_scan_get_live(const hh_scan *s, double *out);
 
 /*
+ * No heap series and no thread series (`report --json` shows neither): result() gives them
+ * empty. Before the first event and without a timeline (returns 0, or -1).
+ */
+int hh_scan_skip_series(hh_scan *s);
+
+/*
  * The timeline (the interactive report's time ranges): per site and time bucket, its
  * allocations, the bytes they allocated, the bytes of its blocks freed then, its temporary
  * allocations (counted when freed) and, of the blocks allocated then, the bytes still live at
@@ -206,12 +212,6 @@ void hh_scan_get_live(const hh_scan *s, double *out);
  * Memory: at most `buckets` cells (64 bytes) per site; out of memory, the timeline stops and
  * reports itself lost.
  */
-/*
- * No heap series and no thread series (`report --json` shows neither): result() gives them
- * empty. Before the first event and without a timeline (returns 0, or -1).
- */
-int hh_scan_skip_series(hh_scan *s);
-
 #define HH_TIMELINE_MAX_BUCKETS 256 /* a live block keeps its bucket in a byte */
 int hh_scan_start_timeline(hh_scan *s, uint32_t buckets);
 typedef struct hh_scan_timeline_info {
