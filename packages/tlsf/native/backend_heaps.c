@@ -158,8 +158,11 @@ static void cache_flush(thread_heap *h, size_t max) {
 /* Pushes the block at p (of footprint cls * 16, checked) on its class's list, marked as cached
  * in its second word. */
 static inline void cache_push(thread_heap *h, void **p, unsigned cls) {
-    p[0] = h->cache_head[cls];
-    p[1] = (void *)cache_key;
+    /* two plain stores: as relaxed atomics the compiler does not pair them through a vector
+     * register (4 instructions instead of 2 on the leaf free) */
+    void *const key = (void *)cache_key;
+    __atomic_store_n(&p[0], h->cache_head[cls], __ATOMIC_RELAXED);
+    __atomic_store_n(&p[1], key, __ATOMIC_RELAXED);
     h->cache_head[cls] = p;
     h->cache_room[cls]--;
     h->cache_left -= (size_t)cls << 4;
@@ -206,6 +209,34 @@ static inline void *cache_take(thread_heap *h, unsigned cls, void **p) {
     h->cache_room[cls]++;
     h->cache_left += (size_t)cls << 4;
     p[1] = NULL;
+    return p;
+}
+
+/* A miss in class cls (footprint f = cls * 16): one TLSF block for n blocks of the class
+ * (CACHE_REFILL_MAX, CACHE_REFILL_BYTES and the cache's room bound n further), split; the first is
+ * returned, the others cached, lowest address on top. NULL when n < 2 or TLSF has no block
+ * that large (the caller then asks TLSF for one block). */
+static void *cache_refill(thread_heap *h, unsigned cls, size_t n) {
+    const size_t f = (size_t)cls << 4;
+    if (n > CACHE_REFILL_BYTES / f) n = CACHE_REFILL_BYTES / f;
+    if (n > CACHE_REFILL_MAX) n = CACHE_REFILL_MAX;
+    if (n > (size_t)h->cache_room[cls] + 1) n = (size_t)h->cache_room[cls] + 1;
+    /* the last block may be up to 16 bytes larger (a rest too small to split stays in it) */
+    if (h->cache_left < ALIGN_SIZE) return NULL;
+    if (n > (h->cache_left - ALIGN_SIZE) / f + 1) n = (h->cache_left - ALIGN_SIZE) / f + 1;
+    if (n < 2) return NULL;
+    char *p = tlsf_malloc(h->tlsf, n * f - BLOCK_OVERHEAD);
+    if (UNLIKELY(p == NULL)) return NULL;
+    tlsf_split_used(h->tlsf, p, f, (unsigned)n);
+    /* the last one, of footprint f or f + 16, into its own class when it has room */
+    char *last = p + (n - 1) * f;
+    const size_t lf = head_load(block_from_ptr(last)) & HEAD_SIZE_MASK;
+    const unsigned lcls = (unsigned)(lf >> 4);
+    if (lcls < CACHE_CLASSES && h->cache_room[lcls] != 0 && h->cache_left >= lf)
+        cache_push(h, (void **)last, lcls);
+    else
+        tlsf_free(h->tlsf, last);
+    for (size_t i = n - 2; i >= 1; i--) cache_push(h, (void **)(p + i * f), cls);
     return p;
 }
 
@@ -406,6 +437,15 @@ static __attribute__((noinline)) void *heap_alloc(thread_heap *h, size_t size, s
         if (align == 1 && size <= CACHE_REQUEST_MAX) {
             const unsigned cls = cache_class(size);
             if ((p = (void **)h->cache_head[cls]) != NULL) return cache_take(h, cls, p);
+            /* a class missed twice in a row or more is being allocated in a run: refilled,
+             * with twice as many blocks at each miss of the run (2, 4, then 8) */
+            if (h->miss_class == cls) {
+                if (h->miss_run < 3) h->miss_run++;
+                if ((p = cache_refill(h, cls, (size_t)1 << h->miss_run)) != NULL) return p;
+            } else {
+                h->miss_class = cls;
+                h->miss_run = 0;
+            }
         }
         p = heap_try(h, size, align);
         if (LIKELY(p != NULL)) return p;

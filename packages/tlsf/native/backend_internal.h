@@ -85,6 +85,12 @@
 /* Blocks a malloc short of memory flushes from its cache before it borrows a chunk: the flush
  * is spread over such mallocs, so no call frees more than this many blocks into TLSF. */
 #define CACHE_FLUSH_MAX 64
+/* A malloc whose class of the cache is empty takes one TLSF block for up to CACHE_REFILL_MAX
+ * blocks of its footprint (CACHE_REFILL_BYTES at most, and what the cache has room for), splits
+ * it and caches all but the one it returns: one TLSF search and split for several blocks, as
+ * a free list of mimalloc's page is filled at once. */
+#define CACHE_REFILL_MAX 8
+#define CACHE_REFILL_BYTES ((size_t)4096)
 /* A free whose class is full takes at most this many of the blocks freed last into its class
  * along to TLSF, when they lie next to it and to each other (one TLSF free for all of them). */
 #define CACHE_SPILL_MAX 32
@@ -159,6 +165,8 @@ typedef struct thread_heap {
      * take (cfg.cache_bytes minus the footprints cached). */
     uint16_t cache_room[CACHE_CLASSES];
     unsigned spill_cursor; /* the class the next spill looks at first */
+    unsigned miss_class;   /* the class of the last cache miss (see CACHE_REFILL_MAX) */
+    unsigned miss_run;     /* log2 of the blocks its next refill takes (1..3) */
     size_t cache_left;
     unsigned drain_tick; /* cache hits left before the next drain (see DRAIN_EVERY) */
     /* Blocks this heap's thread freed into another heap, `batch_to`, not yet pushed on its

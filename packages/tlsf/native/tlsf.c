@@ -420,6 +420,23 @@ void tlsf_join_used(tlsf_t *t, void *ptr, void *next) {
     t->used_blocks--;
 }
 
+void tlsf_split_used(tlsf_t *t, void *ptr, size_t f, unsigned n) {
+    block_t *b = block_from_ptr(ptr);
+    const size_t head = head_load(b);
+    const size_t size = head & HEAD_SIZE_MASK;
+    TLSF_ASSERT(!(head & (HEAD_FREE | HEAD_ALIGN_MASK)) && n >= 1 && f >= BLOCK_SIZE_MIN &&
+                !(f & (ALIGN_SIZE - 1)) && size >= (size_t)n * f);
+    if (n < 2) return;
+    head_store(b, (head & ~HEAD_SIZE_MASK) | f);
+    block_t *c = b;
+    for (unsigned i = 1; i + 1 < n; i++) {
+        c = block_at(c, f);
+        block_init(t, c, f, 0); /* used, its predecessor used */
+    }
+    block_init(t, block_at(c, f), size - (size_t)(n - 1) * f, 0);
+    t->used_blocks += n - 1;
+}
+
 void *tlsf_free_span(tlsf_t *t, void *ptr, size_t page, uintptr_t *lo, uintptr_t *hi) {
     block_t *b = block_from_ptr(ptr);
     t->used_blocks--;

@@ -94,6 +94,10 @@ void tlsf_free(tlsf_t *t, void *ptr);
  * of t, next the physical successor of ptr; ptr absorbs next (its footprint becomes the sum).
  * O(1). */
 void tlsf_join_used(tlsf_t *t, void *ptr, void *next);
+/* The inverse, for the same front end: ptr, a used, unaligned block of t of footprint at least
+ * n * f (f a multiple of 16, at least 32; n >= 1), becomes n used blocks, the first n - 1 of
+ * footprint f and the last one the rest; ptr stays the first. O(n). */
+void tlsf_split_used(tlsf_t *t, void *ptr, size_t f, unsigned n);
 /* tlsf_free that also says which memory could be given back to the system. Returns the free
  * block ptr became part of (coalesced with its free neighbours) and sets [*lo, *hi) to the
  * whole pages (of size page) inside it that may hold data: those of ptr's block and of each

@@ -489,7 +489,9 @@ static const char *next_to_free_name(const char *p, const char *large, const cha
 
 static void *next_to_free(void *arg) {
     (void)arg;
-    char *large = malloc(4000), *small = malloc(100), *guard = malloc(100), *other = malloc(100);
+    /* the guard of another size: two misses in a row of one class would fill the class from
+     * one block (the cache's refill) */
+    char *large = malloc(4000), *small = malloc(100), *guard = malloc(200), *other = malloc(100);
     if (!large || !small || !guard || !other) return (void *)"malloc failed";
     if (small <= large || small - large > 4096) return (void *)"blocks not adjacent";
     free(other);

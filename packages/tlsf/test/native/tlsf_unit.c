@@ -436,6 +436,35 @@ static void test_join_used(void) {
     EXPECT(s.free_blocks == 1 && s.used_blocks == 0, "all coalesced");
 }
 
+/* tlsf_split_used, as the thread cache's refill uses it: one used block becomes n used blocks
+ * of one footprint (the last one the rest), each freed on its own as any block is. */
+static void test_split_used(void) {
+    tlsf_t *t = make_heap(1 << 20);
+    enum { N = 8, F = 112 };
+    char *run = tlsf_malloc(t, N * F - 8 + 16); /* 16 bytes more: the last block keeps them */
+    char *keep = tlsf_malloc(t, 100);
+    tlsf_split_used(t, run, F, N);
+    tlsf_stats s;
+    tlsf_get_stats(t, &s);
+    EXPECT(s.used_blocks == N + 1, "the run's blocks and the one kept: %zu", s.used_blocks);
+    for (int i = 0; i < N - 1; i++)
+        EXPECT(tlsf_block_size(run + i * F) == F - 8, "block %d's size: %zu", i,
+               tlsf_block_size(run + i * F));
+    EXPECT(tlsf_block_size(run + (N - 1) * F) == F + 16 - 8, "the last block's size: %zu",
+           tlsf_block_size(run + (N - 1) * F));
+    EXPECT(heap_ok(t), "check after splitting");
+    for (int i = 0; i < N; i += 2) tlsf_free(t, run + i * F);
+    EXPECT(heap_ok(t), "check after freeing every other block");
+    for (int i = 1; i < N; i += 2) tlsf_free(t, run + i * F);
+    EXPECT(heap_ok(t), "check after freeing the rest");
+    char *again = tlsf_malloc(t, N * F - 8 + 16);
+    EXPECT(again == run, "the run's memory is one free block again");
+    tlsf_free(t, again);
+    tlsf_free(t, keep);
+    tlsf_get_stats(t, &s);
+    EXPECT(s.free_blocks == 1 && s.used_blocks == 0, "all coalesced");
+}
+
 /* A free block of exactly the size asked for serves the request, although the rounded search
  * (which guarantees a fit without walking a list) looks only in the classes above its own: a
  * hole one block wide among used blocks is reused, not left while the heap's remainder is cut. */
@@ -474,6 +503,7 @@ int main(void) {
     test_trim_largest();
     test_growing_realloc();
     test_join_used();
+    test_split_used();
     test_exact_class_fit();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
