@@ -230,7 +230,7 @@ export {
   runAarch64,
 } from './emulation.js';
 
-export { settledValue, threadNames } from './test-process-state.js';
+export { processStates, settledValue, threadNames, withinOrExplain } from './test-process-state.js';
 
 export { allChecksPassed, unitChecks, type UnitChecks } from './unit-checks.js';
 

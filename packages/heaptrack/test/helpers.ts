@@ -33,7 +33,7 @@ export interface Expected {
   peakBytes: number;
 }
 export const forker = join(release, 'hh_test_forker');
-export { heaphookBin } from '@heaphook/core/testing';
+export { heaphookBin, processStates, withinOrExplain } from '@heaphook/core/testing';
 
 if (!existsSync(tracer) || !existsSync(workload)) {
   throw new Error(`build the package first: npx nx build heaptrack (missing ${tracer})`);
@@ -78,70 +78,6 @@ export function traced(
     env: { ...base, ...env, LD_PRELOAD: preload.join(':'), HEAPHOOK_LOG_DIR: dir },
     timeout: 120_000,
   });
-}
-
-/**
- * What every process under root (root included) is doing, thread by thread: its command line,
- * then per thread its name, state, wait channel, system call number and the top of its kernel
- * stack, and the user-space stacks of our own programs (gdb, where installed). For the message
- * of a wait that took too long, so that a hang seen once in a loaded CI run says where each
- * process stood. `group`: the processes of process group root instead, which keeps those whose
- * parent has exited (a detached heaphook record's collector and command).
- */
-export function processStates(root: number, select: 'tree' | 'group' = 'tree'): string {
-  const ps = spawnSync('ps', ['-eo', 'pid=,ppid=,pgid='], { encoding: 'utf8' }).stdout ?? '';
-  const children = new Map<number, number[]>();
-  const group: number[] = [];
-  for (const line of ps.split('\n')) {
-    const [pid, ppid, pgid] = line.trim().split(/\s+/).map(Number);
-    if (pid === undefined || ppid === undefined || Number.isNaN(pid)) continue;
-    children.set(ppid, [...(children.get(ppid) ?? []), pid]);
-    if (pgid === root) group.push(pid);
-  }
-  const tree: number[] = [];
-  for (const queue = [root]; queue.length > 0;) {
-    const pid = queue.shift()!;
-    tree.push(pid);
-    queue.push(...(children.get(pid) ?? []));
-  }
-  const chosen = select === 'group' ? group : tree;
-  if (chosen.length === 0) return `no process ${select === 'group' ? 'in group ' : ''}${root}\n`;
-  const script = chosen
-    .map(
-      (pid) =>
-        `if [ -d /proc/${pid} ]; then ` +
-        `echo "process ${pid}: $(tr '\\0' ' ' < /proc/${pid}/cmdline 2>/dev/null)"; ` +
-        `for t in /proc/${pid}/task/*; do ` +
-        `echo "  thread \${t##*/} $(cat $t/comm 2>/dev/null) $(grep State $t/status 2>/dev/null) ` +
-        `wchan=$(cat $t/wchan 2>/dev/null) syscall=$(cut -d' ' -f1 $t/syscall 2>/dev/null) ` +
-        `kernel: $(head -n 3 $t/stack 2>/dev/null | sed 's/^\\[<[0-9a-f]*>\\] //' | tr '\\n' ' ')"; done; ` +
-        // the user-space stacks of our own programs (not node's): where a hang waits
-        `case "$(cat /proc/${pid}/comm)" in node) ;; *) command -v gdb >/dev/null && ` +
-        `timeout 20 gdb -p ${pid} -batch -nx -ex 'thread apply all bt 12' 2>/dev/null | grep -E '^(Thread|#)' ;; esac; fi`,
-    )
-    .join('; ');
-  return spawnSync('sh', ['-c', script], { encoding: 'utf8' }).stdout ?? '';
-}
-
-/**
- * The promise's value, or a failure with explain()'s text when it takes longer than ms: every
- * wait of these tests is on a condition with such a watchdog, never a bare sleep (the suite runs
- * on loaded 2-core machines), and a watchdog that fires says why (processStates).
- */
-export async function withinOrExplain<T>(
-  promise: Promise<T>,
-  ms: number,
-  explain: () => string,
-): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(explain())), ms);
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** python3 from the system (pyenv shims are shell scripts that exec another python). */

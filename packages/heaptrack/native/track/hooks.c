@@ -341,14 +341,13 @@ HH_EXPORT void free(void *p) {
         x = hh_fill(e, len, HH_OP_FREE, hh_t0, stack);
         e->addr = (uintptr_t)p;
     }
-    hh_vm_holding_record = e != NULL; /* what the free maps or unmaps waits for e (vm.h) */
+    hh_vm_hold_record(e != NULL); /* what the free maps or unmaps waits for e (vm.h) */
     next.free(p);
-    hh_vm_holding_record = false;
     if (e != NULL) {
         if (x != NULL) x->duration = hh_now() - hh_t0;
         hh_tracer_commit(e, HH_REC_EVENT);
     }
-    if (HH_UNLIKELY(hh_vm_held_count != 0)) hh_vm_record_held();
+    hh_vm_release_record();
     errno = hh_saved_errno;
     HH_LEAVE();
 }
@@ -411,7 +410,7 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
     uint32_t stack = weight != 0 ? hh_stack(hh_cfg.stacks, &hh_regs_at) : 0;
     uint32_t len = hh_event_len(true);
     hh_rec_event *e = stack == UINT32_MAX ? NULL : hh_tracer_reserve(len);
-    hh_vm_holding_record = e != NULL; /* what the realloc maps or unmaps waits for e (vm.h) */
+    hh_vm_hold_record(e != NULL); /* what the realloc maps or unmaps waits for e (vm.h) */
     void *p;
     if (op == HH_OP_REALLOC) {
         p = next.realloc(old, size);
@@ -423,7 +422,6 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
     } else {
         p = next.realloc(old, total);
     }
-    hh_vm_holding_record = false;
     hh_saved_errno = errno;
     if (p != NULL)
         hh_leaks_track(p, total);
@@ -453,7 +451,7 @@ static void *hh_realloc_common(uint8_t op, void *old, size_t count, size_t size)
             }
         }
     }
-    if (HH_UNLIKELY(hh_vm_held_count != 0)) hh_vm_record_held();
+    hh_vm_release_record();
     errno = hh_saved_errno;
     HH_LEAVE();
     return p;

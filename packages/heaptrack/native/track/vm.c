@@ -115,7 +115,7 @@ HH_TLS bool hh_vm_holding_record;
 HH_TLS int hh_vm_held_count;
 static HH_TLS hh_vm_held t_held[HH_VM_HELD_MAX];
 
-static void hh_vm_hold(bool mapped, uintptr_t addr, size_t size) {
+static void hh_vm_note(bool mapped, uintptr_t addr, size_t size) {
     if (hh_vm_held_count == HH_VM_HELD_MAX) {
         hh_tracer_count_dropped();
         return;
@@ -142,7 +142,7 @@ static void hh_vm_event(heaphook_ucm_event_type_t type, heaphook_ucm_event_t *ev
     const bool mapped = type == HEAPHOOK_UCM_EVENT_VM_MAPPED;
     const uintptr_t addr = (uintptr_t)event->vm_mapped.address;
     if (hh_vm_holding_record) { /* recorded by the hook once its own record is out (vm.h) */
-        hh_vm_hold(mapped, addr, event->vm_mapped.size);
+        hh_vm_note(mapped, addr, event->vm_mapped.size);
         return;
     }
     int saved_errno = errno;

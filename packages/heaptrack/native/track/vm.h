@@ -25,14 +25,25 @@ void hh_vm_stop(void);
  * publish it after. Until then the collector cannot read past that record; a VM event raised
  * inside the call (glibc's free unmapping a large block, realloc moving one with mremap) must
  * therefore neither wait for room in the ring nor for the stack trie's lock, whose holder may
- * be waiting for that very room: a deadlock seen under load with a 64 KiB ring. The hooks set
- * hh_vm_holding_record around the call; the handler then only notes the event (time, address,
- * size), and hh_vm_record_held records what was noted, with the hook's call stack, once the
- * hook has published its own record and cleared the flag.
+ * be waiting for that very room: a deadlock seen under load with a 64 KiB ring. The hooks call
+ * hh_vm_hold_record before the call and hh_vm_release_record once their record is out; in
+ * between, the handler only notes an event (time, address, size), and the release records what
+ * was noted, with the hook's call stack.
  */
 extern HH_TLS bool hh_vm_holding_record;
 extern HH_TLS int hh_vm_held_count;
 
 void hh_vm_record_held(void);
+
+/* Before the next allocator's call: whether the hook holds a record (reserved, not published). */
+static inline void hh_vm_hold_record(bool holding) {
+    hh_vm_holding_record = holding;
+}
+
+/* After the hook has published its record: the events noted meanwhile are recorded now. */
+static inline void hh_vm_release_record(void) {
+    hh_vm_holding_record = false;
+    if (HH_UNLIKELY(hh_vm_held_count != 0)) hh_vm_record_held();
+}
 
 #endif /* HH_VM_H */

@@ -18,8 +18,7 @@
  * `unmap`: no fork; the main thread makes CALLS marker calls, free(malloc(MARKER + f)), each
  * a block glibc maps and its free unmaps (M_MMAP_THRESHOLD fixed at 128 KiB), while the threads
  * fill the ring: the unmap is a VM event raised inside free, which holds its own record
- * (native/track/vm.h). Prints
- * {"unmaps":CALLS}.
+ * (native/track/vm.h). Prints {"unmaps":CALLS}.
  */
 #include <malloc.h>
 #include <pthread.h>

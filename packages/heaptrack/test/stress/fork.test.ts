@@ -101,6 +101,21 @@ function runStress(
   return { pid: run.pid!, forks: out.forks };
 }
 
+/** The stress program under heaphook record (the collector), a 64 KiB ring. 100 s at most (it
+ * takes seconds), under the test's own 120 s: a hang says where each process stood. */
+function recordStress(dir: string, args: string[]): ReturnType<typeof record> {
+  return withinOrExplain(
+    record(stress, args, {
+      outputDir: dir,
+      env: { HEAPHOOK_BUFFER_SIZE: '64KiB' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+    100_000,
+    () =>
+      `heaphook record of ${stress} ${args.join(' ')} has not ended:\n${processStates(process.pid)}`,
+  );
+}
+
 describe('fork while four threads allocate from new stacks (fork module)', () => {
   it('standalone, a 64 KiB ring, 100 forks, twice: no deadlock, exact markers in parent and children', async () => {
     for (let round = 0; round < 2; round++) {
@@ -118,16 +133,7 @@ describe('fork while four threads allocate from new stacks (fork module)', () =>
 
   it('under heaphook record (collector): exact markers in every process', async () => {
     const dir = scratch('fork-stress-record');
-    // 100 s (it takes 2 s), under the test's own 120 s: a hang says where each process stood
-    const result = await withinOrExplain(
-      record(stress, ['50', '4'], {
-        outputDir: dir,
-        env: { HEAPHOOK_BUFFER_SIZE: '64KiB' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      }),
-      100_000,
-      () => `heaphook record of ${stress} 50 4 has not ended:\n${processStates(process.pid)}`,
-    );
+    const result = await recordStress(dir, ['50', '4']);
     expect(result.status, result.stderr).toBe(0);
     const out = JSON.parse(result.stdout) as { forks: number; children_ok: number };
     expect(out.children_ok).toBe(50);
@@ -209,16 +215,7 @@ describe('frees that unmap while four threads fill a small ring (VM events insid
 
   it('under heaphook record (collector): no deadlock, every unmap recorded', async () => {
     const dir = scratch('unmap-stress-record');
-    const result = await withinOrExplain(
-      record(stress, [String(calls), '4', 'unmap'], {
-        outputDir: dir,
-        env: { HEAPHOOK_BUFFER_SIZE: '64KiB' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      }),
-      100_000,
-      () =>
-        `heaphook record of ${stress} ${calls} 4 unmap has not ended:\n${processStates(process.pid)}`,
-    );
+    const result = await recordStress(dir, [String(calls), '4', 'unmap']);
     expect(result.status, result.stderr).toBe(0);
     expect(result.logs).toHaveLength(1);
     await expectEveryUnmap(result.logs[0]!.path);
