@@ -160,15 +160,20 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
     if (w - from > ring->capacity) w = from + ring->capacity;
     uint64_t r = from, ahead = from;
     unsigned lead = 0; /* records in [r, ahead) */
+    /* Their header words, r's at seen[first]: checked once, when prefetched (a published record
+     * does not change while the reader has not passed it). */
+    uint64_t seen[HH_RING_LOOKAHEAD];
+    unsigned first = 0;
     while (r < w) {
         while (prefetch != NULL && lead < HH_RING_LOOKAHEAD && ahead < w) {
             uint64_t next = hh_ring_record_at(ring, ahead, w);
             if (next == 0 || hh_rec_type_of(next) == HH_REC_RESERVED) break;
             prefetch(arg, hh_rec_type_of(next), ring->data + (ahead & ring->mask));
+            seen[(first + lead) % HH_RING_LOOKAHEAD] = next;
             ahead += hh_rec_len(next);
             lead++;
         }
-        uint64_t word = hh_ring_record_at(ring, r, w);
+        uint64_t word = lead > 0 ? seen[first] : hh_ring_record_at(ring, r, w);
         if (word == 0) break;
         uint32_t len = hh_rec_len(word);
         unsigned type = hh_rec_type_of(word);
@@ -181,7 +186,10 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
         }
         r += len;
         if (ahead < r) ahead = r; /* it stopped at the record just passed */
-        if (lead > 0) lead--;
+        if (lead > 0) {
+            lead--;
+            first = (first + 1) % HH_RING_LOOKAHEAD;
+        }
         if (ahead == r) lead = 0;
     }
     return r;

@@ -424,6 +424,21 @@ static inline uint64_t *hh_class_entry(hh_writer *w, unsigned cls, unsigned k) {
     return &w->classes[cls][(w->class_head[cls] + k) & HH_CLASS_MASK];
 }
 
+/* The first entry k of class cls's list that holds ptr, or -1: the first, because the decoder
+ * takes the first too (analyze/address.h). The list is a ring: entries 0.. lie from the head to
+ * the array's end, the rest from its start, so it is searched as two plain arrays (the entry
+ * index computed per entry cost twice the instructions: the search was an eighth of the
+ * writer's on a churn loop). */
+static int hh_class_find(const hh_writer *w, unsigned cls, uint64_t ptr) {
+    const uint64_t *list = w->classes[cls];
+    const unsigned head = w->class_head[cls];
+    for (unsigned i = head; i < HH_CLASS_DEPTH; i++)
+        if (list[i] == ptr) return (int)(i - head);
+    for (unsigned i = 0; i < head; i++)
+        if (list[i] == ptr) return (int)(HH_CLASS_DEPTH - head + i);
+    return -1;
+}
+
 /* ptr becomes entry 0 of its class; the last entry drops off. */
 static void hh_class_push(hh_writer *w, unsigned cls, uint64_t ptr) {
     w->class_head[cls] = (uint8_t)((w->class_head[cls] - 1) & HH_CLASS_MASK);
@@ -478,15 +493,7 @@ static uint64_t hh_bump_guess(const hh_writer *w) {
  * list of recent frees; 1 = delta to the previous address. */
 static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_t request) {
     unsigned cls = hh_class_of(class_bytes);
-    int k = -1;
-    if (ptr != 0 && cls < HH_CLASSES) {
-        for (unsigned i = 0; i < HH_CLASS_DEPTH; i++) {
-            if (*hh_class_entry(w, cls, i) == ptr) {
-                k = (int)i;
-                break;
-            }
-        }
-    }
+    int k = ptr != 0 && cls < HH_CLASSES ? hh_class_find(w, cls, ptr) : -1;
     if (k >= 0) {
         hh_put_var(w, HH_STREAM_ADDR, (uint64_t)k << 2);
         hh_class_remove(w, cls, (unsigned)k); /* handed out again: no longer a free block */
