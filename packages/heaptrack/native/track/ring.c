@@ -164,6 +164,7 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
      * does not change while the reader has not passed it). */
     uint64_t seen[HH_RING_LOOKAHEAD];
     unsigned first = 0;
+    uint64_t passed = 0, reserved = 0; /* counted here, stored once: fn may write anywhere */
     while (r < w) {
         while (prefetch != NULL && lead < HH_RING_LOOKAHEAD && ahead < w) {
             uint64_t next = hh_ring_record_at(ring, ahead, w);
@@ -179,10 +180,10 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
         unsigned type = hh_rec_type_of(word);
         if (type == HH_REC_RESERVED) {
             if (!skip_unpublished) break; /* still being written */
-            if (unpublished != NULL) (*unpublished)++;
+            reserved++;
         } else if (fn != NULL) {
             fn(arg, r, type, (const void *)(ring->data + (r & ring->mask)), len);
-            if (published != NULL) (*published)++;
+            passed++;
         }
         r += len;
         if (ahead < r) ahead = r; /* it stopped at the record just passed */
@@ -192,6 +193,8 @@ static uint64_t hh_ring_walk_counting(const hh_ring *ring, uint64_t from, uint64
         }
         if (ahead == r) lead = 0;
     }
+    if (published != NULL) *published += passed;
+    if (unpublished != NULL) *unpublished += reserved;
     return r;
 }
 
