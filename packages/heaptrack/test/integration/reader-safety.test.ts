@@ -334,7 +334,9 @@ describe('a run that did not end normally', () => {
     const r = await report(writeLog('normal.log', realLog('zstd')), { symbolize: false });
     expect(r.json.endedNormally).toBe(true);
     expect(r.text).not.toContain('did not end normally');
-    expect(r.text).toMatch(/^leaked \(leak-check\): 1 blocks/m);
+    // the exact-count workload's seven leaks, of which the check finds three at least (those of
+    // 2000, 4000 and 6000 bytes; see counts() in test/native/workload.c)
+    expect(r.text).toMatch(/^leaked \(leak-check\): [3-7] blocks/m);
     expect(reportText(r.json)).toBe(r.text);
   });
 });
