@@ -106,8 +106,8 @@ NOINLINE static void counts(void) {
     static void *blocks[N];
     static size_t sizes[N];
     /* The leaks at the end reuse memory the frees gave back, and the exit leak check counts any
-     * pointer into a block as a reference: stale ones made it find 0 to 5 of the 7 depending on
-     * the heap's layout (0 in a checkout whose path was one character longer). So glibc fills
+     * pointer into a block as a reference: stale ones made it find 1 of the 7, or none in a
+     * checkout whose path was one character longer (the heap's layout differed). So glibc fills
      * every block it hands out (no old free-list link survives in a block allocated later), no
      * pointer to a freed block stays in `blocks`, and main scrubs the stack (scrub_stack).
      * What may remain is glibc's own pointer to the chunk after a leak of 1000, 3000, 5000 or
