@@ -101,25 +101,28 @@ int main(int argc, char **argv) {
         pthread_create(&ids[i], NULL, churn, (void *)(uintptr_t)(i + 1));
     if (check) pthread_create(&ids[threads], NULL, check_signals, NULL);
     int ok = 0;
-    /* a fixed threshold: glibc would otherwise raise it to the size of the first block freed,
-     * and serve the next ones from the heap */
-    if (unmap) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
-    for (int f = 0; unmap && f < forks; f++) {
-        char *p = malloc(MARKER + (size_t)f);
-        if (p != NULL) p[0] = 1;
-        free(p);
-    }
-    for (int f = 0; !unmap && f < forks; f++) {
-        free(malloc(MARKER + (size_t)f));
-        pid_t pid = fork();
-        if (pid == 0) {
-            for (int i = 0; i < CHILD_CALLS; i++) free(malloc(CHILD + (size_t)i));
-            exit(0);
+    if (unmap) {
+        /* a fixed threshold: glibc would otherwise raise it to the size of the first block
+         * freed, and serve the next ones from the heap */
+        mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+        for (int f = 0; f < forks; f++) {
+            char *p = malloc(MARKER + (size_t)f);
+            if (p != NULL) p[0] = 1;
+            free(p);
         }
-        int status = 0;
-        if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-            WEXITSTATUS(status) == 0) {
-            ok++;
+    } else {
+        for (int f = 0; f < forks; f++) {
+            free(malloc(MARKER + (size_t)f));
+            pid_t pid = fork();
+            if (pid == 0) {
+                for (int i = 0; i < CHILD_CALLS; i++) free(malloc(CHILD + (size_t)i));
+                exit(0);
+            }
+            int status = 0;
+            if (pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+                WEXITSTATUS(status) == 0) {
+                ok++;
+            }
         }
     }
     atomic_store(&stop, 1);
