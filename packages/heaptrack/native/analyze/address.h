@@ -161,7 +161,8 @@ static inline bool new_block(hh_scan *s, uint64_t v, double class_bytes, double 
         ptr = (uint64_t)next;
     } else {
         uint64_t k = (v - 2) / 4 - 1;
-        ptr = k < HH_RECENT ? s->recent[(s->recent_head - 1 - k) & (HH_RECENT - 1)] : 0;
+        uint64_t depth = (s->flags & HH_PF_DEEP_RECENT) ? HH_RECENT : HH_RECENT_V3;
+        ptr = k < depth ? s->recent[(s->recent_head - 1 - k) & (HH_RECENT - 1)] : 0;
         if (ptr == 0) FAIL("reference to unknown recent free %llu", (unsigned long long)k);
     }
     if (ptr != 0) {

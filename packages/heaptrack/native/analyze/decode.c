@@ -132,18 +132,20 @@ static int refused_status(const hh_scan *s) {
  * Prefetching for frees. A free names its block by ordinal, and finding the block costs two
  * dependent reads at random (the ring entry, then the record): with tens of thousands of live
  * blocks both are mostly cache misses, the largest cost of the pass. The ordinals are known
- * long before: they depend only on the addr stream. So a lookahead parses the tag and addr
- * streams up to LOOKAHEAD_FAR events ahead and prefetches the ring entry of each free; by the time
- * the events are LOOKAHEAD_NEAR ahead the entry is cached, and its record is prefetched. It
- * changes nothing but the cache: it stops at anything unusual (a record that is not an event,
- * damage), and the events' own decoding checks everything as before.
+ * long before: they depend only on the old stream. So a lookahead parses the tag and old
+ * streams (in a block of six, the addr stream, new addresses included) up to LOOKAHEAD_FAR events
+ * ahead and prefetches the ring entry of each free; by the time the events are LOOKAHEAD_NEAR ahead
+ * the entry is cached, and its record is prefetched. It changes nothing but the cache: it stops at
+ * anything unusual (a record that is not an event, damage), and the events' own decoding checks
+ * everything as before.
  */
 static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH_STREAM_COUNT]) {
     uint64_t n = s->la_events, goal = s->block_events + LOOKAHEAD_FAR;
     if (n + LOOKAHEAD_STRIDE <= goal && !s->la_stopped) {
         size_t t = s->la_tag, a = s->la_addr;
         int64_t prev = s->la_prev_ref;
-        const size_t tag_end = end[HH_STREAM_TAG], addr_end = end[HH_STREAM_ADDR];
+        const size_t tag_end = end[HH_STREAM_TAG], addr_end = end[s->old_stream];
+        const bool shared = s->old_stream == HH_STREAM_ADDR;
         do {
             uint8_t tag = t < tag_end ? buf[t] : 0;
             int op = tag & HH_EVT_OP_MASK;
@@ -165,7 +167,8 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
                     }
                 }
             }
-            if (((HH_OPS_BEGINNING >> op) & 1u) && varint_exact(buf, &a, addr_end, &v) != NULL) {
+            if (shared && ((HH_OPS_BEGINNING >> op) & 1u) &&
+                varint_exact(buf, &a, addr_end, &v) != NULL) {
                 s->la_stopped = true;
                 break;
             }
@@ -215,7 +218,7 @@ static inline __attribute__((always_inline)) int decode_fields(hh_scan *s, int o
     /* A block that ends and none begins (free): it ends here, before the fields after it. */
 #define GET_OLD(var)                                             \
     do {                                                         \
-        READ(HH_STREAM_ADDR, v);                                 \
+        READ(s->old_stream, v);                                  \
         CHECK(resolve_ref(s, v, &(var), &old_rec));              \
         if (!begins && (var) != 0) end_block(s, (var), old_rec); \
     } while (0)
@@ -256,7 +259,7 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
     if (s->la_tag == SIZE_MAX || s->la_tag < pos[HH_STREAM_TAG]) {
         /* (Re)start the lookahead where the events are: a block's start, or after a record. */
         s->la_tag = pos[HH_STREAM_TAG];
-        s->la_addr = pos[HH_STREAM_ADDR];
+        s->la_addr = pos[s->old_stream];
         s->la_prev_ref = s->prev_ref;
         s->la_events = s->block_events;
         s->la_stopped = false;

@@ -66,8 +66,10 @@ uint32_t hh_scan_block_limit(const hh_scan *s);
 void hh_scan_set_flags(hh_scan *s, uint32_t flags, double unit_ns);
 /* From a THREAD record: thread index -> tid. Returns 0, or -1 when out of memory or range. */
 int hh_scan_set_thread(hh_scan *s, uint64_t index, double tid);
-/* Before the first record of every block: the delta state restarts. */
-void hh_scan_start_block(hh_scan *s);
+/* Before the first record of every block: the delta state restarts. streams is the block's
+ * number of streams: HH_STREAM_COUNT, or HH_STREAM_COUNT_SHARED_ADDR for the layout of versions
+ * 1 to 3, whose old addresses are read from HH_STREAM_ADDR (pos[HH_STREAM_OLD] is not used). */
+void hh_scan_start_block(hh_scan *s, unsigned streams);
 
 /*
  * Decodes and replays events from buf at pos[stream] (each stream ends at end[stream]) up to

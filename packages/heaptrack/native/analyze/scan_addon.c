@@ -5,7 +5,7 @@
  *   new Scanner(points, widthNs)
  *   setBlockLimit(n); blockLimit() -> number
  *   startSequence(tally, allocCode, freeCode, reallocCode)   (before the first event)
- *   setFlags(flags, unitNs); setThread(index, tid); startBlock()
+ *   setFlags(flags, unitNs); setThread(index, tid); startBlock(streams)
  *   run(payload, pos)   -> 0 block done | 1 a declaration is next | 2 damaged | 3 out of memory
  *                          | 4 over the block limit
  *                          pos: Float64Array(12), the six streams' positions then their ends
@@ -144,8 +144,15 @@ static napi_value set_thread(napi_env env, napi_callback_info info) {
 }
 
 static napi_value start_block(napi_env env, napi_callback_info info) {
-    hh_scan *s = unwrap(env, info, 0, NULL);
-    if (s != NULL) hh_scan_start_block(s);
+    napi_value argv[1];
+    hh_scan *s = unwrap(env, info, 1, argv);
+    if (s == NULL) return NULL;
+    double streams = number(env, argv[0]);
+    if (streams != HH_STREAM_COUNT && streams != HH_STREAM_COUNT_SHARED_ADDR) {
+        napi_throw_range_error(env, NULL, "a block has 6 or 7 streams");
+        return NULL;
+    }
+    hh_scan_start_block(s, (unsigned)streams);
     return NULL;
 }
 

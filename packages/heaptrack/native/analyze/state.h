@@ -150,7 +150,11 @@ struct hh_scan {
     thread_series *tseries;    /* HH_THREAD_SERIES_MAX + 1 entries, allocated with the first */
     uint32_t tseries_count;
 
-    /* Lookahead: a second reader of the tag and addr streams that runs ahead of the events */
+    /* The stream of the current block's old addresses: HH_STREAM_OLD, or HH_STREAM_ADDR in a
+     * block of six streams (hh_scan_start_block) */
+    int old_stream;
+
+    /* Lookahead: a second reader of the tag and old streams that runs ahead of the events */
     size_t la_tag, la_addr; /* its positions (la_tag SIZE_MAX: start from the events') */
     int64_t la_prev_ref;
     uint64_t la_events;             /* events it has passed in this block */

@@ -24,12 +24,13 @@
 
 /* The first 8 bytes of every log. */
 #define HH_LOG_MAGIC "HHEAPLOG"
-/* The version the reference writer writes (byte 8 of the file header). Version 3 made the size
- * classes' lists of recent frees 128 deep (HH_PF_DEEP_CLASSES); a version 2 reader would misread
- * their indices, so it refuses the file by its version. */
-#define HH_FORMAT_VERSION 3
+/* The version the reference writer writes (byte 8 of the file header). Version 4 moved the
+ * addresses of blocks that end into a stream of their own (HH_STREAM_OLD); a version 3 reader
+ * would not find them, so it refuses the file by its version. */
+#define HH_FORMAT_VERSION 4
 /* The oldest version a reader still reads (version 2 added VM_MAPPED, VM_UNMAPPED, flag bit 6;
- * version 3 RT_VIOLATION and HH_PF_DEEP_CLASSES). */
+ * version 3 RT_VIOLATION and HH_PF_DEEP_CLASSES, which made the size classes' lists of recent
+ * frees 128 deep; version 4 the old stream). */
 #define HH_FORMAT_VERSION_MIN 1
 /* Bytes of the file header: the magic, the version, 7 reserved bytes of 0. */
 #define HH_FILE_HEADER_SIZE 16
@@ -56,16 +57,23 @@ enum hh_stream {
     HH_STREAM_TIME = 1,  /* the time field of every event */
     HH_STREAM_STACK = 2, /* the thread index and stack id fields of events */
     HH_STREAM_NUM = 3,   /* size, count, align, duration and weight fields of events */
-    HH_STREAM_ADDR = 4,  /* the address fields of events (old, new) */
+    HH_STREAM_ADDR = 4,  /* the addresses of blocks that begin (new; old too in six streams) */
     HH_STREAM_DECL = 5,  /* every field of the declarations and of VM_MAPPED / VM_UNMAPPED */
+    HH_STREAM_OLD = 6,   /* the addresses of blocks that end (old), from version 4 */
 };
-/* The number of streams, the payload's first varint. */
-#define HH_STREAM_COUNT 6
+/* The number of streams, the payload's first varint. Frees and new blocks are coded so
+ * differently (FORMAT.md, "Addresses") that one stream of both compressed a tenth worse than
+ * two: a free's reference is mostly a small delta of allocation order, a new block's an index
+ * into a size class's list, and zstd's literal statistics and matches serve each better alone. */
+#define HH_STREAM_COUNT 7
+/* The number of streams of a block of version 1 to 3, whose old addresses are in
+ * HH_STREAM_ADDR with the new ones, in event order; a reader also accepts it in version 4. */
+#define HH_STREAM_COUNT_SHARED_ADDR 6
 
 /* ---- Size limits (FORMAT.md, "Size limits"): a block outside them is damage ---------------- */
 
 /* The most bytes a block's payload holds once decompressed: the reference writer's payload
- * buffer, six streams of 192 KiB (its HH_STREAM_CAP) and 64 bytes for the stream table. */
+ * buffer, seven streams of 192 KiB (its HH_STREAM_CAP) and 64 bytes for the stream table. */
 #define HH_MAX_BLOCK_PAYLOAD (HH_STREAM_COUNT * 192 * 1024 + 64)
 /* The most bytes a block stores: a payload that did not compress, plus 16 KiB of codec overhead
  * and the zstd length varint (the writer's compressed buffer). */
@@ -150,6 +158,7 @@ enum hh_op {
 #define HH_PF_VM 64u          /* memory events recorded (ucm-hooks, HEAPHOOK_TRACE_VM) */
 #define HH_PF_ATTACHED 128u   /* tracing began in a running process (heaphook_heaptrack_attach*) */
 #define HH_PF_DEEP_CLASSES 256u /* class lists hold HH_CLASS_DEPTH frees, not HH_CLASS_DEPTH_V2 */
+#define HH_PF_DEEP_RECENT 512u  /* the recent frees are HH_RECENT, not HH_RECENT_V3 */
 
 /* The END record's reason. */
 enum hh_end_reason {
@@ -170,15 +179,21 @@ enum hh_leak_trigger {
 
 /* ---- Addresses (FORMAT.md, "Addresses"): the state encoder and decoders keep alike ----------- */
 
-/* The list of recent frees holds the addresses freed last (a power of two: a ring). */
-#define HH_RECENT 64
+/* The list of recent frees holds the addresses freed last (a power of two: a ring): HH_RECENT of
+ * them in a log whose PROCESS flags have HH_PF_DEEP_RECENT (every version 4 log), else
+ * HH_RECENT_V3. 16,384 rather than 64: glibc hands out chunks freed hundreds or thousands of
+ * frees before from its small and unsorted bins, for a request of another size class (a larger
+ * chunk, split) or above HH_CLASS_MAX_BYTES, and each was an explicit address of ~3 bytes (gcc's
+ * cc1: 0.31 M of its 3.8 M new blocks, mostly freed 512 to 4,096 frees before). */
+#define HH_RECENT 16384
+#define HH_RECENT_V3 64
 /* The size class of a request of b bytes follows glibc's chunk sizes: (b + HH_CHUNK_HEADER +
  * HH_CHUNK_ALIGN - 1) / HH_CHUNK_ALIGN when b <= HH_CLASS_MAX_BYTES, else none; aligned calls
  * have none. Classes below HH_CLASSES (1..63; 0 is unused) keep a list of frees; class 64
  * (requests of 1001 to 1008 bytes) has none. */
 #define HH_CLASSES 64
 /* Each size class lists the addresses of that class freed last (a power of two): HH_CLASS_DEPTH
- * of them in a log whose PROCESS flags have HH_PF_DEEP_CLASSES (every version 3 log), else
+ * of them in a log whose PROCESS flags have HH_PF_DEEP_CLASSES (every log since version 3), else
  * HH_CLASS_DEPTH_V2. 128 rather than 16: a program that frees hundreds of small blocks and then
  * allocates them again (gcc's cc1) gets its addresses back from glibc's bins in an order the
  * short list had lost, and each then cost an explicit address of ~3 bytes. 256 took cc1 further

@@ -297,7 +297,7 @@ static void hh_encode_process(hh_writer *w, const hh_rec_process *p) {
     hh_room(w, 128 + exe_len + cmd_len);
     /* This writer's class lists are HH_CLASS_DEPTH deep (the process never sets the flag:
      * hh_writer_check refuses it as unknown). */
-    w->flags = p->flags | HH_PF_DEEP_CLASSES;
+    w->flags = p->flags | HH_PF_DEEP_CLASSES | HH_PF_DEEP_RECENT;
     w->start = p->mono_start;
     w->tsc = p->clock == 1;
     w->tsc_start = p->tsc_start;
@@ -454,14 +454,32 @@ static void hh_class_remove(hh_writer *w, unsigned cls, unsigned k) {
     w->class_head[cls] = (uint8_t)((w->class_head[cls] + 1) & HH_CLASS_MASK);
 }
 
+/* The slot of ptr in the index of the recent frees (Fibonacci hashing of the chunk number). */
+static inline uint32_t hh_recent_slot(uint64_t ptr) {
+    return (uint32_t)(((ptr >> 4) * 0x9e3779b97f4a7c15ull) >>
+                      (64 - __builtin_ctz(HH_RECENT_INDEX)));
+}
+
+/* The entry k of the list of recent frees that holds ptr, or -1 (not freed in the last HH_RECENT
+ * frees, or its index slot taken by a later address). */
+static inline int hh_recent_find(const hh_writer *w, uint64_t ptr) {
+    uint32_t at = w->recent_index[hh_recent_slot(ptr)];
+    if (at == 0) return -1;
+    uint32_t k = w->recent_head - at; /* pushed at recent_head - 1 - k */
+    return k < HH_RECENT && w->recent[(at - 1) & (HH_RECENT - 1)] == ptr ? (int)k : -1;
+}
+
 static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
-    w->recent[w->recent_head++ & (HH_RECENT - 1)] = ptr;
+    w->recent[w->recent_head & (HH_RECENT - 1)] = ptr;
+    w->recent_index[hh_recent_slot(ptr)] = ++w->recent_head;
     if (cls < HH_CLASSES) hh_class_push(w, cls, ptr);
 }
 
-static void hh_put_explicit(hh_writer *w, uint64_t ptr) {
+/* An address as a delta to the previous one (odd code), in stream s: HH_STREAM_OLD for a block
+ * that ends, HH_STREAM_ADDR for one that begins. */
+static void hh_put_explicit(hh_writer *w, int s, uint64_t ptr) {
     int64_t d = (int64_t)(ptr - w->prev_addr);
-    hh_put_var(w, HH_STREAM_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
+    hh_put_var(w, s, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
 }
 
 /* A block that ends here (free, realloc's old block); remove says whether it really ends. */
@@ -470,12 +488,12 @@ static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
     unsigned cls = HH_NO_CLASS;
     if (slot != NULL) {
         int64_t d = (int64_t)slot->ordinal - (int64_t)w->prev_ref - 1;
-        hh_put_var(w, HH_STREAM_ADDR, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
+        hh_put_var(w, HH_STREAM_OLD, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
         w->prev_ref = slot->ordinal;
         cls = slot->cls;
         if (remove) hh_live_erase(w, slot);
     } else {
-        hh_put_explicit(w, ptr);
+        hh_put_explicit(w, HH_STREAM_OLD, ptr);
     }
     if (ptr != 0 && remove) hh_recent_push(w, ptr, cls);
     w->prev_addr = ptr;
@@ -502,16 +520,11 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
     } else if (ptr != 0 && w->bump_addr != 0 && ptr == hh_bump_guess(w)) {
         hh_put_var(w, HH_STREAM_ADDR, 2);
     } else {
-        for (int i = 0; i < HH_RECENT && ptr != 0; i++) {
-            if (w->recent[(w->recent_head - 1 - (uint32_t)i) & (HH_RECENT - 1)] == ptr) {
-                k = i;
-                break;
-            }
-        }
+        if (ptr != 0) k = hh_recent_find(w, ptr);
         if (k >= 0) {
             hh_put_var(w, HH_STREAM_ADDR, ((uint64_t)(k + 1) << 2) | 2);
         } else {
-            hh_put_explicit(w, ptr);
+            hh_put_explicit(w, HH_STREAM_ADDR, ptr);
         }
     }
     if (ptr != 0) {

@@ -21,6 +21,8 @@
 #define HH_STREAM_CAP (HH_BLOCK_TARGET + 64u * 1024u)
 /* The payload buffer: the streams and their table. Its size is the format's limit. */
 #define HH_BLOCK_CAP (HH_STREAM_COUNT * HH_STREAM_CAP + 64u)
+/* Slots of the index of the recent frees: twice the ring, so that few addresses collide. */
+#define HH_RECENT_INDEX (2u * HH_RECENT)
 _Static_assert(HH_BLOCK_CAP == HH_MAX_BLOCK_PAYLOAD, "the format's limit is this writer's buffer");
 #define HH_THREADS_CAP 16384u /* distinct thread ids per log (a power of two) */
 _Static_assert(HH_THREADS_CAP - 1 <= HH_MAX_THREAD_INDEX, "thread indices stay in the format");
@@ -79,6 +81,10 @@ struct hh_writer {
     uint64_t live_cap, live_n, ordinal;
     uint64_t recent[HH_RECENT]; /* addresses freed last: entry k is recent[(head - 1 - k) % N] */
     uint32_t recent_head;
+    /* Where an address was pushed last: 1 + its recent_head then, in a direct-mapped table by
+     * the address's hash (0: none; a collision forgets the older address, which then costs an
+     * explicit delta, never a wrong code: the entry is checked against the ring). */
+    uint32_t recent_index[HH_RECENT_INDEX];
     /* Freed last per size class, each a ring: entry k of class c (0 = freed last) is
      * classes[c][(class_head[c] + k) % HH_CLASS_DEPTH]; 0 = none. */
     uint64_t classes[HH_CLASSES][HH_CLASS_DEPTH];

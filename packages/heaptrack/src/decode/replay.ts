@@ -97,7 +97,8 @@ export interface Scanner {
   startSequence(tally: boolean, allocCode: number, freeCode: number, reallocCode: number): void;
   setFlags(flags: number, unitNs: number): void;
   setThread(index: number, tid: number): void;
-  startBlock(): void;
+  /** Before a block's first record; streams: how many the block stored (6 or 7). */
+  startBlock(streams: number): void;
   run(payload: Uint8Array, pos: Float64Array): number;
   error(): string;
   blockEvents(): number;
@@ -336,7 +337,7 @@ export class LogWalk {
   ): void {
     const { path, scanner, state, pos } = this;
     state.startBlock();
-    scanner.startBlock();
+    scanner.startBlock(streams.count);
     const cursors = STREAM_NAMES.map((name) => streams[name]);
     cursors.forEach((c, i) => {
       pos[i] = c.pos;

@@ -1,9 +1,14 @@
 /**
- * A block payload's six streams (FORMAT.md, "Blocks") and a read position in each, for the
+ * A block payload's seven streams (six before version 4; FORMAT.md, "Blocks") and a read position in each, for the
  * records TypeScript decodes itself: the declarations (declarations.ts) and the zstd block's
  * length prefix. The events are decoded in C only (native/analyze/, through replay.ts).
  */
-import { MAX_VARINT_BYTES, STREAM_COUNT, STREAM_NAMES } from './format.generated.js';
+import {
+  MAX_VARINT_BYTES,
+  STREAM_COUNT,
+  STREAM_COUNT_SHARED_ADDR,
+  STREAM_NAMES,
+} from './format.generated.js';
 
 /** A read position in one stream of a block's payload (absolute offsets into `buf`). */
 export class Cursor {
@@ -49,24 +54,34 @@ export class Cursor {
   }
 }
 
-/** The streams of a block (FORMAT.md, "Blocks"), by name. */
-export type Streams = Record<(typeof STREAM_NAMES)[number], Cursor>;
+/**
+ * The streams of a block (FORMAT.md, "Blocks"), by name, and how many the block stored: a block
+ * of STREAM_COUNT_SHARED_ADDR (versions 1 to 3) keeps its old addresses in `addr`, and its `old`
+ * is empty.
+ */
+export type Streams = Record<(typeof STREAM_NAMES)[number], Cursor> & { readonly count: number };
 
 export function splitStreams(payload: Buffer): Streams {
   const head = new Cursor(payload, 0, payload.length);
   const n = head.varint();
-  if (n !== STREAM_COUNT) throw new RangeError(`block of ${n} streams (expected ${STREAM_COUNT})`);
-  const lengths = STREAM_NAMES.map(() => head.varint());
+  if (n !== STREAM_COUNT && n !== STREAM_COUNT_SHARED_ADDR) {
+    throw new RangeError(
+      `block of ${n} streams (expected ${STREAM_COUNT}, or ${STREAM_COUNT_SHARED_ADDR} before version 4)`,
+    );
+  }
+  const stored = STREAM_NAMES.slice(0, n);
+  const lengths = stored.map(() => head.varint());
   let at = head.pos;
-  const out: Partial<Streams> = {};
-  STREAM_NAMES.forEach((name, i) => {
+  const out: Partial<Record<(typeof STREAM_NAMES)[number], Cursor>> = {};
+  stored.forEach((name, i) => {
     const len = lengths[i]!;
     if (at + len > payload.length) throw new RangeError('stream lengths exceed the block');
     out[name] = new Cursor(payload, at, at + len);
     at += len;
   });
   if (at !== payload.length) throw new RangeError('bytes after the last stream');
-  return out as Streams;
+  for (const name of STREAM_NAMES.slice(n)) out[name] = new Cursor(payload, at, at);
+  return { ...(out as Record<(typeof STREAM_NAMES)[number], Cursor>), count: n };
 }
 
 export function unzigzag(z: number): number {

@@ -318,7 +318,7 @@ describe('FORMAT.md states the values of heaplog.h', () => {
 
   it('gives the PROCESS flags, END reasons and LEAK_CHECK triggers their values', () => {
     const flags = constants.filter(([key]) => key.startsWith('PF_'));
-    expect(flags.length).toBe(9);
+    expect(flags.length).toBe(10);
     for (const [, value] of flags)
       expect(row('flags')).toMatch(new RegExp(`(bit |; )${Math.log2(value as number)} `));
     format.END_REASON_NAMES.forEach((_, v) =>
@@ -330,7 +330,9 @@ describe('FORMAT.md states the values of heaplog.h', () => {
   });
 
   it('gives the address coding its constants', () => {
-    expect(formatText).toContain(`the ${format.RECENT} addresses freed last`);
+    expect(formatText).toContain(
+      `the ${format.RECENT} addresses freed last (${format.RECENT_V3} when PROCESS flag bit ${Math.log2(format.PF_DEEP_RECENT)} is not set`,
+    );
     expect(formatText).toContain(
       `for each size class 1..${format.CLASSES - 1} the ${format.CLASS_DEPTH} addresses`,
     );

@@ -6,6 +6,7 @@
  *
  *   hh_test_field_roundtrip <log path>
  *   hh_test_field_roundtrip <log path> deep
+ *   hh_test_field_roundtrip <log path> recent
  *
  * Writes a stored (uncompressed) log of 2,000 events of every operation on two threads, with
  * durations, weights and free stacks, then reads its blocks and runs the decoder over them. For
@@ -18,6 +19,13 @@
  * allocated again at the addresses (i * DEEP_STRIDE) % DEEP_BLOCKS: the first ones are beyond the
  * list's depth (explicit addresses), the others at indices up to 127 of the list, and the list
  * shrinks as they leave it. Three rounds, so the references cross block boundaries too.
+ *
+ * With `recent`: the list of recent frees, 16,384 deep since format version 4. RECENT_BLOCKS
+ * blocks of 24 bytes allocated and freed in allocation order, then allocated again as 40-byte
+ * blocks (another size class, whose list is empty) at (i * DEEP_STRIDE) % RECENT_BLOCKS: the
+ * blocks freed in the last HH_RECENT frees can be coded from the list, the first
+ * RECENT_BLOCKS - HH_RECENT only explicitly. Also prints how the new blocks' addresses were
+ * coded: "<n> recent (<m> deeper than 64), <k> explicit".
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -34,8 +42,10 @@
 #define DEEP_BLOCKS 300
 #define DEEP_STRIDE 7 /* coprime with DEEP_BLOCKS: every block once */
 #define DEEP_ROUNDS 3
-#define TABLE_CAP 3000 /* events the tables hold: the rounds above or the deep ones */
+#define RECENT_BLOCKS 17000
+#define TABLE_CAP (3 * RECENT_BLOCKS) /* events the tables hold: the largest mode's */
 _Static_assert(DEEP_ROUNDS * 3 * DEEP_BLOCKS <= TABLE_CAP, "the deep rounds fit the event tables");
+_Static_assert(RECENT_BLOCKS > HH_RECENT, "some blocks are out of the recent list's reach");
 #define PROCESS_FLAGS (HH_PF_STACKS | HH_PF_TIMING | HH_PF_SAMPLING | HH_PF_FREE_STACKS)
 
 static hh_field_values g_written[TABLE_CAP];
@@ -77,6 +87,8 @@ void synthetic_tap(int op, const hh_field_decoded *f) {
 
 static hh_writer *g_w;
 static uint64_t g_pos;
+/* The new blocks' address codes (FORMAT.md, "Addresses"), counted in the addr stream. */
+static size_t g_recent_codes, g_recent_deep, g_explicit_codes;
 
 static void emit(unsigned type, void *record, uint32_t len) {
     len = (uint32_t)hh_round8(len);
@@ -119,7 +131,8 @@ static int decode(const char *path) {
     fclose(f);
     hh_scan *s = hh_scan_new(64, 1e6);
     if (s == NULL) return 1;
-    hh_scan_set_flags(s, PROCESS_FLAGS | HH_PF_DEEP_CLASSES, 1); /* as the writer writes them */
+    hh_scan_set_flags(s, PROCESS_FLAGS | HH_PF_DEEP_CLASSES | HH_PF_DEEP_RECENT,
+                      1); /* as the writer writes them */
     hh_scan_set_thread(s, 1, 7001);
     hh_scan_set_thread(s, 2, 7002);
     for (size_t at = HH_FILE_HEADER_SIZE; at + HH_BLOCK_HEADER_SIZE <= n;) {
@@ -137,7 +150,15 @@ static int decode(const char *path) {
             p += lengths[i];
             end[i] = p;
         }
-        hh_scan_start_block(s);
+        for (size_t q = pos[HH_STREAM_ADDR]; q < end[HH_STREAM_ADDR];) {
+            uint64_t v = varint(payload, &q);
+            if (v & 1) g_explicit_codes++;
+            if (v % 4 == 2 && v > 2) {
+                g_recent_codes++;
+                g_recent_deep += (v - 2) / 4 - 1 >= HH_RECENT_V3;
+            }
+        }
+        hh_scan_start_block(s, HH_STREAM_COUNT);
         for (;;) {
             int status = hh_scan_run(s, payload, pos, end);
             if (status == HH_SCAN_BLOCK_END) break;
@@ -150,8 +171,10 @@ static int decode(const char *path) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2 && !(argc == 3 && strcmp(argv[2], "deep") == 0)) return 64;
-    const bool deep = argc == 3;
+    if (argc != 2 &&
+        !(argc == 3 && (strcmp(argv[2], "deep") == 0 || strcmp(argv[2], "recent") == 0)))
+        return 64;
+    const bool deep = argc == 3 && argv[2][0] == 'd', recent = argc == 3 && argv[2][0] == 'r';
     hh_writer_prepare(HH_CODEC_NONE);
     g_w = hh_writer_open_file(argv[1], NULL, 0);
     if (g_w == NULL) return perror(argv[1]), 1;
@@ -188,7 +211,14 @@ int main(int argc, char **argv) {
             event(HH_OP_MALLOC, t += 10, 7001, a + (i * DEEP_STRIDE) % DEEP_BLOCKS * 0x20, 24, 0, 0,
                   0, 0);
     }
-    for (int r = 0; !deep && g_written_n + 12 <= EVENTS; r++) {
+    for (uint64_t i = 0; recent && i < RECENT_BLOCKS; i++)
+        event(HH_OP_MALLOC, t += 10, 7001, base + i * 0x20, 24, 0, 0, 0, 0);
+    for (uint64_t i = 0; recent && i < RECENT_BLOCKS; i++)
+        event(HH_OP_FREE, t += 10, 7001, base + i * 0x20, 0, 0, 0, 0, 0);
+    for (uint64_t i = 0; recent && i < RECENT_BLOCKS; i++)
+        event(HH_OP_MALLOC, t += 10, 7001, base + (i * DEEP_STRIDE) % RECENT_BLOCKS * 0x20, 40, 0,
+              0, 0, 0);
+    for (int r = 0; !deep && !recent && g_written_n + 12 <= EVENTS; r++) {
         uint64_t a = base + (uint64_t)r * 0x10000;
         uint32_t tid = 7001 + (uint32_t)(r & 1);
         uint64_t sz = 1 + ((uint64_t)r * 37) % 5000;
@@ -212,5 +242,8 @@ int main(int argc, char **argv) {
         g_wrong++;
     }
     printf("%zu events, %zu fields, %zu synthetic values\n", g_decoded_n, g_fields, g_synthetic);
+    if (recent)
+        printf("%zu recent (%zu deeper than %d), %zu explicit\n", g_recent_codes, g_recent_deep,
+               HH_RECENT_V3, g_explicit_codes);
     return g_wrong == 0 ? 0 : 1;
 }
