@@ -113,13 +113,24 @@ uint32_t hh_zstd_block(hh_writer *w, uint32_t len) {
         v >>= 7;
     }
     w->zbuf[head++] = (uint8_t)v;
-    hh_zstd_in in = {w->buf, len, 0};
     hh_zstd_out out = {w->zbuf + head, sizeof w->zbuf - head, 0};
-    for (;;) {
-        size_t left = hh_zstd.stream(w->zstd, &out, &in, HH_ZSTD_E_FLUSH);
-        if (hh_zstd.is_error(left)) return 0;
-        if (left == 0) break;
-        if (out.pos == out.size) return 0; /* cannot happen: zbuf exceeds the bound */
+    /* Each stream is flushed on its own, so that it ends a zstd block: every zstd block has one
+     * set of literal and sequence statistics, which the columns fit far better one at a time
+     * than mixed. The first segment is the stream table with the first stream. */
+    uint32_t streams = 0;
+    for (int s = 0; s < HH_STREAM_COUNT; s++) streams += w->slen[s];
+    uint32_t at = 0, cut = len - streams;
+    for (int s = 0; s < HH_STREAM_COUNT; s++) {
+        cut += w->slen[s];
+        if (cut == at) continue;
+        hh_zstd_in in = {w->buf + at, cut - at, 0};
+        for (;;) {
+            size_t left = hh_zstd.stream(w->zstd, &out, &in, HH_ZSTD_E_FLUSH);
+            if (hh_zstd.is_error(left)) return 0;
+            if (left == 0) break;
+            if (out.pos == out.size) return 0; /* cannot happen: zbuf exceeds the bound */
+        }
+        at = cut;
     }
     return head + (uint32_t)out.pos;
 }
