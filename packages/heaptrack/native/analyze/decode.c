@@ -100,6 +100,49 @@ static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, do
     return "varint longer than 10 bytes";
 }
 
+/*
+ * A varint of a split stream (num, addr, old in a block of ten streams: heaplog.h): its first
+ * byte at *p, the bytes after it at *pm, in the stream of those (they are the varint of the
+ * value >> 7). exact: varint_exact's range check; else varint_num's double.
+ */
+static inline const char *varint_split_exact(const uint8_t *b, size_t *p, size_t end, size_t *pm,
+                                             size_t endm, uint64_t *v) {
+    size_t i = *p;
+    if (i >= end) return "record runs past the end of its block";
+    uint64_t first = b[i], rest;
+    if (first < 0x80) {
+        *v = first;
+        *p = i + 1;
+        return NULL;
+    }
+    const char *why = varint_exact(b, pm, endm, &rest);
+    if (why != NULL) return why;
+    if (rest == 0) return "over-long varint";
+    if (rest > (uint64_t)MAX_EXACT_INT >> 7) return "value out of range";
+    *v = (first & 0x7f) | rest << 7;
+    *p = i + 1;
+    return NULL;
+}
+
+static inline const char *varint_split_num(const uint8_t *b, size_t *p, size_t end, size_t *pm,
+                                           size_t endm, double *v) {
+    size_t i = *p;
+    if (i >= end) return "record runs past the end of its block";
+    uint8_t first = b[i];
+    if (first < 0x80) {
+        *v = first;
+        *p = i + 1;
+        return NULL;
+    }
+    double rest;
+    const char *why = varint_num(b, pm, endm, &rest);
+    if (why != NULL) return why;
+    if (rest == 0) return "over-long varint";
+    *v = (double)(first & 0x7f) + rest * 128;
+    *p = i + 1;
+    return NULL;
+}
+
 #define READ_WITH(fn, stream, var)                                     \
     do {                                                               \
         const char *why_ = fn(buf, &pos[stream], end[stream], &(var)); \
@@ -109,7 +152,31 @@ static inline const char *varint_num(const uint8_t *b, size_t *p, size_t end, do
         }                                                              \
     } while (0)
 #define READ(stream, var) READ_WITH(varint_exact, stream, var)
-#define READ_NUM(var) READ_WITH(varint_num, HH_STREAM_NUM, var)
+#define READ_SPLIT_WITH(fn, stream, more, var)                                                \
+    do {                                                                                      \
+        const char *why_ = fn(buf, &pos[stream], end[stream], &pos[more], end[more], &(var)); \
+        if (why_ != NULL) {                                                                   \
+            snprintf(s->error, sizeof s->error, "%s", why_);                                  \
+            return HH_SCAN_ERROR;                                                             \
+        }                                                                                     \
+    } while (0)
+/* A field of a split stream: in a block of ten streams from stream and more, in a block of six
+ * whole from six_stream (s->split). */
+#define READ_FIELD(split_fn, whole_fn, stream, more, six_stream, var) \
+    do {                                                              \
+        if (s->split)                                                 \
+            READ_SPLIT_WITH(split_fn, stream, more, var);             \
+        else                                                          \
+            READ_WITH(whole_fn, six_stream, var);                     \
+    } while (0)
+#define READ_NUM(var) \
+    READ_FIELD(varint_split_num, varint_num, HH_STREAM_NUM, HH_STREAM_NUM_MORE, HH_STREAM_NUM, var)
+#define READ_NEW(var)                                                                 \
+    READ_FIELD(varint_split_exact, varint_exact, HH_STREAM_ADDR, HH_STREAM_ADDR_MORE, \
+               HH_STREAM_ADDR, var)
+#define READ_OLD(var)                                                               \
+    READ_FIELD(varint_split_exact, varint_exact, HH_STREAM_OLD, HH_STREAM_OLD_MORE, \
+               HH_STREAM_ADDR, var)
 
 #define CHECK(ok)                            \
     do {                                     \
@@ -142,10 +209,12 @@ static int refused_status(const hh_scan *s) {
 static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH_STREAM_COUNT]) {
     uint64_t n = s->la_events, goal = s->block_events + LOOKAHEAD_FAR;
     if (n + LOOKAHEAD_STRIDE <= goal && !s->la_stopped) {
-        size_t t = s->la_tag, a = s->la_addr;
+        size_t t = s->la_tag, a = s->la_addr, m = s->la_more;
         int64_t prev = s->la_prev_ref;
-        const size_t tag_end = end[HH_STREAM_TAG], addr_end = end[s->old_stream];
-        const bool shared = s->old_stream == HH_STREAM_ADDR;
+        const bool split = s->split;
+        const size_t tag_end = end[HH_STREAM_TAG],
+                     addr_end = end[split ? HH_STREAM_OLD : HH_STREAM_ADDR],
+                     more_end = end[HH_STREAM_OLD_MORE];
         do {
             uint8_t tag = t < tag_end ? buf[t] : 0;
             int op = tag & HH_EVT_OP_MASK;
@@ -153,9 +222,10 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
                 s->la_stopped = true;
                 break;
             }
-            uint64_t v, ordinal = 0;
+            uint64_t v = 0, ordinal = 0;
             if ((HH_OPS_ENDING >> op) & 1u) {
-                if (varint_exact(buf, &a, addr_end, &v) != NULL) {
+                if ((split ? varint_split_exact(buf, &a, addr_end, &m, more_end, &v)
+                           : varint_exact(buf, &a, addr_end, &v)) != NULL) {
                     s->la_stopped = true;
                     break;
                 }
@@ -167,7 +237,7 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
                     }
                 }
             }
-            if (shared && ((HH_OPS_BEGINNING >> op) & 1u) &&
+            if (!split && ((HH_OPS_BEGINNING >> op) & 1u) &&
                 varint_exact(buf, &a, addr_end, &v) != NULL) {
                 s->la_stopped = true;
                 break;
@@ -178,6 +248,7 @@ static inline void lookahead(hh_scan *s, const uint8_t *buf, const size_t end[HH
         } while (n < goal);
         s->la_tag = t;
         s->la_addr = a;
+        s->la_more = m;
         s->la_prev_ref = prev;
         s->la_events = n;
     }
@@ -218,7 +289,7 @@ static inline __attribute__((always_inline)) int decode_fields(hh_scan *s, int o
     /* A block that ends and none begins (free): it ends here, before the fields after it. */
 #define GET_OLD(var)                                             \
     do {                                                         \
-        READ(s->old_stream, v);                                  \
+        READ_OLD(v);                                             \
         CHECK(resolve_ref(s, v, &(var), &old_rec));              \
         if (!begins && (var) != 0) end_block(s, (var), old_rec); \
     } while (0)
@@ -226,7 +297,7 @@ static inline __attribute__((always_inline)) int decode_fields(hh_scan *s, int o
 #define GET_NEW(var)                                                                         \
     do {                                                                                     \
         double bytes_ = f->count * f->size;                                                  \
-        READ(HH_STREAM_ADDR, v);                                                             \
+        READ_NEW(v);                                                                         \
         if (ends) {                                                                          \
             bool failed_ =                                                                   \
                 bytes_ != 0 && (v & 1) && (int64_t)f->old + unzigzag((v - 1) >> 1) == 0;     \
@@ -259,7 +330,8 @@ int hh_scan_run(hh_scan *s, const uint8_t *buf, size_t pos[HH_STREAM_COUNT],
     if (s->la_tag == SIZE_MAX || s->la_tag < pos[HH_STREAM_TAG]) {
         /* (Re)start the lookahead where the events are: a block's start, or after a record. */
         s->la_tag = pos[HH_STREAM_TAG];
-        s->la_addr = pos[s->old_stream];
+        s->la_addr = pos[s->split ? HH_STREAM_OLD : HH_STREAM_ADDR];
+        s->la_more = pos[HH_STREAM_OLD_MORE];
         s->la_prev_ref = s->prev_ref;
         s->la_events = s->block_events;
         s->la_stopped = false;

@@ -123,7 +123,7 @@ int hh_scan_set_thread(hh_scan *s, uint64_t index, double tid) {
 }
 
 void hh_scan_start_block(hh_scan *s, unsigned streams) {
-    s->old_stream = streams == HH_STREAM_COUNT_SHARED_ADDR ? HH_STREAM_ADDR : HH_STREAM_OLD;
+    s->split = streams != HH_STREAM_COUNT_SHARED_ADDR;
     s->time = 0;
     s->addr = 0;
     if (s->threads > 0) {

@@ -68,7 +68,8 @@ void hh_scan_set_flags(hh_scan *s, uint32_t flags, double unit_ns);
 int hh_scan_set_thread(hh_scan *s, uint64_t index, double tid);
 /* Before the first record of every block: the delta state restarts. streams is the block's
  * number of streams: HH_STREAM_COUNT, or HH_STREAM_COUNT_SHARED_ADDR for the layout of versions
- * 1 to 3, whose old addresses are read from HH_STREAM_ADDR (pos[HH_STREAM_OLD] is not used). */
+ * 1 to 3, whose old addresses are read from HH_STREAM_ADDR and whose varints are whole (pos[]
+ * of the streams it lacks is not used). */
 void hh_scan_start_block(hh_scan *s, unsigned streams);
 
 /*

@@ -149,7 +149,7 @@ static napi_value start_block(napi_env env, napi_callback_info info) {
     if (s == NULL) return NULL;
     double streams = number(env, argv[0]);
     if (streams != HH_STREAM_COUNT && streams != HH_STREAM_COUNT_SHARED_ADDR) {
-        napi_throw_range_error(env, NULL, "a block has 6 or 7 streams");
+        napi_throw_range_error(env, NULL, "a block has 6 or 10 streams");
         return NULL;
     }
     hh_scan_start_block(s, (unsigned)streams);

@@ -150,12 +150,14 @@ struct hh_scan {
     thread_series *tseries;    /* HH_THREAD_SERIES_MAX + 1 entries, allocated with the first */
     uint32_t tseries_count;
 
-    /* The stream of the current block's old addresses: HH_STREAM_OLD, or HH_STREAM_ADDR in a
-     * block of six streams (hh_scan_start_block) */
-    int old_stream;
+    /* The current block has ten streams: old addresses in HH_STREAM_OLD, and the varints of
+     * num, addr and old split (heaplog.h); false: six streams, both addresses in
+     * HH_STREAM_ADDR, no varint split (hh_scan_start_block) */
+    bool split;
 
     /* Lookahead: a second reader of the tag and old streams that runs ahead of the events */
-    size_t la_tag, la_addr; /* its positions (la_tag SIZE_MAX: start from the events') */
+    size_t la_tag, la_addr, la_more; /* its positions in tag, old (or addr) and old_more (la_tag
+                                        SIZE_MAX: start from the events') */
     int64_t la_prev_ref;
     uint64_t la_events;             /* events it has passed in this block */
     bool la_stopped;                /* it met a record that is not an event, or damage */

@@ -53,19 +53,24 @@ enum hh_codec { HH_CODEC_NONE = 0, HH_CODEC_DEFLATE = 1, HH_CODEC_ZSTD = 2 };
 
 /* The streams a block's records are stored in, one per kind of field, in the payload's order. */
 enum hh_stream {
-    HH_STREAM_TAG = 0,   /* the tag byte of every record */
-    HH_STREAM_TIME = 1,  /* the time field of every event */
-    HH_STREAM_STACK = 2, /* the thread index and stack id fields of events */
-    HH_STREAM_NUM = 3,   /* size, count, align, duration and weight fields of events */
-    HH_STREAM_ADDR = 4,  /* the addresses of blocks that begin (new; old too in six streams) */
-    HH_STREAM_DECL = 5,  /* every field of the declarations and of VM_MAPPED / VM_UNMAPPED */
-    HH_STREAM_OLD = 6,   /* the addresses of blocks that end (old), from version 4 */
+    HH_STREAM_TAG = 0,       /* the tag byte of every record */
+    HH_STREAM_TIME = 1,      /* the time field of every event */
+    HH_STREAM_STACK = 2,     /* the thread index and stack id fields of events */
+    HH_STREAM_NUM = 3,       /* size, count, align, duration and weight fields of events */
+    HH_STREAM_ADDR = 4,      /* the addresses of blocks that begin (new; old too in six streams) */
+    HH_STREAM_DECL = 5,      /* every field of the declarations and of VM_MAPPED / VM_UNMAPPED */
+    HH_STREAM_OLD = 6,       /* the addresses of blocks that end (old), from version 4 */
+    HH_STREAM_NUM_MORE = 7,  /* the bytes after the first of each varint of num, from version 4 */
+    HH_STREAM_ADDR_MORE = 8, /* the same for addr */
+    HH_STREAM_OLD_MORE = 9,  /* the same for old */
 };
 /* The number of streams, the payload's first varint. Frees and new blocks are coded so
- * differently (FORMAT.md, "Addresses") that one stream of both compressed a tenth worse than
- * two: a free's reference is mostly a small delta of allocation order, a new block's an index
- * into a size class's list, and zstd's literal statistics and matches serve each better alone. */
-#define HH_STREAM_COUNT 7
+ * differently (FORMAT.md, "Addresses") that one stream of both compressed worse than two: a
+ * free's reference is mostly a small delta of allocation order, a new block's an index into a
+ * size class's list, and zstd's literal statistics serve each better alone. For the same reason
+ * the varints of num, addr and old keep only their first byte there and the others in a _MORE
+ * stream: a first byte and a high byte of the same field follow different statistics. */
+#define HH_STREAM_COUNT 10
 /* The number of streams of a block of version 1 to 3, whose old addresses are in
  * HH_STREAM_ADDR with the new ones, in event order; a reader also accepts it in version 4. */
 #define HH_STREAM_COUNT_SHARED_ADDR 6
@@ -73,7 +78,7 @@ enum hh_stream {
 /* ---- Size limits (FORMAT.md, "Size limits"): a block outside them is damage ---------------- */
 
 /* The most bytes a block's payload holds once decompressed: the reference writer's payload
- * buffer, seven streams of 192 KiB (its HH_STREAM_CAP) and 64 bytes for the stream table. */
+ * buffer, ten streams of 192 KiB (its HH_STREAM_CAP) and 64 bytes for the stream table. */
 #define HH_MAX_BLOCK_PAYLOAD (HH_STREAM_COUNT * 192 * 1024 + 64)
 /* The most bytes a block stores: a payload that did not compress, plus 16 KiB of codec overhead
  * and the zstd length varint (the writer's compressed buffer). */

@@ -80,6 +80,22 @@ static void hh_put_var(hh_writer *w, int s, uint64_t v) {
     w->len += n - start;
 }
 
+/* A varint of a split stream (num, addr, old: heaplog.h): its first byte in stream s, the
+ * others, if any, in stream more. */
+static inline void hh_put_split(hh_writer *w, int s, int more, uint64_t v) {
+    if (v < 0x80) {
+        w->sbuf[s][w->slen[s]++] = (uint8_t)v;
+        w->len++;
+        return;
+    }
+    w->sbuf[s][w->slen[s]++] = (uint8_t)(v | 0x80);
+    w->len++;
+    hh_put_var(w, more, v >> 7);
+}
+#define HH_PUT_NUM_VAR(v) hh_put_split(w, HH_STREAM_NUM, HH_STREAM_NUM_MORE, v)
+#define HH_PUT_ADDR_VAR(v) hh_put_split(w, HH_STREAM_ADDR, HH_STREAM_ADDR_MORE, v)
+#define HH_PUT_OLD_VAR(v) hh_put_split(w, HH_STREAM_OLD, HH_STREAM_OLD_MORE, v)
+
 static void hh_put_svar(hh_writer *w, int s, int64_t v) {
     hh_put_var(w, s, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
 }
@@ -475,11 +491,11 @@ static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
     if (cls < HH_CLASSES) hh_class_push(w, cls, ptr);
 }
 
-/* An address as a delta to the previous one (odd code), in stream s: HH_STREAM_OLD for a block
- * that ends, HH_STREAM_ADDR for one that begins. */
-static void hh_put_explicit(hh_writer *w, int s, uint64_t ptr) {
+/* An address as a delta to the previous one (odd code): the code, for the stream of a block
+ * that ends (old) or begins (addr). */
+static uint64_t hh_explicit_code(const hh_writer *w, uint64_t ptr) {
     int64_t d = (int64_t)(ptr - w->prev_addr);
-    hh_put_var(w, s, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1);
+    return ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1;
 }
 
 /* A block that ends here (free, realloc's old block); remove says whether it really ends. */
@@ -488,12 +504,12 @@ static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
     unsigned cls = HH_NO_CLASS;
     if (slot != NULL) {
         int64_t d = (int64_t)slot->ordinal - (int64_t)w->prev_ref - 1;
-        hh_put_var(w, HH_STREAM_OLD, ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
+        HH_PUT_OLD_VAR(((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
         w->prev_ref = slot->ordinal;
         cls = slot->cls;
         if (remove) hh_live_erase(w, slot);
     } else {
-        hh_put_explicit(w, HH_STREAM_OLD, ptr);
+        HH_PUT_OLD_VAR(hh_explicit_code(w, ptr));
     }
     if (ptr != 0 && remove) hh_recent_push(w, ptr, cls);
     w->prev_addr = ptr;
@@ -515,16 +531,16 @@ static void hh_put_new(hh_writer *w, uint64_t ptr, uint64_t class_bytes, uint64_
     unsigned cls = hh_class_of(class_bytes);
     int k = ptr != 0 && cls < HH_CLASSES ? hh_class_find(w, cls, ptr) : -1;
     if (k >= 0) {
-        hh_put_var(w, HH_STREAM_ADDR, (uint64_t)k << 2);
+        HH_PUT_ADDR_VAR((uint64_t)k << 2);
         hh_class_remove(w, cls, (unsigned)k); /* handed out again: no longer a free block */
     } else if (ptr != 0 && w->bump_addr != 0 && ptr == hh_bump_guess(w)) {
-        hh_put_var(w, HH_STREAM_ADDR, 2);
+        HH_PUT_ADDR_VAR(2);
     } else {
         if (ptr != 0) k = hh_recent_find(w, ptr);
         if (k >= 0) {
-            hh_put_var(w, HH_STREAM_ADDR, ((uint64_t)(k + 1) << 2) | 2);
+            HH_PUT_ADDR_VAR(((uint64_t)(k + 1) << 2) | 2);
         } else {
-            hh_put_explicit(w, HH_STREAM_ADDR, ptr);
+            HH_PUT_ADDR_VAR(hh_explicit_code(w, ptr));
         }
     }
     if (ptr != 0) {
@@ -560,8 +576,8 @@ static inline __attribute__((always_inline)) void hh_encode_fields(hh_writer *w,
     const bool failed = begins && f.ptr == 0 && bytes != 0;
     const uint64_t class_bytes = ((HH_OPS_ALIGNED >> op) & 1u) ? UINT64_MAX : bytes;
     const uint64_t request = ((HH_OPS_ALIGNED >> op) & 1u) ? f.size : bytes;
-#define HH_PUT_NUM(value) hh_put_var(w, HH_STREAM_NUM, value)
-#define HH_PUT_ALIGN(value) hh_put_var(w, HH_STREAM_NUM, value)
+#define HH_PUT_NUM(value) HH_PUT_NUM_VAR(value)
+#define HH_PUT_ALIGN(value) HH_PUT_NUM_VAR(value)
 #define HH_PUT_OLD(value) hh_put_ref(w, value, !failed)
 #define HH_PUT_NEW(value) hh_put_new(w, value, class_bytes, request)
 #define HH_PUT_FIELD(name, coding, ops, flag) \

@@ -97,7 +97,7 @@ export interface Scanner {
   startSequence(tally: boolean, allocCode: number, freeCode: number, reallocCode: number): void;
   setFlags(flags: number, unitNs: number): void;
   setThread(index: number, tid: number): void;
-  /** Before a block's first record; streams: how many the block stored (6 or 7). */
+  /** Before a block's first record; streams: how many the block stored (6 or 10). */
   startBlock(streams: number): void;
   run(payload: Uint8Array, pos: Float64Array): number;
   error(): string;

@@ -150,8 +150,10 @@ static int decode(const char *path) {
             p += lengths[i];
             end[i] = p;
         }
-        for (size_t q = pos[HH_STREAM_ADDR]; q < end[HH_STREAM_ADDR];) {
-            uint64_t v = varint(payload, &q);
+        for (size_t q = pos[HH_STREAM_ADDR], m = pos[HH_STREAM_ADDR_MORE];
+             q < end[HH_STREAM_ADDR];) {
+            uint64_t v = payload[q++]; /* a split varint: the bytes after the first in addr_more */
+            if (v >= 0x80) v = (v & 0x7f) | varint(payload, &m) << 7;
             if (v & 1) g_explicit_codes++;
             if (v % 4 == 2 && v > 2) {
                 g_recent_codes++;

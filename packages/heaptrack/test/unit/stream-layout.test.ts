@@ -1,7 +1,8 @@
 /**
- * The two layouts of a block (FORMAT.md, "Blocks"): seven streams since version 4, the
- * addresses of blocks that end in `old`; six before, both kinds of address in `addr` in event
- * order. A reader takes either, and the same events come out.
+ * The two layouts of a block (FORMAT.md, "Blocks"): ten streams since version 4, the addresses
+ * of blocks that end in `old` and the bytes after the first of each varint of `num`, `addr` and
+ * `old` in their `_more` streams; six before, both kinds of address in `addr` in event order,
+ * varints whole. A reader takes either, and the same events come out.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,8 +32,15 @@ const EVENTS: { tag: number; size?: number; code: number }[] = [
   { tag: FREE, code: 0 },
 ];
 
+/** Varints of a split stream: the first bytes, and the bytes after them (the `_more` stream). */
+function split(values: number[]): [Buffer, Buffer] {
+  const first = values.map((v) => (v < 0x80 ? v : (v & 0x7f) | 0x80));
+  const more = values.filter((v) => v >= 0x80).map((v) => varint(Math.floor(v / 128)));
+  return [Buffer.from(first), Buffer.concat(more)];
+}
+
 /** A stored log of one block: PROCESS, THREAD 1, then EVENTS, in `count` streams. */
-function logOf(version: number, count: 6 | 7): string {
+function logOf(version: number, count: 6 | 10): string {
   const bytes = (s: string): Buffer => Buffer.concat([varint(s.length), Buffer.from(s)]);
   const decl = Buffer.concat([
     ...[4242, 1, 1000, 1, 0, 0, 0, 1].map(varint), // pid .. time_unit; flags 0
@@ -45,14 +53,19 @@ function logOf(version: number, count: 6 | 7): string {
   const tag = Buffer.from([format.TAG_PROCESS, format.TAG_THREAD, ...EVENTS.map((e) => e.tag)]);
   const time = Buffer.alloc(EVENTS.length); // every event at 0
   const stack = varint(1); // the first event's thread index
-  const num = Buffer.concat(EVENTS.filter((e) => e.size !== undefined).map((e) => varint(e.size!)));
+  const sizes = EVENTS.filter((e) => e.size !== undefined).map((e) => e.size!);
   const isFree = (e: (typeof EVENTS)[number]): boolean => e.tag === FREE;
-  const codes = (keep: (e: (typeof EVENTS)[number]) => boolean): Buffer =>
-    Buffer.concat(EVENTS.filter(keep).map((e) => varint(e.code)));
+  const newCodes = EVENTS.filter((e) => !isFree(e)).map((e) => e.code);
+  const oldCodes = EVENTS.filter(isFree).map((e) => e.code);
+  const whole = (values: number[]): Buffer => Buffer.concat(values.map(varint));
+  const [num, numMore] = split(sizes);
+  const [addr, addrMore] = split(newCodes);
+  const [old, oldMore] = split(oldCodes);
+  expect(addrMore.length).toBeGreaterThan(0); // the first address takes more than one byte
   const streams =
     count === 6
-      ? [tag, time, stack, num, codes(() => true), decl]
-      : [tag, time, stack, num, codes((e) => !isFree(e)), decl, codes(isFree)];
+      ? [tag, time, stack, whole(sizes), whole(EVENTS.map((e) => e.code)), decl]
+      : [tag, time, stack, num, addr, decl, old, numMore, addrMore, oldMore];
   const payload = Buffer.concat([
     varint(count),
     ...streams.map((s) => varint(s.length)),
@@ -80,10 +93,11 @@ const EXPECTED: [string, number][] = [
   ['free', A + 32],
 ];
 
-describe('a block of seven streams and one of six hold the same events (unit)', () => {
-  it('version 4: the frees named from the old stream', async () => {
+describe('a block of ten streams and one of six hold the same events (unit)', () => {
+  it('version 4: the frees named from the old stream, the long varints finished in _more', async () => {
     expect(format.STREAM_NAMES[format.STREAM_OLD]).toBe('old');
-    expect(await eventsOf(logOf(4, 7))).toEqual(EXPECTED);
+    expect(format.STREAM_NAMES[format.STREAM_ADDR_MORE]).toBe('addr_more');
+    expect(await eventsOf(logOf(4, 10))).toEqual(EXPECTED);
   });
 
   it('version 3: the frees named from the addr stream, between the new blocks', async () => {
@@ -92,13 +106,13 @@ describe('a block of seven streams and one of six hold the same events (unit)', 
 
   it('version 4 also takes a block of six; another count of streams is damage, named', async () => {
     expect(await eventsOf(logOf(4, 6))).toEqual(EXPECTED);
-    const log = readFileSync(logOf(4, 7));
+    const log = readFileSync(logOf(4, 10));
     const payload = Buffer.from(log.subarray(16 + 8));
     payload[0] = 5; // the stream count
     const five = join(dir, 'five.log');
     writeFileSync(five, Buffer.concat([log.subarray(0, 16), block(0, payload)]));
     await expect(eventsOf(five)).rejects.toThrow(
-      /block of 5 streams \(expected 7, or 6 before version 4\)/,
+      /block of 5 streams \(expected 10, or 6 before version 4\)/,
     );
   });
 });
