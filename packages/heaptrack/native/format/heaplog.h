@@ -25,12 +25,14 @@
 /* The first 8 bytes of every log. */
 #define HH_LOG_MAGIC "HHEAPLOG"
 /* The version the reference writer writes (byte 8 of the file header). Version 4 moved the
- * addresses of blocks that end into a stream of their own (HH_STREAM_OLD); a version 3 reader
- * would not find them, so it refuses the file by its version. */
+ * addresses of blocks that end into a stream of their own (HH_STREAM_OLD), split the varints of
+ * num, addr and old across two streams each (the _MORE streams) and deepened the recent frees
+ * (HH_PF_DEEP_RECENT); a version 3 reader would find neither, so it refuses the file by its
+ * version. */
 #define HH_FORMAT_VERSION 4
 /* The oldest version a reader still reads (version 2 added VM_MAPPED, VM_UNMAPPED, flag bit 6;
  * version 3 RT_VIOLATION and HH_PF_DEEP_CLASSES, which made the size classes' lists of recent
- * frees 128 deep; version 4 the old stream). */
+ * frees 128 deep; version 4 ten streams and HH_PF_DEEP_RECENT). */
 #define HH_FORMAT_VERSION_MIN 1
 /* Bytes of the file header: the magic, the version, 7 reserved bytes of 0. */
 #define HH_FILE_HEADER_SIZE 16

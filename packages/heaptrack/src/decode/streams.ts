@@ -1,7 +1,8 @@
 /**
- * A block payload's seven streams (six before version 4; FORMAT.md, "Blocks") and a read position in each, for the
- * records TypeScript decodes itself: the declarations (declarations.ts) and the zstd block's
- * length prefix. The events are decoded in C only (native/analyze/, through replay.ts).
+ * A block payload's ten streams (six before version 4; FORMAT.md, "Blocks") and a read position
+ * in each, for the records TypeScript decodes itself: the declarations (declarations.ts) and the
+ * zstd block's length prefix. The events are decoded in C only (native/analyze/, through
+ * replay.ts).
  */
 import {
   MAX_VARINT_BYTES,
@@ -56,8 +57,8 @@ export class Cursor {
 
 /**
  * The streams of a block (FORMAT.md, "Blocks"), by name, and how many the block stored: a block
- * of STREAM_COUNT_SHARED_ADDR (versions 1 to 3) keeps its old addresses in `addr`, and its `old`
- * is empty.
+ * of STREAM_COUNT_SHARED_ADDR (versions 1 to 3) keeps its old addresses in `addr` and its
+ * varints whole, and the streams it lacks (`old` and the `_more` streams) are empty here.
  */
 export type Streams = Record<(typeof STREAM_NAMES)[number], Cursor> & { readonly count: number };
 
