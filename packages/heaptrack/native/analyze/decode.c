@@ -143,23 +143,19 @@ static inline const char *varint_split_num(const uint8_t *b, size_t *p, size_t e
     return NULL;
 }
 
-#define READ_WITH(fn, stream, var)                                     \
-    do {                                                               \
-        const char *why_ = fn(buf, &pos[stream], end[stream], &(var)); \
-        if (why_ != NULL) {                                            \
-            snprintf(s->error, sizeof s->error, "%s", why_);           \
-            return HH_SCAN_ERROR;                                      \
-        }                                                              \
+/* A varint reader's call: on an error, its text becomes the scan's error. */
+#define READ_CHECKED(call)                                   \
+    do {                                                     \
+        const char *why_ = (call);                           \
+        if (why_ != NULL) {                                  \
+            snprintf(s->error, sizeof s->error, "%s", why_); \
+            return HH_SCAN_ERROR;                            \
+        }                                                    \
     } while (0)
+#define READ_WITH(fn, stream, var) READ_CHECKED(fn(buf, &pos[stream], end[stream], &(var)))
 #define READ(stream, var) READ_WITH(varint_exact, stream, var)
-#define READ_SPLIT_WITH(fn, stream, more, var)                                                \
-    do {                                                                                      \
-        const char *why_ = fn(buf, &pos[stream], end[stream], &pos[more], end[more], &(var)); \
-        if (why_ != NULL) {                                                                   \
-            snprintf(s->error, sizeof s->error, "%s", why_);                                  \
-            return HH_SCAN_ERROR;                                                             \
-        }                                                                                     \
-    } while (0)
+#define READ_SPLIT_WITH(fn, stream, more, var) \
+    READ_CHECKED(fn(buf, &pos[stream], end[stream], &pos[more], end[more], &(var)))
 /* A field of a split stream: in a block of ten streams from stream and more, in a block of six
  * whole from six_stream (s->split). */
 #define READ_FIELD(split_fn, whole_fn, stream, more, six_stream, var) \

@@ -84,20 +84,23 @@ static void hh_put_var(hh_writer *w, int s, uint64_t v) {
  * others, if any, in stream more. */
 static inline void hh_put_split(hh_writer *w, int s, int more, uint64_t v) {
     if (v < 0x80) {
-        w->sbuf[s][w->slen[s]++] = (uint8_t)v;
-        w->len++;
+        hh_put_u8(w, s, (uint8_t)v);
         return;
     }
-    w->sbuf[s][w->slen[s]++] = (uint8_t)(v | 0x80);
-    w->len++;
+    hh_put_u8(w, s, (uint8_t)(v | 0x80));
     hh_put_var(w, more, v >> 7);
 }
 #define HH_PUT_NUM_VAR(v) hh_put_split(w, HH_STREAM_NUM, HH_STREAM_NUM_MORE, v)
 #define HH_PUT_ADDR_VAR(v) hh_put_split(w, HH_STREAM_ADDR, HH_STREAM_ADDR_MORE, v)
 #define HH_PUT_OLD_VAR(v) hh_put_split(w, HH_STREAM_OLD, HH_STREAM_OLD_MORE, v)
 
+/* A signed value in zigzag form (FORMAT.md, "svarint"). */
+static inline uint64_t hh_zigzag(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
 static void hh_put_svar(hh_writer *w, int s, int64_t v) {
-    hh_put_var(w, s, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+    hh_put_var(w, s, hh_zigzag(v));
 }
 
 static void hh_put_bytes(hh_writer *w, int s, const void *p, uint32_t n) {
@@ -494,8 +497,7 @@ static void hh_recent_push(hh_writer *w, uint64_t ptr, unsigned cls) {
 /* An address as a delta to the previous one (odd code): the code, for the stream of a block
  * that ends (old) or begins (addr). */
 static uint64_t hh_explicit_code(const hh_writer *w, uint64_t ptr) {
-    int64_t d = (int64_t)(ptr - w->prev_addr);
-    return ((((uint64_t)d << 1) ^ (uint64_t)(d >> 63)) << 1) | 1;
+    return (hh_zigzag((int64_t)(ptr - w->prev_addr)) << 1) | 1;
 }
 
 /* A block that ends here (free, realloc's old block); remove says whether it really ends. */
@@ -503,8 +505,7 @@ static void hh_put_ref(hh_writer *w, uint64_t ptr, bool remove) {
     hh_live *slot = ptr != 0 ? hh_live_find(w, ptr) : NULL;
     unsigned cls = HH_NO_CLASS;
     if (slot != NULL) {
-        int64_t d = (int64_t)slot->ordinal - (int64_t)w->prev_ref - 1;
-        HH_PUT_OLD_VAR(((((uint64_t)d << 1) ^ (uint64_t)(d >> 63))) << 1);
+        HH_PUT_OLD_VAR(hh_zigzag((int64_t)slot->ordinal - (int64_t)w->prev_ref - 1) << 1);
         w->prev_ref = slot->ordinal;
         cls = slot->cls;
         if (remove) hh_live_erase(w, slot);

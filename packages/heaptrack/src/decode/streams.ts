@@ -60,7 +60,8 @@ export class Cursor {
  * of STREAM_COUNT_SHARED_ADDR (versions 1 to 3) keeps its old addresses in `addr` and its
  * varints whole, and the streams it lacks (`old` and the `_more` streams) are empty here.
  */
-export type Streams = Record<(typeof STREAM_NAMES)[number], Cursor> & { readonly count: number };
+type StreamName = (typeof STREAM_NAMES)[number];
+export type Streams = Record<StreamName, Cursor> & { readonly count: number };
 
 export function splitStreams(payload: Buffer): Streams {
   const head = new Cursor(payload, 0, payload.length);
@@ -73,7 +74,7 @@ export function splitStreams(payload: Buffer): Streams {
   const stored = STREAM_NAMES.slice(0, n);
   const lengths = stored.map(() => head.varint());
   let at = head.pos;
-  const out: Partial<Record<(typeof STREAM_NAMES)[number], Cursor>> = {};
+  const out: Partial<Record<StreamName, Cursor>> = {};
   stored.forEach((name, i) => {
     const len = lengths[i]!;
     if (at + len > payload.length) throw new RangeError('stream lengths exceed the block');
@@ -82,7 +83,7 @@ export function splitStreams(payload: Buffer): Streams {
   });
   if (at !== payload.length) throw new RangeError('bytes after the last stream');
   for (const name of STREAM_NAMES.slice(n)) out[name] = new Cursor(payload, at, at);
-  return { ...(out as Record<(typeof STREAM_NAMES)[number], Cursor>), count: n };
+  return { ...(out as Record<StreamName, Cursor>), count: n };
 }
 
 export function unzigzag(z: number): number {
